@@ -1,0 +1,84 @@
+use crate::{Chunk, ChunkId, DocumentId};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeSet, HashMap};
+
+/// Ids that a search must never return. Applied inside the search: an excluded chunk never
+/// comes back and never costs a result slot.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExclusionSet {
+    pub documents: BTreeSet<DocumentId>,
+    pub chunks: BTreeSet<ChunkId>,
+}
+
+impl ExclusionSet {
+    pub fn is_empty(&self) -> bool {
+        self.documents.is_empty() && self.chunks.is_empty()
+    }
+    pub fn len(&self) -> usize {
+        self.documents.len() + self.chunks.len()
+    }
+    pub fn excludes(&self, chunk: &ChunkId, document: &DocumentId) -> bool {
+        self.documents.contains(document) || self.chunks.contains(chunk)
+    }
+}
+
+/// Group results by document: at most `group_size` chunks per document unless `quotas`
+/// (or a chunk's weight) raises it for a document.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Grouping {
+    pub group_size: usize,
+    pub quotas: HashMap<DocumentId, usize>,
+}
+
+impl Grouping {
+    pub fn new(group_size: usize) -> Self {
+        Self { group_size: group_size.max(1), quotas: HashMap::new() }
+    }
+    /// Chunks a document may place in the result: `group_size`, times a source weight
+    /// `w >= 2` (rounded down), or the document's entry in `quotas` if larger.
+    pub fn quota(&self, document_id: &str, weight: f32) -> usize {
+        let w = if weight.is_finite() && weight >= 2.0 { weight.floor() as usize } else { 1 };
+        self.quotas.get(document_id).copied().unwrap_or(0).max(self.group_size * w)
+    }
+}
+
+/// One vector search.
+#[derive(Clone, Debug)]
+pub struct SearchRequest {
+    /// L2-normalised query vector.
+    pub vector: Vec<f32>,
+    /// Documents when `grouping` is set, chunks otherwise.
+    pub limit: usize,
+    pub grouping: Option<Grouping>,
+    pub exclusion: ExclusionSet,
+}
+
+/// A chunk returned by a search with its similarity (cosine; higher is closer).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Hit {
+    pub chunk: Chunk,
+    pub score: f32,
+}
+
+/// How a search was carried out, for the trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SearchPath {
+    /// Filtered graph (HNSW) search.
+    Graph,
+    /// Exact scan over every stored vector.
+    Exact,
+    /// Done by a remote engine (e.g. Milvus).
+    Remote,
+}
+
+/// Hits sorted by score, best first, and how they were found.
+#[derive(Clone, Debug)]
+pub struct SearchOutcome {
+    pub hits: Vec<Hit>,
+    pub path: SearchPath,
+    /// Searches run (more than one when grouping needed a deeper pass).
+    pub rounds: u32,
+    /// Why this path was chosen, in words.
+    pub reason: String,
+}

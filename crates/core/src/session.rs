@@ -1,0 +1,89 @@
+use crate::{ChunkId, DocumentId, Trace};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::str::FromStr;
+
+/// What the user wants from this turn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Intent {
+    /// A new question: everything already shown is excluded.
+    New,
+    /// More about what was just shown: other chunks of those documents are welcome.
+    FollowUp,
+    /// "Show me that again": exclusion is off, the previous turn's documents come back.
+    Reshow,
+}
+
+impl Intent {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Intent::New => "new",
+            Intent::FollowUp => "follow_up",
+            Intent::Reshow => "reshow",
+        }
+    }
+}
+
+impl FromStr for Intent {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> crate::Result<Self> {
+        match s {
+            "new" => Ok(Intent::New),
+            "follow_up" | "follow-up" => Ok(Intent::FollowUp),
+            "reshow" => Ok(Intent::Reshow),
+            _ => Err(crate::Error::InvalidInput(format!("unknown mode {s:?}: use auto, new, follow_up or reshow"))),
+        }
+    }
+}
+
+/// What a turn consumed, as remembered by the session.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TurnRecord {
+    pub turn: u64,
+    pub question: String,
+    pub intent: Intent,
+    pub shown_chunks: Vec<ChunkId>,
+    pub shown_documents: Vec<DocumentId>,
+    pub cited_chunks: Vec<ChunkId>,
+    pub cited_documents: Vec<DocumentId>,
+    pub at_unix_ms: u64,
+}
+
+/// A session's memory: the last `window` turns and the session's citation markers.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SessionState {
+    /// Number of turns ever committed (the last turn's number).
+    pub turn_count: u64,
+    /// The remembered turns, oldest first, trimmed to the window.
+    pub turns: Vec<TurnRecord>,
+    /// Marker of every document this session has shown.
+    pub markers: BTreeMap<DocumentId, u32>,
+    pub updated_at_unix_ms: u64,
+}
+
+impl SessionState {
+    pub fn next_marker(&self) -> u32 {
+        self.markers.values().copied().max().unwrap_or(0) + 1
+    }
+}
+
+/// How much of a session to keep.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Retention {
+    /// Turns kept for exclusion; 0 keeps all.
+    pub window: usize,
+    /// Seconds of inactivity after which the session (and its traces) expire; 0 = never.
+    pub ttl_secs: u64,
+}
+
+/// Everything one turn writes, applied atomically by [`crate::SessionStore::commit_turn`].
+#[derive(Clone, Debug)]
+pub struct TurnCommit {
+    /// `turn` is assigned by the store.
+    pub record: TurnRecord,
+    /// Markers this turn handed out to documents new to the session.
+    pub new_markers: BTreeMap<DocumentId, u32>,
+    /// `turn` is assigned by the store.
+    pub trace: Trace,
+}

@@ -1,0 +1,74 @@
+use crate::{
+    ChunkId, Chunk, ContextBlock, EmbeddedChunk, Result, Retention, SearchOutcome, SearchRequest, SessionId,
+    SessionState, Trace, TurnCommit,
+};
+
+/// Stores chunks with their vectors and searches them with grouping and exclusion applied
+/// inside the search.
+///
+/// Contract (checked by the conformance suite):
+/// - `search` never returns a chunk that `request.exclusion` excludes, and excluded chunks
+///   never take a result slot: with grouping, `limit` documents come back whenever that many
+///   non-excluded documents exist.
+/// - With grouping, no document holds more than its quota of hits.
+/// - Hits are sorted by score, best first; ties keep a deterministic order.
+/// - `upsert` is atomic and idempotent: after an error nothing of the batch is visible.
+pub trait VectorStore: Send + Sync {
+    fn dimension(&self) -> usize;
+    /// Insert or replace chunks by id. Returns how many ids were new.
+    fn upsert(&self, chunks: &[EmbeddedChunk]) -> Result<usize>;
+    fn search(&self, request: &SearchRequest) -> Result<SearchOutcome>;
+    /// Chunks by id, in the order asked; unknown ids are skipped.
+    fn chunks(&self, ids: &[ChunkId]) -> Result<Vec<Chunk>>;
+    fn len(&self) -> Result<usize>;
+    fn is_empty(&self) -> Result<bool> {
+        Ok(self.len()? == 0)
+    }
+}
+
+/// Remembers sessions and their traces.
+///
+/// `commit_turn` is atomic: the turn record, the window trim, new markers, the TTL refresh
+/// and the trace are all written or none is. Two concurrent commits to one session both
+/// land, with distinct turn numbers.
+pub trait SessionStore: Send + Sync {
+    /// The session's state; `None` when it never existed or expired.
+    fn load(&self, id: &SessionId) -> Result<Option<SessionState>>;
+    /// Appends a turn; returns its number (1-based).
+    fn commit_turn(&self, id: &SessionId, commit: TurnCommit, retention: Retention) -> Result<u64>;
+    /// All stored traces of a session, oldest first.
+    fn traces(&self, id: &SessionId) -> Result<Vec<Trace>>;
+    /// Forgets what the session has seen (turns and markers); traces stay. False if unknown.
+    fn reset(&self, id: &SessionId) -> Result<bool>;
+    /// Removes the session and its traces. False if unknown.
+    fn delete(&self, id: &SessionId) -> Result<bool>;
+}
+
+/// Turns text into L2-normalised vectors.
+pub trait Embedder: Send + Sync {
+    fn dimension(&self) -> usize;
+    /// A stable name of the model, used to key embedding caches.
+    fn model_id(&self) -> &str;
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>>;
+}
+
+/// Counts tokens the way the model will.
+pub trait TokenCounter: Send + Sync {
+    fn name(&self) -> &str;
+    fn count(&self, text: &str) -> usize;
+}
+
+/// What a generator is given.
+#[derive(Clone, Debug)]
+pub struct GenerationRequest<'a> {
+    pub question: &'a str,
+    pub blocks: &'a [ContextBlock],
+    /// The full prompt (instructions, context, question) as it is sent to a model.
+    pub prompt: &'a str,
+}
+
+/// Writes an answer that cites context blocks as `[n]`.
+pub trait Generator: Send + Sync {
+    fn name(&self) -> &str;
+    fn generate(&self, request: &GenerationRequest<'_>) -> Result<String>;
+}

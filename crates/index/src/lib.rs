@@ -1,0 +1,382 @@
+//! The embedded vector index of ragctx: an HNSW graph with the exclusion filter applied
+//! inside the graph walk, grouping by document inside the search, and an exact scan chosen
+//! when the estimated share of excluded points (or the corpus size) makes it cheaper or
+//! safer. Persisted as one file, replaced atomically.
+//!
+//! ```
+//! use ragctx_core::{ExclusionSet, Grouping, SearchRequest};
+//! use ragctx_index::{IndexParams, VectorIndex};
+//! let mut ix = VectorIndex::new(2, IndexParams::default());
+//! ix.upsert("a#0", "a", 1.0, &[1.0, 0.0]);
+//! ix.upsert("a#1", "a", 1.0, &[0.9, 0.436]);
+//! ix.upsert("b#0", "b", 1.0, &[0.0, 1.0]);
+//! let mut exclusion = ExclusionSet::default();
+//! exclusion.chunks.insert("a#0".into());
+//! let req = SearchRequest { vector: vec![1.0, 0.0], limit: 1, grouping: Some(Grouping::new(1)), exclusion };
+//! let found = ix.search(&req);
+//! assert_eq!(ix.chunk_id(found.hits[0].0), "a#1");
+//! ```
+
+mod distance;
+mod hnsw;
+mod persist;
+
+pub use distance::dot;
+pub use persist::IndexError;
+
+use hnsw::{Graph, Scored, Vectors};
+use ragctx_core::{Grouping, SearchPath, SearchRequest};
+use std::collections::HashMap;
+
+/// Graph and planning parameters.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct IndexParams {
+    /// Links per node (layer 0 has twice as many).
+    pub m: usize,
+    pub ef_construction: usize,
+    /// Allowed results the graph walk collects at least.
+    pub ef_search: usize,
+    /// Corpora with at most this many live points are always scanned exactly.
+    pub exact_below: usize,
+}
+
+impl Default for IndexParams {
+    fn default() -> Self {
+        IndexParams { m: 16, ef_construction: 128, ef_search: 96, exact_below: 2_000 }
+    }
+}
+
+/// Nodes found by a search, best first, and how they were found.
+#[derive(Clone, Debug)]
+pub struct IndexHits {
+    /// `(node, similarity)`.
+    pub hits: Vec<(u32, f32)>,
+    pub path: SearchPath,
+    pub rounds: u32,
+    pub reason: String,
+    /// Similarity computations done (graph walk or scan).
+    pub visits: usize,
+}
+
+/// Force a search path (benchmarks and tests); `None` lets the planner choose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ForcePath {
+    Graph,
+    Exact,
+}
+
+#[derive(Clone, Debug)]
+pub struct VectorIndex {
+    params: IndexParams,
+    dim: usize,
+    vectors: Vec<f32>,
+    chunk_ids: Vec<String>,
+    doc_of: Vec<u32>,
+    docs: Vec<String>,
+    weights: Vec<f32>,
+    deleted: Vec<bool>,
+    graph: Graph,
+    by_chunk: HashMap<String, u32>,
+    by_doc: HashMap<String, u32>,
+    doc_nodes: Vec<Vec<u32>>,
+}
+
+impl VectorIndex {
+    pub fn new(dim: usize, params: IndexParams) -> Self {
+        VectorIndex {
+            params,
+            dim,
+            vectors: Vec::new(),
+            chunk_ids: Vec::new(),
+            doc_of: Vec::new(),
+            docs: Vec::new(),
+            weights: Vec::new(),
+            deleted: Vec::new(),
+            graph: Graph::new(params.m, params.ef_construction),
+            by_chunk: HashMap::new(),
+            by_doc: HashMap::new(),
+            doc_nodes: Vec::new(),
+        }
+    }
+
+    pub fn dimension(&self) -> usize {
+        self.dim
+    }
+    pub fn params(&self) -> IndexParams {
+        self.params
+    }
+    pub fn set_ef_search(&mut self, ef: usize) {
+        self.params.ef_search = ef.max(1);
+    }
+
+    /// Live (searchable) points.
+    pub fn len(&self) -> usize {
+        self.by_chunk.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.by_chunk.is_empty()
+    }
+    /// Nodes including replaced ones still linked in the graph.
+    pub fn nodes(&self) -> usize {
+        self.chunk_ids.len()
+    }
+    pub fn chunk_id(&self, node: u32) -> &str {
+        &self.chunk_ids[node as usize]
+    }
+    pub fn document_id(&self, node: u32) -> &str {
+        &self.docs[self.doc_of[node as usize] as usize]
+    }
+    pub fn contains(&self, chunk_id: &str) -> bool {
+        self.by_chunk.contains_key(chunk_id)
+    }
+    /// The stored vector of a live chunk.
+    pub fn vector_of(&self, chunk_id: &str) -> Option<&[f32]> {
+        self.by_chunk.get(chunk_id).map(|&n| self.vector(n))
+    }
+    fn vector(&self, node: u32) -> &[f32] {
+        let i = node as usize * self.dim;
+        &self.vectors[i..i + self.dim]
+    }
+
+    /// Share of nodes that are replaced (dead) but still in the graph.
+    pub fn dead_share(&self) -> f64 {
+        if self.nodes() == 0 {
+            0.0
+        } else {
+            1.0 - self.len() as f64 / self.nodes() as f64
+        }
+    }
+
+    /// Inserts or replaces a chunk. Returns true when the id was new. A replaced chunk keeps
+    /// its node when only metadata changed; otherwise the old node is retired (still used to
+    /// navigate, never returned) and a new one is linked.
+    ///
+    /// Panics if `vector.len() != dimension()`: callers validate dimensions first.
+    pub fn upsert(&mut self, chunk_id: &str, document_id: &str, weight: f32, vector: &[f32]) -> bool {
+        assert_eq!(vector.len(), self.dim, "vector dimension");
+        let doc = match self.by_doc.get(document_id) {
+            Some(&d) => d,
+            None => {
+                let d = self.docs.len() as u32;
+                self.docs.push(document_id.to_owned());
+                self.doc_nodes.push(Vec::new());
+                self.by_doc.insert(document_id.to_owned(), d);
+                d
+            }
+        };
+        if let Some(&old) = self.by_chunk.get(chunk_id) {
+            if self.vector(old) == vector {
+                self.weights[old as usize] = weight;
+                if self.doc_of[old as usize] != doc {
+                    let prev = self.doc_of[old as usize] as usize;
+                    self.doc_nodes[prev].retain(|&n| n != old);
+                    self.doc_of[old as usize] = doc;
+                    self.doc_nodes[doc as usize].push(old);
+                }
+                return false;
+            }
+            self.deleted[old as usize] = true;
+            let prev = self.doc_of[old as usize] as usize;
+            self.doc_nodes[prev].retain(|&n| n != old);
+        }
+        let node = self.chunk_ids.len() as u32;
+        let is_new = self.by_chunk.insert(chunk_id.to_owned(), node).is_none();
+        self.chunk_ids.push(chunk_id.to_owned());
+        self.doc_of.push(doc);
+        self.weights.push(weight);
+        self.deleted.push(false);
+        self.doc_nodes[doc as usize].push(node);
+        self.vectors.extend_from_slice(vector);
+        let vectors = Vectors { data: &self.vectors, dim: self.dim };
+        self.graph.insert(&vectors, node);
+        is_new
+    }
+
+    /// A copy without retired nodes (rebuilds the graph).
+    pub fn compacted(&self) -> VectorIndex {
+        let mut fresh = VectorIndex::new(self.dim, self.params);
+        for node in 0..self.nodes() as u32 {
+            if !self.deleted[node as usize] {
+                fresh.upsert(self.chunk_id(node), self.document_id(node), self.weights[node as usize], self.vector(node));
+            }
+        }
+        fresh
+    }
+
+    /// Nodes the request excludes (and retired nodes), as a bitmap, with the count of
+    /// excluded live nodes.
+    fn excluded_nodes(&self, request: &SearchRequest) -> (Vec<bool>, usize) {
+        let mut out = self.deleted.clone();
+        let mut count = 0;
+        for d in &request.exclusion.documents {
+            if let Some(&di) = self.by_doc.get(d.as_str()) {
+                for &n in &self.doc_nodes[di as usize] {
+                    if !out[n as usize] {
+                        out[n as usize] = true;
+                        count += 1;
+                    }
+                }
+            }
+        }
+        for c in &request.exclusion.chunks {
+            if let Some(&n) = self.by_chunk.get(c.as_str()) {
+                if !out[n as usize] {
+                    out[n as usize] = true;
+                    count += 1;
+                }
+            }
+        }
+        (out, count)
+    }
+
+    pub fn search(&self, request: &SearchRequest) -> IndexHits {
+        self.search_with(request, None)
+    }
+
+    /// Search with grouping and exclusion applied inside; `force` pins the path.
+    pub fn search_with(&self, request: &SearchRequest, force: Option<ForcePath>) -> IndexHits {
+        let live = self.len();
+        if live == 0 || request.limit == 0 {
+            return IndexHits { hits: Vec::new(), path: SearchPath::Exact, rounds: 0, reason: "empty".into(), visits: 0 };
+        }
+        let (excluded, excluded_live) = self.excluded_nodes(request);
+        let allowed_live = live - excluded_live;
+        let allowed_share = allowed_live as f64 / live as f64;
+        let per_group = request.grouping.as_ref().map_or(1, |g| g.group_size);
+        let need = request.limit * per_group;
+        let ef0 = self.params.ef_search.max(need * 2);
+        // The graph walk must visit roughly ef / allowed_share nodes' neighbourhoods before
+        // it holds ef allowed results; past a quarter of the corpus a scan is cheaper and exact.
+        let graph_budget = live / 4;
+        let planned_visits = (ef0 as f64 / allowed_share.max(1e-9)) as usize;
+        let (use_exact, reason) = match force {
+            Some(ForcePath::Exact) => (true, "forced exact".to_string()),
+            Some(ForcePath::Graph) => (false, "forced graph".to_string()),
+            None if live <= self.params.exact_below => {
+                (true, format!("{live} points <= exact_below {}", self.params.exact_below))
+            }
+            None if planned_visits > graph_budget => (
+                true,
+                format!("{:.1}% excluded: graph walk would visit ~{planned_visits} of {live}", 100.0 * (1.0 - allowed_share)),
+            ),
+            None => (false, format!("{:.1}% excluded, ef {ef0}", 100.0 * (1.0 - allowed_share))),
+        };
+        if use_exact {
+            let (hits, visits) = self.exact(request, &excluded);
+            return IndexHits { hits, path: SearchPath::Exact, rounds: 1, reason, visits };
+        }
+        let vectors = Vectors { data: &self.vectors, dim: self.dim };
+        let allowed = |n: u32| !excluded[n as usize];
+        let mut ef = ef0;
+        let mut rounds = 0;
+        let mut visits = 0;
+        loop {
+            rounds += 1;
+            let found = self.graph.search(&vectors, &request.vector, ef, &allowed, Some(&mut visits));
+            let exhausted = found.len() < ef;
+            let hits = match &request.grouping {
+                Some(g) => self.group(&found, request.limit, g),
+                None => found.iter().take(request.limit).copied().collect(),
+            };
+            let groups = match &request.grouping {
+                Some(_) => self.count_documents(&hits),
+                None => hits.len(),
+            };
+            if groups >= request.limit.min(allowed_live) || exhausted {
+                let hits = hits.into_iter().map(|s| (s.1, s.0)).collect();
+                let reason = if rounds > 1 { format!("{reason}; deepened to ef {ef}") } else { reason };
+                return IndexHits { hits, path: SearchPath::Graph, rounds, reason, visits };
+            }
+            ef *= 4;
+            if force.is_none() && ef > graph_budget {
+                let (hits, v) = self.exact(request, &excluded);
+                let reason = format!("{reason}; {groups} of {} groups at ef {}: exact scan", request.limit, ef / 4);
+                return IndexHits { hits, path: SearchPath::Exact, rounds: rounds + 1, reason, visits: visits + v };
+            }
+        }
+    }
+
+    fn count_documents(&self, hits: &[Scored]) -> usize {
+        let mut docs: Vec<u32> = hits.iter().map(|s| self.doc_of[s.1 as usize]).collect();
+        docs.sort_unstable();
+        docs.dedup();
+        docs.len()
+    }
+
+    /// Keeps, in score order, at most `limit` documents and each document's quota of chunks.
+    fn group(&self, sorted: &[Scored], limit: usize, grouping: &Grouping) -> Vec<Scored> {
+        let mut taken: HashMap<u32, usize> = HashMap::new();
+        let mut out = Vec::new();
+        for &s in sorted {
+            let node = s.1 as usize;
+            let doc = self.doc_of[node];
+            let docs_so_far = taken.len();
+            let count = taken.entry(doc).or_insert(0);
+            if *count == 0 && docs_so_far >= limit {
+                taken.remove(&doc);
+                continue;
+            }
+            if *count < grouping.quota(&self.docs[doc as usize], self.weights[node]) {
+                *count += 1;
+                out.push(s);
+            }
+        }
+        out
+    }
+
+    /// Exact scan with the same exclusion and grouping.
+    fn exact(&self, request: &SearchRequest, excluded: &[bool]) -> (Vec<(u32, f32)>, usize) {
+        let mut scored: Vec<Scored> = (0..self.nodes() as u32)
+            .filter(|&n| !excluded[n as usize])
+            .map(|n| Scored(dot(&request.vector, self.vector(n)), n))
+            .collect();
+        let visits = scored.len();
+        let by_score = |a: &Scored, b: &Scored| b.cmp(a);
+        let hits = match &request.grouping {
+            None => {
+                let k = request.limit.min(scored.len());
+                if k < scored.len() {
+                    scored.select_nth_unstable_by(k, by_score);
+                    scored.truncate(k);
+                }
+                scored.sort_by(by_score);
+                scored
+            }
+            Some(g) => {
+                // The best `limit` documents are decided by their best chunk, so a head of
+                // the ranking that holds `limit` documents decides them; each chosen
+                // document's quota is then filled from all of its own chunks.
+                let head = (request.limit * g.group_size * 16).max(256);
+                let mut part = if head < scored.len() {
+                    let mut part = scored.clone();
+                    part.select_nth_unstable_by(head, by_score);
+                    part.truncate(head);
+                    part
+                } else {
+                    scored.clone()
+                };
+                part.sort_by(by_score);
+                if self.count_documents(&self.group(&part, request.limit, g)) < request.limit.min(scored.len()) {
+                    part = scored;
+                    part.sort_by(by_score);
+                }
+                let chosen = self.group(&part, request.limit, g);
+                let mut docs: Vec<u32> = chosen.iter().map(|s| self.doc_of[s.1 as usize]).collect();
+                docs.sort_unstable();
+                docs.dedup();
+                let mut filled: Vec<Scored> = docs
+                    .iter()
+                    .flat_map(|&d| self.doc_nodes[d as usize].iter().copied())
+                    .filter(|&n| !excluded[n as usize])
+                    .map(|n| Scored(dot(&request.vector, self.vector(n)), n))
+                    .collect();
+                filled.sort_by(by_score);
+                self.group(&filled, request.limit, g)
+            }
+        };
+        (hits.into_iter().map(|s| (s.1, s.0)).collect(), visits)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,172 @@
+use super::*;
+use ragctx_core::{ExclusionSet, Grouping, SearchRequest};
+
+/// Deterministic clustered unit vectors: `docs` documents of `per_doc` chunks each, chunks
+/// of a document close to the document's centre.
+fn corpus(docs: usize, per_doc: usize, dim: usize, seed: u64) -> Vec<(String, String, Vec<f32>)> {
+    let mut rng = seed;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        (rng >> 11) as f32 / (1u64 << 53) as f32 * 2.0 - 1.0
+    };
+    let mut out = Vec::new();
+    for d in 0..docs {
+        let centre: Vec<f32> = (0..dim).map(|_| next()).collect();
+        for c in 0..per_doc {
+            let v: Vec<f32> = centre.iter().map(|x| x + 0.35 * next()).collect();
+            out.push((format!("d{d}#{c}"), format!("d{d}"), normalise(v)));
+        }
+    }
+    out
+}
+
+fn normalise(mut v: Vec<f32>) -> Vec<f32> {
+    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    v.iter_mut().for_each(|x| *x /= n);
+    v
+}
+
+fn build(data: &[(String, String, Vec<f32>)], exact_below: usize) -> VectorIndex {
+    let params = IndexParams { exact_below, ..IndexParams::default() };
+    let mut ix = VectorIndex::new(data[0].2.len(), params);
+    for (c, d, v) in data {
+        ix.upsert(c, d, 1.0, v);
+    }
+    ix
+}
+
+fn request(v: &[f32], limit: usize, grouping: Option<Grouping>, exclusion: ExclusionSet) -> SearchRequest {
+    SearchRequest { vector: v.to_vec(), limit, grouping, exclusion }
+}
+
+fn ids(ix: &VectorIndex, hits: &IndexHits) -> Vec<String> {
+    hits.hits.iter().map(|&(n, _)| ix.chunk_id(n).to_string()).collect()
+}
+
+#[test]
+fn excluded_ids_never_return_and_cost_no_slot() {
+    let data = corpus(300, 4, 24, 7);
+    let ix = build(&data, 0);
+    let q = &data[10].2;
+    let mut ex = ExclusionSet::default();
+    ex.documents.insert("d2".into());
+    ex.chunks.insert("d3#0".into());
+    for force in [ForcePath::Graph, ForcePath::Exact] {
+        let hits = ix.search_with(&request(q, 10, Some(Grouping::new(1)), ex.clone()), Some(force));
+        let docs: Vec<&str> = hits.hits.iter().map(|&(n, _)| ix.document_id(n)).collect();
+        assert_eq!(docs.len(), 10, "{force:?}: limit counts documents");
+        assert!(!docs.contains(&"d2"));
+        assert!(!ids(&ix, &hits).contains(&"d3#0".to_string()));
+        let mut uniq = docs.clone();
+        uniq.sort();
+        uniq.dedup();
+        assert_eq!(uniq.len(), 10, "{force:?}: one chunk per document");
+        assert!(hits.hits.windows(2).all(|w| w[0].1 >= w[1].1), "sorted by score");
+    }
+}
+
+#[test]
+fn graph_recall_holds_when_the_query_neighbourhood_is_excluded() {
+    let data = corpus(1500, 4, 32, 11);
+    let ix = build(&data, 0);
+    let mut recall_sum = 0.0;
+    let queries = 40;
+    for qi in 0..queries {
+        let q = &data[qi * 97 % data.len()].2;
+        // Exclude the query's own 200 nearest chunks: the multi-turn worst case.
+        let top = ix.search_with(&request(q, 200, None, ExclusionSet::default()), Some(ForcePath::Exact));
+        let mut ex = ExclusionSet::default();
+        for id in ids(&ix, &top) {
+            ex.chunks.insert(id.into());
+        }
+        let exact = ix.search_with(&request(q, 10, None, ex.clone()), Some(ForcePath::Exact));
+        let graph = ix.search_with(&request(q, 10, None, ex.clone()), Some(ForcePath::Graph));
+        let truth = ids(&ix, &exact);
+        let got = ids(&ix, &graph);
+        assert!(got.iter().all(|g| !ex.chunks.contains(g.as_str())));
+        recall_sum += got.iter().filter(|g| truth.contains(g)).count() as f64 / 10.0;
+    }
+    let recall = recall_sum / queries as f64;
+    assert!(recall >= 0.95, "recall@10 with correlated exclusion: {recall}");
+}
+
+#[test]
+fn a_dominant_document_does_not_starve_other_groups() {
+    let mut data = corpus(200, 2, 16, 3);
+    let q = data[0].2.clone();
+    // 300 chunks of one document all nearly identical to the query.
+    for i in 0..300 {
+        let v: Vec<f32> = q.iter().enumerate().map(|(j, x)| x + if j == i % 16 { 0.01 } else { 0.0 }).collect();
+        data.push((format!("big#{i}"), "big".into(), normalise(v)));
+    }
+    let ix = build(&data, 0);
+    for force in [None, Some(ForcePath::Exact)] {
+        let hits = ix.search_with(&request(&q, 5, Some(Grouping::new(2)), ExclusionSet::default()), force);
+        let mut docs: Vec<&str> = hits.hits.iter().map(|&(n, _)| ix.document_id(n)).collect();
+        assert_eq!(docs.iter().filter(|d| **d == "big").count(), 2, "quota of 2 for the dominant document");
+        docs.sort();
+        docs.dedup();
+        assert_eq!(docs.len(), 5, "{force:?}: five groups");
+    }
+}
+
+#[test]
+fn quotas_raise_one_document_only() {
+    let data = corpus(100, 6, 16, 5);
+    let ix = build(&data, 0);
+    let mut g = Grouping::new(1);
+    g.quotas.insert("d1".into(), 3);
+    let hits = ix.search_with(&request(&data[6].2, 4, Some(g), ExclusionSet::default()), Some(ForcePath::Exact));
+    let d1 = hits.hits.iter().filter(|&&(n, _)| ix.document_id(n) == "d1").count();
+    assert_eq!(d1, 3);
+    assert_eq!(hits.hits.len(), 3 + 3);
+}
+
+#[test]
+fn upsert_replaces_and_save_load_round_trips_odd_ids() {
+    let data = corpus(50, 3, 8, 9);
+    let mut ix = build(&data, 0);
+    let odd = "zz\"] or id >= 0 or doc_id in [\"zz\\ 文档";
+    let v = data[0].2.clone();
+    assert!(ix.upsert(odd, odd, 1.0, &v));
+    assert!(!ix.upsert("d0#0", "d0", 1.0, &data[5].2), "replacing is not new");
+    assert_eq!(ix.len(), data.len() + 1);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index.bin");
+    ix.save(&path, 42).unwrap();
+    let (back, generation) = VectorIndex::load(&path).unwrap();
+    assert_eq!(generation, 42);
+    assert_eq!(back.len(), ix.len());
+    let mut ex = ExclusionSet::default();
+    ex.documents.insert(odd.into());
+    let r = request(&v, 5, Some(Grouping::new(1)), ex);
+    let a = ids(&ix, &ix.search_with(&r, Some(ForcePath::Graph)));
+    let b = ids(&back, &back.search_with(&r, Some(ForcePath::Graph)));
+    assert_eq!(a, b);
+    assert!(!a.contains(&odd.to_string()));
+    let r = request(&v, 1, None, ExclusionSet::default());
+    assert_eq!(ids(&back, &back.search(&r)), vec![odd.to_string()]);
+    // The replaced vector of d0#0 is gone: searching its old vector finds it only via the new one.
+    assert_eq!(back.vector_of("d0#0").unwrap(), &data[5].2[..]);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes.truncate(bytes.len() - 3);
+    std::fs::write(&path, bytes).unwrap();
+    assert!(matches!(VectorIndex::load(&path), Err(IndexError::Corrupt { .. })));
+}
+
+#[test]
+fn planner_scans_exactly_when_most_points_are_excluded() {
+    let data = corpus(400, 5, 16, 13);
+    let ix = build(&data, 0);
+    let mut ex = ExclusionSet::default();
+    for d in 0..390 {
+        ex.documents.insert(format!("d{d}").into());
+    }
+    let hits = ix.search(&request(&data[0].2, 5, Some(Grouping::new(1)), ex));
+    assert_eq!(hits.path, SearchPath::Exact, "{}", hits.reason);
+    assert_eq!(hits.hits.len(), 5);
+    let hits = ix.search(&request(&data[0].2, 5, Some(Grouping::new(1)), ExclusionSet::default()));
+    assert_eq!(hits.path, SearchPath::Graph, "{}", hits.reason);
+}
