@@ -1,1 +1,23 @@
-//! placeholder
+//! The models ragctx runs in process: the MiniLM embedder (candle), the `cl100k_base`
+//! token counter (tiktoken) and the extractive generator.
+//!
+//! ```no_run
+//! use ragctx_core::{Embedder, TokenCounter};
+//! let embedder = ragctx_models::MiniLmEmbedder::load("models/all-MiniLM-L6-v2".as_ref())?;
+//! let v = embedder.embed(&["Where do guinea pigs sleep?"])?;
+//! assert_eq!(v[0].len(), 384);
+//! assert!(ragctx_models::Cl100kCounter::new().count("hello world") == 2);
+//! # Ok::<(), ragctx_core::Error>(())
+//! ```
+
+mod bert;
+mod embedder;
+mod extractive;
+mod tokens;
+
+pub use embedder::{MiniLmEmbedder, BATCH, MAX_TOKENS};
+pub use extractive::{sentences, terms, ExtractiveGenerator, NOTHING_FOUND};
+pub use tokens::Cl100kCounter;
+
+/// Where the model is installed unless configured otherwise.
+pub const DEFAULT_MODEL_DIR: &str = "models/all-MiniLM-L6-v2";

@@ -1,0 +1,163 @@
+use ragctx_core::{ContextBlock, GenerationRequest, Generator, Result};
+use std::collections::HashSet;
+
+/// The offline default generator: the context sentences that share the most terms with the
+/// question, each followed by its block's `[n]` marker. Deterministic; no model needed.
+#[derive(Clone, Debug)]
+pub struct ExtractiveGenerator {
+    /// Sentences in the answer at most.
+    pub max_sentences: usize,
+    /// Sentences taken from one block at most.
+    pub per_block: usize,
+}
+
+impl Default for ExtractiveGenerator {
+    fn default() -> Self {
+        ExtractiveGenerator { max_sentences: 3, per_block: 2 }
+    }
+}
+
+/// The answer when the context is empty.
+pub const NOTHING_FOUND: &str = "No new source in the corpus answers this; nothing to cite.";
+
+const STOPWORDS: &[&str] = &[
+    "the", "and", "for", "are", "was", "were", "what", "which", "who", "whom", "whose", "how", "why", "when", "where",
+    "does", "did", "can", "could", "would", "should", "will", "with", "that", "this", "these", "those", "there",
+    "their", "they", "them", "have", "has", "had", "you", "your", "from", "about", "into", "than", "then", "also",
+    "more", "tell", "some", "any", "its", "it's", "our", "not", "but", "all", "been", "being", "such", "other",
+];
+
+/// Lower-cased word terms (3+ letters, no stopwords) and CJK character bigrams.
+pub fn terms(text: &str) -> HashSet<String> {
+    let mut out = HashSet::new();
+    let lower = text.to_lowercase();
+    for w in lower.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+        let cjk: Vec<char> = w.chars().filter(|c| is_cjk(*c)).collect();
+        if cjk.len() >= 2 {
+            for pair in cjk.windows(2) {
+                out.insert(pair.iter().collect());
+            }
+        } else if cjk.len() == 1 {
+            out.insert(cjk[0].to_string());
+        }
+        let latin: String = w.chars().filter(|c| !is_cjk(*c)).collect();
+        if latin.chars().count() >= 3 && !STOPWORDS.contains(&latin.as_str()) {
+            out.insert(latin);
+        }
+    }
+    out
+}
+
+fn is_cjk(c: char) -> bool {
+    matches!(c as u32, 0x4E00..=0x9FFF | 0x3400..=0x4DBF | 0x3040..=0x30FF | 0xAC00..=0xD7AF)
+}
+
+/// Splits text into sentences on `.`, `!`, `?` (followed by space), CJK stops and newlines.
+pub fn sentences(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let chars: Vec<(usize, char)> = text.char_indices().collect();
+    for (k, &(i, c)) in chars.iter().enumerate() {
+        let next_is_space = chars.get(k + 1).is_none_or(|&(_, n)| n.is_whitespace());
+        let end = match c {
+            '\n' | '。' | '！' | '？' => true,
+            '.' | '!' | '?' => next_is_space,
+            _ => false,
+        };
+        if end {
+            let s = text[start..i + c.len_utf8()].trim();
+            if s.chars().filter(|c| c.is_alphanumeric()).count() >= 3 {
+                out.push(s);
+            }
+            start = i + c.len_utf8();
+        }
+    }
+    let s = text[start..].trim();
+    if s.chars().filter(|c| c.is_alphanumeric()).count() >= 3 {
+        out.push(s);
+    }
+    out
+}
+
+impl ExtractiveGenerator {
+    fn pick<'b>(&self, question: &str, blocks: &'b [ContextBlock]) -> Vec<(u32, &'b str)> {
+        let q = terms(question);
+        let mut scored: Vec<(f64, usize, usize, u32, &str)> = Vec::new();
+        for (bi, block) in blocks.iter().enumerate() {
+            for (si, s) in sentences(&block.text).into_iter().enumerate() {
+                let t = terms(s);
+                let shared = q.intersection(&t).count() as f64;
+                // Shared terms dominate; the block's rank and the sentence's position break ties.
+                let score = shared / (1.0 + (t.len() as f64).ln_1p()) - 0.01 * bi as f64 - 0.001 * si as f64;
+                scored.push((score, bi, si, block.marker, s));
+            }
+        }
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+        let mut per_block = vec![0usize; blocks.len()];
+        let mut chosen = Vec::new();
+        for (_, bi, _, marker, s) in scored {
+            if chosen.len() >= self.max_sentences {
+                break;
+            }
+            if per_block[bi] < self.per_block {
+                per_block[bi] += 1;
+                chosen.push((marker, s));
+            }
+        }
+        chosen
+    }
+}
+
+impl Generator for ExtractiveGenerator {
+    fn name(&self) -> &str {
+        "extractive"
+    }
+    fn generate(&self, request: &GenerationRequest<'_>) -> Result<String> {
+        let picked = self.pick(request.question, request.blocks);
+        if picked.is_empty() {
+            return Ok(NOTHING_FOUND.to_string());
+        }
+        Ok(picked.iter().map(|(m, s)| format!("{s} [{m}]")).collect::<Vec<_>>().join(" "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn block(marker: u32, text: &str) -> ContextBlock {
+        ContextBlock {
+            marker,
+            document_id: format!("d{marker}").into(),
+            title: "t".into(),
+            chunk_ids: vec![],
+            tokens: 0,
+            score: 0.5,
+            text: text.into(),
+        }
+    }
+
+    #[test]
+    fn answers_with_the_matching_sentences_and_their_markers() {
+        let blocks = [
+            block(4, "Guinea pigs eat hay. They sleep in burrows dug by other animals."),
+            block(7, "Capybaras are large rodents. Guinea pigs need vitamin C in their diet."),
+        ];
+        let prompt = "";
+        let a = ExtractiveGenerator::default()
+            .generate(&GenerationRequest { question: "Where do they sleep at night?", blocks: &blocks, prompt })
+            .unwrap();
+        assert!(a.starts_with("They sleep in burrows dug by other animals. [4]"), "{a}");
+        assert!(a.contains("[7]"));
+        let none = ExtractiveGenerator::default()
+            .generate(&GenerationRequest { question: "q", blocks: &[], prompt })
+            .unwrap();
+        assert_eq!(none, NOTHING_FOUND);
+    }
+
+    #[test]
+    fn splits_chinese_and_english_sentences() {
+        assert_eq!(sentences("第一句。第二句！Third one. 3.5 stays"), vec!["第一句。", "第二句！", "Third one.", "3.5 stays"]);
+        assert!(terms("刚才那个").contains("刚才"));
+    }
+}
