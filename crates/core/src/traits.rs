@@ -20,6 +20,8 @@ pub trait VectorStore: Send + Sync {
     fn search(&self, request: &SearchRequest) -> Result<SearchOutcome>;
     /// Chunks by id, in the order asked; unknown ids are skipped.
     fn chunks(&self, ids: &[ChunkId]) -> Result<Vec<Chunk>>;
+    /// Stored vectors by chunk id, in the order asked; `None` for unknown ids.
+    fn vectors(&self, ids: &[ChunkId]) -> Result<Vec<Option<Vec<f32>>>>;
     fn len(&self) -> Result<usize>;
     fn is_empty(&self) -> Result<bool> {
         Ok(self.len()? == 0)

@@ -1,1 +1,239 @@
-//! placeholder
+//! The ragctx turn pipeline, one module per stage:
+//! [`intent`] → [`exclusion`] → [`retrieve`] → [`dedupe`] → [`context`] → generate →
+//! [`memory`] → trace. Stages are plain functions over data; [`Engine`] wires them to the
+//! backends (vector store, session store, embedder, token counter, generator).
+//!
+//! ```no_run
+//! # use std::sync::Arc;
+//! # fn demo(engine: ragctx_engine::Engine) -> ragctx_core::Result<()> {
+//! use ragctx_engine::TurnSettings;
+//! let session = ragctx_core::SessionId::parse("s1")?;
+//! let turn = engine.ask(&session, "How do I appeal?", &TurnSettings::default())?;
+//! assert!(turn.trace.context_tokens <= 6000);
+//! # Ok(()) }
+//! ```
+
+pub mod context;
+pub mod dedupe;
+pub mod exclusion;
+pub mod ingest;
+pub mod intent;
+pub mod memory;
+pub mod retrieve;
+pub mod settings;
+
+pub use settings::{validate_question, Consumption, Granularity, Strategy, TurnSettings, MAX_QUESTION_CHARS};
+
+use ragctx_core::{
+    Chunk, Citation, ContextBlock, DocumentId, Embedder, Error, GenerationRequest, Generator, Grouping, Hit, Intent,
+    Result, SearchPath, SessionId, SessionState, SessionStore, TokenCounter, Trace, TraceStats, TurnCommit, VectorStore,
+};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+/// The answer to one turn: the object `ask --json` prints and the HTTP API returns.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TurnOutcome {
+    pub session_id: String,
+    pub turn: u64,
+    pub intent: Intent,
+    pub answer: String,
+    pub citations: Vec<Citation>,
+    pub context: Vec<ContextBlock>,
+    pub trace: TraceStats,
+}
+
+/// The backends a turn runs on.
+#[derive(Clone)]
+pub struct Engine {
+    pub vectors: Arc<dyn VectorStore>,
+    pub sessions: Arc<dyn SessionStore>,
+    pub embedder: Arc<dyn Embedder>,
+    pub counter: Arc<dyn TokenCounter>,
+    pub generator: Arc<dyn Generator>,
+}
+
+fn ms_since(t: Instant) -> f64 {
+    (t.elapsed().as_secs_f64() * 1e6).round() / 1e3
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+/// What a turn assembled before generation; shared by [`Engine::ask`] and replays.
+pub struct Assembled {
+    pub intent: Intent,
+    pub query: String,
+    pub exclusion: ragctx_core::ExclusionSet,
+    pub candidates: usize,
+    pub unique_documents: usize,
+    pub aliases: Vec<(DocumentId, DocumentId)>,
+    pub search_path: SearchPath,
+    pub search_rounds: u32,
+    pub search_reason: String,
+    pub context: context::BuiltContext,
+    pub prompt: String,
+    pub timings: BTreeMap<String, f64>,
+}
+
+impl Engine {
+    /// Runs one turn and commits it to the session atomically.
+    pub fn ask(&self, session: &SessionId, question: &str, settings: &TurnSettings) -> Result<TurnOutcome> {
+        let started = Instant::now();
+        settings.validate()?;
+        let question = validate_question(question)?;
+        let state = self.sessions.load(session)?.unwrap_or_default();
+        let mut a = self.assemble(session, &state, question, question, settings)?;
+
+        let t = Instant::now();
+        let request = GenerationRequest { question, blocks: &a.context.blocks, prompt: &a.prompt };
+        let answer = self.generator.generate(&request)?;
+        let (citations, invalid) = context::check_citations(&answer, &a.context.blocks);
+        a.timings.insert("generate".into(), ms_since(t));
+
+        let t = Instant::now();
+        let at = now_ms();
+        let record = memory::turn_record(question, a.intent, &a.context.blocks, &citations, at);
+        let stats = TraceStats {
+            candidates: a.candidates,
+            unique_documents: a.unique_documents,
+            context_fragments: a.context.blocks.len(),
+            context_tokens: a.context.tokens,
+            prompt_tokens: self.counter.count(&a.prompt),
+            answer_citations: citations.len(),
+            invalid_citations: invalid.len(),
+            excluded: a.exclusion.len(),
+            dropped_by_budget: a.context.dropped_by_budget.clone(),
+            intent: a.intent,
+            search_path: a.search_path,
+            search_rounds: a.search_rounds,
+            search_reason: a.search_reason.clone(),
+            aliases: a.aliases.clone(),
+            settings: settings.effective(self.counter.name()),
+            timings_ms: BTreeMap::new(),
+        };
+        let mut trace = Trace {
+            session_id: session.to_string(),
+            turn: 0,
+            question: question.to_owned(),
+            query: a.query.clone(),
+            answer: answer.clone(),
+            citations: citations.clone(),
+            context: a.context.blocks.clone(),
+            exclusion: a.exclusion.clone(),
+            invalid_markers: invalid,
+            at_unix_ms: at,
+            stats,
+        };
+        // The stored trace carries every timing but its own write.
+        trace.stats.timings_ms = a.timings.clone();
+        let commit = TurnCommit { record, new_markers: a.context.new_markers.clone(), trace: trace.clone() };
+        let turn = self.sessions.commit_turn(session, commit, settings.retention())?;
+        a.timings.insert("remember".into(), ms_since(t));
+        a.timings.insert("total".into(), ms_since(started));
+        trace.stats.timings_ms = a.timings;
+        Ok(TurnOutcome {
+            session_id: session.to_string(),
+            turn,
+            intent: trace.stats.intent,
+            answer,
+            citations,
+            context: trace.context,
+            trace: trace.stats,
+        })
+    }
+
+    /// Stages 1–5 for a question against a session state, without generating or
+    /// remembering anything. `query` is the text embedded (the question, or a rewrite).
+    pub fn assemble(
+        &self,
+        _session: &SessionId,
+        state: &SessionState,
+        question: &str,
+        query: &str,
+        settings: &TurnSettings,
+    ) -> Result<Assembled> {
+        let mut timings = BTreeMap::new();
+        let intent = settings.mode.unwrap_or_else(|| intent::classify(question, !state.turns.is_empty()));
+        let exclusion = exclusion::exclusion_set(state, intent, settings);
+
+        let t = Instant::now();
+        let vector = self.embedder.embed(&[query])?.pop().ok_or_else(|| Error::Model("no embedding returned".into()))?;
+        timings.insert("embed".into(), ms_since(t));
+
+        let t = Instant::now();
+        let previous = memory::last_documents(state);
+        let mut quotas: HashMap<DocumentId, usize> = HashMap::new();
+        if intent == Intent::FollowUp {
+            // More about what was just shown: those documents may take an extra slot.
+            for d in &previous {
+                quotas.insert(d.clone(), settings.group_size + 1);
+            }
+        }
+        let retrieved = retrieve::retrieve(self.vectors.as_ref(), vector.clone(), exclusion.clone(), quotas.clone(), settings)?;
+        let mut hits = retrieved.outcome.hits;
+        let candidates = hits.len();
+        if intent == Intent::Reshow {
+            // Previously shown items first: the last turn's chunks come back whatever the search found.
+            let shown = state.turns.last().map(|t| t.shown_chunks.clone()).unwrap_or_default();
+            hits = self.reshown(&vector, shown, hits)?;
+            for d in &previous {
+                quotas.insert(d.clone(), usize::MAX / 2);
+            }
+        }
+        timings.insert("search".into(), ms_since(t));
+
+        let t = Instant::now();
+        let deduped = if settings.strategy.groups() || intent == Intent::Reshow {
+            dedupe::dedupe_by_document(hits, &Grouping { group_size: settings.group_size, quotas })
+        } else {
+            dedupe::plain(hits)
+        };
+        let mut fragments = deduped.fragments;
+        if intent == Intent::Reshow {
+            // The reshown documents lead, in their earlier order.
+            fragments.sort_by_key(|f| previous.iter().position(|d| *d == f.document_id).unwrap_or(usize::MAX));
+        }
+        timings.insert("dedupe".into(), ms_since(t));
+
+        let t = Instant::now();
+        let built = context::build_context(&fragments, &state.markers, settings.budget, self.counter.as_ref());
+        let prompt = context::render_prompt(question, &built.blocks, "");
+        timings.insert("assemble".into(), ms_since(t));
+
+        Ok(Assembled {
+            intent,
+            query: query.to_owned(),
+            exclusion,
+            candidates,
+            unique_documents: deduped.unique_documents,
+            aliases: deduped.aliases,
+            search_path: retrieved.outcome.path,
+            search_rounds: retrieved.outcome.rounds + retrieved.deeper,
+            search_reason: retrieved.outcome.reason,
+            context: built,
+            prompt,
+            timings,
+        })
+    }
+
+    /// The previous turn's chunks, scored against the query, then the search hits.
+    fn reshown(&self, query: &[f32], shown: Vec<ragctx_core::ChunkId>, hits: Vec<Hit>) -> Result<Vec<Hit>> {
+        let chunks: Vec<Chunk> = self.vectors.chunks(&shown)?;
+        let ids: Vec<ragctx_core::ChunkId> = chunks.iter().map(|c| c.id.clone()).collect();
+        let vectors = self.vectors.vectors(&ids)?;
+        let mut out: Vec<Hit> = chunks
+            .into_iter()
+            .zip(vectors)
+            .map(|(chunk, v)| {
+                let score = v.map_or(0.0, |v| v.iter().zip(query).map(|(a, b)| a * b).sum());
+                Hit { chunk, score }
+            })
+            .collect();
+        out.extend(hits.into_iter().filter(|h| !shown.contains(&h.chunk.id)));
+        Ok(out)
+    }
+}

@@ -1,0 +1,182 @@
+//! Stage 5: the cited context under a token budget (rank → dedupe → cut), with markers
+//! that stay stable across the session; and the citation check of stage 6.
+
+use crate::dedupe::Fragment;
+use ragctx_core::{Citation, ContextBlock, DocumentId, TokenCounter};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The instructions that open every prompt.
+pub const INSTRUCTIONS: &str = "Answer the question using only the numbered sources below. \
+Cite each statement with the marker of its source, like [2]. If the sources do not answer the question, say so.";
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BuiltContext {
+    /// In rank order.
+    pub blocks: Vec<ContextBlock>,
+    pub tokens: usize,
+    /// Documents with a fragment that did not fit, in rank order.
+    pub dropped_by_budget: Vec<DocumentId>,
+    /// Markers handed to documents new to the session.
+    pub new_markers: BTreeMap<DocumentId, u32>,
+}
+
+/// Fills the budget with fragments in rank order; a fragment that does not fit is dropped
+/// whole (and listed) and smaller ones after it may still fit. `markers` are the session's.
+pub fn build_context(
+    fragments: &[Fragment],
+    markers: &BTreeMap<DocumentId, u32>,
+    budget: usize,
+    counter: &dyn TokenCounter,
+) -> BuiltContext {
+    let mut out = BuiltContext::default();
+    let mut next = markers.values().copied().max().unwrap_or(0) + 1;
+    for f in fragments {
+        let known = markers.get(&f.document_id).or_else(|| out.new_markers.get(&f.document_id)).copied();
+        let marker = known.unwrap_or(next);
+        let mut block = ContextBlock {
+            marker,
+            document_id: f.document_id.clone(),
+            title: f.title.clone(),
+            chunk_ids: f.chunks.iter().map(|c| c.id.clone()).collect(),
+            tokens: 0,
+            score: f.score,
+            text: f.text.clone(),
+        };
+        block.tokens = counter.count(&block.render());
+        if out.tokens + block.tokens > budget {
+            if !out.dropped_by_budget.contains(&f.document_id) {
+                out.dropped_by_budget.push(f.document_id.clone());
+            }
+            continue;
+        }
+        if known.is_none() {
+            out.new_markers.insert(f.document_id.clone(), marker);
+            next += 1;
+        }
+        out.tokens += block.tokens;
+        out.blocks.push(block);
+    }
+    // A document listed as dropped may still have another fragment inside.
+    let inside: BTreeSet<&DocumentId> = out.blocks.iter().map(|b| &b.document_id).collect();
+    out.dropped_by_budget.retain(|d| !inside.contains(d));
+    out
+}
+
+/// The prompt sent to a model: instructions, sources, optional earlier context, question.
+pub fn render_prompt(question: &str, blocks: &[ContextBlock], carried: &str) -> String {
+    let mut p = String::with_capacity(INSTRUCTIONS.len() + question.len() + carried.len() + 1024);
+    p.push_str(INSTRUCTIONS);
+    p.push_str("\n\n");
+    if !carried.is_empty() {
+        p.push_str("Earlier sources:\n");
+        p.push_str(carried);
+        p.push('\n');
+    }
+    p.push_str("Sources:\n");
+    for b in blocks {
+        p.push_str(&b.render());
+        p.push('\n');
+    }
+    p.push_str("Question: ");
+    p.push_str(question);
+    p.push_str("\nAnswer:");
+    p
+}
+
+/// Markers `[n]` in the order the answer first uses them.
+pub fn parse_markers(answer: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    let b = answer.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'[' {
+            let digits = b[i + 1..].iter().take_while(|c| c.is_ascii_digit()).count();
+            if digits > 0 && digits <= 6 && b.get(i + 1 + digits) == Some(&b']') {
+                let n: u32 = answer[i + 1..i + 1 + digits].parse().expect("ascii digits");
+                if !out.contains(&n) {
+                    out.push(n);
+                }
+                i += digits + 2;
+                continue;
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Citations of the answer that refer to this turn's blocks, and the markers that do not.
+pub fn check_citations(answer: &str, blocks: &[ContextBlock]) -> (Vec<Citation>, Vec<u32>) {
+    let mut citations = Vec::new();
+    let mut invalid = Vec::new();
+    for m in parse_markers(answer) {
+        let of_marker: Vec<&ContextBlock> = blocks.iter().filter(|b| b.marker == m).collect();
+        match of_marker.first() {
+            Some(b) => citations.push(Citation {
+                marker: m,
+                document_id: b.document_id.clone(),
+                title: b.title.clone(),
+                chunk_ids: of_marker.iter().flat_map(|b| b.chunk_ids.iter().cloned()).collect(),
+            }),
+            None => invalid.push(m),
+        }
+    }
+    (citations, invalid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ragctx_core::Chunk;
+    use ragctx_models::Cl100kCounter;
+
+    fn frag(doc: &str, words: usize, score: f32) -> Fragment {
+        let text = vec!["word"; words].join(" ");
+        Fragment {
+            document_id: doc.into(),
+            title: "t".into(),
+            chunks: vec![Chunk {
+                id: format!("{doc}#0").into(),
+                document_id: doc.into(),
+                title: "t".into(),
+                text: text.clone(),
+                ordinal: None,
+                start: None,
+                end: None,
+                weight: 1.0,
+            }],
+            score,
+            text,
+        }
+    }
+
+    #[test]
+    fn budget_is_never_exceeded_blocks_drop_whole_and_markers_are_stable() {
+        let mut markers = BTreeMap::new();
+        markers.insert(DocumentId::from("old"), 4);
+        let counter = Cl100kCounter::new();
+        let frags = [frag("a", 10, 0.9), frag("big", 80, 0.8), frag("old", 5, 0.7), frag("c", 5, 0.6)];
+        let c = build_context(&frags, &markers, 50, &counter);
+        let docs: Vec<&str> = c.blocks.iter().map(|b| b.document_id.as_str()).collect();
+        assert_eq!(docs, vec!["a", "old", "c"]);
+        for b in &c.blocks {
+            assert_eq!(b.tokens, counter.count(&b.render()), "header counted");
+        }
+        assert_eq!(c.tokens, c.blocks.iter().map(|b| b.tokens).sum::<usize>());
+        assert!(c.tokens <= 50);
+        assert_eq!(c.dropped_by_budget, vec![DocumentId::from("big")]);
+        assert_eq!(c.blocks[1].marker, 4, "a known document keeps its marker");
+        assert_eq!((c.blocks[0].marker, c.blocks[2].marker), (5, 6), "new ones take the next free markers");
+        assert_eq!(c.new_markers.len(), 2);
+        assert!(c.blocks[0].render().starts_with("[5] t (a)\n"));
+    }
+
+    #[test]
+    fn citations_are_checked_against_the_context() {
+        let c = build_context(&[frag("a", 3, 0.9)], &BTreeMap::new(), 100, &Cl100kCounter::new());
+        let (cites, invalid) = check_citations("x [1] y [9] z [1] [abc] [12345678]", &c.blocks);
+        assert_eq!(cites.len(), 1);
+        assert_eq!(cites[0].document_id.as_str(), "a");
+        assert_eq!(invalid, vec![9]);
+    }
+}

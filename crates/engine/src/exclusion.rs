@@ -1,0 +1,71 @@
+//! Stage 2: the ids the session has consumed in its last `window` turns.
+
+use crate::settings::{Consumption, Granularity, TurnSettings};
+use ragctx_core::{ExclusionSet, Intent, SessionState};
+
+/// The exclusion set for a turn. `reshow` excludes nothing; `follow_up` excludes at chunk
+/// granularity whatever the setting, so other chunks of the documents just shown may come
+/// back.
+pub fn exclusion_set(state: &SessionState, intent: Intent, settings: &TurnSettings) -> ExclusionSet {
+    let mut set = ExclusionSet::default();
+    if intent == Intent::Reshow || !settings.strategy.excludes() {
+        return set;
+    }
+    let granularity = if intent == Intent::FollowUp { Granularity::Chunk } else { settings.granularity };
+    let turns = &state.turns;
+    let from = if settings.window == 0 { 0 } else { turns.len().saturating_sub(settings.window) };
+    for t in &turns[from..] {
+        let (chunks, docs) = match settings.consumption {
+            Consumption::Shown => (&t.shown_chunks, &t.shown_documents),
+            Consumption::Cited => (&t.cited_chunks, &t.cited_documents),
+        };
+        match granularity {
+            Granularity::Document => set.documents.extend(docs.iter().cloned()),
+            Granularity::Chunk => set.chunks.extend(chunks.iter().cloned()),
+        }
+    }
+    set
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ragctx_core::TurnRecord;
+
+    fn turn(n: u64, chunk: &str, doc: &str, cited: bool) -> TurnRecord {
+        TurnRecord {
+            turn: n,
+            question: "q".into(),
+            intent: Intent::New,
+            shown_chunks: vec![chunk.into()],
+            shown_documents: vec![doc.into()],
+            cited_chunks: if cited { vec![chunk.into()] } else { vec![] },
+            cited_documents: if cited { vec![doc.into()] } else { vec![] },
+            at_unix_ms: 0,
+        }
+    }
+
+    #[test]
+    fn window_granularity_consumption_and_intent() {
+        let state = SessionState {
+            turn_count: 3,
+            turns: vec![turn(1, "a#1", "a", true), turn(2, "b#1", "b", false), turn(3, "c#1", "c", true)],
+            ..Default::default()
+        };
+        let mut s = TurnSettings::default();
+        let all = exclusion_set(&state, Intent::New, &s);
+        assert_eq!(all.documents.len(), 3);
+        assert!(all.chunks.is_empty());
+        s.window = 2;
+        let last2 = exclusion_set(&state, Intent::New, &s);
+        assert!(!last2.documents.contains("a") && last2.documents.contains("b"));
+        s.consumption = Consumption::Cited;
+        let cited = exclusion_set(&state, Intent::New, &s);
+        assert_eq!(cited.documents.iter().map(|d| d.as_str()).collect::<Vec<_>>(), vec!["c"]);
+        let follow = exclusion_set(&state, Intent::FollowUp, &s);
+        assert!(follow.documents.is_empty() && follow.chunks.contains("c#1"));
+        assert!(exclusion_set(&state, Intent::Reshow, &s).is_empty());
+        s.strategy = crate::Strategy::Group;
+        assert!(exclusion_set(&state, Intent::New, &s).is_empty());
+    }
+}

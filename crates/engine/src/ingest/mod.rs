@@ -1,0 +1,65 @@
+//! Reading input into chunks, before anything is written: pre-chunked JSONL, and `.md`,
+//! `.txt`, `.html` documents chunked here. Pure functions over text: every error names the
+//! file and line, and nothing is stored until the whole input has been read.
+
+mod chunker;
+mod jsonl;
+
+pub use chunker::{chunk_document, html_to_text, DocumentFormat, CHUNK_CHARS};
+pub use jsonl::parse_jsonl;
+
+use ragctx_core::Chunk;
+use std::collections::HashMap;
+
+/// A problem with the input, located.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InputError {
+    pub file: String,
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+impl std::fmt::Display for InputError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.line {
+            Some(l) => write!(f, "{}:{}: {}", self.file, l, self.message),
+            None => write!(f, "{}: {}", self.file, self.message),
+        }
+    }
+}
+
+impl std::error::Error for InputError {}
+
+impl From<InputError> for ragctx_core::Error {
+    fn from(e: InputError) -> Self {
+        ragctx_core::Error::InvalidInput(e.to_string())
+    }
+}
+
+/// A chunk and where it came from, for duplicate reports.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SourcedChunk {
+    pub chunk: Chunk,
+    pub file: String,
+    pub line: Option<usize>,
+}
+
+/// Rejects two chunks with one id in the same input: an upsert would silently keep only
+/// the later one.
+pub fn check_unique_ids(chunks: &[SourcedChunk]) -> Result<(), InputError> {
+    let mut seen: HashMap<&str, &SourcedChunk> = HashMap::new();
+    for c in chunks {
+        if let Some(first) = seen.insert(c.chunk.id.as_str(), c) {
+            let at = |s: &SourcedChunk| match s.line {
+                Some(l) => format!("{}:{l}", s.file),
+                None => s.file.clone(),
+            };
+            return Err(InputError {
+                file: c.file.clone(),
+                line: c.line,
+                message: format!("duplicate id {:?} (first at {})", c.chunk.id.as_str(), at(first)),
+            });
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,163 @@
+use ragctx_core::{EffectiveSettings, Error, Intent, Result, Retention};
+use serde::{Deserialize, Serialize};
+use std::str::FromStr;
+
+/// Which of the seed's retrieval paths a turn takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Strategy {
+    /// Plain top-k chunks: no grouping, no exclusion.
+    None,
+    /// Group by document (one quota per document), no exclusion.
+    Group,
+    /// Exclude what the session has seen, no grouping.
+    Exclude,
+    /// Group and exclude: the seed's recipe, and the default.
+    Full,
+}
+
+impl Strategy {
+    pub fn groups(self) -> bool {
+        matches!(self, Strategy::Group | Strategy::Full)
+    }
+    pub fn excludes(self) -> bool {
+        matches!(self, Strategy::Exclude | Strategy::Full)
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strategy::None => "none",
+            Strategy::Group => "group",
+            Strategy::Exclude => "exclude",
+            Strategy::Full => "full",
+        }
+    }
+}
+
+/// What the exclusion set is made of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Granularity {
+    /// A shown document never comes back.
+    Document,
+    /// Only shown chunks are excluded; other chunks of the same document may come back.
+    Chunk,
+}
+
+/// Which ids a turn consumes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Consumption {
+    /// Everything that entered the context.
+    Shown,
+    /// Only what the answer cited.
+    Cited,
+}
+
+macro_rules! parse_enum {
+    ($t:ty, $what:literal, $($s:literal => $v:expr),+) => {
+        impl FromStr for $t {
+            type Err = Error;
+            fn from_str(s: &str) -> Result<Self> {
+                match s {
+                    $($s => Ok($v),)+
+                    _ => Err(Error::InvalidInput(format!(concat!("unknown ", $what, " {:?}: use {}"), s, [$($s),+].join(", ")))),
+                }
+            }
+        }
+    };
+}
+parse_enum!(Strategy, "strategy", "full" => Strategy::Full, "group" => Strategy::Group, "exclude" => Strategy::Exclude, "none" => Strategy::None);
+parse_enum!(Granularity, "granularity", "document" => Granularity::Document, "chunk" => Granularity::Chunk);
+parse_enum!(Consumption, "consumption", "shown" => Consumption::Shown, "cited" => Consumption::Cited);
+
+/// Longest question accepted, in characters.
+pub const MAX_QUESTION_CHARS: usize = 4_000;
+
+/// The settings of one turn, validated.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TurnSettings {
+    pub strategy: Strategy,
+    pub granularity: Granularity,
+    pub consumption: Consumption,
+    /// Turns whose ids are excluded; 0 = all.
+    pub window: usize,
+    /// Documents per search (chunks when the strategy does not group).
+    pub limit: usize,
+    /// Chunks per document.
+    pub group_size: usize,
+    /// Fewer unique documents than this triggers a deeper search.
+    pub min_documents: usize,
+    /// Context budget in tokens, block headers included.
+    pub budget: usize,
+    /// Session time-to-live in seconds; 0 = never expires.
+    pub ttl_secs: u64,
+    /// Forced intent; `None` = classify the question.
+    pub mode: Option<Intent>,
+}
+
+impl Default for TurnSettings {
+    fn default() -> Self {
+        TurnSettings {
+            strategy: Strategy::Full,
+            granularity: Granularity::Document,
+            consumption: Consumption::Shown,
+            window: 0,
+            limit: 8,
+            group_size: 1,
+            min_documents: 3,
+            budget: 6_000,
+            ttl_secs: 86_400,
+            mode: None,
+        }
+    }
+}
+
+impl TurnSettings {
+    /// Checks ranges; the message says which setting and what is accepted.
+    pub fn validate(&self) -> Result<()> {
+        let range = |name: &str, v: usize, lo: usize, hi: usize| {
+            if v < lo || v > hi {
+                Err(Error::InvalidInput(format!("{name} must be between {lo} and {hi}, got {v}")))
+            } else {
+                Ok(())
+            }
+        };
+        range("limit", self.limit, 1, 1_000)?;
+        range("group_size", self.group_size, 1, 100)?;
+        range("min_documents", self.min_documents, 0, 1_000)?;
+        range("budget", self.budget, 16, 1_000_000)?;
+        range("window", self.window, 0, 10_000)?;
+        Ok(())
+    }
+
+    pub fn retention(&self) -> Retention {
+        Retention { window: self.window, ttl_secs: self.ttl_secs }
+    }
+
+    pub fn effective(&self, tokenizer: &str) -> EffectiveSettings {
+        EffectiveSettings {
+            strategy: self.strategy.as_str().into(),
+            granularity: format!("{:?}", self.granularity).to_lowercase(),
+            consumption: format!("{:?}", self.consumption).to_lowercase(),
+            window: self.window,
+            limit: self.limit,
+            group_size: self.group_size,
+            min_documents: self.min_documents,
+            budget: self.budget,
+            tokenizer: tokenizer.into(),
+        }
+    }
+}
+
+/// Rejects empty, oversized or control-character-only questions.
+pub fn validate_question(q: &str) -> Result<&str> {
+    let t = q.trim();
+    if t.is_empty() {
+        return Err(Error::InvalidInput("the question is empty".into()));
+    }
+    let n = t.chars().count();
+    if n > MAX_QUESTION_CHARS {
+        return Err(Error::InvalidInput(format!("the question has {n} characters; the limit is {MAX_QUESTION_CHARS}")));
+    }
+    Ok(t)
+}

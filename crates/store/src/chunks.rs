@@ -1,0 +1,144 @@
+use crate::db::{bytes_to_f32s, db_err, f32s_to_bytes, generation, CHUNKS, META, VECTORS};
+use ragctx_core::{Chunk, ChunkId, EmbeddedChunk, Error, Hit, Result, SearchOutcome, SearchRequest, VectorStore};
+use ragctx_index::{ForcePath, IndexHits, VectorIndex};
+use redb::{Database, ReadableTable, ReadableTableMetadata};
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+
+/// The embedded default [`VectorStore`]: chunks in redb, vectors in the HNSW index.
+#[derive(Clone)]
+pub struct EmbeddedVectorStore {
+    db: Arc<Database>,
+    index: Arc<RwLock<VectorIndex>>,
+    index_path: PathBuf,
+    dim: usize,
+}
+
+impl EmbeddedVectorStore {
+    pub(crate) fn new(db: Arc<Database>, index: Arc<RwLock<VectorIndex>>, index_path: PathBuf, dim: usize) -> Self {
+        EmbeddedVectorStore { db, index, index_path, dim }
+    }
+
+    /// Runs `f` with read access to the index (benchmarks use it to force a path).
+    pub fn with_index<T>(&self, f: impl FnOnce(&VectorIndex) -> T) -> T {
+        f(&self.index.read().expect("index lock"))
+    }
+
+    /// Search with a pinned path (benchmarks, tests).
+    pub fn search_forced(&self, request: &SearchRequest, force: Option<ForcePath>) -> Result<SearchOutcome> {
+        self.check_dim(request.vector.len())?;
+        let found = self.with_index(|ix| {
+            let r = ix.search_with(request, force);
+            let ids: Vec<ChunkId> = r.hits.iter().map(|&(n, _)| ChunkId::from(ix.chunk_id(n))).collect();
+            (r, ids)
+        });
+        self.outcome(found)
+    }
+
+    fn check_dim(&self, got: usize) -> Result<()> {
+        if got != self.dim {
+            return Err(Error::WrongDimension { expected: self.dim, got });
+        }
+        Ok(())
+    }
+
+    fn outcome(&self, (r, ids): (IndexHits, Vec<ChunkId>)) -> Result<SearchOutcome> {
+        let chunks = self.chunks(&ids)?;
+        if chunks.len() != ids.len() {
+            return Err(Error::Storage("index and chunk table disagree; delete index.bin to rebuild it".into()));
+        }
+        let hits = chunks.into_iter().zip(&r.hits).map(|(chunk, &(_, score))| Hit { chunk, score }).collect();
+        Ok(SearchOutcome { hits, path: r.path, rounds: r.rounds, reason: r.reason })
+    }
+}
+
+impl VectorStore for EmbeddedVectorStore {
+    fn dimension(&self) -> usize {
+        self.dim
+    }
+
+    fn upsert(&self, chunks: &[EmbeddedChunk]) -> Result<usize> {
+        for c in chunks {
+            self.check_dim(c.vector.len())?;
+            if c.vector.iter().any(|x| !x.is_finite()) {
+                return Err(Error::InvalidInput(format!("chunk {:?} has a non-finite vector", c.chunk.id.as_str())));
+            }
+        }
+        // Hold the index lock across the transaction so two upserts apply in one order.
+        let mut ix = self.index.write().expect("index lock");
+        let tx = self.db.begin_write().map_err(db_err)?;
+        let mut new = 0;
+        let gen = {
+            let mut ct = tx.open_table(CHUNKS).map_err(db_err)?;
+            let mut vt = tx.open_table(VECTORS).map_err(db_err)?;
+            let mut meta = tx.open_table(META).map_err(db_err)?;
+            for c in chunks {
+                let json = serde_json::to_vec(&c.chunk).map_err(db_err)?;
+                if ct.insert(c.chunk.id.as_str(), json.as_slice()).map_err(db_err)?.is_none() {
+                    new += 1;
+                }
+                vt.insert(c.chunk.id.as_str(), f32s_to_bytes(&c.vector).as_slice()).map_err(db_err)?;
+            }
+            let g = meta.get("generation").map_err(db_err)?.map(|v| v.value()).unwrap_or(0) + 1;
+            meta.insert("generation", g).map_err(db_err)?;
+            g
+        };
+        tx.commit().map_err(db_err)?;
+        for c in chunks {
+            ix.upsert(c.chunk.id.as_str(), c.chunk.document_id.as_str(), c.chunk.weight, &c.vector);
+        }
+        if ix.dead_share() > 0.25 {
+            *ix = ix.compacted();
+        }
+        // If this write fails the next open rebuilds the index from the committed store.
+        ix.save(&self.index_path, gen).map_err(db_err)?;
+        Ok(new)
+    }
+
+    fn search(&self, request: &SearchRequest) -> Result<SearchOutcome> {
+        self.search_forced(request, None)
+    }
+
+    fn chunks(&self, ids: &[ChunkId]) -> Result<Vec<Chunk>> {
+        let rx = self.db.begin_read().map_err(db_err)?;
+        let t = rx.open_table(CHUNKS).map_err(db_err)?;
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(v) = t.get(id.as_str()).map_err(db_err)? {
+                out.push(serde_json::from_slice(v.value()).map_err(db_err)?);
+            }
+        }
+        Ok(out)
+    }
+
+    fn vectors(&self, ids: &[ChunkId]) -> Result<Vec<Option<Vec<f32>>>> {
+        Ok(self.with_index(|ix| ids.iter().map(|id| ix.vector_of(id.as_str()).map(<[f32]>::to_vec)).collect()))
+    }
+
+    fn len(&self) -> Result<usize> {
+        let rx = self.db.begin_read().map_err(db_err)?;
+        let t = rx.open_table(CHUNKS).map_err(db_err)?;
+        Ok(t.len().map_err(db_err)? as usize)
+    }
+}
+
+impl EmbeddedVectorStore {
+    /// Every stored chunk with its vector, in id order (for export and benchmarks).
+    pub fn all(&self) -> Result<Vec<EmbeddedChunk>> {
+        let rx = self.db.begin_read().map_err(db_err)?;
+        let ct = rx.open_table(CHUNKS).map_err(db_err)?;
+        let vt = rx.open_table(VECTORS).map_err(db_err)?;
+        let mut out = Vec::new();
+        for row in ct.iter().map_err(db_err)? {
+            let (id, c) = row.map_err(db_err)?;
+            let vector = vt.get(id.value()).map_err(db_err)?.map(|v| bytes_to_f32s(v.value())).unwrap_or_default();
+            out.push(EmbeddedChunk { chunk: serde_json::from_slice(c.value()).map_err(db_err)?, vector });
+        }
+        Ok(out)
+    }
+
+    /// The store generation (bumped by every upsert).
+    pub fn generation(&self) -> Result<u64> {
+        generation(&self.db)
+    }
+}

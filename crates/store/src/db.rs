@@ -1,0 +1,163 @@
+use crate::{EmbeddedSessionStore, EmbeddedVectorStore};
+use ragctx_core::{Error, Result};
+use ragctx_index::{IndexParams, VectorIndex};
+use redb::{Database, DatabaseError, ReadableTable, TableDefinition};
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+pub(crate) const CHUNKS: TableDefinition<&str, &[u8]> = TableDefinition::new("chunks");
+pub(crate) const VECTORS: TableDefinition<&str, &[u8]> = TableDefinition::new("vectors");
+pub(crate) const EMBED_CACHE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("embedding_cache");
+pub(crate) const SESSIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("sessions");
+pub(crate) const TRACES: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("traces");
+
+pub(crate) fn db_err(e: impl std::fmt::Display) -> Error {
+    Error::Storage(e.to_string())
+}
+
+pub(crate) fn f32s_to_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+pub(crate) fn bytes_to_f32s(b: &[u8]) -> Vec<f32> {
+    b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+}
+
+/// An open data directory. Cheap to share: the stores it hands out hold `Arc`s.
+pub struct DataDir {
+    path: PathBuf,
+    db: Arc<Database>,
+    index: Arc<RwLock<VectorIndex>>,
+    dim: usize,
+}
+
+impl DataDir {
+    /// Opens (or creates) the data directory for vectors of `dim` dimensions. Waits up to
+    /// 10 s for another ragctx process that holds the directory.
+    pub fn open(path: &Path, dim: usize) -> Result<DataDir> {
+        Self::open_with(path, dim, IndexParams::default())
+    }
+
+    pub fn open_with(path: &Path, dim: usize, params: IndexParams) -> Result<DataDir> {
+        std::fs::create_dir_all(path)
+            .map_err(|e| Error::Storage(format!("cannot create data dir {}: {e}", path.display())))?;
+        let db_path = path.join("ragctx.redb");
+        let started = Instant::now();
+        let db = loop {
+            match Database::create(&db_path) {
+                Ok(db) => break db,
+                Err(DatabaseError::DatabaseAlreadyOpen) if started.elapsed() < Duration::from_secs(10) => {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(DatabaseError::DatabaseAlreadyOpen) => {
+                    return Err(Error::Unavailable {
+                        backend: "embedded store".into(),
+                        message: format!("{} is in use by another ragctx process", db_path.display()),
+                    })
+                }
+                Err(e) => return Err(Error::Storage(format!("cannot open {}: {e}", db_path.display()))),
+            }
+        };
+        let tx = db.begin_write().map_err(db_err)?;
+        let stored_dim = {
+            let mut meta = tx.open_table(META).map_err(db_err)?;
+            for t in [CHUNKS, VECTORS, SESSIONS] {
+                tx.open_table(t).map_err(db_err)?;
+            }
+            tx.open_table(EMBED_CACHE).map_err(db_err)?;
+            tx.open_table(TRACES).map_err(db_err)?;
+            let d = meta.get("dimension").map_err(db_err)?.map(|v| v.value());
+            if d.is_none() {
+                meta.insert("dimension", dim as u64).map_err(db_err)?;
+            }
+            d
+        };
+        tx.commit().map_err(db_err)?;
+        if let Some(d) = stored_dim {
+            if d as usize != dim {
+                return Err(Error::WrongDimension { expected: d as usize, got: dim });
+            }
+        }
+        let db = Arc::new(db);
+        let index = load_or_rebuild_index(&db, path, dim, params)?;
+        Ok(DataDir { path: path.to_owned(), db, index: Arc::new(RwLock::new(index)), dim })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn vector_store(&self) -> EmbeddedVectorStore {
+        EmbeddedVectorStore::new(self.db.clone(), self.index.clone(), self.path.join("index.bin"), self.dim)
+    }
+
+    pub fn session_store(&self) -> EmbeddedSessionStore {
+        EmbeddedSessionStore::new(self.db.clone())
+    }
+
+    /// Cached embeddings of `texts` under `model_id`, `None` where not cached.
+    pub fn cached_embeddings(&self, model_id: &str, texts: &[&str]) -> Result<Vec<Option<Vec<f32>>>> {
+        let rx = self.db.begin_read().map_err(db_err)?;
+        let t = rx.open_table(EMBED_CACHE).map_err(db_err)?;
+        texts
+            .iter()
+            .map(|text| Ok(t.get(cache_key(model_id, text).as_slice()).map_err(db_err)?.map(|v| bytes_to_f32s(v.value()))))
+            .collect()
+    }
+
+    /// Remembers embeddings (one transaction).
+    pub fn cache_embeddings(&self, model_id: &str, items: &[(&str, &[f32])]) -> Result<()> {
+        let tx = self.db.begin_write().map_err(db_err)?;
+        {
+            let mut t = tx.open_table(EMBED_CACHE).map_err(db_err)?;
+            for (text, v) in items {
+                t.insert(cache_key(model_id, text).as_slice(), f32s_to_bytes(v).as_slice()).map_err(db_err)?;
+            }
+        }
+        tx.commit().map_err(db_err)
+    }
+}
+
+fn cache_key(model_id: &str, text: &str) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(model_id.as_bytes());
+    h.update([0]);
+    h.update(text.as_bytes());
+    h.finalize().into()
+}
+
+pub(crate) fn generation(db: &Database) -> Result<u64> {
+    let rx = db.begin_read().map_err(db_err)?;
+    let meta = rx.open_table(META).map_err(db_err)?;
+    Ok(meta.get("generation").map_err(db_err)?.map(|v| v.value()).unwrap_or(0))
+}
+
+fn load_or_rebuild_index(db: &Database, dir: &Path, dim: usize, params: IndexParams) -> Result<VectorIndex> {
+    let want = generation(db)?;
+    let path = dir.join("index.bin");
+    match VectorIndex::load(&path) {
+        Ok((ix, g)) if g == want && ix.dimension() == dim => return Ok(ix),
+        Ok(_) => eprintln!("ragctx: index.bin is older than the store; rebuilding it"),
+        Err(_) if want == 0 => {}
+        Err(e) => eprintln!("ragctx: {e}; rebuilding the index"),
+    }
+    let mut ix = VectorIndex::new(dim, params);
+    let rx = db.begin_read().map_err(db_err)?;
+    let chunks = rx.open_table(CHUNKS).map_err(db_err)?;
+    let vectors = rx.open_table(VECTORS).map_err(db_err)?;
+    for row in vectors.iter().map_err(db_err)? {
+        let (id, v) = row.map_err(db_err)?;
+        let chunk: ragctx_core::Chunk = match chunks.get(id.value()).map_err(db_err)? {
+            Some(c) => serde_json::from_slice(c.value()).map_err(db_err)?,
+            None => continue,
+        };
+        ix.upsert(id.value(), chunk.document_id.as_str(), chunk.weight, &bytes_to_f32s(v.value()));
+    }
+    if want > 0 {
+        ix.save(&path, want).map_err(db_err)?;
+    }
+    Ok(ix)
+}

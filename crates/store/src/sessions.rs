@@ -1,0 +1,152 @@
+use crate::db::{db_err, SESSIONS, TRACES};
+use ragctx_core::{Result, Retention, SessionId, SessionState, SessionStore, Trace, TurnCommit};
+use redb::{Database, ReadableTable, WriteTransaction};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// The embedded default [`SessionStore`]: sessions and traces in the data dir's redb
+/// database. Each commit is one write transaction (redb serialises writers), so concurrent
+/// turns of one session each land with their own turn number.
+#[derive(Clone)]
+pub struct EmbeddedSessionStore {
+    db: Arc<Database>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct StoredSession {
+    state: SessionState,
+    /// Unix ms after which the session is gone; 0 = never.
+    expires_at_unix_ms: u64,
+}
+
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+impl StoredSession {
+    fn live(self, now: u64) -> Option<Self> {
+        (self.expires_at_unix_ms == 0 || self.expires_at_unix_ms > now).then_some(self)
+    }
+}
+
+impl EmbeddedSessionStore {
+    pub(crate) fn new(db: Arc<Database>) -> Self {
+        EmbeddedSessionStore { db }
+    }
+
+    fn read(&self, id: &SessionId) -> Result<Option<StoredSession>> {
+        let rx = self.db.begin_read().map_err(db_err)?;
+        let t = rx.open_table(SESSIONS).map_err(db_err)?;
+        let raw = t.get(id.as_str()).map_err(db_err)?;
+        match raw {
+            Some(v) => Ok(serde_json::from_slice::<StoredSession>(v.value()).map_err(db_err)?.live(now_ms())),
+            None => Ok(None),
+        }
+    }
+
+    fn delete_traces(tx: &WriteTransaction, id: &SessionId) -> Result<()> {
+        let mut t = tx.open_table(TRACES).map_err(db_err)?;
+        t.extract_from_if((id.as_str(), 0)..=(id.as_str(), u64::MAX), |_, _| true)
+            .map_err(db_err)?
+            .for_each(drop);
+        Ok(())
+    }
+}
+
+impl SessionStore for EmbeddedSessionStore {
+    fn load(&self, id: &SessionId) -> Result<Option<SessionState>> {
+        Ok(self.read(id)?.map(|s| s.state))
+    }
+
+    fn commit_turn(&self, id: &SessionId, commit: TurnCommit, retention: Retention) -> Result<u64> {
+        let now = now_ms();
+        let tx = self.db.begin_write().map_err(db_err)?;
+        let stored = {
+            let t = tx.open_table(SESSIONS).map_err(db_err)?;
+            let raw = t.get(id.as_str()).map_err(db_err)?;
+            match raw {
+                Some(v) => Some(serde_json::from_slice::<StoredSession>(v.value()).map_err(db_err)?),
+                None => None,
+            }
+        };
+        let mut state = match stored {
+            Some(s) if s.expires_at_unix_ms != 0 && s.expires_at_unix_ms <= now => {
+                // Expired: the old turns and traces go with it.
+                Self::delete_traces(&tx, id)?;
+                SessionState::default()
+            }
+            Some(s) => s.state,
+            None => SessionState::default(),
+        };
+        let turn = state.turn_count + 1;
+        let mut record = commit.record;
+        record.turn = turn;
+        state.turns.push(record);
+        if retention.window > 0 && state.turns.len() > retention.window {
+            let cut = state.turns.len() - retention.window;
+            state.turns.drain(..cut);
+        }
+        for (doc, marker) in commit.new_markers {
+            if state.markers.contains_key(&doc) {
+                continue;
+            }
+            // A concurrent turn may have handed out the same marker: take the next free one.
+            let m = if state.markers.values().any(|&v| v == marker) { state.next_marker() } else { marker };
+            state.markers.insert(doc, m);
+        }
+        state.turn_count = turn;
+        state.updated_at_unix_ms = now;
+        let expires = if retention.ttl_secs == 0 { 0 } else { now + retention.ttl_secs * 1000 };
+        let mut trace = commit.trace;
+        trace.turn = turn;
+        {
+            let mut t = tx.open_table(SESSIONS).map_err(db_err)?;
+            let bytes = serde_json::to_vec(&StoredSession { state, expires_at_unix_ms: expires }).map_err(db_err)?;
+            t.insert(id.as_str(), bytes.as_slice()).map_err(db_err)?;
+            let mut tr = tx.open_table(TRACES).map_err(db_err)?;
+            tr.insert((id.as_str(), turn), serde_json::to_vec(&trace).map_err(db_err)?.as_slice()).map_err(db_err)?;
+        }
+        tx.commit().map_err(db_err)?;
+        Ok(turn)
+    }
+
+    fn traces(&self, id: &SessionId) -> Result<Vec<Trace>> {
+        if self.read(id)?.is_none() {
+            return Ok(Vec::new());
+        }
+        let rx = self.db.begin_read().map_err(db_err)?;
+        let t = rx.open_table(TRACES).map_err(db_err)?;
+        let mut out = Vec::new();
+        for row in t.range((id.as_str(), 0)..=(id.as_str(), u64::MAX)).map_err(db_err)? {
+            let (_, v) = row.map_err(db_err)?;
+            out.push(serde_json::from_slice(v.value()).map_err(db_err)?);
+        }
+        Ok(out)
+    }
+
+    fn reset(&self, id: &SessionId) -> Result<bool> {
+        let Some(mut s) = self.read(id)? else { return Ok(false) };
+        s.state.turns.clear();
+        s.state.markers.clear();
+        let tx = self.db.begin_write().map_err(db_err)?;
+        {
+            let mut t = tx.open_table(SESSIONS).map_err(db_err)?;
+            t.insert(id.as_str(), serde_json::to_vec(&s).map_err(db_err)?.as_slice()).map_err(db_err)?;
+        }
+        tx.commit().map_err(db_err)?;
+        Ok(true)
+    }
+
+    fn delete(&self, id: &SessionId) -> Result<bool> {
+        let tx = self.db.begin_write().map_err(db_err)?;
+        let existed = {
+            let mut t = tx.open_table(SESSIONS).map_err(db_err)?;
+            let removed = t.remove(id.as_str()).map_err(db_err)?;
+            removed.is_some()
+        };
+        Self::delete_traces(&tx, id)?;
+        tx.commit().map_err(db_err)?;
+        Ok(existed)
+    }
+}
