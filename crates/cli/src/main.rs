@@ -1,1 +1,194 @@
-fn main() {}
+//! `ragctx`: the command-line front of the engine. Arguments become validated settings in
+//! `config`, one factory in `app` builds the backends, and each command is a module.
+
+mod app;
+mod bench;
+mod config;
+mod ingest;
+mod turn;
+
+use anyhow::Result;
+use clap::{Args, Parser, Subcommand};
+use config::{RawConfig, Settings};
+use ragctx_core::{ErrorKind, Intent, SessionId};
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(name = "ragctx", version, about = "Multi-turn RAG context engine: no repeats, no crowding, cited and budgeted context")]
+struct Cli {
+    /// Data directory [env: RAGCTX_DATA_DIR] [default: ./ragctx-data]
+    #[arg(long, global = true)]
+    data_dir: Option<PathBuf>,
+    /// TOML config file (keys as the flags, with underscores)
+    #[arg(long, global = true, env = "RAGCTX_CONFIG")]
+    config: Option<PathBuf>,
+    /// Embedding model directory [env: RAGCTX_MODEL_DIR] [default: ./models/all-MiniLM-L6-v2]
+    #[arg(long, global = true)]
+    model_dir: Option<PathBuf>,
+    /// Vector backend: embedded [env: RAGCTX_BACKEND]
+    #[arg(long, global = true)]
+    backend: Option<String>,
+    /// Session store: embedded [env: RAGCTX_SESSIONS]
+    #[arg(long, global = true)]
+    sessions: Option<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Args, Clone, Default)]
+struct TurnFlags {
+    /// auto (classify the question), new, follow_up or reshow
+    #[arg(long, default_value = "auto")]
+    mode: String,
+    /// Context budget in cl100k_base tokens [default: 6000]
+    #[arg(long)]
+    budget: Option<usize>,
+    /// document or chunk [default: document]
+    #[arg(long)]
+    granularity: Option<String>,
+    /// shown or cited [default: shown]
+    #[arg(long)]
+    consumption: Option<String>,
+    /// Turns whose ids are excluded, 0 = all [default: 0]
+    #[arg(long)]
+    window: Option<usize>,
+    /// Documents per search [default: 8]
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Chunks per document [default: 1]
+    #[arg(long)]
+    group_size: Option<usize>,
+    /// full, group, exclude or none [default: full]
+    #[arg(long)]
+    strategy: Option<String>,
+    /// Session time-to-live in seconds, 0 = never [default: 86400]
+    #[arg(long)]
+    session_ttl: Option<u64>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Ingest .jsonl chunks or .md/.txt/.html documents (files or directories)
+    Ingest {
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+    },
+    /// Ask one question in a session
+    Ask {
+        #[arg(long)]
+        session: String,
+        /// Print the turn as one JSON object
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        turn: TurnFlags,
+        #[arg(required = true, num_args = 1..)]
+        question: Vec<String>,
+    },
+    /// Interactive conversation: /reshow, /trace, /reset, /quit
+    Chat {
+        #[arg(long)]
+        session: String,
+        #[command(flatten)]
+        turn: TurnFlags,
+    },
+    /// Show a session's traces
+    Trace {
+        #[arg(long)]
+        session: String,
+        #[arg(long)]
+        turn: Option<u64>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// show, reset or delete a session
+    Session {
+        #[arg(value_parser = ["show", "reset", "delete"])]
+        action: String,
+        #[arg(long)]
+        session: String,
+    },
+    /// Benchmarks
+    Bench {
+        #[command(subcommand)]
+        what: bench::BenchCommand,
+    },
+}
+
+fn settings(cli: &Cli, turn: Option<&TurnFlags>) -> Result<Settings> {
+    let mut raw = RawConfig::default();
+    if let Some(path) = &cli.config {
+        raw = raw.merge(RawConfig::from_file(path)?);
+    }
+    raw = raw.merge(RawConfig::from_env()?);
+    let t = turn.cloned().unwrap_or_default();
+    raw = raw.merge(RawConfig {
+        data_dir: cli.data_dir.clone(),
+        model_dir: cli.model_dir.clone(),
+        backend: cli.backend.clone(),
+        sessions: cli.sessions.clone(),
+        strategy: t.strategy,
+        granularity: t.granularity,
+        consumption: t.consumption,
+        window: t.window,
+        limit: t.limit,
+        group_size: t.group_size,
+        budget: t.budget,
+        session_ttl: t.session_ttl,
+        ..Default::default()
+    });
+    let mut s = Settings::from_raw(raw)?;
+    if let Some(t) = turn {
+        s.turn.mode = match t.mode.as_str() {
+            "auto" => None,
+            m => Some(m.parse::<Intent>()?),
+        };
+    }
+    Ok(s)
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match &cli.command {
+        Command::Ingest { paths } => {
+            ingest::run(&settings(&cli, None)?, paths)
+        }
+        Command::Ask { session, json, turn, question } => {
+            let s = settings(&cli, Some(turn))?;
+            let id = SessionId::parse(session)?;
+            let app = app::App::open(s)?;
+            let t = app.settings.turn.clone();
+            turn::ask(&app, &id, &question.join(" "), &t, *json)
+        }
+        Command::Chat { session, turn } => {
+            let s = settings(&cli, Some(turn))?;
+            let id = SessionId::parse(session)?;
+            let app = app::App::open(s)?;
+            let t = app.settings.turn.clone();
+            turn::chat(&app, &id, &t)
+        }
+        Command::Trace { session, turn, json } => {
+            let data = app::open_data(&settings(&cli, None)?)?;
+            turn::trace(&data.session_store(), &SessionId::parse(session)?, *turn, *json)
+        }
+        Command::Session { action, session } => {
+            let data = app::open_data(&settings(&cli, None)?)?;
+            turn::session(&data.session_store(), action, &SessionId::parse(session)?)
+        }
+        Command::Bench { what } => bench::run(settings(&cli, None)?, what),
+    }
+}
+
+fn main() {
+    let cli = Cli::parse();
+    if let Err(e) = run(cli) {
+        eprintln!("error: {e:#}");
+        let code = match e.downcast_ref::<ragctx_core::Error>().map(|e| e.kind()) {
+            Some(ErrorKind::BadInput) => 2,
+            Some(ErrorKind::NotFound) => 3,
+            Some(ErrorKind::Unavailable) => 4,
+            Some(ErrorKind::Internal) => 1,
+            None => 2,
+        };
+        std::process::exit(code);
+    }
+}

@@ -38,29 +38,14 @@ impl DataDir {
     /// Opens (or creates) the data directory for vectors of `dim` dimensions. Waits up to
     /// 10 s for another ragctx process that holds the directory.
     pub fn open(path: &Path, dim: usize) -> Result<DataDir> {
-        Self::open_with(path, dim, IndexParams::default())
+        Self::open_with(path, Some(dim), IndexParams::default())
     }
 
-    pub fn open_with(path: &Path, dim: usize, params: IndexParams) -> Result<DataDir> {
+    /// `dim: None` takes the stored dimension (for commands that embed nothing).
+    pub fn open_with(path: &Path, dim: Option<usize>, params: IndexParams) -> Result<DataDir> {
         std::fs::create_dir_all(path)
             .map_err(|e| Error::Storage(format!("cannot create data dir {}: {e}", path.display())))?;
-        let db_path = path.join("ragctx.redb");
-        let started = Instant::now();
-        let db = loop {
-            match Database::create(&db_path) {
-                Ok(db) => break db,
-                Err(DatabaseError::DatabaseAlreadyOpen) if started.elapsed() < Duration::from_secs(10) => {
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-                Err(DatabaseError::DatabaseAlreadyOpen) => {
-                    return Err(Error::Unavailable {
-                        backend: "embedded store".into(),
-                        message: format!("{} is in use by another ragctx process", db_path.display()),
-                    })
-                }
-                Err(e) => return Err(Error::Storage(format!("cannot open {}: {e}", db_path.display()))),
-            }
-        };
+        let db = open_db(path)?;
         let tx = db.begin_write().map_err(db_err)?;
         let stored_dim = {
             let mut meta = tx.open_table(META).map_err(db_err)?;
@@ -69,18 +54,18 @@ impl DataDir {
             }
             tx.open_table(EMBED_CACHE).map_err(db_err)?;
             tx.open_table(TRACES).map_err(db_err)?;
-            let d = meta.get("dimension").map_err(db_err)?.map(|v| v.value());
-            if d.is_none() {
+            let d = meta.get("dimension").map_err(db_err)?.map(|v| v.value() as usize);
+            if let (None, Some(dim)) = (d, dim) {
                 meta.insert("dimension", dim as u64).map_err(db_err)?;
             }
             d
         };
         tx.commit().map_err(db_err)?;
-        if let Some(d) = stored_dim {
-            if d as usize != dim {
-                return Err(Error::WrongDimension { expected: d as usize, got: dim });
-            }
-        }
+        let dim = match (stored_dim, dim) {
+            (Some(d), Some(want)) if d != want => return Err(Error::WrongDimension { expected: d, got: want }),
+            (Some(d), _) | (None, Some(d)) => d,
+            (None, None) => 384,
+        };
         let db = Arc::new(db);
         let index = load_or_rebuild_index(&db, path, dim, params)?;
         Ok(DataDir { path: path.to_owned(), db, index: Arc::new(RwLock::new(index)), dim })
@@ -100,25 +85,81 @@ impl DataDir {
 
     /// Cached embeddings of `texts` under `model_id`, `None` where not cached.
     pub fn cached_embeddings(&self, model_id: &str, texts: &[&str]) -> Result<Vec<Option<Vec<f32>>>> {
-        let rx = self.db.begin_read().map_err(db_err)?;
-        let t = rx.open_table(EMBED_CACHE).map_err(db_err)?;
-        texts
-            .iter()
-            .map(|text| Ok(t.get(cache_key(model_id, text).as_slice()).map_err(db_err)?.map(|v| bytes_to_f32s(v.value()))))
-            .collect()
+        cached_embeddings(&self.db, model_id, texts)
     }
 
     /// Remembers embeddings (one transaction).
     pub fn cache_embeddings(&self, model_id: &str, items: &[(&str, &[f32])]) -> Result<()> {
-        let tx = self.db.begin_write().map_err(db_err)?;
-        {
-            let mut t = tx.open_table(EMBED_CACHE).map_err(db_err)?;
-            for (text, v) in items {
-                t.insert(cache_key(model_id, text).as_slice(), f32s_to_bytes(v).as_slice()).map_err(db_err)?;
-            }
-        }
-        tx.commit().map_err(db_err)
+        cache_embeddings(&self.db, model_id, items)
     }
+}
+
+/// The embedding cache alone, held only while used: long ingests embed without keeping
+/// the data dir locked against other processes.
+pub struct EmbeddingCache;
+
+impl EmbeddingCache {
+    /// Cached embeddings, opening the data dir's database for the look-up only.
+    pub fn get(dir: &Path, model_id: &str, texts: &[&str]) -> Result<Vec<Option<Vec<f32>>>> {
+        if !dir.join("ragctx.redb").exists() {
+            return Ok(vec![None; texts.len()]);
+        }
+        cached_embeddings(&open_tables(dir)?, model_id, texts)
+    }
+
+    pub fn put(dir: &Path, model_id: &str, items: &[(&str, &[f32])]) -> Result<()> {
+        cache_embeddings(&open_tables(dir)?, model_id, items)
+    }
+}
+
+fn open_tables(dir: &Path) -> Result<Database> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::Storage(format!("cannot create data dir {}: {e}", dir.display())))?;
+    let db = open_db(dir)?;
+    let tx = db.begin_write().map_err(db_err)?;
+    tx.open_table(EMBED_CACHE).map_err(db_err)?;
+    tx.commit().map_err(db_err)?;
+    Ok(db)
+}
+
+/// Opens the database, waiting up to 10 s for another process that holds it.
+fn open_db(dir: &Path) -> Result<Database> {
+    let db_path = dir.join("ragctx.redb");
+    let started = Instant::now();
+    loop {
+        match Database::create(&db_path) {
+            Ok(db) => return Ok(db),
+            Err(DatabaseError::DatabaseAlreadyOpen) if started.elapsed() < Duration::from_secs(10) => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(DatabaseError::DatabaseAlreadyOpen) => {
+                return Err(Error::Unavailable {
+                    backend: "embedded store".into(),
+                    message: format!("{} is in use by another ragctx process", db_path.display()),
+                })
+            }
+            Err(e) => return Err(Error::Storage(format!("cannot open {}: {e}", db_path.display()))),
+        }
+    }
+}
+
+fn cached_embeddings(db: &Database, model_id: &str, texts: &[&str]) -> Result<Vec<Option<Vec<f32>>>> {
+    let rx = db.begin_read().map_err(db_err)?;
+    let t = rx.open_table(EMBED_CACHE).map_err(db_err)?;
+    texts
+        .iter()
+        .map(|text| Ok(t.get(cache_key(model_id, text).as_slice()).map_err(db_err)?.map(|v| bytes_to_f32s(v.value()))))
+        .collect()
+}
+
+fn cache_embeddings(db: &Database, model_id: &str, items: &[(&str, &[f32])]) -> Result<()> {
+    let tx = db.begin_write().map_err(db_err)?;
+    {
+        let mut t = tx.open_table(EMBED_CACHE).map_err(db_err)?;
+        for (text, v) in items {
+            t.insert(cache_key(model_id, text).as_slice(), f32s_to_bytes(v).as_slice()).map_err(db_err)?;
+        }
+    }
+    tx.commit().map_err(db_err)
 }
 
 fn cache_key(model_id: &str, text: &str) -> [u8; 32] {

@@ -19,5 +19,5 @@ mod db;
 mod sessions;
 
 pub use chunks::EmbeddedVectorStore;
-pub use db::DataDir;
+pub use db::{DataDir, EmbeddingCache};
 pub use sessions::EmbeddedSessionStore;

@@ -1,0 +1,46 @@
+//! The one factory: settings → backends → engine.
+
+use crate::config::Settings;
+use anyhow::Result;
+use ragctx_core::Embedder;
+use ragctx_engine::Engine;
+use ragctx_index::IndexParams;
+use ragctx_models::{Cl100kCounter, ExtractiveGenerator, MiniLmEmbedder};
+use ragctx_store::DataDir;
+use std::sync::Arc;
+
+pub struct App {
+    pub settings: Settings,
+    pub data: DataDir,
+    pub embedder: Arc<MiniLmEmbedder>,
+    pub engine: Engine,
+}
+
+pub fn index_params(settings: &Settings) -> IndexParams {
+    let mut p = IndexParams::default();
+    if let Some(ef) = settings.ef_search {
+        p.ef_search = ef.max(1);
+    }
+    p
+}
+
+impl App {
+    /// Loads the model and opens the data dir.
+    pub fn open(settings: Settings) -> Result<App> {
+        let embedder = Arc::new(MiniLmEmbedder::load(&settings.model_dir)?);
+        let data = DataDir::open_with(&settings.data_dir, Some(embedder.dimension()), index_params(&settings))?;
+        let engine = Engine {
+            vectors: Arc::new(data.vector_store()),
+            sessions: Arc::new(data.session_store()),
+            embedder: embedder.clone(),
+            counter: Arc::new(Cl100kCounter::new()),
+            generator: Arc::new(ExtractiveGenerator::default()),
+        };
+        Ok(App { settings, data, embedder, engine })
+    }
+}
+
+/// The data dir alone, for commands that embed nothing (trace, session).
+pub fn open_data(settings: &Settings) -> Result<DataDir> {
+    Ok(DataDir::open_with(&settings.data_dir, None, index_params(settings))?)
+}

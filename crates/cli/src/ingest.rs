@@ -1,0 +1,191 @@
+//! `ragctx ingest PATH...`: read everything, validate everything, embed (with the cache),
+//! then upsert in one transaction. Bad input fails before anything is written.
+
+use crate::app::index_params;
+use crate::config::Settings;
+use ragctx_models::MiniLmEmbedder;
+use ragctx_store::{DataDir, EmbeddingCache};
+use anyhow::{bail, Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use ragctx_core::{EmbeddedChunk, Embedder, VectorStore};
+use ragctx_engine::ingest::{check_unique_ids, chunk_document, parse_jsonl, DocumentFormat, SourcedChunk};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Texts embedded per cache commit.
+const EMBED_STEP: usize = 64;
+
+pub struct Read {
+    pub chunks: Vec<SourcedChunk>,
+    pub files: usize,
+    pub skipped: Vec<PathBuf>,
+}
+
+/// Reads every path (files, or directories walked recursively) into chunks.
+pub fn read_paths(paths: &[PathBuf]) -> Result<Read> {
+    let mut read = Read { chunks: Vec::new(), files: 0, skipped: Vec::new() };
+    for arg in paths {
+        let meta = std::fs::metadata(arg).with_context(|| format!("cannot read {}", arg.display()))?;
+        if meta.is_dir() {
+            let mut files = Vec::new();
+            walk(arg, &mut files)?;
+            files.sort();
+            for f in files {
+                let rel = f.strip_prefix(arg).unwrap_or(&f).to_string_lossy().replace('\\', "/");
+                if !read_file(&f, &rel, &mut read)? {
+                    read.skipped.push(f);
+                }
+            }
+        } else {
+            let name = arg.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            if !read_file(arg, &name, &mut read)? {
+                bail!("{}: unsupported file type (use .jsonl, .md, .txt or .html)", arg.display());
+            }
+        }
+    }
+    check_unique_ids(&read.chunks)?;
+    Ok(read)
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    for entry in std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))? {
+        let path = entry?.path();
+        let hidden = path.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.'));
+        if hidden {
+            continue;
+        }
+        if path.is_dir() {
+            walk(&path, out)?;
+        } else {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// False when the file type is not one ragctx reads.
+fn read_file(path: &Path, document_id: &str, read: &mut Read) -> Result<bool> {
+    let shown = path.display().to_string();
+    let is_jsonl = shown.ends_with(".jsonl");
+    let format = DocumentFormat::from_path(&shown);
+    if !is_jsonl && format.is_none() {
+        return Ok(false);
+    }
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {shown}"))?;
+    let chunks = match format {
+        Some(f) => chunk_document(document_id, &bytes, f).map_err(|mut e| {
+            e.file = shown.clone();
+            e
+        })?,
+        None => parse_jsonl(&shown, &bytes)?,
+    };
+    read.files += 1;
+    read.chunks.extend(chunks);
+    Ok(true)
+}
+
+/// Where embeddings are cached: an open data dir, or one opened only for each access.
+pub enum Cache<'a> {
+    Open(&'a DataDir),
+    Path(&'a Path),
+}
+
+impl Cache<'_> {
+    fn get(&self, model: &str, texts: &[&str]) -> Result<Vec<Option<Vec<f32>>>> {
+        Ok(match self {
+            Cache::Open(d) => d.cached_embeddings(model, texts)?,
+            Cache::Path(p) => EmbeddingCache::get(p, model, texts)?,
+        })
+    }
+    fn put(&self, model: &str, items: &[(&str, &[f32])]) -> Result<()> {
+        Ok(match self {
+            Cache::Open(d) => d.cache_embeddings(model, items)?,
+            Cache::Path(p) => EmbeddingCache::put(p, model, items)?,
+        })
+    }
+}
+
+/// Embeds what the cache lacks, with progress, caching as it goes.
+pub fn embed_all(embedder: &dyn Embedder, cache: Cache<'_>, texts: &[&str]) -> Result<(Vec<Vec<f32>>, usize)> {
+    let model = embedder.model_id().to_owned();
+    let cached = cache.get(&model, texts)?;
+    let missing: Vec<usize> = (0..texts.len()).filter(|&i| cached[i].is_none()).collect();
+    let mut out: Vec<Option<Vec<f32>>> = cached;
+    let terminal = std::io::stderr().is_terminal();
+    let bar = if terminal && !missing.is_empty() {
+        let b = ProgressBar::new(missing.len() as u64);
+        b.set_style(
+            ProgressStyle::with_template("embedding {bar:30} {pos}/{len} chunks  {per_sec}  eta {eta}")
+                .expect("valid template"),
+        );
+        Some(b)
+    } else {
+        None
+    };
+    let started = Instant::now();
+    let mut last_report = 0;
+    // Longest first within the whole set keeps batches of similar length.
+    let mut order = missing.clone();
+    order.sort_by_key(|&i| std::cmp::Reverse(texts[i].len()));
+    for step in order.chunks(EMBED_STEP) {
+        let batch: Vec<&str> = step.iter().map(|&i| texts[i]).collect();
+        let vectors = embedder.embed(&batch)?;
+        let items: Vec<(&str, &[f32])> = batch.iter().copied().zip(vectors.iter().map(Vec::as_slice)).collect();
+        cache.put(&model, &items)?;
+        for (&i, v) in step.iter().zip(vectors) {
+            out[i] = Some(v);
+        }
+        let done = out.iter().filter(|v| v.is_some()).count() - (texts.len() - missing.len());
+        match &bar {
+            Some(b) => b.set_position(done as u64),
+            None if done - last_report >= (missing.len() / 10).max(EMBED_STEP) || done == missing.len() => {
+                last_report = done;
+                eprintln!("embedded {done}/{} chunks ({:.0}s)", missing.len(), started.elapsed().as_secs_f64());
+            }
+            None => {}
+        }
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    Ok((out.into_iter().map(|v| v.expect("every text embedded")).collect(), missing.len()))
+}
+
+/// The data dir is opened only to read and write the cache and, at the end, to upsert: a
+/// long ingest does not lock out other processes while it embeds.
+pub fn run(settings: &Settings, paths: &[PathBuf]) -> Result<()> {
+    let started = Instant::now();
+    let read = read_paths(paths)?;
+    let embedder = MiniLmEmbedder::load(&settings.model_dir)?;
+    if read.chunks.is_empty() {
+        bail!("no chunks found in {} (nothing was changed)", paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
+    }
+    let texts: Vec<&str> = read.chunks.iter().map(|c| c.chunk.text.as_str()).collect();
+    let (vectors, embedded) = embed_all(&embedder, Cache::Path(&settings.data_dir), &texts)?;
+    let chunks: Vec<EmbeddedChunk> =
+        read.chunks.into_iter().zip(vectors).map(|(s, vector)| EmbeddedChunk { chunk: s.chunk, vector }).collect();
+    let mut docs: Vec<&str> = chunks.iter().map(|c| c.chunk.document_id.as_str()).collect();
+    docs.sort_unstable();
+    docs.dedup();
+    let data = DataDir::open_with(&settings.data_dir, Some(embedder.dimension()), index_params(settings))?;
+    let store = data.vector_store();
+    let new = store.upsert(&chunks)?;
+    let total = store.len()?;
+    println!(
+        "ingested {} chunks of {} documents from {} files: {} new, {} updated; embedded {}, {} from cache; store holds {} chunks ({:.1}s)",
+        chunks.len(),
+        docs.len(),
+        read.files,
+        new,
+        chunks.len() - new,
+        embedded,
+        chunks.len() - embedded,
+        total,
+        started.elapsed().as_secs_f64()
+    );
+    if !read.skipped.is_empty() {
+        println!("skipped {} files of other types", read.skipped.len());
+    }
+    Ok(())
+}

@@ -1,0 +1,155 @@
+//! `ask`, `chat`, `trace` and `session`: one turn, a conversation, and what was remembered.
+
+use crate::app::App;
+use anyhow::{bail, Result};
+use ragctx_core::{SessionId, SessionStore, Trace, TraceStats};
+use ragctx_engine::{TurnOutcome, TurnSettings};
+use std::io::{BufRead, Write};
+
+pub fn print_turn(out: &TurnOutcome, json: bool) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string(out)?);
+        return Ok(());
+    }
+    println!("{}\n", out.answer);
+    if !out.context.is_empty() {
+        println!("Sources:");
+        for b in &out.context {
+            println!("  [{}] {} ({})  score {:.3}, {} tokens", b.marker, b.title, b.document_id, b.score, b.tokens);
+        }
+    }
+    println!("{}", summary(out.turn, &out.trace));
+    Ok(())
+}
+
+/// One line that says why the context looks the way it does.
+pub fn summary(turn: u64, t: &TraceStats) -> String {
+    let dropped = if t.dropped_by_budget.is_empty() {
+        String::new()
+    } else {
+        format!(" · dropped by budget: {}", t.dropped_by_budget.iter().map(|d| d.as_str()).collect::<Vec<_>>().join(", "))
+    };
+    format!(
+        "turn {turn} · {} · {} candidates → {} documents → {} fragments → {} tokens (budget {}) · prompt {} · excluded {} · cited {} ({} invalid) · search {:?} in {:.2} ms{dropped}",
+        t.intent.as_str(),
+        t.candidates,
+        t.unique_documents,
+        t.context_fragments,
+        t.context_tokens,
+        t.settings.budget,
+        t.prompt_tokens,
+        t.excluded,
+        t.answer_citations,
+        t.invalid_citations,
+        t.search_path,
+        t.timings_ms.get("search").copied().unwrap_or_default(),
+    )
+}
+
+pub fn ask(app: &App, session: &SessionId, question: &str, settings: &TurnSettings, json: bool) -> Result<()> {
+    let out = app.engine.ask(session, question, settings)?;
+    print_turn(&out, json)
+}
+
+pub fn chat(app: &App, session: &SessionId, settings: &TurnSettings) -> Result<()> {
+    let stdin = std::io::stdin();
+    eprintln!("session {session}: ask a question; /reshow, /trace, /reset, /quit");
+    loop {
+        eprint!("> ");
+        std::io::stderr().flush()?;
+        let mut line = String::new();
+        if stdin.lock().read_line(&mut line)? == 0 {
+            return Ok(());
+        }
+        let line = line.trim();
+        let mut s = settings.clone();
+        let question = match line {
+            "" => continue,
+            "/quit" | "/exit" => return Ok(()),
+            "/trace" => {
+                match app.engine.sessions.traces(session)?.last() {
+                    Some(t) => println!("{}", summary(t.turn, &t.stats)),
+                    None => println!("no turns yet"),
+                }
+                continue;
+            }
+            "/reset" => {
+                app.engine.sessions.reset(session)?;
+                println!("session {session} reset: everything shown may come back");
+                continue;
+            }
+            "/reshow" => {
+                s.mode = Some(ragctx_core::Intent::Reshow);
+                "show me that again"
+            }
+            q if q.starts_with('/') => {
+                eprintln!("unknown command {q}: /reshow, /trace, /reset, /quit");
+                continue;
+            }
+            q => q,
+        };
+        match app.engine.ask(session, question, &s) {
+            Ok(out) => print_turn(&out, false)?,
+            Err(e) => eprintln!("error: {e}"),
+        }
+    }
+}
+
+pub fn trace(sessions: &dyn SessionStore, session: &SessionId, turn: Option<u64>, json: bool) -> Result<()> {
+    let all = sessions.traces(session)?;
+    if all.is_empty() {
+        bail!(ragctx_core::Error::NotFound(format!("session {session} has no turns")));
+    }
+    let chosen: Vec<&Trace> = match turn {
+        Some(n) => match all.iter().find(|t| t.turn == n) {
+            Some(t) => vec![t],
+            None => bail!(ragctx_core::Error::NotFound(format!("session {session} has no turn {n}"))),
+        },
+        None => all.iter().collect(),
+    };
+    if json {
+        if turn.is_some() {
+            println!("{}", serde_json::to_string(chosen[0])?);
+        } else {
+            println!("{}", serde_json::to_string(&chosen)?);
+        }
+        return Ok(());
+    }
+    for t in chosen {
+        println!("turn {}: {}", t.turn, t.question);
+        println!("  {}", summary(t.turn, &t.stats));
+        for b in &t.context {
+            let cited = t.citations.iter().any(|c| c.marker == b.marker);
+            println!("  [{}] {} ({}){}", b.marker, b.title, b.document_id, if cited { "  cited" } else { "" });
+        }
+        if !t.stats.aliases.is_empty() {
+            let a: Vec<String> = t.stats.aliases.iter().map(|(d, k)| format!("{d} = {k}")).collect();
+            println!("  duplicate text: {}", a.join(", "));
+        }
+        println!("  timings ms: {}", t.stats.timings_ms.iter().map(|(k, v)| format!("{k} {v:.2}")).collect::<Vec<_>>().join(", "));
+    }
+    Ok(())
+}
+
+pub fn session(sessions: &dyn SessionStore, action: &str, session: &SessionId) -> Result<()> {
+    match action {
+        "show" => match sessions.load(session)? {
+            Some(s) => println!("{}", serde_json::to_string_pretty(&s)?),
+            None => bail!(ragctx_core::Error::NotFound(format!("session {session}"))),
+        },
+        "reset" => {
+            if !sessions.reset(session)? {
+                bail!(ragctx_core::Error::NotFound(format!("session {session}")));
+            }
+            println!("session {session} reset");
+        }
+        "delete" => {
+            if !sessions.delete(session)? {
+                bail!(ragctx_core::Error::NotFound(format!("session {session}")));
+            }
+            println!("session {session} deleted");
+        }
+        other => bail!("unknown session action {other:?}: use show, reset or delete"),
+    }
+    Ok(())
+}
