@@ -33,8 +33,20 @@ impl RawConfig {
             ($($f:ident),+) => { RawConfig { $($f: other.$f.or(self.$f)),+ } };
         }
         pick!(
-            data_dir, model_dir, backend, sessions, strategy, granularity, consumption, window, limit, group_size,
-            min_documents, budget, session_ttl, ef_search
+            data_dir,
+            model_dir,
+            backend,
+            sessions,
+            strategy,
+            granularity,
+            consumption,
+            window,
+            limit,
+            group_size,
+            min_documents,
+            budget,
+            session_ttl,
+            ef_search
         )
     }
 

@@ -3,12 +3,12 @@
 
 use crate::app::index_params;
 use crate::config::Settings;
-use ragctx_models::MiniLmEmbedder;
-use ragctx_store::{DataDir, EmbeddingCache};
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use ragctx_core::{EmbeddedChunk, Embedder, VectorStore};
 use ragctx_engine::ingest::{check_unique_ids, chunk_document, parse_jsonl, DocumentFormat, SourcedChunk};
+use ragctx_models::MiniLmEmbedder;
+use ragctx_store::{DataDir, EmbeddingCache};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -159,7 +159,10 @@ pub fn run(settings: &Settings, paths: &[PathBuf]) -> Result<()> {
     let read = read_paths(paths)?;
     let embedder = MiniLmEmbedder::load(&settings.model_dir)?;
     if read.chunks.is_empty() {
-        bail!("no chunks found in {} (nothing was changed)", paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
+        bail!(
+            "no chunks found in {} (nothing was changed)",
+            paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        );
     }
     let texts: Vec<&str> = read.chunks.iter().map(|c| c.chunk.text.as_str()).collect();
     let (vectors, embedded) = embed_all(&embedder, Cache::Path(&settings.data_dir), &texts)?;

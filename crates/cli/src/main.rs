@@ -14,7 +14,11 @@ use ragctx_core::{ErrorKind, Intent, SessionId};
 use std::path::PathBuf;
 
 #[derive(Parser)]
-#[command(name = "ragctx", version, about = "Multi-turn RAG context engine: no repeats, no crowding, cited and budgeted context")]
+#[command(
+    name = "ragctx",
+    version,
+    about = "Multi-turn RAG context engine: no repeats, no crowding, cited and budgeted context"
+)]
 struct Cli {
     /// Data directory [env: RAGCTX_DATA_DIR] [default: ./ragctx-data]
     #[arg(long, global = true)]
@@ -149,9 +153,7 @@ fn settings(cli: &Cli, turn: Option<&TurnFlags>) -> Result<Settings> {
 
 fn run(cli: Cli) -> Result<()> {
     match &cli.command {
-        Command::Ingest { paths } => {
-            ingest::run(&settings(&cli, None)?, paths)
-        }
+        Command::Ingest { paths } => ingest::run(&settings(&cli, None)?, paths),
         Command::Ask { session, json, turn, question } => {
             let s = settings(&cli, Some(turn))?;
             let id = SessionId::parse(session)?;

@@ -27,7 +27,10 @@ pub fn summary(turn: u64, t: &TraceStats) -> String {
     let dropped = if t.dropped_by_budget.is_empty() {
         String::new()
     } else {
-        format!(" · dropped by budget: {}", t.dropped_by_budget.iter().map(|d| d.as_str()).collect::<Vec<_>>().join(", "))
+        format!(
+            " · dropped by budget: {}",
+            t.dropped_by_budget.iter().map(|d| d.as_str()).collect::<Vec<_>>().join(", ")
+        )
     };
     format!(
         "turn {turn} · {} · {} candidates → {} documents → {} fragments → {} tokens (budget {}) · prompt {} · excluded {} · cited {} ({} invalid) · search {:?} in {:.2} ms{dropped}",
@@ -126,7 +129,10 @@ pub fn trace(sessions: &dyn SessionStore, session: &SessionId, turn: Option<u64>
             let a: Vec<String> = t.stats.aliases.iter().map(|(d, k)| format!("{d} = {k}")).collect();
             println!("  duplicate text: {}", a.join(", "));
         }
-        println!("  timings ms: {}", t.stats.timings_ms.iter().map(|(k, v)| format!("{k} {v:.2}")).collect::<Vec<_>>().join(", "));
+        println!(
+            "  timings ms: {}",
+            t.stats.timings_ms.iter().map(|(k, v)| format!("{k} {v:.2}")).collect::<Vec<_>>().join(", ")
+        );
     }
     Ok(())
 }

@@ -54,9 +54,7 @@ impl SessionId {
     /// Session ids are 1..=128 characters of `[A-Za-z0-9._:-]`, so they are safe as keys
     /// and in URLs.
     pub fn parse(s: &str) -> crate::Result<Self> {
-        let ok = !s.is_empty()
-            && s.len() <= 128
-            && s.chars().all(|c| c.is_ascii_alphanumeric() || "._:-".contains(c));
+        let ok = !s.is_empty() && s.len() <= 128 && s.chars().all(|c| c.is_ascii_alphanumeric() || "._:-".contains(c));
         if ok {
             Ok(Self(s.to_owned()))
         } else {

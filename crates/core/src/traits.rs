@@ -1,5 +1,5 @@
 use crate::{
-    ChunkId, Chunk, ContextBlock, EmbeddedChunk, Result, Retention, SearchOutcome, SearchRequest, SessionId,
+    Chunk, ChunkId, ContextBlock, EmbeddedChunk, Result, Retention, SearchOutcome, SearchRequest, SessionId,
     SessionState, Trace, TurnCommit,
 };
 

@@ -180,7 +180,11 @@ mod tests {
 
     #[test]
     fn keeps_the_best_chunk_per_document_not_the_first() {
-        let hits = vec![hit("a1", "a", 0.5, "first in array", 0), hit("a2", "a", 0.9, "best", 100), hit("b1", "b", 0.7, "b", 0)];
+        let hits = vec![
+            hit("a1", "a", 0.5, "first in array", 0),
+            hit("a2", "a", 0.9, "best", 100),
+            hit("b1", "b", 0.7, "b", 0),
+        ];
         let d = dedupe_by_document(hits, &Grouping::new(1));
         assert_eq!(d.unique_documents, 2);
         assert_eq!(d.fragments[0].chunks[0].id.as_str(), "a2");
@@ -201,7 +205,8 @@ mod tests {
         // "abcdef" at 0..6 and "defghi" at 3..9 overlap by three characters.
         let mut g = Grouping::new(3);
         g.quotas.insert("a".into(), 3);
-        let hits = vec![hit("a1", "a", 0.6, "abcdef", 0), hit("a2", "a", 0.9, "defghi", 3), hit("a3", "a", 0.5, "far", 50)];
+        let hits =
+            vec![hit("a1", "a", 0.6, "abcdef", 0), hit("a2", "a", 0.9, "defghi", 3), hit("a3", "a", 0.5, "far", 50)];
         let d = dedupe_by_document(hits, &g);
         assert_eq!(d.unique_documents, 1);
         assert_eq!(d.fragments.len(), 2);

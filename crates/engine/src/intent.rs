@@ -3,22 +3,63 @@
 use ragctx_core::Intent;
 
 const RESHOW_EN: &[&str] = &[
-    "show me that again", "show that again", "show it again", "show them again", "show me again",
-    "repeat the last source", "repeat that source", "repeat the source", "repeat the sources", "repeat the last answer",
-    "show the last source", "show me the last source", "show the previous source", "show me the previous",
-    "the same sources again", "same sources again", "send that again", "send it again", "say that again",
-    "what did you just show", "go back to the last source", "bring that back", "show me those again",
+    "show me that again",
+    "show that again",
+    "show it again",
+    "show them again",
+    "show me again",
+    "repeat the last source",
+    "repeat that source",
+    "repeat the source",
+    "repeat the sources",
+    "repeat the last answer",
+    "show the last source",
+    "show me the last source",
+    "show the previous source",
+    "show me the previous",
+    "the same sources again",
+    "same sources again",
+    "send that again",
+    "send it again",
+    "say that again",
+    "what did you just show",
+    "go back to the last source",
+    "bring that back",
+    "show me those again",
 ];
 const RESHOW_ZH: &[&str] = &[
-    "再给我看看", "再看看刚才", "刚才那个", "刚才那段", "刚才的", "再发一次", "再发一遍", "再显示", "重新显示", "再说一遍", "上一个来源", "上一条",
+    "再给我看看",
+    "再看看刚才",
+    "刚才那个",
+    "刚才那段",
+    "刚才的",
+    "再发一次",
+    "再发一遍",
+    "再显示",
+    "重新显示",
+    "再说一遍",
+    "上一个来源",
+    "上一条",
 ];
 const FOLLOW_UP_EN: &[&str] = &[
-    "tell me more", "more about", "more on", "more details", "go on", "continue", "elaborate", "what else",
-    "and what about", "what about", "how about", "in more detail", "expand on",
+    "tell me more",
+    "more about",
+    "more on",
+    "more details",
+    "go on",
+    "continue",
+    "elaborate",
+    "what else",
+    "and what about",
+    "what about",
+    "how about",
+    "in more detail",
+    "expand on",
 ];
 const FOLLOW_UP_ZH: &[&str] = &["详细", "更多", "继续", "展开", "还有呢", "那它", "它的", "他们的", "这个", "那个"];
 /// Pronouns that refer back to what was just discussed.
-const ANAPHORA: &[&str] = &["it", "its", "they", "them", "their", "theirs", "this", "that", "these", "those", "he", "she", "his", "her"];
+const ANAPHORA: &[&str] =
+    &["it", "its", "they", "them", "their", "theirs", "this", "that", "these", "those", "he", "she", "his", "her"];
 
 /// Classifies a question. Without history every question is `new`.
 pub fn classify(question: &str, has_history: bool) -> Intent {

@@ -26,7 +26,8 @@ pub use settings::{validate_question, Consumption, Granularity, Strategy, TurnSe
 
 use ragctx_core::{
     Chunk, Citation, ContextBlock, DocumentId, Embedder, Error, GenerationRequest, Generator, Grouping, Hit, Intent,
-    Result, SearchPath, SessionId, SessionState, SessionStore, TokenCounter, Trace, TraceStats, TurnCommit, VectorStore,
+    Result, SearchPath, SessionId, SessionState, SessionStore, TokenCounter, Trace, TraceStats, TurnCommit,
+    VectorStore,
 };
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -161,29 +162,32 @@ impl Engine {
         let exclusion = exclusion::exclusion_set(state, intent, settings);
 
         let t = Instant::now();
-        let vector = self.embedder.embed(&[query])?.pop().ok_or_else(|| Error::Model("no embedding returned".into()))?;
+        let vector =
+            self.embedder.embed(&[query])?.pop().ok_or_else(|| Error::Model("no embedding returned".into()))?;
         timings.insert("embed".into(), ms_since(t));
 
         let t = Instant::now();
         let previous = memory::last_documents(state);
         let mut quotas: HashMap<DocumentId, usize> = HashMap::new();
-        if intent == Intent::FollowUp {
-            // More about what was just shown: those documents may take an extra slot.
-            for d in &previous {
-                quotas.insert(d.clone(), settings.group_size + 1);
-            }
-        }
-        let retrieved = retrieve::retrieve(self.vectors.as_ref(), vector.clone(), exclusion.clone(), quotas.clone(), settings)?;
-        let mut hits = retrieved.outcome.hits;
-        let candidates = hits.len();
-        if intent == Intent::Reshow {
-            // Previously shown items first: the last turn's chunks come back whatever the search found.
+        let (hits, path, rounds, reason) = if intent == Intent::Reshow {
+            // "Show me that again": the last turn's chunks, fetched by id; no search, no exclusion.
             let shown = state.turns.last().map(|t| t.shown_chunks.clone()).unwrap_or_default();
-            hits = self.reshown(&vector, shown, hits)?;
             for d in &previous {
-                quotas.insert(d.clone(), usize::MAX / 2);
+                quotas.insert(d.clone(), shown.len().max(1));
             }
-        }
+            let hits = self.reshown(&vector, shown)?;
+            (hits, SearchPath::Exact, 0, "reshow: the previous turn's chunks by id".to_string())
+        } else {
+            if intent == Intent::FollowUp {
+                // More about what was just shown: those documents may take an extra slot.
+                for d in &previous {
+                    quotas.insert(d.clone(), settings.group_size + 1);
+                }
+            }
+            let r = retrieve::retrieve(self.vectors.as_ref(), vector, exclusion.clone(), quotas.clone(), settings)?;
+            (r.outcome.hits, r.outcome.path, r.outcome.rounds + r.deeper, r.outcome.reason)
+        };
+        let candidates = hits.len();
         timings.insert("search".into(), ms_since(t));
 
         let t = Instant::now();
@@ -211,29 +215,27 @@ impl Engine {
             candidates,
             unique_documents: deduped.unique_documents,
             aliases: deduped.aliases,
-            search_path: retrieved.outcome.path,
-            search_rounds: retrieved.outcome.rounds + retrieved.deeper,
-            search_reason: retrieved.outcome.reason,
+            search_path: path,
+            search_rounds: rounds,
+            search_reason: reason,
             context: built,
             prompt,
             timings,
         })
     }
 
-    /// The previous turn's chunks, scored against the query, then the search hits.
-    fn reshown(&self, query: &[f32], shown: Vec<ragctx_core::ChunkId>, hits: Vec<Hit>) -> Result<Vec<Hit>> {
+    /// The previous turn's chunks, scored against the query.
+    fn reshown(&self, query: &[f32], shown: Vec<ragctx_core::ChunkId>) -> Result<Vec<Hit>> {
         let chunks: Vec<Chunk> = self.vectors.chunks(&shown)?;
         let ids: Vec<ragctx_core::ChunkId> = chunks.iter().map(|c| c.id.clone()).collect();
         let vectors = self.vectors.vectors(&ids)?;
-        let mut out: Vec<Hit> = chunks
+        Ok(chunks
             .into_iter()
             .zip(vectors)
             .map(|(chunk, v)| {
                 let score = v.map_or(0.0, |v| v.iter().zip(query).map(|(a, b)| a * b).sum());
                 Hit { chunk, score }
             })
-            .collect();
-        out.extend(hits.into_iter().filter(|h| !shown.contains(&h.chunk.id)));
-        Ok(out)
+            .collect())
     }
 }

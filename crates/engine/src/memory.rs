@@ -13,7 +13,13 @@ fn unique<T: PartialEq + Clone>(items: impl IntoIterator<Item = T>) -> Vec<T> {
 }
 
 /// The record of a turn: every chunk and document shown, and those the answer cited.
-pub fn turn_record(question: &str, intent: Intent, blocks: &[ContextBlock], citations: &[Citation], at_unix_ms: u64) -> TurnRecord {
+pub fn turn_record(
+    question: &str,
+    intent: Intent,
+    blocks: &[ContextBlock],
+    citations: &[Citation],
+    at_unix_ms: u64,
+) -> TurnRecord {
     TurnRecord {
         turn: 0,
         question: question.to_owned(),

@@ -22,7 +22,7 @@ pub fn retrieve(
     quotas: HashMap<DocumentId, usize>,
     settings: &TurnSettings,
 ) -> Result<Retrieved> {
-    let grouping = settings.strategy.groups().then(|| Grouping { group_size: settings.group_size, quotas });
+    let grouping = settings.strategy.groups().then_some(Grouping { group_size: settings.group_size, quotas });
     let mut request = SearchRequest { vector, limit: settings.limit, grouping, exclusion };
     let mut deeper = 0;
     loop {

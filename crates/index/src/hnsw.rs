@@ -178,8 +178,11 @@ impl Graph {
                     self.set_neighbours(nb, layer, &list);
                 } else {
                     let base = vectors.get(nb);
-                    let mut cands: Vec<Scored> =
-                        list.iter().chain(std::iter::once(&node)).map(|&x| Scored(dot(base, vectors.get(x)), x)).collect();
+                    let mut cands: Vec<Scored> = list
+                        .iter()
+                        .chain(std::iter::once(&node))
+                        .map(|&x| Scored(dot(base, vectors.get(x)), x))
+                        .collect();
                     cands.sort_by(|a, b| b.cmp(a));
                     let kept = self.select(vectors, &cands, cap);
                     self.set_neighbours(nb, layer, &kept);

@@ -197,7 +197,12 @@ impl VectorIndex {
         let mut fresh = VectorIndex::new(self.dim, self.params);
         for node in 0..self.nodes() as u32 {
             if !self.deleted[node as usize] {
-                fresh.upsert(self.chunk_id(node), self.document_id(node), self.weights[node as usize], self.vector(node));
+                fresh.upsert(
+                    self.chunk_id(node),
+                    self.document_id(node),
+                    self.weights[node as usize],
+                    self.vector(node),
+                );
             }
         }
         fresh
@@ -237,7 +242,13 @@ impl VectorIndex {
     pub fn search_with(&self, request: &SearchRequest, force: Option<ForcePath>) -> IndexHits {
         let live = self.len();
         if live == 0 || request.limit == 0 {
-            return IndexHits { hits: Vec::new(), path: SearchPath::Exact, rounds: 0, reason: "empty".into(), visits: 0 };
+            return IndexHits {
+                hits: Vec::new(),
+                path: SearchPath::Exact,
+                rounds: 0,
+                reason: "empty".into(),
+                visits: 0,
+            };
         }
         let (excluded, excluded_live) = self.excluded_nodes(request);
         let allowed_live = live - excluded_live;
@@ -257,7 +268,10 @@ impl VectorIndex {
             }
             None if planned_visits > graph_budget => (
                 true,
-                format!("{:.1}% excluded: graph walk would visit ~{planned_visits} of {live}", 100.0 * (1.0 - allowed_share)),
+                format!(
+                    "{:.1}% excluded: graph walk would visit ~{planned_visits} of {live}",
+                    100.0 * (1.0 - allowed_share)
+                ),
             ),
             None => (false, format!("{:.1}% excluded, ef {ef0}", 100.0 * (1.0 - allowed_share))),
         };

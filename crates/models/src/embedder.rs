@@ -32,9 +32,11 @@ impl MiniLmEmbedder {
             }
         };
         let (weights, tok, config) = (file("model.safetensors")?, file("tokenizer.json")?, file("config.json")?);
-        let model_err = |what: &str, e: &dyn std::fmt::Display| Error::Model(format!("{what} in {}: {e}", dir.display()));
-        let cfg: BertConfig = serde_json::from_slice(&std::fs::read(&config).map_err(|e| model_err("config.json", &e))?)
-            .map_err(|e| model_err("config.json", &e))?;
+        let model_err =
+            |what: &str, e: &dyn std::fmt::Display| Error::Model(format!("{what} in {}: {e}", dir.display()));
+        let cfg: BertConfig =
+            serde_json::from_slice(&std::fs::read(&config).map_err(|e| model_err("config.json", &e))?)
+                .map_err(|e| model_err("config.json", &e))?;
         if cfg.hidden_act.as_deref().is_some_and(|a| a != "gelu") {
             return Err(model_err("config.json", &"only the gelu activation is supported"));
         }

@@ -83,10 +83,17 @@ impl ExtractiveGenerator {
     fn pick<'b>(&self, question: &str, blocks: &'b [ContextBlock]) -> Vec<(u32, &'b str)> {
         let q = terms(question);
         let mut scored: Vec<(f64, usize, usize, u32, &str)> = Vec::new();
+        let mut fallback = None;
         for (bi, block) in blocks.iter().enumerate() {
-            for (si, s) in sentences(&block.text).into_iter().enumerate() {
+            // Headings repeat the title; they are not answers.
+            let body = sentences(&block.text).into_iter().filter(|s| !s.starts_with('#'));
+            for (si, s) in body.enumerate() {
+                fallback = fallback.or(Some((block.marker, s)));
                 let t = terms(s);
                 let shared = q.intersection(&t).count() as f64;
+                if shared == 0.0 {
+                    continue;
+                }
                 // Shared terms dominate; the block's rank and the sentence's position break ties.
                 let score = shared / (1.0 + (t.len() as f64).ln_1p()) - 0.01 * bi as f64 - 0.001 * si as f64;
                 scored.push((score, bi, si, block.marker, s));
@@ -103,6 +110,10 @@ impl ExtractiveGenerator {
                 per_block[bi] += 1;
                 chosen.push((marker, s));
             }
+        }
+        if chosen.is_empty() {
+            // Nothing shares a term with the question: the best block's opening sentence.
+            chosen.extend(fallback);
         }
         chosen
     }
@@ -149,15 +160,17 @@ mod tests {
             .unwrap();
         assert!(a.starts_with("They sleep in burrows dug by other animals. [4]"), "{a}");
         assert!(a.contains("[7]"));
-        let none = ExtractiveGenerator::default()
-            .generate(&GenerationRequest { question: "q", blocks: &[], prompt })
-            .unwrap();
+        let none =
+            ExtractiveGenerator::default().generate(&GenerationRequest { question: "q", blocks: &[], prompt }).unwrap();
         assert_eq!(none, NOTHING_FOUND);
     }
 
     #[test]
     fn splits_chinese_and_english_sentences() {
-        assert_eq!(sentences("第一句。第二句！Third one. 3.5 stays"), vec!["第一句。", "第二句！", "Third one.", "3.5 stays"]);
+        assert_eq!(
+            sentences("第一句。第二句！Third one. 3.5 stays"),
+            vec!["第一句。", "第二句！", "Third one.", "3.5 stays"]
+        );
         assert!(terms("刚才那个").contains("刚才"));
     }
 }

@@ -113,7 +113,8 @@ impl EmbeddingCache {
 }
 
 fn open_tables(dir: &Path) -> Result<Database> {
-    std::fs::create_dir_all(dir).map_err(|e| Error::Storage(format!("cannot create data dir {}: {e}", dir.display())))?;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Error::Storage(format!("cannot create data dir {}: {e}", dir.display())))?;
     let db = open_db(dir)?;
     let tx = db.begin_write().map_err(db_err)?;
     tx.open_table(EMBED_CACHE).map_err(db_err)?;

@@ -47,9 +47,7 @@ impl EmbeddedSessionStore {
 
     fn delete_traces(tx: &WriteTransaction, id: &SessionId) -> Result<()> {
         let mut t = tx.open_table(TRACES).map_err(db_err)?;
-        t.extract_from_if((id.as_str(), 0)..=(id.as_str(), u64::MAX), |_, _| true)
-            .map_err(db_err)?
-            .for_each(drop);
+        t.extract_from_if((id.as_str(), 0)..=(id.as_str(), u64::MAX), |_, _| true).map_err(db_err)?.for_each(drop);
         Ok(())
     }
 }
@@ -126,7 +124,9 @@ impl SessionStore for EmbeddedSessionStore {
     }
 
     fn reset(&self, id: &SessionId) -> Result<bool> {
-        let Some(mut s) = self.read(id)? else { return Ok(false) };
+        let Some(mut s) = self.read(id)? else {
+            return Ok(false);
+        };
         s.state.turns.clear();
         s.state.markers.clear();
         let tx = self.db.begin_write().map_err(db_err)?;

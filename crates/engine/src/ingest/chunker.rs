@@ -27,7 +27,11 @@ impl DocumentFormat {
 
 /// Chunks one document. `document_id` is the path relative to the ingested argument;
 /// chunk ids are `{document_id}#{ordinal}`, stable as long as the text is.
-pub fn chunk_document(document_id: &str, bytes: &[u8], format: DocumentFormat) -> Result<Vec<SourcedChunk>, InputError> {
+pub fn chunk_document(
+    document_id: &str,
+    bytes: &[u8],
+    format: DocumentFormat,
+) -> Result<Vec<SourcedChunk>, InputError> {
     let raw = std::str::from_utf8(bytes).map_err(|e| {
         let line = bytes[..e.valid_up_to()].iter().filter(|&&b| b == b'\n').count() + 1;
         InputError { file: document_id.to_owned(), line: Some(line), message: "invalid UTF-8".into() }
@@ -46,11 +50,7 @@ pub fn chunk_document(document_id: &str, bytes: &[u8], format: DocumentFormat) -
             (title.unwrap_or_default(), raw.to_owned())
         }
     };
-    let title = if title.is_empty() {
-        document_id.rsplit('/').next().unwrap_or(document_id).to_owned()
-    } else {
-        title
-    };
+    let title = if title.is_empty() { document_id.rsplit('/').next().unwrap_or(document_id).to_owned() } else { title };
     let chars: Vec<char> = text.chars().collect();
     let spans = pack(&chars, CHUNK_CHARS);
     if spans.is_empty() {
@@ -162,7 +162,23 @@ pub fn html_to_text(html: &str) -> (Option<String>, String) {
             }
             if matches!(
                 name.as_str(),
-                "p" | "div" | "br" | "li" | "tr" | "h1" | "h2" | "h3" | "h4" | "h5" | "h6" | "section" | "article" | "table" | "ul" | "ol" | "pre" | "blockquote"
+                "p" | "div"
+                    | "br"
+                    | "li"
+                    | "tr"
+                    | "h1"
+                    | "h2"
+                    | "h3"
+                    | "h4"
+                    | "h5"
+                    | "h6"
+                    | "section"
+                    | "article"
+                    | "table"
+                    | "ul"
+                    | "ol"
+                    | "pre"
+                    | "blockquote"
             ) {
                 out.push_str("\n\n");
             }

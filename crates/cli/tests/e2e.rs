@@ -1,0 +1,281 @@
+//! End to end through the `ragctx` binary, one process per command, on real MTRAG
+//! government passages (`../shared/data`) and the installed MiniLM model.
+
+use serde_json::Value;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn govt_corpus() -> PathBuf {
+    let p = repo().join("../shared/data/mtrag/corpus_govt.jsonl");
+    assert!(p.is_file(), "evaluation data missing at {} (../shared/data beside the repo)", p.display());
+    p
+}
+
+struct Env {
+    dir: tempfile::TempDir,
+}
+
+impl Env {
+    fn new() -> Env {
+        Env { dir: tempfile::tempdir().unwrap() }
+    }
+    fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_ragctx"))
+            .arg("--data-dir")
+            .arg(self.data())
+            .arg("--model-dir")
+            .arg(repo().join("models/all-MiniLM-L6-v2"))
+            .args(args)
+            .env_remove("RAGCTX_CONFIG")
+            .output()
+            .expect("ragctx runs")
+    }
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(out.status.success(), "ragctx {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    }
+    fn ask(&self, session: &str, extra: &[&str], question: &str) -> Value {
+        let mut args = vec!["ask", "--session", session, "--json"];
+        args.extend_from_slice(extra);
+        args.push(question);
+        serde_json::from_str(&self.ok(&args)).expect("ask --json prints one JSON object")
+    }
+    fn write(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+}
+
+/// The first `n` passages of the government corpus plus chunks with hostile ids.
+fn corpus(env: &Env, n: usize) -> PathBuf {
+    let text = std::fs::read_to_string(govt_corpus()).unwrap();
+    let mut lines: Vec<String> = text.lines().take(n).map(str::to_owned).collect();
+    for (id, doc, t) in ODD {
+        lines.push(serde_json::json!({"_id": id, "document_id": doc, "title": "Odd ids", "text": t}).to_string());
+    }
+    env.write("corpus.jsonl", &(lines.join("\n") + "\n"))
+}
+
+const ODD: [(&str, &str, &str); 2] = [
+    (
+        "zz\"] or id >= 0 or doc_id in [\"zz",
+        "doc \"quoted\" [bracketed] \\back\\ 文档",
+        "The quokka festival of Rottnest Island celebrates quokkas every March with quokka counting.",
+    ),
+    (
+        "odd#2 ' \" ]",
+        "doc \"quoted\" [bracketed] \\back\\ 文档",
+        "Quokka counting volunteers register at the Rottnest Island visitor centre before the festival.",
+    ),
+];
+
+fn strs(v: &Value) -> Vec<String> {
+    v.as_array().unwrap().iter().map(|x| x.as_str().unwrap().to_owned()).collect()
+}
+
+fn context_docs(turn: &Value) -> Vec<String> {
+    turn["context"].as_array().unwrap().iter().map(|b| b["document_id"].as_str().unwrap().to_owned()).collect()
+}
+
+fn context_chunks(turn: &Value) -> Vec<String> {
+    turn["context"].as_array().unwrap().iter().flat_map(|b| strs(&b["chunk_ids"])).collect()
+}
+
+/// Invariants of every turn: budget, citations inside the context, the JSON contract.
+fn check_turn(t: &Value, budget: u64) {
+    let tr = &t["trace"];
+    for key in [
+        "candidates",
+        "unique_documents",
+        "context_fragments",
+        "context_tokens",
+        "prompt_tokens",
+        "answer_citations",
+        "invalid_citations",
+        "excluded",
+        "dropped_by_budget",
+        "timings_ms",
+    ] {
+        assert!(tr.get(key).is_some(), "trace.{key} missing: {tr}");
+    }
+    assert!(tr["context_tokens"].as_u64().unwrap() <= budget, "budget exceeded: {tr}");
+    let tokens: u64 = t["context"].as_array().unwrap().iter().map(|b| b["tokens"].as_u64().unwrap()).sum();
+    assert_eq!(tokens, tr["context_tokens"].as_u64().unwrap());
+    assert!(tr["prompt_tokens"].as_u64().unwrap() > tokens, "the prompt holds the context and more");
+    let docs: HashSet<String> = context_docs(t).into_iter().collect();
+    for c in t["citations"].as_array().unwrap() {
+        assert!(docs.contains(c["document_id"].as_str().unwrap()), "citation outside the context: {c}");
+    }
+    assert_eq!(tr["invalid_citations"], 0);
+    assert_eq!(tr["answer_citations"].as_u64().unwrap() as usize, t["citations"].as_array().unwrap().len());
+}
+
+#[test]
+fn five_turns_over_govt_never_repeat_and_reshow_brings_back() {
+    let env = Env::new();
+    let path = corpus(&env, 200);
+    let out = env.ok(&["ingest", path.to_str().unwrap()]);
+    assert!(out.contains("ingested 202 chunks"), "{out}");
+
+    let questions = [
+        "What is New York State doing about climate change?",
+        "How does climate change make wildfires worse?",
+        "What are the effects of rising global temperatures?",
+        "How can I reduce greenhouse gas emissions at home?",
+    ];
+    let budget = 1500;
+    let b = budget.to_string();
+    let mut seen_chunks: HashSet<String> = HashSet::new();
+    let mut seen_docs: HashSet<String> = HashSet::new();
+    let mut turns = Vec::new();
+    for (i, q) in questions.iter().enumerate() {
+        let t = env.ask("s", &["--mode", "new", "--budget", &b], q);
+        check_turn(&t, budget);
+        assert_eq!(t["turn"], i as u64 + 1);
+        assert_eq!(t["intent"], "new");
+        let tr = &t["trace"];
+        assert_eq!(tr["unique_documents"], tr["candidates"], "group_size 1: one chunk per document");
+        assert!(tr["context_fragments"].as_u64().unwrap() >= 1);
+        // No quota was raised: each document is one block.
+        let docs = context_docs(&t);
+        assert_eq!(docs.len(), docs.iter().collect::<HashSet<_>>().len());
+        for c in context_chunks(&t) {
+            assert!(!seen_chunks.contains(&c), "turn {} repeats chunk {c}", i + 1);
+        }
+        for d in &docs {
+            assert!(!seen_docs.contains(d), "turn {} repeats document {d}", i + 1);
+        }
+        if i > 0 {
+            assert_eq!(tr["excluded"].as_u64().unwrap() as usize, seen_docs.len(), "document exclusion set");
+        }
+        seen_chunks.extend(context_chunks(&t));
+        seen_docs.extend(docs);
+        turns.push(t);
+    }
+    assert!(
+        turns.iter().any(|t| !t["trace"]["dropped_by_budget"].as_array().unwrap().is_empty()),
+        "a budget of {budget} drops blocks somewhere"
+    );
+
+    let again = env.ask("s", &["--budget", &b], "show me that again");
+    check_turn(&again, budget);
+    assert_eq!(again["intent"], "reshow");
+    assert_eq!(context_docs(&again), context_docs(&turns[3]), "reshow brings back the previous turn");
+    let markers = |t: &Value| -> Vec<u64> {
+        t["context"].as_array().unwrap().iter().map(|b| b["marker"].as_u64().unwrap()).collect()
+    };
+    assert_eq!(markers(&again), markers(&turns[3]), "markers are stable within the session");
+
+    let zh = env.ask("s", &["--budget", &b], "再给我看看刚才那个");
+    assert_eq!(zh["intent"], "reshow");
+    assert_eq!(context_docs(&zh), context_docs(&turns[3]));
+
+    let traces: Value = serde_json::from_str(&env.ok(&["trace", "--session", "s", "--json"])).unwrap();
+    let traces = traces.as_array().unwrap();
+    assert_eq!(traces.len(), 6);
+    for (t, stored) in turns.iter().zip(traces) {
+        assert_eq!(stored["stats"]["context_tokens"], t["trace"]["context_tokens"]);
+        assert_eq!(context_docs(stored), context_docs(t));
+    }
+    let human = env.ok(&["trace", "--session", "s"]);
+    assert_eq!(human.matches("\nturn ").count() + usize::from(human.starts_with("turn ")), 6, "{human}");
+    let one: Value = serde_json::from_str(&env.ok(&["trace", "--session", "s", "--turn", "2", "--json"])).unwrap();
+    assert_eq!(one["turn"], 2);
+
+    // Chunk granularity: documents may return, chunks never.
+    let mut seen: HashSet<String> = HashSet::new();
+    for q in &questions[..3] {
+        let t = env.ask("c", &["--mode", "new", "--granularity", "chunk", "--group-size", "2"], q);
+        check_turn(&t, 6000);
+        for c in context_chunks(&t) {
+            assert!(seen.insert(c.clone()), "chunk {c} repeated at chunk granularity");
+        }
+    }
+}
+
+#[test]
+fn hostile_ids_round_trip_through_ingest_and_exclusion() {
+    let env = Env::new();
+    let path = corpus(&env, 40);
+    env.ok(&["ingest", path.to_str().unwrap()]);
+    let q = "When is the quokka festival on Rottnest Island?";
+    let first = env.ask("o", &["--group-size", "2"], q);
+    let odd_doc = ODD[0].1;
+    // Two non-adjacent chunks of one document: two blocks under one marker.
+    let blocks: Vec<&Value> =
+        first["context"].as_array().unwrap().iter().filter(|b| b["document_id"] == odd_doc).collect();
+    assert_eq!(blocks.len(), 2, "the quokka document leads with both chunks: {first}");
+    assert_eq!(blocks[0]["marker"], blocks[1]["marker"]);
+    let ids: HashSet<String> = blocks.iter().flat_map(|b| strs(&b["chunk_ids"])).collect();
+    assert_eq!(ids, ODD.iter().map(|o| o.0.to_owned()).collect(), "both hostile chunk ids, byte for byte");
+    let second = env.ask("o", &["--mode", "new"], q);
+    assert!(!context_docs(&second).contains(&odd_doc.to_owned()), "excluded by its quoted id");
+    let first_docs: HashSet<String> = context_docs(&first).into_iter().collect();
+    assert_eq!(second["trace"]["excluded"].as_u64().unwrap() as usize, first_docs.len());
+    let state: Value = serde_json::from_str(&env.ok(&["session", "show", "--session", "o"])).unwrap();
+    assert!(state["markers"].get(odd_doc).is_some(), "{state}");
+}
+
+#[test]
+fn bad_input_fails_clearly_and_changes_nothing() {
+    let env = Env::new();
+    let good =
+        env.write("good.jsonl", "{\"_id\":\"a\",\"document_id\":\"A\",\"title\":\"t\",\"text\":\"Apples are red.\"}\n");
+    env.ok(&["ingest", good.to_str().unwrap()]);
+    let bad = env.write(
+        "bad.jsonl",
+        "{\"_id\":\"b\",\"text\":\"Bananas are yellow.\"}\n{\"_id\":\"c\",\"text\":\"ok\"}\n{\"_id\":\"d\",\"text\": oops}\n",
+    );
+    let out = env.run(&["ingest", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.jsonl:3:"), "{err}");
+    // Nothing of the bad file landed: re-ingesting the good file finds one chunk in store.
+    let again = env.ok(&["ingest", good.to_str().unwrap()]);
+    assert!(again.contains("0 new, 1 updated") && again.contains("store holds 1 chunks"), "{again}");
+
+    let dup = env.write("dup.jsonl", "{\"_id\":\"x\",\"text\":\"one\"}\n{\"_id\":\"x\",\"text\":\"two\"}\n");
+    let out = env.run(&["ingest", dup.to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("duplicate id \"x\""));
+
+    for (args, code) in [
+        (vec!["ask", "--session", "s", "   "], 2),
+        (vec!["ask", "--session", "bad id!", "q"], 2),
+        (vec!["ask", "--session", "s", "--mode", "sideways", "q"], 2),
+        (vec!["ask", "--session", "s", "--budget", "0", "q"], 2),
+        (vec!["trace", "--session", "never"], 3),
+    ] {
+        let out = env.run(&args);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(String::from_utf8_lossy(&out.stderr).starts_with("error: "));
+    }
+    let long = "why ".repeat(1200);
+    let out = env.run(&["ask", "--session", "s", &long]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("limit is 4000"));
+
+    let out = Command::new(env!("CARGO_BIN_EXE_ragctx"))
+        .args([
+            "--data-dir",
+            env.data().to_str().unwrap(),
+            "--model-dir",
+            "/nonexistent/minilm",
+            "ask",
+            "--session",
+            "s",
+            "q",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("scripts/setup"));
+}
