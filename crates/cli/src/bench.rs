@@ -1,12 +1,321 @@
-//! `ragctx bench`: search and turn benchmarks that print numbers.
+//! `ragctx bench search` and `ragctx bench turn`: numbers, printed, for the targets of the
+//! embedded index and the turn pipeline. Not tests: they measure this machine.
 
+use crate::app::App;
 use crate::config::Settings;
-use anyhow::Result;
+use anyhow::{bail, Context, Result};
 use clap::Subcommand;
+use ragctx_core::{Embedder, ExclusionSet, SearchPath, SearchRequest, SessionId, VectorStore};
+use ragctx_index::{ForcePath, IndexParams, VectorIndex};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::time::Instant;
 
 #[derive(Subcommand)]
-pub enum BenchCommand {}
+pub enum BenchCommand {
+    /// Search latency and recall@k against exact search, with random and correlated exclusion
+    Search {
+        /// Queries per row
+        #[arg(long, default_value_t = 200)]
+        queries: usize,
+        #[arg(long, default_value_t = 10)]
+        k: usize,
+        /// Grow the corpus to this many vectors with noisy copies of the stored ones
+        #[arg(long, default_value_t = 0)]
+        scale: usize,
+        /// JSONL file whose "question" fields are embedded as queries (default: noisy
+        /// copies of stored vectors)
+        #[arg(long)]
+        questions: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+    },
+    /// Whole turns: replays conversations (MTRAG turns.jsonl format) through the engine
+    Turn {
+        /// Conversations file (turns.jsonl format); the user messages are replayed in order
+        #[arg(long)]
+        turns: PathBuf,
+        /// Only conversations of this domain
+        #[arg(long)]
+        domain: Option<String>,
+        /// Conversations to replay at most
+        #[arg(long, default_value_t = 20)]
+        conversations: usize,
+        #[arg(long)]
+        json: bool,
+    },
+}
 
-pub fn run(_settings: Settings, what: &BenchCommand) -> Result<()> {
-    match *what {}
+pub fn run(settings: Settings, what: &BenchCommand) -> Result<()> {
+    let app = App::open(settings)?;
+    match what {
+        BenchCommand::Search { queries, k, scale, questions, json, seed } => {
+            search(&app, *queries, *k, *scale, questions.as_ref(), *json, *seed)
+        }
+        BenchCommand::Turn { turns, domain, conversations, json } => {
+            turn(&app, turns, domain.as_deref(), *conversations, *json)
+        }
+    }
+}
+
+/// xorshift64: reproducible sampling without a dependency.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    fn unit(&mut self) -> f32 {
+        (self.next() >> 11) as f32 / (1u64 << 53) as f32 * 2.0 - 1.0
+    }
+}
+
+fn normalise(mut v: Vec<f32>) -> Vec<f32> {
+    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+    v.iter_mut().for_each(|x| *x /= n);
+    v
+}
+
+fn noisy(v: &[f32], rng: &mut Rng, amount: f32) -> Vec<f32> {
+    normalise(v.iter().map(|x| x + amount * rng.unit()).collect())
+}
+
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+#[derive(Serialize)]
+struct SearchRow {
+    exclusion: &'static str,
+    excluded: usize,
+    p50_ms: f64,
+    p99_ms: f64,
+    #[serde(rename = "recall@10")]
+    recall_at_10: f64,
+    path: &'static str,
+    graph_share: f64,
+    exact_p50_ms: f64,
+}
+
+fn search(
+    app: &App,
+    queries: usize,
+    k: usize,
+    scale: usize,
+    questions: Option<&PathBuf>,
+    json: bool,
+    seed: u64,
+) -> Result<()> {
+    let store = app.data.vector_store();
+    let all = store.all()?;
+    if all.is_empty() {
+        bail!("the store is empty: ingest a corpus first (e.g. ragctx ingest ../shared/data/mtrag/corpus_*.jsonl)");
+    }
+    let mut rng = Rng(seed.max(1));
+    let params = store.with_index(|ix| ix.params());
+    let started = Instant::now();
+    let index: VectorIndex = if scale > all.len() {
+        let mut ix = VectorIndex::new(store.dimension(), IndexParams { exact_below: params.exact_below, ..params });
+        for c in &all {
+            ix.upsert(c.chunk.id.as_str(), c.chunk.document_id.as_str(), c.chunk.weight, &c.vector);
+        }
+        for i in 0..scale - all.len() {
+            let src = &all[rng.below(all.len())];
+            let v = noisy(&src.vector, &mut rng, 0.02);
+            ix.upsert(&format!("{}~copy{i}", src.chunk.id), &format!("{}~copy{i}", src.chunk.document_id), 1.0, &v);
+            if !json && (i + 1) % 10_000 == 0 {
+                eprintln!("built {} of {scale}", all.len() + i + 1);
+            }
+        }
+        ix
+    } else {
+        store.with_index(|ix| ix.clone())
+    };
+    let build_secs = if scale > all.len() { started.elapsed().as_secs_f64() } else { 0.0 };
+    let query_vectors: Vec<Vec<f32>> = match questions {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            let qs: Vec<String> = text
+                .lines()
+                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                .filter_map(|v| v["question"].as_str().map(str::to_owned))
+                .take(queries)
+                .collect();
+            let refs: Vec<&str> = qs.iter().map(String::as_str).collect();
+            app.embedder.embed(&refs)?
+        }
+        None => (0..queries).map(|_| noisy(&all[rng.below(all.len())].vector, &mut rng, 0.05)).collect(),
+    };
+    let n = index.len();
+    let mut rows = Vec::new();
+    let plan: Vec<(&'static str, usize)> = [0, 10, 100, 1_000, 10_000]
+        .into_iter()
+        .map(|e| ("random", e))
+        .chain([10, 50, 200, 1_000].into_iter().map(|e| ("correlated", e)))
+        .filter(|&(_, e)| e < n / 2)
+        .collect();
+    let ids: Vec<String> = (0..index.nodes() as u32).map(|i| index.chunk_id(i).to_owned()).collect();
+    for (kind, excluded) in plan {
+        let mut lat = Vec::new();
+        let mut exact_lat = Vec::new();
+        let mut recall = 0.0;
+        let mut graph = 0usize;
+        for q in &query_vectors {
+            let mut ex = ExclusionSet::default();
+            if kind == "random" {
+                while ex.chunks.len() < excluded {
+                    ex.chunks.insert(ids[rng.below(ids.len())].clone().into());
+                }
+            } else {
+                let own = SearchRequest {
+                    vector: q.clone(),
+                    limit: excluded,
+                    grouping: None,
+                    exclusion: ExclusionSet::default(),
+                };
+                for (node, _) in index.search_with(&own, Some(ForcePath::Exact)).hits {
+                    ex.chunks.insert(index.chunk_id(node).into());
+                }
+            }
+            let req = SearchRequest { vector: q.clone(), limit: k, grouping: None, exclusion: ex };
+            let t = Instant::now();
+            let got = index.search(&req);
+            lat.push(t.elapsed().as_secs_f64() * 1e3);
+            let t = Instant::now();
+            let truth = index.search_with(&req, Some(ForcePath::Exact));
+            exact_lat.push(t.elapsed().as_secs_f64() * 1e3);
+            if got.path == SearchPath::Graph {
+                graph += 1;
+            }
+            let truth: Vec<u32> = truth.hits.iter().map(|h| h.0).collect();
+            let hit = got.hits.iter().filter(|h| truth.contains(&h.0)).count();
+            recall += hit as f64 / truth.len().max(1) as f64;
+        }
+        lat.sort_by(f64::total_cmp);
+        exact_lat.sort_by(f64::total_cmp);
+        let qn = query_vectors.len() as f64;
+        rows.push(SearchRow {
+            exclusion: kind,
+            excluded,
+            p50_ms: percentile(&lat, 0.5),
+            p99_ms: percentile(&lat, 0.99),
+            recall_at_10: recall / qn,
+            path: if graph * 2 >= query_vectors.len() { "graph" } else { "exact" },
+            graph_share: graph as f64 / qn,
+            exact_p50_ms: percentile(&exact_lat, 0.5),
+        });
+    }
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({ "vectors": n, "queries": query_vectors.len(), "k": k, "ef_search": index.params().ef_search, "rows": rows })
+        );
+        return Ok(());
+    }
+    println!(
+        "{n} vectors x {} dims, {} queries, k={k}, M={}, ef_search={}{}",
+        store.dimension(),
+        query_vectors.len(),
+        index.params().m,
+        index.params().ef_search,
+        if build_secs > 0.0 { format!(", graph built in {build_secs:.0}s") } else { String::new() }
+    );
+    println!("| exclusion | excluded | p50 ms | p99 ms | recall@{k} | path | exact p50 ms |");
+    println!("|---|---:|---:|---:|---:|---|---:|");
+    for r in &rows {
+        println!(
+            "| {} | {} | {:.3} | {:.3} | {:.3} | {} ({:.0}% graph) | {:.3} |",
+            r.exclusion,
+            r.excluded,
+            r.p50_ms,
+            r.p99_ms,
+            r.recall_at_10,
+            r.path,
+            100.0 * r.graph_share,
+            r.exact_p50_ms
+        );
+    }
+    Ok(())
+}
+
+#[derive(serde::Deserialize)]
+struct TurnLine {
+    conversation_id: String,
+    turn: u64,
+    #[serde(default)]
+    domain: String,
+    question: String,
+}
+
+fn turn(app: &App, path: &PathBuf, domain: Option<&str>, conversations: usize, json: bool) -> Result<()> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut lines: Vec<TurnLine> = text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    lines.retain(|l| domain.is_none_or(|d| l.domain == d));
+    lines.sort_by(|a, b| a.conversation_id.cmp(&b.conversation_id).then(a.turn.cmp(&b.turn)));
+    let mut convs: Vec<Vec<&TurnLine>> = Vec::new();
+    for l in &lines {
+        match convs.last_mut() {
+            Some(c) if c[0].conversation_id == l.conversation_id => c.push(l),
+            _ => convs.push(vec![l]),
+        }
+    }
+    convs.truncate(conversations);
+    if convs.is_empty() {
+        bail!("no conversations in {}", path.display());
+    }
+    let settings = app.settings.turn.clone();
+    let (mut total, mut overhead, mut embed, mut search) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (i, conv) in convs.iter().enumerate() {
+        let session = SessionId::parse(&format!("bench-turn-{i}"))?;
+        app.engine.sessions.delete(&session)?;
+        for l in conv {
+            let out = app.engine.ask(&session, &l.question, &settings)?;
+            let t = &out.trace.timings_ms;
+            let get = |k: &str| t.get(k).copied().unwrap_or_default();
+            total.push(get("total"));
+            embed.push(get("embed"));
+            search.push(get("search"));
+            overhead.push(get("total") - get("embed") - get("generate"));
+        }
+        app.engine.sessions.delete(&session)?;
+    }
+    for v in [&mut total, &mut overhead, &mut embed, &mut search] {
+        v.sort_by(f64::total_cmp);
+    }
+    let row = |v: &Vec<f64>| serde_json::json!({"p50_ms": percentile(v, 0.5), "p99_ms": percentile(v, 0.99)});
+    let report = serde_json::json!({
+        "chunks": app.data.vector_store().len()?,
+        "turns": total.len(),
+        "conversations": convs.len(),
+        "full_turn": row(&total),
+        "engine_overhead": row(&overhead),
+        "embed": row(&embed),
+        "search": row(&search),
+    });
+    if json {
+        println!("{report}");
+    } else {
+        println!("{} turns of {} conversations over {} chunks", total.len(), convs.len(), report["chunks"]);
+        println!("| part | p50 ms | p99 ms |\n|---|---:|---:|");
+        for (name, v) in [
+            ("full turn", &total),
+            ("engine overhead (no embed, no generate)", &overhead),
+            ("query embedding", &embed),
+            ("search", &search),
+        ] {
+            println!("| {name} | {:.2} | {:.2} |", percentile(v, 0.5), percentile(v, 0.99));
+        }
+    }
+    Ok(())
 }

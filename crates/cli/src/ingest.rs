@@ -85,31 +85,11 @@ fn read_file(path: &Path, document_id: &str, read: &mut Read) -> Result<bool> {
     Ok(true)
 }
 
-/// Where embeddings are cached: an open data dir, or one opened only for each access.
-pub enum Cache<'a> {
-    Open(&'a DataDir),
-    Path(&'a Path),
-}
-
-impl Cache<'_> {
-    fn get(&self, model: &str, texts: &[&str]) -> Result<Vec<Option<Vec<f32>>>> {
-        Ok(match self {
-            Cache::Open(d) => d.cached_embeddings(model, texts)?,
-            Cache::Path(p) => EmbeddingCache::get(p, model, texts)?,
-        })
-    }
-    fn put(&self, model: &str, items: &[(&str, &[f32])]) -> Result<()> {
-        Ok(match self {
-            Cache::Open(d) => d.cache_embeddings(model, items)?,
-            Cache::Path(p) => EmbeddingCache::put(p, model, items)?,
-        })
-    }
-}
-
-/// Embeds what the cache lacks, with progress, caching as it goes.
-pub fn embed_all(embedder: &dyn Embedder, cache: Cache<'_>, texts: &[&str]) -> Result<(Vec<Vec<f32>>, usize)> {
+/// Embeds what the cache of `data_dir` lacks, with progress, caching as it goes. The data
+/// dir is opened for each cache access only.
+pub fn embed_all(embedder: &dyn Embedder, data_dir: &Path, texts: &[&str]) -> Result<(Vec<Vec<f32>>, usize)> {
     let model = embedder.model_id().to_owned();
-    let cached = cache.get(&model, texts)?;
+    let cached = EmbeddingCache::get(data_dir, &model, texts)?;
     let missing: Vec<usize> = (0..texts.len()).filter(|&i| cached[i].is_none()).collect();
     let mut out: Vec<Option<Vec<f32>>> = cached;
     let terminal = std::io::stderr().is_terminal();
@@ -132,7 +112,7 @@ pub fn embed_all(embedder: &dyn Embedder, cache: Cache<'_>, texts: &[&str]) -> R
         let batch: Vec<&str> = step.iter().map(|&i| texts[i]).collect();
         let vectors = embedder.embed(&batch)?;
         let items: Vec<(&str, &[f32])> = batch.iter().copied().zip(vectors.iter().map(Vec::as_slice)).collect();
-        cache.put(&model, &items)?;
+        EmbeddingCache::put(data_dir, &model, &items)?;
         for (&i, v) in step.iter().zip(vectors) {
             out[i] = Some(v);
         }
@@ -165,7 +145,7 @@ pub fn run(settings: &Settings, paths: &[PathBuf]) -> Result<()> {
         );
     }
     let texts: Vec<&str> = read.chunks.iter().map(|c| c.chunk.text.as_str()).collect();
-    let (vectors, embedded) = embed_all(&embedder, Cache::Path(&settings.data_dir), &texts)?;
+    let (vectors, embedded) = embed_all(&embedder, &settings.data_dir, &texts)?;
     let chunks: Vec<EmbeddedChunk> =
         read.chunks.into_iter().zip(vectors).map(|(s, vector)| EmbeddedChunk { chunk: s.chunk, vector }).collect();
     let mut docs: Vec<&str> = chunks.iter().map(|c| c.chunk.document_id.as_str()).collect();

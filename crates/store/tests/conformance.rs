@@ -1,0 +1,81 @@
+//! The embedded stores run the shared conformance suites.
+
+use ragctx_core::{SessionStore, VectorStore};
+use ragctx_index::IndexParams;
+use ragctx_store::DataDir;
+use std::sync::{Arc, Mutex};
+
+fn open(dir: &std::path::Path, exact_below: usize) -> DataDir {
+    DataDir::open_with(dir, Some(8), IndexParams { exact_below, ..IndexParams::default() }).unwrap()
+}
+
+#[test]
+fn embedded_vector_store_conforms_on_both_search_paths() {
+    for exact_below in [0, 1_000_000] {
+        let dirs = Mutex::new(Vec::new());
+        ragctx_testkit::vector_store_conformance(&|| {
+            let dir = tempfile::tempdir().unwrap();
+            let store: Box<dyn VectorStore> = Box::new(open(dir.path(), exact_below).vector_store());
+            dirs.lock().unwrap().push(dir);
+            store
+        });
+    }
+}
+
+#[test]
+fn embedded_session_store_conforms() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = open(dir.path(), 0);
+    let store: Arc<dyn SessionStore> = Arc::new(data.session_store());
+    ragctx_testkit::session_store_conformance(store.clone(), "t-");
+    ragctx_testkit::ttl_expiry(store, "t-");
+}
+
+#[test]
+fn the_index_is_rebuilt_when_it_lags_the_store_and_everything_persists() {
+    let dir = tempfile::tempdir().unwrap();
+    let chunk = |id: &str, axis: usize| ragctx_core::EmbeddedChunk {
+        chunk: ragctx_core::Chunk {
+            id: id.into(),
+            document_id: id.into(),
+            title: "t".into(),
+            text: format!("text {id}"),
+            ordinal: None,
+            start: None,
+            end: None,
+            weight: 1.0,
+        },
+        vector: (0..8).map(|i| if i == axis { 1.0 } else { 0.0 }).collect(),
+    };
+    {
+        let data = open(dir.path(), 0);
+        data.vector_store().upsert(&[chunk("a", 0), chunk("b", 1)]).unwrap();
+    }
+    let stale = std::fs::read(dir.path().join("index.bin")).unwrap();
+    {
+        let data = open(dir.path(), 0);
+        data.vector_store().upsert(&[chunk("c", 2)]).unwrap();
+    }
+    // A crash between the store commit and the index write leaves an older index behind.
+    std::fs::write(dir.path().join("index.bin"), stale).unwrap();
+    let data = open(dir.path(), 0);
+    let store = data.vector_store();
+    assert_eq!(store.len().unwrap(), 3);
+    let req = ragctx_core::SearchRequest {
+        vector: chunk("q", 2).vector,
+        limit: 1,
+        grouping: None,
+        exclusion: Default::default(),
+    };
+    assert_eq!(store.search(&req).unwrap().hits[0].chunk.id.as_str(), "c", "rebuilt from the store");
+    // A corrupt index is rebuilt too.
+    drop(store);
+    drop(data);
+    std::fs::write(dir.path().join("index.bin"), b"garbage").unwrap();
+    let data = open(dir.path(), 0);
+    assert_eq!(data.vector_store().search(&req).unwrap().hits[0].chunk.id.as_str(), "c");
+    drop(data);
+    // A different dimension is refused with the numbers.
+    let err = DataDir::open(dir.path(), 384).err().unwrap();
+    assert!(err.to_string().contains("expected 8, got 384"), "{err}");
+}

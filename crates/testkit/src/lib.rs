@@ -1,0 +1,14 @@
+//! Conformance suites that every implementation of a ragctx trait runs: the embedded
+//! stores, Milvus and Redis, against real servers. Each check panics with a message that
+//! names the broken contract.
+//!
+//! ```no_run
+//! # fn make() -> Box<dyn ragctx_core::VectorStore> { unimplemented!() }
+//! ragctx_testkit::vector_store_conformance(&|| make());
+//! ```
+
+mod sessions;
+mod vectors;
+
+pub use sessions::{session_store_conformance, ttl_expiry};
+pub use vectors::{vector_store_conformance, HOSTILE_IDS};

@@ -1,0 +1,129 @@
+use ragctx_core::{
+    EffectiveSettings, Intent, Retention, SearchPath, SessionId, SessionStore, Trace, TraceStats, TurnCommit,
+    TurnRecord,
+};
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+fn commit(question: &str, docs: &[&str], markers: &[(&str, u32)]) -> TurnCommit {
+    let record = TurnRecord {
+        turn: 0,
+        question: question.into(),
+        intent: Intent::New,
+        shown_chunks: docs.iter().map(|d| format!("{d}#0").into()).collect(),
+        shown_documents: docs.iter().map(|&d| d.into()).collect(),
+        cited_chunks: vec![],
+        cited_documents: vec![],
+        at_unix_ms: 0,
+    };
+    let trace = Trace {
+        session_id: String::new(),
+        turn: 0,
+        question: question.into(),
+        query: question.into(),
+        answer: String::new(),
+        citations: vec![],
+        context: vec![],
+        exclusion: Default::default(),
+        invalid_markers: vec![],
+        at_unix_ms: 0,
+        stats: TraceStats {
+            candidates: docs.len(),
+            unique_documents: docs.len(),
+            context_fragments: docs.len(),
+            context_tokens: 0,
+            prompt_tokens: 0,
+            answer_citations: 0,
+            invalid_citations: 0,
+            excluded: 0,
+            dropped_by_budget: vec![],
+            intent: Intent::New,
+            search_path: SearchPath::Exact,
+            search_rounds: 1,
+            search_reason: String::new(),
+            aliases: vec![],
+            settings: EffectiveSettings {
+                strategy: "full".into(),
+                granularity: "document".into(),
+                consumption: "shown".into(),
+                window: 0,
+                limit: 8,
+                group_size: 1,
+                min_documents: 3,
+                budget: 6000,
+                tokenizer: "cl100k_base".into(),
+            },
+            timings_ms: BTreeMap::new(),
+        },
+    };
+    TurnCommit { record, new_markers: markers.iter().map(|&(d, m)| (d.into(), m)).collect(), trace }
+}
+
+/// Runs every session-store check. `prefix` keeps sessions of one run apart (shared servers).
+pub fn session_store_conformance(store: Arc<dyn SessionStore>, prefix: &str) {
+    let id = SessionId::parse(&format!("{prefix}basic")).unwrap();
+    store.delete(&id).unwrap();
+    assert!(store.load(&id).unwrap().is_none(), "unknown session loads as None");
+    assert!(store.traces(&id).unwrap().is_empty());
+    let keep_two = Retention { window: 2, ttl_secs: 3600 };
+    assert_eq!(store.commit_turn(&id, commit("q1", &["a"], &[("a", 1)]), keep_two).unwrap(), 1);
+    assert_eq!(store.commit_turn(&id, commit("q2", &["b \"q\" [x]"], &[("b \"q\" [x]", 2)]), keep_two).unwrap(), 2);
+    assert_eq!(store.commit_turn(&id, commit("q3", &["c"], &[("c", 3)]), keep_two).unwrap(), 3);
+    let s = store.load(&id).unwrap().expect("session exists");
+    assert_eq!(s.turn_count, 3);
+    assert_eq!(s.turns.iter().map(|t| t.turn).collect::<Vec<_>>(), vec![2, 3], "trimmed to the window");
+    assert_eq!(s.markers.len(), 3, "markers outlive the window");
+    assert_eq!(s.markers.get("b \"q\" [x]"), Some(&2), "hostile document ids round-trip");
+    let traces = store.traces(&id).unwrap();
+    assert_eq!(traces.iter().map(|t| t.turn).collect::<Vec<_>>(), vec![1, 2, 3], "every trace kept, in order");
+    assert_eq!(traces[1].question, "q2");
+
+    // A marker already taken by another document is not handed out twice.
+    store.commit_turn(&id, commit("q4", &["d"], &[("d", 3)]), keep_two).unwrap();
+    let s = store.load(&id).unwrap().unwrap();
+    let values: HashSet<u32> = s.markers.values().copied().collect();
+    assert_eq!(values.len(), s.markers.len(), "markers unique: {:?}", s.markers);
+
+    assert!(store.reset(&id).unwrap());
+    let s = store.load(&id).unwrap().unwrap();
+    assert!(s.turns.is_empty() && s.markers.is_empty(), "reset forgets turns and markers");
+    assert_eq!(store.traces(&id).unwrap().len(), 4, "reset keeps traces");
+    assert_eq!(store.commit_turn(&id, commit("q5", &["a"], &[]), keep_two).unwrap(), 5, "numbering continues");
+    assert!(store.delete(&id).unwrap());
+    assert!(store.load(&id).unwrap().is_none() && store.traces(&id).unwrap().is_empty(), "delete removes all");
+    assert!(!store.delete(&id).unwrap() && !store.reset(&id).unwrap(), "unknown session: false");
+
+    // 64 concurrent commits to one session: all land, numbered 1..=64.
+    let id = SessionId::parse(&format!("{prefix}concurrent")).unwrap();
+    store.delete(&id).unwrap();
+    let all = Retention { window: 0, ttl_secs: 3600 };
+    let handles: Vec<_> = (0..64)
+        .map(|i| {
+            let (store, id) = (store.clone(), id.clone());
+            std::thread::spawn(move || {
+                store.commit_turn(&id, commit(&format!("q{i}"), &[&format!("doc{i}")], &[]), all).unwrap()
+            })
+        })
+        .collect();
+    let mut turns: Vec<u64> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    turns.sort_unstable();
+    assert_eq!(turns, (1..=64).collect::<Vec<_>>(), "distinct turn numbers");
+    let s = store.load(&id).unwrap().unwrap();
+    assert_eq!(s.turns.len(), 64, "64 concurrent appends, 64 records");
+    assert_eq!(store.traces(&id).unwrap().len(), 64);
+    store.delete(&id).unwrap();
+}
+
+/// A session with a 1 s TTL is gone, traces included, once it has expired.
+pub fn ttl_expiry(store: Arc<dyn SessionStore>, prefix: &str) {
+    let id = SessionId::parse(&format!("{prefix}ttl")).unwrap();
+    store.delete(&id).unwrap();
+    store.commit_turn(&id, commit("q", &["a"], &[("a", 1)]), Retention { window: 0, ttl_secs: 1 }).unwrap();
+    assert!(store.load(&id).unwrap().is_some());
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    assert!(store.load(&id).unwrap().is_none(), "expired");
+    assert!(store.traces(&id).unwrap().is_empty(), "traces expire with the session");
+    let n = store.commit_turn(&id, commit("q", &["a"], &[]), Retention { window: 0, ttl_secs: 60 }).unwrap();
+    assert_eq!(n, 1, "an expired session starts again");
+    store.delete(&id).unwrap();
+}

@@ -1,0 +1,174 @@
+use ragctx_core::{
+    Chunk, ChunkId, DocumentId, EmbeddedChunk, Error, ExclusionSet, Grouping, SearchRequest, VectorStore,
+};
+use std::collections::{HashMap, HashSet};
+
+/// Ids that break naive filter building: quotes, brackets, backslashes, a filter
+/// injection, unicode.
+pub const HOSTILE_IDS: [&str; 6] = [
+    "zz\"] or id >= 0 or doc_id in [\"zz",
+    "back\\slash\\",
+    "it's [a] \"quote\"",
+    "文档/第一章#3",
+    "emoji 🚀 id",
+    "trailing space ",
+];
+
+const DIM: usize = 8;
+
+/// A unit vector pointing mostly along axis `axis`, nudged by `nudge` on the next axis.
+fn vector(axis: usize, nudge: f32) -> Vec<f32> {
+    let mut v = vec![0.0; DIM];
+    v[axis % DIM] = 1.0;
+    v[(axis + 1) % DIM] = nudge;
+    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    v.iter().map(|x| x / n).collect()
+}
+
+fn chunk(id: &str, doc: &str, v: Vec<f32>) -> EmbeddedChunk {
+    EmbeddedChunk {
+        chunk: Chunk {
+            id: id.into(),
+            document_id: doc.into(),
+            title: format!("title of {doc}"),
+            text: format!("text of {id}"),
+            ordinal: None,
+            start: None,
+            end: None,
+            weight: 1.0,
+        },
+        vector: v,
+    }
+}
+
+/// Corpus: `dominant` with 40 chunks right on the query axis, 12 other documents of 2
+/// chunks each further away, and one document per hostile id.
+fn corpus() -> Vec<EmbeddedChunk> {
+    let mut out = Vec::new();
+    for i in 0..40 {
+        out.push(chunk(&format!("dominant#{i}"), "dominant", vector(0, 0.01 + i as f32 * 0.001)));
+    }
+    for d in 0..12 {
+        for c in 0..2 {
+            out.push(chunk(&format!("d{d}#{c}"), &format!("d{d}"), vector(0, 0.2 + d as f32 * 0.05 + c as f32 * 0.01)));
+        }
+    }
+    for (i, id) in HOSTILE_IDS.iter().enumerate() {
+        out.push(chunk(id, &format!("doc {id}"), vector(3, 0.01 * i as f32)));
+    }
+    out
+}
+
+fn search(
+    store: &dyn VectorStore,
+    axis: usize,
+    limit: usize,
+    grouping: Option<Grouping>,
+    exclusion: ExclusionSet,
+) -> Vec<(String, String)> {
+    let req = SearchRequest { vector: vector(axis, 0.0), limit, grouping, exclusion };
+    let out = store.search(&req).expect("search");
+    assert!(out.hits.windows(2).all(|w| w[0].score >= w[1].score - 1e-6), "hits sorted by score, best first");
+    out.hits.into_iter().map(|h| (h.chunk.id.0, h.chunk.document_id.0)).collect()
+}
+
+fn documents(hits: &[(String, String)]) -> Vec<String> {
+    let mut d: Vec<String> = Vec::new();
+    for (_, doc) in hits {
+        if !d.contains(doc) {
+            d.push(doc.clone());
+        }
+    }
+    d
+}
+
+/// Runs every vector-store check on fresh, empty stores made by `make`.
+pub fn vector_store_conformance(make: &dyn Fn() -> Box<dyn VectorStore>) {
+    let store = make();
+    assert!(store.is_empty().unwrap(), "a new store is empty");
+    let data = corpus();
+    assert_eq!(store.upsert(&data).unwrap(), data.len(), "all ids are new");
+    assert_eq!(store.len().unwrap(), data.len());
+
+    // Grouping: `limit` counts documents, and the dominant document keeps its quota.
+    let hits = search(store.as_ref(), 0, 5, Some(Grouping::new(1)), ExclusionSet::default());
+    let docs = documents(&hits);
+    assert_eq!(docs.len(), 5, "5 groups asked, 5 returned despite a dominant document: {hits:?}");
+    assert_eq!(hits.len(), 5, "group_size 1: one chunk per document");
+    assert_eq!(docs[0], "dominant");
+    let hits = search(store.as_ref(), 0, 4, Some(Grouping::new(3)), ExclusionSet::default());
+    let mut per_doc: HashMap<&str, usize> = HashMap::new();
+    for (_, d) in &hits {
+        *per_doc.entry(d).or_default() += 1;
+    }
+    assert_eq!(per_doc.len(), 4);
+    assert!(per_doc.values().all(|&n| n <= 3), "group_size 3 respected: {per_doc:?}");
+    assert_eq!(per_doc["dominant"], 3);
+    let mut g = Grouping::new(1);
+    g.quotas.insert("dominant".into(), 4);
+    let hits = search(store.as_ref(), 0, 3, Some(g), ExclusionSet::default());
+    assert_eq!(hits.iter().filter(|h| h.1 == "dominant").count(), 4, "a raised quota applies to its document only");
+    assert_eq!(documents(&hits).len(), 3);
+
+    // Exclusion by document: never returned, never costs a slot.
+    let mut ex = ExclusionSet::default();
+    ex.documents.insert("dominant".into());
+    ex.documents.insert("d0".into());
+    let hits = search(store.as_ref(), 0, 5, Some(Grouping::new(1)), ex);
+    let docs = documents(&hits);
+    assert_eq!(docs.len(), 5, "excluded documents cost no slot");
+    assert!(!docs.contains(&"dominant".to_string()) && !docs.contains(&"d0".to_string()));
+
+    // Exclusion by chunk: other chunks of the document may come back.
+    let mut ex = ExclusionSet::default();
+    for i in 0..39 {
+        ex.chunks.insert(format!("dominant#{i}").into());
+    }
+    let hits = search(store.as_ref(), 0, 3, Some(Grouping::new(1)), ex);
+    assert_eq!(hits[0].0, "dominant#39", "the one chunk left of the dominant document");
+    let ex = ExclusionSet { chunks: hits.iter().map(|h| ChunkId::from(h.0.as_str())).collect(), ..Default::default() };
+    let again = search(store.as_ref(), 0, 3, None, ex.clone());
+    assert_eq!(again.len(), 3, "ungrouped: limit counts chunks");
+    assert!(again.iter().all(|h| !ex.chunks.contains(h.0.as_str())));
+
+    // Hostile ids round-trip and exclude exactly themselves.
+    let hits = search(store.as_ref(), 3, HOSTILE_IDS.len(), Some(Grouping::new(1)), ExclusionSet::default());
+    let got: HashSet<&str> = hits.iter().map(|h| h.0.as_str()).collect();
+    assert_eq!(got, HOSTILE_IDS.iter().copied().collect(), "hostile ids come back byte for byte");
+    for (i, id) in HOSTILE_IDS.iter().enumerate() {
+        let mut ex = ExclusionSet::default();
+        ex.chunks.insert((*id).into());
+        ex.documents.insert(DocumentId::from(format!("doc {}", HOSTILE_IDS[(i + 1) % HOSTILE_IDS.len()])));
+        let hits = search(store.as_ref(), 3, HOSTILE_IDS.len(), Some(Grouping::new(1)), ex);
+        let ids: Vec<&str> = hits.iter().map(|h| h.0.as_str()).collect();
+        assert!(!ids.contains(id), "{id:?} excluded by chunk id");
+        assert!(!ids.contains(&HOSTILE_IDS[(i + 1) % HOSTILE_IDS.len()]), "excluded by document id");
+        assert!(hits.len() >= HOSTILE_IDS.len() - 2, "the filter excluded exactly two hostile ids: {ids:?}");
+    }
+    let fetched = store.chunks(&HOSTILE_IDS.iter().map(|&i| ChunkId::from(i)).collect::<Vec<_>>()).unwrap();
+    assert_eq!(
+        fetched.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(),
+        HOSTILE_IDS.to_vec(),
+        "chunks() in the order asked"
+    );
+
+    // Upsert replaces by id: new text and vector, no duplicate.
+    let mut moved = chunk("d11#1", "d11", vector(5, 0.0));
+    moved.chunk.text = "replaced".into();
+    assert_eq!(store.upsert(&[moved]).unwrap(), 0, "replacing is not new");
+    assert_eq!(store.len().unwrap(), data.len());
+    let hits = search(store.as_ref(), 5, 1, None, ExclusionSet::default());
+    assert_eq!(hits[0].0, "d11#1");
+    assert_eq!(store.chunks(&["d11#1".into()]).unwrap()[0].text, "replaced");
+    let hits = search(store.as_ref(), 0, 30, None, ExclusionSet::default());
+    assert!(!hits.iter().any(|h| h.0 == "d11#1"), "the old vector is gone");
+
+    // Errors: wrong dimension, and a bad batch leaves nothing behind.
+    let bad =
+        SearchRequest { vector: vec![1.0; DIM + 1], limit: 1, grouping: None, exclusion: ExclusionSet::default() };
+    assert!(matches!(store.search(&bad), Err(Error::WrongDimension { .. })));
+    let batch = vec![chunk("fresh", "fresh", vector(6, 0.0)), chunk("short", "short", vec![1.0; DIM - 1])];
+    assert!(store.upsert(&batch).is_err());
+    assert!(store.chunks(&["fresh".into()]).unwrap().is_empty(), "a failed upsert writes nothing");
+    assert_eq!(store.len().unwrap(), data.len());
+}
