@@ -18,7 +18,7 @@ const DIM: usize = 8;
 
 /// A unit vector pointing mostly along axis `axis`, nudged by `nudge` on the next axis.
 fn vector(axis: usize, nudge: f32) -> Vec<f32> {
-    let mut v = vec![0.0; DIM];
+    let mut v = [0.0f32; DIM];
     v[axis % DIM] = 1.0;
     v[(axis + 1) % DIM] = nudge;
     let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
