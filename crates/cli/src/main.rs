@@ -96,7 +96,7 @@ enum Command {
         #[command(flatten)]
         turn: TurnFlags,
     },
-    /// Show a session's traces
+    /// Show a session's traces; with --replay, run a turn again with other settings
     Trace {
         #[arg(long)]
         session: String,
@@ -104,6 +104,11 @@ enum Command {
         turn: Option<u64>,
         #[arg(long)]
         json: bool,
+        /// Re-run --turn N with the given settings (nothing is remembered)
+        #[arg(long, requires = "turn")]
+        replay: bool,
+        #[command(flatten)]
+        flags: TurnFlags,
     },
     /// show, reset or delete a session
     Session {
@@ -168,7 +173,11 @@ fn run(cli: Cli) -> Result<()> {
             let t = app.settings.turn.clone();
             turn::chat(&app, &id, &t)
         }
-        Command::Trace { session, turn, json } => {
+        Command::Trace { session, turn: Some(n), json, replay: true, flags } => {
+            let app = app::App::open(settings(&cli, Some(flags))?)?;
+            turn::replay(&app, &SessionId::parse(session)?, *n, *json)
+        }
+        Command::Trace { session, turn, json, .. } => {
             let data = app::open_data(&settings(&cli, None)?)?;
             turn::trace(&data.session_store(), &SessionId::parse(session)?, *turn, *json)
         }

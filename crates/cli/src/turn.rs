@@ -137,6 +137,30 @@ pub fn trace(sessions: &dyn SessionStore, session: &SessionId, turn: Option<u64>
     Ok(())
 }
 
+/// `trace --turn N --replay`: the turn again with the given settings, beside the original.
+pub fn replay(app: &App, session: &SessionId, turn: u64, json: bool) -> Result<()> {
+    let all = app.engine.sessions.traces(session)?;
+    let Some(pos) = all.iter().position(|t| t.turn == turn) else {
+        bail!(ragctx_core::Error::NotFound(format!("session {session} has no turn {turn}")));
+    };
+    let previous = pos.checked_sub(1).map(|p| &all[p]);
+    let mut settings = app.settings.turn.clone();
+    if settings.mode.is_none() {
+        settings.mode = Some(all[pos].stats.intent);
+    }
+    let out = app.engine.replay(session, &all[pos], previous, &settings)?;
+    if json {
+        println!("{}", serde_json::json!({"replay": out, "original": all[pos].stats}));
+        return Ok(());
+    }
+    println!("original: {}", summary(turn, &all[pos].stats));
+    println!("replayed: {}", summary(turn, &out.trace));
+    for b in &out.context {
+        println!("  [{}] {} ({})", b.marker, b.title, b.document_id);
+    }
+    Ok(())
+}
+
 pub fn session(sessions: &dyn SessionStore, action: &str, session: &SessionId) -> Result<()> {
     match action {
         "show" => match sessions.load(session)? {

@@ -192,6 +192,27 @@ fn five_turns_over_govt_never_repeat_and_reshow_brings_back() {
     let one: Value = serde_json::from_str(&env.ok(&["trace", "--session", "s", "--turn", "2", "--json"])).unwrap();
     assert_eq!(one["turn"], 2);
 
+    // Replay turn 2 with a smaller budget: same exclusion, fewer tokens, nothing remembered.
+    let replay: Value = serde_json::from_str(&env.ok(&[
+        "trace",
+        "--session",
+        "s",
+        "--turn",
+        "2",
+        "--replay",
+        "--budget",
+        "300",
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(replay["original"]["context_tokens"], turns[1]["trace"]["context_tokens"]);
+    assert!(replay["replay"]["trace"]["context_tokens"].as_u64().unwrap() <= 300);
+    assert_eq!(replay["replay"]["trace"]["excluded"], turns[1]["trace"]["excluded"]);
+    let replayed = context_docs(&replay["replay"]);
+    assert!(replayed.iter().all(|d| context_docs(&turns[1]).contains(d) || !seen_docs.contains(d)));
+    let after: Value = serde_json::from_str(&env.ok(&["trace", "--session", "s", "--json"])).unwrap();
+    assert_eq!(after.as_array().unwrap().len(), 6, "a replay remembers nothing");
+
     // Chunk granularity: documents may return, chunks never.
     let mut seen: HashSet<String> = HashSet::new();
     for q in &questions[..3] {

@@ -25,9 +25,9 @@ pub mod settings;
 pub use settings::{validate_question, Consumption, Granularity, Strategy, TurnSettings, MAX_QUESTION_CHARS};
 
 use ragctx_core::{
-    Chunk, Citation, ContextBlock, DocumentId, Embedder, Error, GenerationRequest, Generator, Grouping, Hit, Intent,
-    Result, SearchPath, SessionId, SessionState, SessionStore, TokenCounter, Trace, TraceStats, TurnCommit,
-    VectorStore,
+    Chunk, Citation, ContextBlock, DocumentId, Embedder, Error, ExclusionSet, GenerationRequest, Generator, Grouping,
+    Hit, Intent, Result, SearchPath, SessionId, SessionState, SessionStore, TokenCounter, Trace, TraceStats,
+    TurnCommit, VectorStore,
 };
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -44,6 +44,20 @@ pub struct TurnOutcome {
     pub citations: Vec<Citation>,
     pub context: Vec<ContextBlock>,
     pub trace: TraceStats,
+}
+
+impl From<Trace> for TurnOutcome {
+    fn from(t: Trace) -> Self {
+        TurnOutcome {
+            session_id: t.session_id,
+            turn: t.turn,
+            intent: t.stats.intent,
+            answer: t.answer,
+            citations: t.citations,
+            context: t.context,
+            trace: t.stats,
+        }
+    }
 }
 
 /// The backends a turn runs on.
@@ -68,7 +82,7 @@ fn now_ms() -> u64 {
 pub struct Assembled {
     pub intent: Intent,
     pub query: String,
-    pub exclusion: ragctx_core::ExclusionSet,
+    pub exclusion: ExclusionSet,
     pub candidates: usize,
     pub unique_documents: usize,
     pub aliases: Vec<(DocumentId, DocumentId)>,
@@ -87,15 +101,54 @@ impl Engine {
         settings.validate()?;
         let question = validate_question(question)?;
         let state = self.sessions.load(session)?.unwrap_or_default();
-        let mut a = self.assemble(session, &state, question, question, settings)?;
+        let (mut trace, record, new_markers) = self.run(session, &state, question, settings, None)?;
+        let t = Instant::now();
+        let commit = TurnCommit { record, new_markers, trace: trace.clone() };
+        trace.turn = self.sessions.commit_turn(session, commit, settings.retention())?;
+        // The stored trace carries every timing but its own write.
+        trace.stats.timings_ms.insert("remember".into(), ms_since(t));
+        trace.stats.timings_ms.insert("total".into(), ms_since(started));
+        Ok(TurnOutcome::from(trace))
+    }
 
+    /// Runs turn `trace.turn` again with other settings, against the session as it stood
+    /// then (its exclusion set, the previous turn's sources for a reshow), without
+    /// remembering anything. The current markers of the session are kept.
+    pub fn replay(
+        &self,
+        session: &SessionId,
+        trace: &Trace,
+        previous: Option<&Trace>,
+        settings: &TurnSettings,
+    ) -> Result<TurnOutcome> {
+        settings.validate()?;
+        let mut state = self.sessions.load(session)?.unwrap_or_default();
+        state.turns = previous
+            .map(|p| memory::turn_record(&p.question, p.stats.intent, &p.context, &p.citations, p.at_unix_ms))
+            .into_iter()
+            .collect();
+        let mut s = settings.clone();
+        s.mode = s.mode.or(Some(trace.stats.intent));
+        let (mut out, _, _) = self.run(session, &state, &trace.question, &s, Some(trace.exclusion.clone()))?;
+        out.turn = trace.turn;
+        Ok(TurnOutcome::from(out))
+    }
+
+    /// Stages 1–6 and the trace, without committing.
+    fn run(
+        &self,
+        session: &SessionId,
+        state: &SessionState,
+        question: &str,
+        settings: &TurnSettings,
+        exclusion: Option<ExclusionSet>,
+    ) -> Result<(Trace, ragctx_core::TurnRecord, BTreeMap<DocumentId, u32>)> {
+        let mut a = self.assemble(state, question, question, settings, exclusion)?;
         let t = Instant::now();
         let request = GenerationRequest { question, blocks: &a.context.blocks, prompt: &a.prompt };
         let answer = self.generator.generate(&request)?;
         let (citations, invalid) = context::check_citations(&answer, &a.context.blocks);
         a.timings.insert("generate".into(), ms_since(t));
-
-        let t = Instant::now();
         let at = now_ms();
         let record = memory::turn_record(question, a.intent, &a.context.blocks, &citations, at);
         let stats = TraceStats {
@@ -111,55 +164,45 @@ impl Engine {
             intent: a.intent,
             search_path: a.search_path,
             search_rounds: a.search_rounds,
-            search_reason: a.search_reason.clone(),
-            aliases: a.aliases.clone(),
+            search_reason: a.search_reason,
+            aliases: a.aliases,
             settings: settings.effective(self.counter.name()),
-            timings_ms: BTreeMap::new(),
+            timings_ms: a.timings,
         };
-        let mut trace = Trace {
+        let trace = Trace {
             session_id: session.to_string(),
             turn: 0,
             question: question.to_owned(),
-            query: a.query.clone(),
-            answer: answer.clone(),
-            citations: citations.clone(),
-            context: a.context.blocks.clone(),
-            exclusion: a.exclusion.clone(),
+            query: a.query,
+            answer,
+            citations,
+            context: a.context.blocks,
+            exclusion: a.exclusion,
             invalid_markers: invalid,
             at_unix_ms: at,
             stats,
         };
-        // The stored trace carries every timing but its own write.
-        trace.stats.timings_ms = a.timings.clone();
-        let commit = TurnCommit { record, new_markers: a.context.new_markers.clone(), trace: trace.clone() };
-        let turn = self.sessions.commit_turn(session, commit, settings.retention())?;
-        a.timings.insert("remember".into(), ms_since(t));
-        a.timings.insert("total".into(), ms_since(started));
-        trace.stats.timings_ms = a.timings;
-        Ok(TurnOutcome {
-            session_id: session.to_string(),
-            turn,
-            intent: trace.stats.intent,
-            answer,
-            citations,
-            context: trace.context,
-            trace: trace.stats,
-        })
+        Ok((trace, record, a.context.new_markers))
     }
 
     /// Stages 1–5 for a question against a session state, without generating or
     /// remembering anything. `query` is the text embedded (the question, or a rewrite).
+    /// `exclusion`, when given, replaces the set computed from the session (replays).
     pub fn assemble(
         &self,
-        _session: &SessionId,
         state: &SessionState,
         question: &str,
         query: &str,
         settings: &TurnSettings,
+        exclusion: Option<ExclusionSet>,
     ) -> Result<Assembled> {
         let mut timings = BTreeMap::new();
         let intent = settings.mode.unwrap_or_else(|| intent::classify(question, !state.turns.is_empty()));
-        let exclusion = exclusion::exclusion_set(state, intent, settings);
+        let exclusion = match exclusion {
+            Some(e) if settings.strategy.excludes() && intent != Intent::Reshow => e,
+            Some(_) => ExclusionSet::default(),
+            None => exclusion::exclusion_set(state, intent, settings),
+        };
 
         let t = Instant::now();
         let vector =
