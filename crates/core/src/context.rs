@@ -19,9 +19,9 @@ impl ContextBlock {
     pub fn header(marker: u32, title: &str, document_id: &DocumentId) -> String {
         format!("[{marker}] {title} ({document_id})")
     }
-    /// The block as the model sees it.
+    /// The block as the model sees it, with the blank line that separates it from the next.
     pub fn render(&self) -> String {
-        format!("{}\n{}\n", Self::header(self.marker, &self.title, &self.document_id), self.text)
+        format!("{}\n{}\n\n", Self::header(self.marker, &self.title, &self.document_id), self.text)
     }
 }
 

@@ -62,25 +62,37 @@ pub fn build_context(
     out
 }
 
-/// The prompt sent to a model: instructions, sources, optional earlier context, question.
-pub fn render_prompt(question: &str, blocks: &[ContextBlock], carried: &str) -> String {
-    let mut p = String::with_capacity(INSTRUCTIONS.len() + question.len() + carried.len() + 1024);
-    p.push_str(INSTRUCTIONS);
-    p.push_str("\n\n");
-    if !carried.is_empty() {
-        p.push_str("Earlier sources:\n");
-        p.push_str(carried);
-        p.push('\n');
+fn prompt_head(carried: &str) -> String {
+    if carried.is_empty() {
+        format!("{INSTRUCTIONS}\n\nSources:\n")
+    } else {
+        format!("{INSTRUCTIONS}\n\nEarlier sources:\n{carried}Sources:\n")
     }
-    p.push_str("Sources:\n");
+}
+
+fn prompt_tail(question: &str) -> String {
+    format!("Question: {question}\nAnswer:")
+}
+
+/// The prompt sent to a model: instructions, optional earlier sources (rendered blocks),
+/// this turn's sources, question.
+pub fn render_prompt(question: &str, blocks: &[ContextBlock], carried: &str) -> String {
+    let mut p = prompt_head(carried);
     for b in blocks {
         p.push_str(&b.render());
-        p.push('\n');
     }
-    p.push_str("Question: ");
-    p.push_str(question);
-    p.push_str("\nAnswer:");
+    p.push_str(&prompt_tail(question));
     p
+}
+
+/// Tokens of [`render_prompt`] without counting the blocks again: every piece starts with
+/// `[` or a letter after a line break, where cl100k_base's pre-tokenizer always splits, so
+/// the count of the whole is the sum of the counts of its pieces (checked against the
+/// whole prompt on real passages in `tests/prompt_tokens.rs`).
+pub fn prompt_tokens(counter: &dyn TokenCounter, question: &str, blocks: &[ContextBlock], carried: &str) -> usize {
+    counter.count(&prompt_head(carried))
+        + blocks.iter().map(|b| b.tokens).sum::<usize>()
+        + counter.count(&prompt_tail(question))
 }
 
 /// Markers `[n]` in the order the answer first uses them.

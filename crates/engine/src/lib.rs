@@ -91,6 +91,7 @@ pub struct Assembled {
     pub search_reason: String,
     pub context: context::BuiltContext,
     pub prompt: String,
+    pub prompt_tokens: usize,
     pub timings: BTreeMap<String, f64>,
 }
 
@@ -156,7 +157,7 @@ impl Engine {
             unique_documents: a.unique_documents,
             context_fragments: a.context.blocks.len(),
             context_tokens: a.context.tokens,
-            prompt_tokens: self.counter.count(&a.prompt),
+            prompt_tokens: a.prompt_tokens,
             answer_citations: citations.len(),
             invalid_citations: invalid.len(),
             excluded: a.exclusion.len(),
@@ -249,6 +250,7 @@ impl Engine {
         let t = Instant::now();
         let built = context::build_context(&fragments, &state.markers, settings.budget, self.counter.as_ref());
         let prompt = context::render_prompt(question, &built.blocks, "");
+        let prompt_tokens = context::prompt_tokens(self.counter.as_ref(), question, &built.blocks, "");
         timings.insert("assemble".into(), ms_since(t));
 
         Ok(Assembled {
@@ -263,6 +265,7 @@ impl Engine {
             search_reason: reason,
             context: built,
             prompt,
+            prompt_tokens,
             timings,
         })
     }

@@ -1,0 +1,59 @@
+//! The prompt's token count is the sum of its pieces' counts (so the engine counts each
+//! block once): checked with cl100k_base on real MTRAG passages and odd texts.
+
+use ragctx_core::{ContextBlock, TokenCounter};
+use ragctx_engine::context::{prompt_tokens, render_prompt};
+use ragctx_models::Cl100kCounter;
+
+fn block(counter: &Cl100kCounter, marker: u32, title: &str, doc: &str, text: &str) -> ContextBlock {
+    let mut b = ContextBlock {
+        marker,
+        document_id: doc.into(),
+        title: title.into(),
+        chunk_ids: vec![],
+        tokens: 0,
+        score: 0.0,
+        text: text.into(),
+    };
+    b.tokens = counter.count(&b.render());
+    b
+}
+
+#[test]
+fn prompt_count_is_additive_over_blocks() {
+    let counter = Cl100kCounter::new();
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/mtrag/corpus_cloud.jsonl");
+    let text = std::fs::read_to_string(&path).expect("../shared/data present");
+    let passages: Vec<serde_json::Value> = text.lines().take(600).map(|l| serde_json::from_str(l).unwrap()).collect();
+    let odd = [
+        "ends with spaces   ",
+        "ends with newline\n",
+        "\n\nstarts with blank lines",
+        "中文结尾。",
+        "[3] looks like a marker",
+        " ",
+    ];
+    let mut checked = 0;
+    for (i, group) in passages.chunks(6).enumerate() {
+        let mut blocks: Vec<ContextBlock> = group
+            .iter()
+            .enumerate()
+            .map(|(j, p)| {
+                block(
+                    &counter,
+                    j as u32 + 1,
+                    p["title"].as_str().unwrap(),
+                    p["document_id"].as_str().unwrap(),
+                    p["text"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        blocks.push(block(&counter, 99, "odd", "odd \"id\"", odd[i % odd.len()]));
+        let question = if i % 2 == 0 { "What is IBM Cloud?" } else { "  再给我看看刚才那个\n" };
+        let carried = if i % 3 == 0 { blocks[0].render() } else { String::new() };
+        let whole = counter.count(&render_prompt(question, &blocks, &carried));
+        assert_eq!(prompt_tokens(&counter, question, &blocks, &carried), whole, "group {i}");
+        checked += 1;
+    }
+    assert_eq!(checked, 100);
+}
