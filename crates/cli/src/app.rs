@@ -2,10 +2,11 @@
 
 use crate::config::Settings;
 use anyhow::Result;
-use ragctx_core::Embedder;
+use ragctx_core::{Embedder, SessionStore};
 use ragctx_engine::Engine;
 use ragctx_index::IndexParams;
 use ragctx_models::{Cl100kCounter, ExtractiveGenerator, MiniLmEmbedder};
+use ragctx_redis::RedisSessionStore;
 use ragctx_store::DataDir;
 use std::sync::Arc;
 
@@ -31,13 +32,22 @@ impl App {
         let data = DataDir::open_with(&settings.data_dir, Some(embedder.dimension()), index_params(&settings))?;
         let engine = Engine {
             vectors: Arc::new(data.vector_store()),
-            sessions: Arc::new(data.session_store()),
+            sessions: session_store(&settings, &data)?,
             embedder: embedder.clone(),
             counter: Arc::new(Cl100kCounter::new()),
             generator: Arc::new(ExtractiveGenerator::default()),
         };
         Ok(App { settings, data, embedder, engine })
     }
+}
+
+/// The session store the settings name: the data dir's, or Redis.
+pub fn session_store(settings: &Settings, data: &DataDir) -> Result<Arc<dyn SessionStore>> {
+    Ok(if settings.sessions == "embedded" {
+        Arc::new(data.session_store())
+    } else {
+        Arc::new(RedisSessionStore::connect(&settings.sessions)?)
+    })
 }
 
 /// The data dir alone, for commands that embed nothing (trace, session).

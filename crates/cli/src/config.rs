@@ -92,6 +92,8 @@ pub struct Settings {
     pub model_dir: PathBuf,
     pub turn: TurnSettings,
     pub ef_search: Option<usize>,
+    /// `embedded` or a `redis://` URL.
+    pub sessions: String,
 }
 
 impl Settings {
@@ -100,9 +102,9 @@ impl Settings {
         if backend != "embedded" {
             bail!("backend {backend:?} is not available in this build: use --backend embedded");
         }
-        let sessions = raw.sessions.as_deref().unwrap_or("embedded");
-        if sessions != "embedded" {
-            bail!("session store {sessions:?} is not available in this build: use --sessions embedded");
+        let sessions = raw.sessions.clone().unwrap_or_else(|| "embedded".into());
+        if sessions != "embedded" && !sessions.starts_with("redis://") && !sessions.starts_with("rediss://") {
+            bail!("session store {sessions:?}: use --sessions embedded or --sessions redis://HOST:PORT");
         }
         let d = TurnSettings::default();
         let turn = TurnSettings {
@@ -123,6 +125,7 @@ impl Settings {
             model_dir: raw.model_dir.unwrap_or_else(default_model_dir),
             turn,
             ef_search: raw.ef_search,
+            sessions,
         })
     }
 }

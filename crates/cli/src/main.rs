@@ -4,6 +4,7 @@
 mod app;
 mod bench;
 mod config;
+mod eval;
 mod ingest;
 mod turn;
 
@@ -32,7 +33,7 @@ struct Cli {
     /// Vector backend: embedded [env: RAGCTX_BACKEND]
     #[arg(long, global = true)]
     backend: Option<String>,
-    /// Session store: embedded [env: RAGCTX_SESSIONS]
+    /// Session store: embedded, or redis://HOST:PORT [env: RAGCTX_SESSIONS]
     #[arg(long, global = true)]
     sessions: Option<String>,
     #[command(subcommand)]
@@ -117,6 +118,11 @@ enum Command {
         #[arg(long)]
         session: String,
     },
+    /// Offline evaluation on real data
+    Eval {
+        #[command(subcommand)]
+        what: eval::EvalCommand,
+    },
     /// Benchmarks
     Bench {
         #[command(subcommand)]
@@ -178,14 +184,17 @@ fn run(cli: Cli) -> Result<()> {
             turn::replay(&app, &SessionId::parse(session)?, *n, *json)
         }
         Command::Trace { session, turn, json, .. } => {
-            let data = app::open_data(&settings(&cli, None)?)?;
-            turn::trace(&data.session_store(), &SessionId::parse(session)?, *turn, *json)
+            let s = settings(&cli, None)?;
+            let data = app::open_data(&s)?;
+            turn::trace(app::session_store(&s, &data)?.as_ref(), &SessionId::parse(session)?, *turn, *json)
         }
         Command::Session { action, session } => {
-            let data = app::open_data(&settings(&cli, None)?)?;
-            turn::session(&data.session_store(), action, &SessionId::parse(session)?)
+            let s = settings(&cli, None)?;
+            let data = app::open_data(&s)?;
+            turn::session(app::session_store(&s, &data)?.as_ref(), action, &SessionId::parse(session)?)
         }
         Command::Bench { what } => bench::run(settings(&cli, None)?, what),
+        Command::Eval { what } => eval::run(&settings(&cli, None)?, what),
     }
 }
 

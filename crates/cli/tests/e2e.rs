@@ -300,3 +300,27 @@ fn bad_input_fails_clearly_and_changes_nothing() {
     assert_eq!(out.status.code(), Some(4));
     assert!(String::from_utf8_lossy(&out.stderr).contains("scripts/setup"));
 }
+
+#[test]
+fn sessions_in_redis_work_unchanged() {
+    let env = Env::new();
+    let path = corpus(&env, 60);
+    env.ok(&["ingest", path.to_str().unwrap()]);
+    let redis = std::env::var("RAGCTX_TEST_REDIS").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let session = format!("e2e-{}", std::process::id());
+    let r = ["--sessions", redis.as_str()];
+    let fresh = env.run(&[&r[..], &["session", "delete", "--session", &session]].concat());
+    assert_eq!(fresh.status.code(), Some(3), "a new session id is unknown to Redis");
+    let first = env.ask(&session, &r, "What is New York State doing about climate change?");
+    let second =
+        env.ask(&session, &[&r[..], &["--mode", "new"]].concat(), "What is New York State doing about climate change?");
+    assert_eq!(second["turn"], 2);
+    let earlier: HashSet<String> = context_docs(&first).into_iter().collect();
+    assert!(context_docs(&second).iter().all(|d| !earlier.contains(d)), "exclusion remembered in Redis");
+    let traces: Value =
+        serde_json::from_str(&env.ok(&[&r[..], &["trace", "--session", &session, "--json"]].concat())).unwrap();
+    assert_eq!(traces.as_array().unwrap().len(), 2);
+    // The embedded store of the data dir knows nothing of this session.
+    assert_eq!(env.run(&["trace", "--session", &session]).status.code(), Some(3));
+    env.ok(&[&r[..], &["session", "delete", "--session", &session]].concat());
+}

@@ -154,15 +154,20 @@ mod tests {
             block(4, "Guinea pigs eat hay. They sleep in burrows dug by other animals."),
             block(7, "Capybaras are large rodents. Guinea pigs need vitamin C in their diet."),
         ];
-        let prompt = "";
-        let a = ExtractiveGenerator::default()
-            .generate(&GenerationRequest { question: "Where do they sleep at night?", blocks: &blocks, prompt })
-            .unwrap();
-        assert!(a.starts_with("They sleep in burrows dug by other animals. [4]"), "{a}");
-        assert!(a.contains("[7]"));
-        let none =
-            ExtractiveGenerator::default().generate(&GenerationRequest { question: "q", blocks: &[], prompt }).unwrap();
-        assert_eq!(none, NOTHING_FOUND);
+        let g = ExtractiveGenerator::default();
+        let ask = |q: &str, blocks: &[ContextBlock]| {
+            g.generate(&GenerationRequest { question: q, blocks, prompt: "" }).unwrap()
+        };
+        assert_eq!(ask("Where do they sleep at night?", &blocks), "They sleep in burrows dug by other animals. [4]");
+        let a = ask("Do guinea pigs need vitamin C?", &blocks);
+        assert!(a.starts_with("Guinea pigs need vitamin C in their diet. [7]"), "{a}");
+        assert!(a.contains("[4]"), "other sentences sharing terms follow: {a}");
+        assert_eq!(
+            ask("zebra?", &blocks),
+            "Guinea pigs eat hay. [4]",
+            "no shared term: the best block's first sentence"
+        );
+        assert_eq!(ask("q", &[]), NOTHING_FOUND);
     }
 
     #[test]

@@ -10,5 +10,5 @@
 mod sessions;
 mod vectors;
 
-pub use sessions::{session_store_conformance, ttl_expiry};
+pub use sessions::{sample_commit, session_store_conformance, ttl_expiry};
 pub use vectors::{vector_store_conformance, HOSTILE_IDS};

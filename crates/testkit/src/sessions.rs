@@ -5,6 +5,12 @@ use ragctx_core::{
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
+/// A turn commit showing `docs` (one chunk `doc#0` each), with markers 1, 2, ...
+pub fn sample_commit(question: &str, docs: &[&str]) -> TurnCommit {
+    let markers: Vec<(&str, u32)> = docs.iter().enumerate().map(|(i, &d)| (d, i as u32 + 1)).collect();
+    commit(question, docs, &markers)
+}
+
 fn commit(question: &str, docs: &[&str], markers: &[(&str, u32)]) -> TurnCommit {
     let record = TurnRecord {
         turn: 0,
