@@ -2,10 +2,12 @@
 
 use crate::bench::percentile;
 use crate::config::Settings;
+use crate::eval_mtrag::MtragOptions;
 use crate::ingest::embed_all;
 use anyhow::{bail, Context, Result};
 use clap::Subcommand;
 use ragctx_core::{Embedder, ExclusionSet, SearchRequest};
+use ragctx_engine::Granularity;
 use ragctx_index::{IndexParams, VectorIndex};
 use ragctx_models::MiniLmEmbedder;
 use std::collections::{HashMap, HashSet};
@@ -14,6 +16,37 @@ use std::time::Instant;
 
 #[derive(Subcommand)]
 pub enum EvalCommand {
+    /// Multi-turn evaluation on MTRAG: strategies side by side, every metric of DESIGN §6
+    Mtrag {
+        /// Conversations (turns.jsonl format)
+        #[arg(long, default_value = "../shared/data/mtrag/turns.jsonl")]
+        turns: PathBuf,
+        /// Folder with corpus_<domain>.jsonl
+        #[arg(long, default_value = "../shared/data/mtrag")]
+        corpus_dir: PathBuf,
+        /// Comma-separated domains (default: all in the turns file)
+        #[arg(long, value_delimiter = ',')]
+        domains: Vec<String>,
+        /// Comma-separated: none, group, exclude, full, full+cited, history
+        #[arg(long, value_delimiter = ',', default_value = "none,group,exclude,full,full+cited,history")]
+        strategies: Vec<String>,
+        /// document, chunk, or both
+        #[arg(long, default_value = "both")]
+        granularity: String,
+        /// Comma-separated query modes: last, history, rewrite
+        #[arg(long, value_delimiter = ',', default_value = "last")]
+        query: Vec<String>,
+        #[arg(long)]
+        budget: Option<usize>,
+        /// Replay at most this many conversations
+        #[arg(long)]
+        conversations: Option<usize>,
+        /// Write mtrag.json and mtrag.html here
+        #[arg(long)]
+        out: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
     /// BEIR-style retrieval check (nDCG@10, Recall@10, Recall@100), e.g. SciFact
     Beir {
         /// Folder with corpus.jsonl, queries_test.jsonl (or queries.jsonl) and qrels/test.tsv
@@ -27,9 +60,45 @@ pub enum EvalCommand {
 /// Evaluations load the model and use the data dir's embedding cache only: they never
 /// touch the chunks or sessions in it.
 pub fn run(settings: &Settings, what: &EvalCommand) -> Result<()> {
-    let embedder = MiniLmEmbedder::load(&settings.model_dir)?;
     match what {
-        EvalCommand::Beir { dataset, json } => beir(&embedder, &settings.data_dir, dataset, *json),
+        EvalCommand::Beir { dataset, json } => {
+            beir(&MiniLmEmbedder::load(&settings.model_dir)?, &settings.data_dir, dataset, *json)
+        }
+        EvalCommand::Mtrag {
+            turns,
+            corpus_dir,
+            domains,
+            strategies,
+            granularity,
+            query,
+            budget,
+            conversations,
+            out,
+            json,
+        } => {
+            let granularities = match granularity.as_str() {
+                "both" => vec![Granularity::Document, Granularity::Chunk],
+                g => vec![g.parse()?],
+            };
+            for q in query {
+                if !["last", "history", "rewrite"].contains(&q.as_str()) {
+                    bail!("unknown query mode {q:?}: use last, history or rewrite");
+                }
+            }
+            let opts = MtragOptions {
+                turns: turns.clone(),
+                corpus_dir: corpus_dir.clone(),
+                domains: domains.clone(),
+                strategies: strategies.clone(),
+                granularities,
+                queries: query.clone(),
+                budget: *budget,
+                conversations: *conversations,
+                out: out.clone(),
+                json: *json,
+            };
+            crate::eval_mtrag::run(settings, &opts)
+        }
     }
 }
 

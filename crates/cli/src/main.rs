@@ -5,7 +5,9 @@ mod app;
 mod bench;
 mod config;
 mod eval;
+mod eval_mtrag;
 mod ingest;
+mod report;
 mod turn;
 
 use anyhow::Result;

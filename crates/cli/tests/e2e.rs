@@ -324,3 +324,88 @@ fn sessions_in_redis_work_unchanged() {
     assert_eq!(env.run(&["trace", "--session", &session]).status.code(), Some(3));
     env.ok(&[&r[..], &["session", "delete", "--session", &session]].concat());
 }
+
+#[test]
+fn eval_mtrag_scores_strategies_side_by_side() {
+    let env = Env::new();
+    // Two govt conversations, their gold passages and 150 other passages.
+    let data = repo().join("../shared/data/mtrag");
+    let turns_text = std::fs::read_to_string(data.join("turns.jsonl")).unwrap();
+    let mut convs: Vec<String> = Vec::new();
+    let mut turns = Vec::new();
+    for l in turns_text.lines() {
+        let v: Value = serde_json::from_str(l).unwrap();
+        let cid = v["conversation_id"].as_str().unwrap().to_owned();
+        if v["domain"] != "govt" || (!convs.contains(&cid) && convs.len() == 2) {
+            continue;
+        }
+        if !convs.contains(&cid) {
+            convs.push(cid);
+        }
+        turns.push(v);
+    }
+    let gold: HashSet<String> = turns.iter().flat_map(|t| strs(&t["gold"])).collect();
+    let corpus_text = std::fs::read_to_string(data.join("corpus_govt.jsonl")).unwrap();
+    let corpus: Vec<&str> = corpus_text
+        .lines()
+        .enumerate()
+        .filter(|(i, l)| *i < 150 || gold.iter().any(|g| l.contains(&format!("\"_id\": \"{g}\""))))
+        .map(|(_, l)| l)
+        .collect();
+    let dir = env.dir.path().join("mtrag");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("corpus_govt.jsonl"), corpus.join("\n")).unwrap();
+    let tfile = env.write("turns.jsonl", &turns.iter().map(|t| t.to_string()).collect::<Vec<_>>().join("\n"));
+    let out = env.dir.path().join("report");
+    let json: Value = serde_json::from_str(&env.ok(&[
+        "eval",
+        "mtrag",
+        "--turns",
+        tfile.to_str().unwrap(),
+        "--corpus-dir",
+        dir.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]))
+    .unwrap();
+    let s = &json["strategies"];
+    let gold_turns = turns.len() as u64;
+    for name in ["none", "group", "exclude", "full", "full+cited", "history"] {
+        for g in ["chunk", "document"] {
+            let r = &s[format!("{name}@{g}")];
+            assert_eq!(r["granularity"], g);
+            let o = &r["overall"];
+            assert_eq!(o["turns"].as_u64(), Some(gold_turns), "{name}@{g}");
+            for k in [
+                "fresh_recall",
+                "doc_recall",
+                "available_recall",
+                "repeat_rate",
+                "doc_repeat_rate",
+                "context_tokens",
+                "prompt_tokens",
+                "new_gold_per_1k_tokens",
+            ] {
+                let x = o[k].as_f64().unwrap_or_else(|| panic!("{name}@{g}.{k}"));
+                assert!(x >= 0.0);
+            }
+            assert!(o["available_recall"].as_f64() >= o["fresh_recall"].as_f64(), "available includes fresh");
+            assert!(r["by_domain"]["govt"]["turns"].as_u64() == Some(gold_turns));
+            assert!(r["by_turn"].as_object().unwrap().len() >= 2);
+        }
+    }
+    // Exclusion at chunk granularity never re-sends a chunk; at document level never a document.
+    assert_eq!(s["full@chunk"]["overall"]["repeat_rate"], 0.0);
+    assert_eq!(s["exclude@chunk"]["overall"]["repeat_rate"], 0.0);
+    // Grouping gives one fragment per document (no quota raised by a follow-up here or there).
+    let f = &s["full@document"]["overall"];
+    assert!(f["context_fragments"].as_f64().unwrap() - f["unique_documents"].as_f64().unwrap() < 0.5);
+    // Carrying every earlier context costs prompt tokens.
+    assert!(
+        s["history@chunk"]["overall"]["prompt_tokens"].as_f64() > s["none@chunk"]["overall"]["prompt_tokens"].as_f64()
+    );
+    let html = std::fs::read_to_string(out.join("mtrag.html")).unwrap();
+    assert!(html.contains("<svg") && html.contains("full@chunk") && !html.contains("http"), "self-contained report");
+    assert!(out.join("mtrag.json").is_file());
+}

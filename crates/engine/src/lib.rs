@@ -98,11 +98,24 @@ pub struct Assembled {
 impl Engine {
     /// Runs one turn and commits it to the session atomically.
     pub fn ask(&self, session: &SessionId, question: &str, settings: &TurnSettings) -> Result<TurnOutcome> {
+        self.ask_with_query(session, question, question, settings)
+    }
+
+    /// [`Engine::ask`] where the text embedded for the search (`query`: a rewrite, or the
+    /// question with recent turns) differs from the question the user asked.
+    pub fn ask_with_query(
+        &self,
+        session: &SessionId,
+        question: &str,
+        query: &str,
+        settings: &TurnSettings,
+    ) -> Result<TurnOutcome> {
         let started = Instant::now();
         settings.validate()?;
         let question = validate_question(question)?;
+        let query = validate_question(query)?;
         let state = self.sessions.load(session)?.unwrap_or_default();
-        let (mut trace, record, new_markers) = self.run(session, &state, question, settings, None)?;
+        let (mut trace, record, new_markers) = self.run(session, &state, question, query, settings, None)?;
         let t = Instant::now();
         let commit = TurnCommit { record, new_markers, trace: trace.clone() };
         trace.turn = self.sessions.commit_turn(session, commit, settings.retention())?;
@@ -130,7 +143,8 @@ impl Engine {
             .collect();
         let mut s = settings.clone();
         s.mode = s.mode.or(Some(trace.stats.intent));
-        let (mut out, _, _) = self.run(session, &state, &trace.question, &s, Some(trace.exclusion.clone()))?;
+        let (mut out, _, _) =
+            self.run(session, &state, &trace.question, &trace.query, &s, Some(trace.exclusion.clone()))?;
         out.turn = trace.turn;
         Ok(TurnOutcome::from(out))
     }
@@ -141,10 +155,11 @@ impl Engine {
         session: &SessionId,
         state: &SessionState,
         question: &str,
+        query: &str,
         settings: &TurnSettings,
         exclusion: Option<ExclusionSet>,
     ) -> Result<(Trace, ragctx_core::TurnRecord, BTreeMap<DocumentId, u32>)> {
-        let mut a = self.assemble(state, question, question, settings, exclusion)?;
+        let mut a = self.assemble(state, question, query, settings, exclusion)?;
         let t = Instant::now();
         let request = GenerationRequest { question, blocks: &a.context.blocks, prompt: &a.prompt };
         let answer = self.generator.generate(&request)?;

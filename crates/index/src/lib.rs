@@ -19,9 +19,11 @@
 
 mod distance;
 mod hnsw;
+mod memory;
 mod persist;
 
 pub use distance::dot;
+pub use memory::MemoryVectorStore;
 pub use persist::IndexError;
 
 use hnsw::{Graph, Scored, Vectors};

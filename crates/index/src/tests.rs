@@ -170,3 +170,10 @@ fn planner_scans_exactly_when_most_points_are_excluded() {
     let hits = ix.search(&request(&data[0].2, 5, Some(Grouping::new(1)), ExclusionSet::default()));
     assert_eq!(hits.path, SearchPath::Graph, "{}", hits.reason);
 }
+
+#[test]
+fn memory_store_conforms() {
+    ragctx_testkit::vector_store_conformance(&|| {
+        Box::new(MemoryVectorStore::new(8, IndexParams { exact_below: 0, ..IndexParams::default() }))
+    });
+}

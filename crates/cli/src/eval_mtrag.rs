@@ -1,0 +1,389 @@
+//! `ragctx eval mtrag`: replay MTRAG conversations, one fresh session per strategy, and
+//! score every turn that has gold passages (DESIGN §6).
+
+use crate::config::Settings;
+use crate::ingest::embed_all;
+use crate::report;
+use anyhow::{bail, Context, Result};
+use ragctx_core::{Chunk, EmbeddedChunk, Embedder, SessionId, SessionStore, TokenCounter, VectorStore};
+use ragctx_engine::context::INSTRUCTIONS;
+use ragctx_engine::ingest::parse_jsonl;
+use ragctx_engine::{Consumption, Engine, Granularity, Strategy, TurnSettings};
+use ragctx_index::{IndexParams, MemoryVectorStore};
+use ragctx_models::{Cl100kCounter, ExtractiveGenerator, MiniLmEmbedder};
+use ragctx_store::DataDir;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// Options of one evaluation run.
+pub struct MtragOptions {
+    pub turns: PathBuf,
+    pub corpus_dir: PathBuf,
+    pub domains: Vec<String>,
+    pub strategies: Vec<String>,
+    pub granularities: Vec<Granularity>,
+    pub queries: Vec<String>,
+    pub budget: Option<usize>,
+    pub conversations: Option<usize>,
+    pub out: Option<PathBuf>,
+    pub json: bool,
+}
+
+pub const ALL_STRATEGIES: [&str; 6] = ["none", "group", "exclude", "full", "full+cited", "history"];
+
+struct Conversation {
+    id: String,
+    domain: String,
+    messages: Vec<String>,
+    /// 1-based user turn → (gold chunk ids, rewrite).
+    gold: HashMap<usize, (Vec<String>, String)>,
+}
+
+fn conversations(path: &Path, domains: &[String]) -> Result<Vec<Conversation>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut by_id: BTreeMap<String, Conversation> = BTreeMap::new();
+    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let v: serde_json::Value =
+            serde_json::from_str(line).with_context(|| format!("{}:{}: invalid JSON", path.display(), i + 1))?;
+        let field =
+            |k: &str| v[k].as_str().map(str::to_owned).with_context(|| format!("{}:{}: no {k}", path.display(), i + 1));
+        let (cid, domain, question) = (field("conversation_id")?, field("domain")?, field("question")?);
+        if !domains.is_empty() && !domains.contains(&domain) {
+            continue;
+        }
+        let mut messages: Vec<String> = v["history"]
+            .as_array()
+            .map(|h| {
+                h.iter()
+                    .filter(|m| m["speaker"] == "user")
+                    .filter_map(|m| m["text"].as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        messages.push(question);
+        let turn = messages.len();
+        let gold: Vec<String> = v["gold"]
+            .as_array()
+            .map(|g| g.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect())
+            .unwrap_or_default();
+        let rewrite = v["rewrite"].as_str().unwrap_or_default().to_owned();
+        let c = by_id.entry(cid.clone()).or_insert_with(|| Conversation {
+            id: cid,
+            domain,
+            messages: Vec::new(),
+            gold: HashMap::new(),
+        });
+        if messages.len() > c.messages.len() {
+            c.messages = messages;
+        }
+        if !gold.is_empty() {
+            c.gold.insert(turn, (gold, rewrite));
+        }
+    }
+    Ok(by_id.into_values().collect())
+}
+
+/// Remembers query embeddings: every strategy asks the same questions.
+struct MemoEmbedder {
+    inner: MiniLmEmbedder,
+    memo: Mutex<HashMap<String, Vec<f32>>>,
+}
+
+impl Embedder for MemoEmbedder {
+    fn dimension(&self) -> usize {
+        self.inner.dimension()
+    }
+    fn model_id(&self) -> &str {
+        self.inner.model_id()
+    }
+    fn embed(&self, texts: &[&str]) -> ragctx_core::Result<Vec<Vec<f32>>> {
+        let missing: Vec<&str> = {
+            let memo = self.memo.lock().expect("memo");
+            texts.iter().copied().filter(|t| !memo.contains_key(*t)).collect()
+        };
+        if !missing.is_empty() {
+            let v = self.inner.embed(&missing)?;
+            let mut memo = self.memo.lock().expect("memo");
+            for (t, v) in missing.into_iter().zip(v) {
+                memo.insert(t.to_owned(), v);
+            }
+        }
+        let memo = self.memo.lock().expect("memo");
+        Ok(texts.iter().map(|t| memo[*t].clone()).collect())
+    }
+}
+
+/// Sums of the per-turn metrics, for means.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Means {
+    pub fresh_recall: f64,
+    pub doc_recall: f64,
+    pub available_recall: f64,
+    pub repeat_rate: f64,
+    pub doc_repeat_rate: f64,
+    pub context_tokens: f64,
+    pub prompt_tokens: f64,
+    pub new_gold_per_1k_tokens: f64,
+    pub unique_documents: f64,
+    pub context_fragments: f64,
+    pub turns: usize,
+}
+
+impl Means {
+    fn add(&mut self, m: &Means) {
+        macro_rules! add { ($($f:ident),+) => { $(self.$f += m.$f;)+ } }
+        add!(
+            fresh_recall,
+            doc_recall,
+            available_recall,
+            repeat_rate,
+            doc_repeat_rate,
+            context_tokens,
+            prompt_tokens,
+            new_gold_per_1k_tokens,
+            unique_documents,
+            context_fragments
+        );
+        self.turns += 1;
+    }
+    fn mean(&self) -> Means {
+        let n = self.turns.max(1) as f64;
+        macro_rules! div { ($($f:ident),+) => { Means { $($f: self.$f / n,)+ turns: self.turns } } }
+        div!(
+            fresh_recall,
+            doc_recall,
+            available_recall,
+            repeat_rate,
+            doc_repeat_rate,
+            context_tokens,
+            prompt_tokens,
+            new_gold_per_1k_tokens,
+            unique_documents,
+            context_fragments
+        )
+    }
+}
+
+#[derive(Default)]
+struct Tally {
+    overall: Means,
+    by_domain: BTreeMap<String, Means>,
+    by_turn: BTreeMap<usize, Means>,
+}
+
+#[derive(Serialize)]
+pub struct StrategyReport {
+    pub granularity: String,
+    pub query: String,
+    pub overall: Means,
+    pub by_domain: BTreeMap<String, Means>,
+    pub by_turn: BTreeMap<usize, Means>,
+}
+
+struct Variant {
+    key: String,
+    settings: TurnSettings,
+    query: String,
+    carries_history: bool,
+}
+
+fn variants(opts: &MtragOptions, base: &TurnSettings) -> Result<Vec<Variant>> {
+    let mut out = Vec::new();
+    for name in &opts.strategies {
+        for &g in &opts.granularities {
+            for q in &opts.queries {
+                let mut s = base.clone();
+                s.granularity = g;
+                s.consumption = Consumption::Shown;
+                s.strategy = match name.as_str() {
+                    "none" | "history" => Strategy::None,
+                    "group" => Strategy::Group,
+                    "exclude" => Strategy::Exclude,
+                    "full" => Strategy::Full,
+                    "full+cited" => {
+                        s.consumption = Consumption::Cited;
+                        Strategy::Full
+                    }
+                    other => bail!("unknown strategy {other:?}: use {}", ALL_STRATEGIES.join(", ")),
+                };
+                let mut key = name.clone();
+                if opts.granularities.len() > 1 {
+                    key.push_str(&format!("@{}", if g == Granularity::Chunk { "chunk" } else { "document" }));
+                }
+                if opts.queries.len() > 1 {
+                    key.push_str(&format!("/{q}"));
+                }
+                out.push(Variant { key, settings: s, query: q.clone(), carries_history: name == "history" });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The text embedded for user turn `i` (0-based) under a query mode.
+fn query_text(conv: &Conversation, i: usize, mode: &str) -> String {
+    match mode {
+        "rewrite" => conv
+            .gold
+            .get(&(i + 1))
+            .map(|g| g.1.clone())
+            .filter(|r| !r.is_empty())
+            .unwrap_or_else(|| conv.messages[i].clone()),
+        // The current question after the two user turns before it.
+        "history" => conv.messages[i.saturating_sub(2)..=i].join(" "),
+        _ => conv.messages[i].clone(),
+    }
+}
+
+pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
+    let started = Instant::now();
+    let convs = {
+        let mut c = conversations(&opts.turns, &opts.domains)?;
+        if let Some(n) = opts.conversations {
+            c.truncate(n);
+        }
+        c
+    };
+    if convs.is_empty() {
+        bail!("no conversations for domains {:?} in {}", opts.domains, opts.turns.display());
+    }
+    let mut domains: Vec<String> = convs.iter().map(|c| c.domain.clone()).collect();
+    domains.sort();
+    domains.dedup();
+    let mut base = settings.turn.clone();
+    if let Some(b) = opts.budget {
+        base.budget = b;
+    }
+    base.validate()?;
+    let variants = variants(opts, &base)?;
+    let embedder =
+        Arc::new(MemoEmbedder { inner: MiniLmEmbedder::load(&settings.model_dir)?, memo: Mutex::new(HashMap::new()) });
+    let counter = Arc::new(Cl100kCounter::new());
+    let carried_head = counter.count("Earlier sources:\n");
+    let sessions_dir = std::env::temp_dir().join(format!("ragctx-eval-{}", std::process::id()));
+    let sessions_data = DataDir::open(&sessions_dir, embedder.dimension())?;
+    let sessions: Arc<dyn SessionStore> = Arc::new(sessions_data.session_store());
+    let mut tallies: BTreeMap<String, Tally> = BTreeMap::new();
+    for domain in &domains {
+        let path = opts.corpus_dir.join(format!("corpus_{domain}.jsonl"));
+        let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+        let chunks: Vec<Chunk> =
+            parse_jsonl(&path.display().to_string(), &bytes)?.into_iter().map(|s| s.chunk).collect();
+        let texts: Vec<&str> = chunks.iter().map(|c| c.text.as_str()).collect();
+        if !opts.json {
+            eprintln!("{domain}: {} passages (embeddings cached in {})", chunks.len(), settings.data_dir.display());
+        }
+        let (vectors, _) = embed_all(&embedder.inner, &settings.data_dir, &texts)?;
+        let doc_of: HashMap<String, String> =
+            chunks.iter().map(|c| (c.id.0.clone(), c.document_id.0.clone())).collect();
+        let store = MemoryVectorStore::new(embedder.dimension(), IndexParams::default());
+        let embedded: Vec<EmbeddedChunk> =
+            chunks.into_iter().zip(vectors).map(|(chunk, vector)| EmbeddedChunk { chunk, vector }).collect();
+        store.upsert(&embedded)?;
+        drop(embedded);
+        let engine = Engine {
+            vectors: Arc::new(store),
+            sessions: sessions.clone(),
+            embedder: embedder.clone(),
+            counter: counter.clone(),
+            generator: Arc::new(ExtractiveGenerator::default()),
+        };
+        for conv in convs.iter().filter(|c| &c.domain == domain) {
+            for v in &variants {
+                let session = SessionId::parse(&format!("eval-{}-{}", conv.id, v.key.replace(['+', '@', '/'], "_")))?;
+                sessions.delete(&session)?;
+                let mut shown_chunks: HashSet<String> = HashSet::new();
+                let mut shown_docs: HashSet<String> = HashSet::new();
+                let mut carried_tokens = 0usize;
+                for i in 0..conv.messages.len() {
+                    let q = query_text(conv, i, &v.query);
+                    let out = engine.ask_with_query(&session, &conv.messages[i], &q, &v.settings)?;
+                    let c: HashSet<String> =
+                        out.context.iter().flat_map(|b| b.chunk_ids.iter().map(|c| c.0.clone())).collect();
+                    let cd: HashSet<String> = out.context.iter().map(|b| b.document_id.0.clone()).collect();
+                    let prompt = out.trace.prompt_tokens
+                        + if v.carries_history && carried_tokens > 0 { carried_head + carried_tokens } else { 0 };
+                    if let Some((gold, _)) = conv.gold.get(&(i + 1)) {
+                        let g: HashSet<&String> = gold.iter().collect();
+                        let gd: HashSet<&String> = gold.iter().filter_map(|x| doc_of.get(x)).collect();
+                        let inter = |a: &HashSet<String>| g.iter().filter(|x| a.contains(x.as_str())).count() as f64;
+                        let fresh = inter(&c);
+                        let available =
+                            g.iter().filter(|x| c.contains(x.as_str()) || shown_chunks.contains(x.as_str())).count()
+                                as f64;
+                        let new_gold =
+                            g.iter().filter(|x| c.contains(x.as_str()) && !shown_chunks.contains(x.as_str())).count()
+                                as f64;
+                        let ratio = |a: usize, b: usize| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+                        let m = Means {
+                            fresh_recall: fresh / g.len().max(1) as f64,
+                            doc_recall: ratio(gd.iter().filter(|d| cd.contains(d.as_str())).count(), gd.len()),
+                            available_recall: available / g.len().max(1) as f64,
+                            repeat_rate: ratio(c.iter().filter(|x| shown_chunks.contains(*x)).count(), c.len()),
+                            doc_repeat_rate: ratio(cd.iter().filter(|x| shown_docs.contains(*x)).count(), cd.len()),
+                            context_tokens: out.trace.context_tokens as f64,
+                            prompt_tokens: prompt as f64,
+                            new_gold_per_1k_tokens: if prompt == 0 { 0.0 } else { new_gold * 1000.0 / prompt as f64 },
+                            unique_documents: out.trace.unique_documents as f64,
+                            context_fragments: out.trace.context_fragments as f64,
+                            turns: 1,
+                        };
+                        let t = tallies.entry(v.key.clone()).or_default();
+                        t.overall.add(&m);
+                        t.by_domain.entry(domain.clone()).or_default().add(&m);
+                        t.by_turn.entry(i + 1).or_default().add(&m);
+                    }
+                    carried_tokens += out.trace.context_tokens;
+                    shown_chunks.extend(c);
+                    shown_docs.extend(cd);
+                }
+                sessions.delete(&session)?;
+            }
+        }
+    }
+    drop(sessions_data);
+    let _ = std::fs::remove_dir_all(&sessions_dir);
+    let strategies: BTreeMap<String, StrategyReport> = variants
+        .iter()
+        .map(|v| {
+            let t = tallies.remove(&v.key).unwrap_or_default();
+            let granularity = if v.settings.granularity == Granularity::Chunk { "chunk" } else { "document" };
+            (
+                v.key.clone(),
+                StrategyReport {
+                    granularity: granularity.into(),
+                    query: v.query.clone(),
+                    overall: t.overall.mean(),
+                    by_domain: t.by_domain.iter().map(|(k, m)| (k.clone(), m.mean())).collect(),
+                    by_turn: t.by_turn.iter().map(|(k, m)| (*k, m.mean())).collect(),
+                },
+            )
+        })
+        .collect();
+    let report = serde_json::json!({
+        "strategies": strategies,
+        "conversations": convs.len(),
+        "domains": domains,
+        "budget": base.budget,
+        "limit": base.limit,
+        "instructions_tokens": counter.count(INSTRUCTIONS),
+        "seconds": started.elapsed().as_secs_f64(),
+    });
+    if let Some(dir) = &opts.out {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        std::fs::write(dir.join("mtrag.json"), serde_json::to_string_pretty(&report)?)?;
+        std::fs::write(dir.join("mtrag.html"), report::mtrag_html(&report))?;
+        if !opts.json {
+            eprintln!("wrote {0}/mtrag.json and {0}/mtrag.html", dir.display());
+        }
+    }
+    if opts.json {
+        println!("{report}");
+    } else {
+        print!("{}", report::mtrag_table(&report));
+    }
+    Ok(())
+}

@@ -1,0 +1,67 @@
+//! The index with its chunks held in memory: a [`VectorStore`] for evaluations and
+//! benchmarks that build a corpus per run and persist nothing.
+
+use crate::{IndexParams, VectorIndex};
+use ragctx_core::{Chunk, ChunkId, EmbeddedChunk, Error, Hit, Result, SearchOutcome, SearchRequest, VectorStore};
+use std::collections::HashMap;
+use std::sync::RwLock;
+
+pub struct MemoryVectorStore {
+    index: RwLock<VectorIndex>,
+    chunks: RwLock<HashMap<ChunkId, Chunk>>,
+}
+
+impl MemoryVectorStore {
+    pub fn new(dim: usize, params: IndexParams) -> Self {
+        MemoryVectorStore { index: RwLock::new(VectorIndex::new(dim, params)), chunks: RwLock::new(HashMap::new()) }
+    }
+}
+
+impl VectorStore for MemoryVectorStore {
+    fn dimension(&self) -> usize {
+        self.index.read().expect("lock").dimension()
+    }
+
+    fn upsert(&self, chunks: &[EmbeddedChunk]) -> Result<usize> {
+        let dim = self.dimension();
+        if let Some(bad) = chunks.iter().find(|c| c.vector.len() != dim) {
+            return Err(Error::WrongDimension { expected: dim, got: bad.vector.len() });
+        }
+        let mut ix = self.index.write().expect("lock");
+        let mut map = self.chunks.write().expect("lock");
+        let mut new = 0;
+        for c in chunks {
+            if ix.upsert(c.chunk.id.as_str(), c.chunk.document_id.as_str(), c.chunk.weight, &c.vector) {
+                new += 1;
+            }
+            map.insert(c.chunk.id.clone(), c.chunk.clone());
+        }
+        Ok(new)
+    }
+
+    fn search(&self, request: &SearchRequest) -> Result<SearchOutcome> {
+        let dim = self.dimension();
+        if request.vector.len() != dim {
+            return Err(Error::WrongDimension { expected: dim, got: request.vector.len() });
+        }
+        let ix = self.index.read().expect("lock");
+        let map = self.chunks.read().expect("lock");
+        let r = ix.search(request);
+        let hits = r.hits.iter().map(|&(n, score)| Hit { chunk: map[ix.chunk_id(n)].clone(), score }).collect();
+        Ok(SearchOutcome { hits, path: r.path, rounds: r.rounds, reason: r.reason })
+    }
+
+    fn chunks(&self, ids: &[ChunkId]) -> Result<Vec<Chunk>> {
+        let map = self.chunks.read().expect("lock");
+        Ok(ids.iter().filter_map(|id| map.get(id).cloned()).collect())
+    }
+
+    fn vectors(&self, ids: &[ChunkId]) -> Result<Vec<Option<Vec<f32>>>> {
+        let ix = self.index.read().expect("lock");
+        Ok(ids.iter().map(|id| ix.vector_of(id.as_str()).map(<[f32]>::to_vec)).collect())
+    }
+
+    fn len(&self) -> Result<usize> {
+        Ok(self.index.read().expect("lock").len())
+    }
+}
