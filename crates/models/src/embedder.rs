@@ -7,8 +7,12 @@ use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 
 /// Tokens per text, as sentence-transformers uses for this model (its `max_seq_length`).
 pub const MAX_TOKENS: usize = 256;
-/// Texts per forward pass when embedding many.
-pub const BATCH: usize = 32;
+/// Texts per forward pass when embedding many (override: `RAGCTX_EMBED_BATCH`).
+pub const BATCH: usize = 8;
+
+fn batch_size() -> usize {
+    std::env::var("RAGCTX_EMBED_BATCH").ok().and_then(|v| v.parse().ok()).filter(|&b| b > 0).unwrap_or(BATCH)
+}
 
 /// all-MiniLM-L6-v2 run in process: mean pooling over the attention mask, L2-normalised,
 /// 384 dimensions.
@@ -87,7 +91,7 @@ impl Embedder for MiniLmEmbedder {
         let mut order: Vec<usize> = (0..texts.len()).collect();
         order.sort_by_key(|&i| std::cmp::Reverse(texts[i].len()));
         let mut out = vec![Vec::new(); texts.len()];
-        for group in order.chunks(BATCH) {
+        for group in order.chunks(batch_size()) {
             let batch: Vec<&str> = group.iter().map(|&i| texts[i]).collect();
             for (&i, v) in group.iter().zip(self.embed_batch(&batch)?) {
                 out[i] = v;
