@@ -7,7 +7,7 @@ use crate::report;
 use anyhow::{bail, Context, Result};
 use ragctx_core::{Chunk, EmbeddedChunk, Embedder, SessionId, SessionStore, TokenCounter, VectorStore};
 use ragctx_engine::context::INSTRUCTIONS;
-use ragctx_engine::ingest::parse_jsonl;
+use ragctx_engine::ingest::{parse_jsonl, text_tokens};
 use ragctx_engine::{Consumption, Engine, Granularity, Strategy, TurnSettings};
 use ragctx_index::{IndexParams, MemoryVectorStore};
 use ragctx_models::{Cl100kCounter, ExtractiveGenerator, MiniLmEmbedder};
@@ -270,8 +270,10 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
     for domain in &domains {
         let path = opts.corpus_dir.join(format!("corpus_{domain}.jsonl"));
         let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
-        let chunks: Vec<Chunk> =
-            parse_jsonl(&path.display().to_string(), &bytes)?.into_iter().map(|s| s.chunk).collect();
+        let chunks: Vec<Chunk> = parse_jsonl(&path.display().to_string(), &bytes)?
+            .into_iter()
+            .map(|s| Chunk { tokens: text_tokens(counter.as_ref(), &s.chunk.text), ..s.chunk })
+            .collect();
         let texts: Vec<&str> = chunks.iter().map(|c| c.text.as_str()).collect();
         if !opts.json {
             eprintln!("{domain}: {} passages (embeddings cached in {})", chunks.len(), settings.data_dir.display());

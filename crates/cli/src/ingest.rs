@@ -6,8 +6,8 @@ use crate::config::Settings;
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use ragctx_core::{EmbeddedChunk, Embedder, VectorStore};
-use ragctx_engine::ingest::{check_unique_ids, chunk_document, parse_jsonl, DocumentFormat, SourcedChunk};
-use ragctx_models::MiniLmEmbedder;
+use ragctx_engine::ingest::{check_unique_ids, chunk_document, parse_jsonl, text_tokens, DocumentFormat, SourcedChunk};
+use ragctx_models::{Cl100kCounter, MiniLmEmbedder};
 use ragctx_store::{DataDir, EmbeddingCache};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -146,8 +146,17 @@ pub fn run(settings: &Settings, paths: &[PathBuf]) -> Result<()> {
     }
     let texts: Vec<&str> = read.chunks.iter().map(|c| c.chunk.text.as_str()).collect();
     let (vectors, embedded) = embed_all(&embedder, &settings.data_dir, &texts)?;
-    let chunks: Vec<EmbeddedChunk> =
-        read.chunks.into_iter().zip(vectors).map(|(s, vector)| EmbeddedChunk { chunk: s.chunk, vector }).collect();
+    let counter = Cl100kCounter::new();
+    let chunks: Vec<EmbeddedChunk> = read
+        .chunks
+        .into_iter()
+        .zip(vectors)
+        .map(|(s, vector)| {
+            let mut chunk = s.chunk;
+            chunk.tokens = text_tokens(&counter, &chunk.text);
+            EmbeddedChunk { chunk, vector }
+        })
+        .collect();
     let mut docs: Vec<&str> = chunks.iter().map(|c| c.chunk.document_id.as_str()).collect();
     docs.sort_unstable();
     docs.dedup();

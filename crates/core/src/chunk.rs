@@ -20,11 +20,19 @@ pub struct Chunk {
     /// usual number of chunks per result group. Scores are never changed by it.
     #[serde(default = "default_weight")]
     pub weight: f32,
+    /// `cl100k_base` tokens of `text` followed by a blank line, counted once at ingest so
+    /// that turns count only block headers. `None` when unknown or when the text starts
+    /// with white space (its count would then depend on what precedes it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u32>,
 }
 
 fn default_weight() -> f32 {
     1.0
 }
+
+/// The name of the tokenizer [`Chunk::tokens`] is counted with.
+pub const CHUNK_TOKENIZER: &str = "cl100k_base";
 
 impl Chunk {
     /// True when `other` (of the same document) touches or overlaps this chunk, by offsets

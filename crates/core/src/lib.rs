@@ -23,7 +23,7 @@ mod session;
 mod trace;
 mod traits;
 
-pub use chunk::{Chunk, EmbeddedChunk};
+pub use chunk::{Chunk, EmbeddedChunk, CHUNK_TOKENIZER};
 pub use context::{Citation, ContextBlock};
 pub use error::{Error, ErrorKind, Result};
 pub use ids::{ChunkId, DocumentId, SessionId};

@@ -42,7 +42,7 @@ pub fn build_context(
             score: f.score,
             text: f.text.clone(),
         };
-        block.tokens = counter.count(&block.render());
+        block.tokens = block_tokens(&block, f, counter);
         if out.tokens + block.tokens > budget {
             if !out.dropped_by_budget.contains(&f.document_id) {
                 out.dropped_by_budget.push(f.document_id.clone());
@@ -72,6 +72,20 @@ fn prompt_head(carried: &str) -> String {
 
 fn prompt_tail(question: &str) -> String {
     format!("Question: {question}\nAnswer:")
+}
+
+/// Tokens of a rendered block. A single-chunk block whose text was counted at ingest
+/// costs only its header: the header ends in `)\n` and the text starts with a non-space
+/// character, a split point of cl100k_base's pre-tokenizer, so the counts add up exactly
+/// (checked on real passages in `tests/prompt_tokens.rs`).
+pub fn block_tokens(block: &ContextBlock, fragment: &Fragment, counter: &dyn TokenCounter) -> usize {
+    match fragment.chunks.as_slice() {
+        [c] if c.tokens.is_some() && counter.name() == ragctx_core::CHUNK_TOKENIZER && c.text == block.text => {
+            let header = ContextBlock::header(block.marker, &block.title, &block.document_id);
+            counter.count(&format!("{header}\n")) + c.tokens.unwrap_or(0) as usize
+        }
+        _ => counter.count(&block.render()),
+    }
 }
 
 /// The prompt sent to a model: instructions, optional earlier sources (rendered blocks),
@@ -156,6 +170,7 @@ mod tests {
                 start: None,
                 end: None,
                 weight: 1.0,
+                tokens: None,
             }],
             score,
             text,

@@ -173,6 +173,7 @@ mod tests {
                 start: Some(start),
                 end: Some(start + text.chars().count() as u64),
                 weight: 1.0,
+                tokens: None,
             },
             score,
         }

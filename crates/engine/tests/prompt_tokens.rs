@@ -57,3 +57,51 @@ fn prompt_count_is_additive_over_blocks() {
     }
     assert_eq!(checked, 100);
 }
+
+#[test]
+fn block_count_from_ingest_time_text_count_is_exact() {
+    use ragctx_core::Chunk;
+    use ragctx_engine::context::block_tokens;
+    use ragctx_engine::dedupe::Fragment;
+    let counter = Cl100kCounter::new();
+    let mut checked = 0;
+    for domain in ["cloud", "govt", "fiqa"] {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("../../../shared/data/mtrag/corpus_{domain}.jsonl"));
+        let text = std::fs::read_to_string(&path).expect("../shared/data present");
+        for (i, l) in text.lines().take(400).enumerate() {
+            let p: serde_json::Value = serde_json::from_str(l).unwrap();
+            let body = p["text"].as_str().unwrap();
+            let chunk = Chunk {
+                id: p["_id"].as_str().unwrap().into(),
+                document_id: p["document_id"].as_str().unwrap().into(),
+                title: p["title"].as_str().unwrap().into(),
+                text: body.into(),
+                ordinal: None,
+                start: None,
+                end: None,
+                weight: 1.0,
+                tokens: ragctx_engine::ingest::text_tokens(&counter, body),
+            };
+            let f = Fragment {
+                document_id: chunk.document_id.clone(),
+                title: chunk.title.clone(),
+                text: body.into(),
+                score: 0.5,
+                chunks: vec![chunk],
+            };
+            let b = ContextBlock {
+                marker: i as u32 + 1,
+                document_id: f.document_id.clone(),
+                title: f.title.clone(),
+                chunk_ids: vec![],
+                tokens: 0,
+                score: 0.5,
+                text: body.into(),
+            };
+            assert_eq!(block_tokens(&b, &f, &counter), counter.count(&b.render()), "{domain} passage {i}");
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 1200);
+}

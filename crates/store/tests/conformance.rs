@@ -44,6 +44,7 @@ fn the_index_is_rebuilt_when_it_lags_the_store_and_everything_persists() {
             start: None,
             end: None,
             weight: 1.0,
+            tokens: None,
         },
         vector: (0..8).map(|i| if i == axis { 1.0 } else { 0.0 }).collect(),
     };

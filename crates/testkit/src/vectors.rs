@@ -36,6 +36,7 @@ fn chunk(id: &str, doc: &str, v: Vec<f32>) -> EmbeddedChunk {
             start: None,
             end: None,
             weight: 1.0,
+            tokens: None,
         },
         vector: v,
     }

@@ -69,6 +69,7 @@ pub fn chunk_document(
                 start: Some(s as u64),
                 end: Some(e as u64),
                 weight: 1.0,
+                tokens: None,
             },
             file: document_id.to_owned(),
             line: None,

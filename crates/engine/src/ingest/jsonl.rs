@@ -65,6 +65,7 @@ pub fn parse_jsonl(file: &str, bytes: &[u8]) -> Result<Vec<SourcedChunk>, InputE
                 start: l.start,
                 end: l.end,
                 weight,
+                tokens: None,
             },
             file: file.to_owned(),
             line: Some(lineno),

@@ -8,7 +8,7 @@ mod jsonl;
 pub use chunker::{chunk_document, html_to_text, DocumentFormat, CHUNK_CHARS};
 pub use jsonl::parse_jsonl;
 
-use ragctx_core::Chunk;
+use ragctx_core::{Chunk, TokenCounter};
 use std::collections::HashMap;
 
 /// A problem with the input, located.
@@ -34,6 +34,15 @@ impl From<InputError> for ragctx_core::Error {
     fn from(e: InputError) -> Self {
         ragctx_core::Error::InvalidInput(e.to_string())
     }
+}
+
+/// [`Chunk::tokens`] for a text: its `cl100k_base` count with the blank line that follows
+/// it in a block, or `None` when the text starts with white space (or the counter is
+/// another tokenizer).
+pub fn text_tokens(counter: &dyn TokenCounter, text: &str) -> Option<u32> {
+    let starts_clean = text.chars().next().is_some_and(|c| !c.is_whitespace());
+    (starts_clean && counter.name() == ragctx_core::CHUNK_TOKENIZER)
+        .then(|| counter.count(&format!("{text}\n\n")) as u32)
 }
 
 /// A chunk and where it came from, for duplicate reports.
