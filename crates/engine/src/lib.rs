@@ -92,6 +92,9 @@ pub struct Assembled {
     pub context: context::BuiltContext,
     pub prompt: String,
     pub prompt_tokens: usize,
+    /// The question the answer addresses when it is not the one asked (a reshow answers
+    /// the previous question again).
+    pub answer_question: Option<String>,
     pub timings: BTreeMap<String, f64>,
 }
 
@@ -161,7 +164,8 @@ impl Engine {
     ) -> Result<(Trace, ragctx_core::TurnRecord, BTreeMap<DocumentId, u32>)> {
         let mut a = self.assemble(state, question, query, settings, exclusion)?;
         let t = Instant::now();
-        let request = GenerationRequest { question, blocks: &a.context.blocks, prompt: &a.prompt };
+        let answering = a.answer_question.as_deref().unwrap_or(question);
+        let request = GenerationRequest { question: answering, blocks: &a.context.blocks, prompt: &a.prompt };
         let answer = self.generator.generate(&request)?;
         let (citations, invalid) = context::check_citations(&answer, &a.context.blocks);
         a.timings.insert("generate".into(), ms_since(t));
@@ -220,6 +224,14 @@ impl Engine {
             None => exclusion::exclusion_set(state, intent, settings),
         };
 
+        // "Show me that again" is about the previous question: its sources are scored and
+        // answered against that question, not against the words "show me that again".
+        let reshown_question = match intent {
+            // A reshow of a reshow goes back to the question that was first answered.
+            Intent::Reshow => state.turns.iter().rev().find(|t| t.intent != Intent::Reshow).map(|t| t.question.clone()),
+            _ => None,
+        };
+        let query = reshown_question.as_deref().unwrap_or(query);
         let t = Instant::now();
         let vector =
             self.embedder.embed(&[query])?.pop().ok_or_else(|| Error::Model("no embedding returned".into()))?;
@@ -264,8 +276,9 @@ impl Engine {
 
         let t = Instant::now();
         let built = context::build_context(&fragments, &state.markers, settings.budget, self.counter.as_ref());
-        let prompt = context::render_prompt(question, &built.blocks, "");
-        let prompt_tokens = context::prompt_tokens(self.counter.as_ref(), question, &built.blocks, "");
+        let asked = reshown_question.as_deref().unwrap_or(question);
+        let prompt = context::render_prompt(asked, &built.blocks, "");
+        let prompt_tokens = context::prompt_tokens(self.counter.as_ref(), asked, &built.blocks, "");
         timings.insert("assemble".into(), ms_since(t));
 
         Ok(Assembled {
@@ -281,6 +294,7 @@ impl Engine {
             context: built,
             prompt,
             prompt_tokens,
+            answer_question: reshown_question,
             timings,
         })
     }
