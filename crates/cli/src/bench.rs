@@ -32,6 +32,28 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 7)]
         seed: u64,
     },
+    /// Sliding-window sweep: search latency and repeat rate per window size N
+    Window {
+        /// Conversations file (turns.jsonl format)
+        #[arg(long, default_value = "../shared/data/mtrag/turns.jsonl")]
+        turns: PathBuf,
+        #[arg(long)]
+        domain: Option<String>,
+        /// Comma-separated window sizes; 0 = all turns
+        #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,0")]
+        windows: Vec<usize>,
+        /// Conversations replayed per window size
+        #[arg(long, default_value_t = 30)]
+        conversations: usize,
+        /// Turns of the synthetic long session (its questions are all the domain's questions)
+        #[arg(long, default_value_t = 60)]
+        long_session: usize,
+        /// Recommend the largest window whose p99 search latency stays under this
+        #[arg(long, default_value_t = 5.0)]
+        latency_ceiling_ms: f64,
+        #[arg(long)]
+        json: bool,
+    },
     /// Whole turns: replays conversations (MTRAG turns.jsonl format) through the engine
     Turn {
         /// Conversations file (turns.jsonl format); the user messages are replayed in order
@@ -53,6 +75,18 @@ pub fn run(settings: Settings, what: &BenchCommand) -> Result<()> {
     match what {
         BenchCommand::Search { queries, k, scale, questions, json, seed } => {
             search(&app, *queries, *k, *scale, questions.as_ref(), *json, *seed)
+        }
+        BenchCommand::Window { turns, domain, windows, conversations, long_session, latency_ceiling_ms, json } => {
+            let opts = crate::bench_window::WindowOptions {
+                turns: turns.clone(),
+                domain: domain.clone(),
+                windows: windows.clone(),
+                conversations: *conversations,
+                long_session: *long_session,
+                latency_ceiling_ms: *latency_ceiling_ms,
+                json: *json,
+            };
+            crate::bench_window::run(&app, &opts)
         }
         BenchCommand::Turn { turns, domain, conversations, json } => {
             turn(&app, turns, domain.as_deref(), *conversations, *json)
@@ -249,27 +283,9 @@ fn search(
     Ok(())
 }
 
-#[derive(serde::Deserialize)]
-struct TurnLine {
-    conversation_id: String,
-    turn: u64,
-    #[serde(default)]
-    domain: String,
-    question: String,
-}
-
 fn turn(app: &App, path: &PathBuf, domain: Option<&str>, conversations: usize, json: bool) -> Result<()> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let mut lines: Vec<TurnLine> = text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
-    lines.retain(|l| domain.is_none_or(|d| l.domain == d));
-    lines.sort_by(|a, b| a.conversation_id.cmp(&b.conversation_id).then(a.turn.cmp(&b.turn)));
-    let mut convs: Vec<Vec<&TurnLine>> = Vec::new();
-    for l in &lines {
-        match convs.last_mut() {
-            Some(c) if c[0].conversation_id == l.conversation_id => c.push(l),
-            _ => convs.push(vec![l]),
-        }
-    }
+    let domains: Vec<String> = domain.map(str::to_owned).into_iter().collect();
+    let mut convs = crate::eval_mtrag::conversations(path, &domains)?;
     convs.truncate(conversations);
     if convs.is_empty() {
         bail!("no conversations in {}", path.display());
@@ -279,8 +295,8 @@ fn turn(app: &App, path: &PathBuf, domain: Option<&str>, conversations: usize, j
     for (i, conv) in convs.iter().enumerate() {
         let session = SessionId::parse(&format!("bench-turn-{i}"))?;
         app.engine.sessions.delete(&session)?;
-        for l in conv {
-            let out = app.engine.ask(&session, &l.question, &settings)?;
+        for question in &conv.messages {
+            let out = app.engine.ask(&session, question, &settings)?;
             let t = &out.trace.timings_ms;
             let get = |k: &str| t.get(k).copied().unwrap_or_default();
             total.push(get("total"));

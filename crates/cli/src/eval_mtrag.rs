@@ -34,15 +34,16 @@ pub struct MtragOptions {
 
 pub const ALL_STRATEGIES: [&str; 6] = ["none", "group", "exclude", "full", "full+cited", "history"];
 
-struct Conversation {
-    id: String,
-    domain: String,
-    messages: Vec<String>,
+pub struct Conversation {
+    pub id: String,
+    pub domain: String,
+    pub messages: Vec<String>,
     /// 1-based user turn → (gold chunk ids, rewrite).
-    gold: HashMap<usize, (Vec<String>, String)>,
+    pub gold: HashMap<usize, (Vec<String>, String)>,
 }
 
-fn conversations(path: &Path, domains: &[String]) -> Result<Vec<Conversation>> {
+/// Conversations of `domains` (all when empty) with every user message in order.
+pub fn conversations(path: &Path, domains: &[String]) -> Result<Vec<Conversation>> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let mut by_id: BTreeMap<String, Conversation> = BTreeMap::new();
     for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
