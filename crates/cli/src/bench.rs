@@ -31,6 +31,10 @@ pub enum BenchCommand {
         json: bool,
         #[arg(long, default_value_t = 7)]
         seed: u64,
+        /// Write the vectors, queries, exclusion sets and these results here, for
+        /// bench/compare.py to run the peers on exactly the same input
+        #[arg(long)]
+        export: Option<PathBuf>,
     },
     /// Sliding-window sweep: search latency and repeat rate per window size N
     Window {
@@ -73,8 +77,17 @@ pub enum BenchCommand {
 pub fn run(settings: Settings, what: &BenchCommand) -> Result<()> {
     let app = App::open(settings)?;
     match what {
-        BenchCommand::Search { queries, k, scale, questions, json, seed } => {
-            search(&app, *queries, *k, *scale, questions.as_ref(), *json, *seed)
+        BenchCommand::Search { queries, k, scale, questions, json, seed, export } => {
+            let opts = SearchOptions {
+                queries: *queries,
+                k: *k,
+                scale: *scale,
+                questions: questions.clone(),
+                json: *json,
+                seed: *seed,
+                export: export.clone(),
+            };
+            search(&app, &opts)
         }
         BenchCommand::Window { turns, domain, windows, conversations, long_session, latency_ceiling_ms, json } => {
             let opts = crate::bench_window::WindowOptions {
@@ -142,15 +155,31 @@ struct SearchRow {
     exact_p50_ms: f64,
 }
 
-fn search(
-    app: &App,
-    queries: usize,
-    k: usize,
-    scale: usize,
-    questions: Option<&PathBuf>,
-    json: bool,
-    seed: u64,
-) -> Result<()> {
+pub struct SearchOptions {
+    pub queries: usize,
+    pub k: usize,
+    pub scale: usize,
+    pub questions: Option<PathBuf>,
+    pub json: bool,
+    pub seed: u64,
+    pub export: Option<PathBuf>,
+}
+
+fn write_f32s(path: &std::path::Path, rows: &mut dyn Iterator<Item = &[f32]>) -> Result<()> {
+    use std::io::Write;
+    let mut w =
+        std::io::BufWriter::new(std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?);
+    for r in rows {
+        for x in r {
+            w.write_all(&x.to_le_bytes())?;
+        }
+    }
+    w.flush()?;
+    Ok(())
+}
+
+fn search(app: &App, o: &SearchOptions) -> Result<()> {
+    let (queries, k, scale, questions, json, seed) = (o.queries, o.k, o.scale, o.questions.as_ref(), o.json, o.seed);
     let store = app.data.vector_store();
     let all = store.all()?;
     if all.is_empty() {
@@ -177,6 +206,8 @@ fn search(
         store.with_index(|ix| ix.clone())
     };
     let build_secs = if scale > all.len() { started.elapsed().as_secs_f64() } else { 0.0 };
+    // Node ids double as the dense ids of the export: no retired nodes.
+    let index = if index.dead_share() > 0.0 { index.compacted() } else { index };
     let query_vectors: Vec<Vec<f32>> = match questions {
         Some(path) => {
             let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
@@ -200,7 +231,9 @@ fn search(
         .filter(|&(_, e)| e < n / 2)
         .collect();
     let ids: Vec<String> = (0..index.nodes() as u32).map(|i| index.chunk_id(i).to_owned()).collect();
+    let mut exported_plan = Vec::new();
     for (kind, excluded) in plan {
+        let mut sets: Vec<Vec<u32>> = Vec::new();
         let mut lat = Vec::new();
         let mut exact_lat = Vec::new();
         let mut recall = 0.0;
@@ -222,6 +255,14 @@ fn search(
                     ex.chunks.insert(index.chunk_id(node).into());
                 }
             }
+            if o.export.is_some() {
+                sets.push(
+                    ex.chunks
+                        .iter()
+                        .filter_map(|c| ids.iter().position(|i| i == c.as_str()).map(|p| p as u32))
+                        .collect(),
+                );
+            }
             let req = SearchRequest { vector: q.clone(), limit: k, grouping: None, exclusion: ex };
             let t = Instant::now();
             let got = index.search(&req);
@@ -238,6 +279,9 @@ fn search(
         }
         lat.sort_by(f64::total_cmp);
         exact_lat.sort_by(f64::total_cmp);
+        if o.export.is_some() {
+            exported_plan.push(serde_json::json!({"exclusion": kind, "excluded": excluded, "sets": sets}));
+        }
         let qn = query_vectors.len() as f64;
         rows.push(SearchRow {
             exclusion: kind,
@@ -250,11 +294,19 @@ fn search(
             exact_p50_ms: percentile(&exact_lat, 0.5),
         });
     }
+    let summary = serde_json::json!({ "vectors": n, "queries": query_vectors.len(), "k": k, "ef_search": index.params().ef_search, "m": index.params().m, "rows": rows });
+    if let Some(dir) = &o.export {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        write_f32s(&dir.join("vectors.f32"), &mut (0..index.nodes() as u32).map(|i| index.vector(i)))?;
+        write_f32s(&dir.join("queries.f32"), &mut query_vectors.iter().map(Vec::as_slice))?;
+        std::fs::write(
+            dir.join("plan.json"),
+            serde_json::to_vec(&serde_json::json!({"dim": store.dimension(), "k": k, "rows": exported_plan}))?,
+        )?;
+        std::fs::write(dir.join("ragctx.json"), serde_json::to_vec_pretty(&summary)?)?;
+    }
     if json {
-        println!(
-            "{}",
-            serde_json::json!({ "vectors": n, "queries": query_vectors.len(), "k": k, "ef_search": index.params().ef_search, "rows": rows })
-        );
+        println!("{}", summary);
         return Ok(());
     }
     println!(

@@ -135,7 +135,8 @@ impl VectorIndex {
     pub fn vector_of(&self, chunk_id: &str) -> Option<&[f32]> {
         self.by_chunk.get(chunk_id).map(|&n| self.vector(n))
     }
-    fn vector(&self, node: u32) -> &[f32] {
+    /// The vector of a node (live or retired).
+    pub fn vector(&self, node: u32) -> &[f32] {
         let i = node as usize * self.dim;
         &self.vectors[i..i + self.dim]
     }

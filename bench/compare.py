@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Runs the peers on exactly what `ragctx bench search --export DIR` measured: the same
+vectors, the same queries, the same exclusion sets, and prints one table with ragctx's
+numbers beside FAISS (HNSW with an ID-exclusion selector, and exact flat) and Milvus Lite.
+
+    bench/compare.py DIR [--milvus http://127.0.0.1:19530] [--json]
+
+Recall@k of every engine is measured against FAISS's exact flat search with the same
+exclusion. Latency is per query, one thread, client side.
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import faiss
+import numpy as np
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, round((len(xs) - 1) * p))] if xs else 0.0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dir")
+    ap.add_argument("--milvus", default=None, help="Milvus URI, e.g. http://127.0.0.1:19530")
+    ap.add_argument("--ef", type=int, default=None, help="efSearch for the HNSW peers (default: ragctx's)")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    faiss.omp_set_num_threads(1)
+    plan = json.load(open(os.path.join(a.dir, "plan.json")))
+    rag = json.load(open(os.path.join(a.dir, "ragctx.json")))
+    dim, k = plan["dim"], plan["k"]
+    X = np.fromfile(os.path.join(a.dir, "vectors.f32"), dtype="<f4").reshape(-1, dim)
+    Q = np.fromfile(os.path.join(a.dir, "queries.f32"), dtype="<f4").reshape(-1, dim)
+    ef = a.ef or rag["ef_search"]
+    m = rag.get("m", 16)
+    log = (lambda *x: None) if a.json else (lambda *x: print(*x, file=sys.stderr))
+
+    flat = faiss.IndexFlatIP(dim)
+    flat.add(X)
+    t = time.time()
+    hnsw = faiss.IndexHNSWFlat(dim, m, faiss.METRIC_INNER_PRODUCT)
+    hnsw.hnsw.efConstruction = 128
+    hnsw.add(X)
+    log(f"faiss HNSW built in {time.time() - t:.1f}s over {len(X)} vectors")
+
+    milvus = None
+    if a.milvus:
+        from pymilvus import DataType, MilvusClient
+
+        milvus = MilvusClient(uri=a.milvus)
+        name = "ragctx_bench"
+        if milvus.has_collection(name):
+            milvus.drop_collection(name)
+        schema = milvus.create_schema(auto_id=False)
+        schema.add_field("id", DataType.INT64, is_primary=True)
+        schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dim)
+        idx = milvus.prepare_index_params()
+        idx.add_index("vector", index_type="HNSW", metric_type="IP", params={"M": m, "efConstruction": 128})
+        milvus.create_collection(name, schema=schema, index_params=idx)
+        t = time.time()
+        for s in range(0, len(X), 5000):
+            milvus.insert(name, [{"id": i, "vector": X[i].tolist()} for i in range(s, min(len(X), s + 5000))])
+        milvus.flush(name)
+        milvus.load_collection(name)
+        log(f"milvus lite loaded in {time.time() - t:.1f}s")
+
+    out = []
+    for row, rr in zip(plan["rows"], rag["rows"]):
+        res = {"exclusion": row["exclusion"], "excluded": row["excluded"], "ragctx": {
+            "p50_ms": rr["p50_ms"], "p99_ms": rr["p99_ms"], "recall@10": rr["recall@10"], "path": rr["path"]}}
+        lat = {"faiss_hnsw": [], "faiss_flat": [], "milvus": []}
+        rec = {"faiss_hnsw": [], "milvus": []}
+        for qi, excluded in enumerate(row["sets"]):
+            q = Q[qi : qi + 1]
+            sel = faiss.IDSelectorNot(faiss.IDSelectorBatch(np.asarray(excluded, dtype="int64"))) if excluded else None
+            t = time.perf_counter()
+            _, truth = flat.search(q, k, params=faiss.SearchParameters(sel=sel) if sel else None)
+            lat["faiss_flat"].append((time.perf_counter() - t) * 1e3)
+            truth = set(int(x) for x in truth[0] if x >= 0)
+            t = time.perf_counter()
+            _, got = hnsw.search(q, k, params=faiss.SearchParametersHNSW(sel=sel, efSearch=ef) if sel else faiss.SearchParametersHNSW(efSearch=ef))
+            lat["faiss_hnsw"].append((time.perf_counter() - t) * 1e3)
+            rec["faiss_hnsw"].append(len(truth & set(int(x) for x in got[0])) / max(1, len(truth)))
+            if milvus:
+                flt = f"id not in {list(excluded)}" if excluded else ""
+                t = time.perf_counter()
+                r = milvus.search("ragctx_bench", data=[Q[qi].tolist()], limit=k, filter=flt,
+                                  search_params={"metric_type": "IP", "params": {"ef": max(ef, k)}})
+                lat["milvus"].append((time.perf_counter() - t) * 1e3)
+                rec["milvus"].append(len(truth & set(int(h["id"]) for h in r[0])) / max(1, len(truth)))
+        for eng in ["faiss_hnsw", "faiss_flat", "milvus"]:
+            if not lat[eng]:
+                continue
+            p50 = pct(lat[eng], 0.5)
+            res[eng] = {"p50_ms": p50, "p99_ms": pct(lat[eng], 0.99),
+                        "recall@10": statistics.mean(rec[eng]) if eng in rec and rec[eng] else 1.0,
+                        "p50_vs_ragctx": p50 / rr["p50_ms"] if rr["p50_ms"] > 0 else None}
+        out.append(res)
+        log(f"done {row['exclusion']} {row['excluded']}")
+    if milvus:
+        milvus.drop_collection("ragctx_bench")
+    if a.json:
+        print(json.dumps({"vectors": len(X), "queries": len(Q), "k": k, "ef": ef, "rows": out}))
+        return
+    engines = [e for e in ["faiss_hnsw", "faiss_flat", "milvus"] if e in out[0]]
+    head = "| exclusion | excluded | ragctx p50 / p99 ms | ragctx recall | " + " | ".join(
+        f"{e} p50 / p99 ms | {e} recall | {e} p50 ÷ ragctx" for e in engines) + " |"
+    print(f"{len(X)} vectors × {dim}, {len(Q)} queries, k={k}, HNSW M={m} ef={ef}")
+    print(head)
+    print("|" + "---|" * (4 + 3 * len(engines)))
+    for r in out:
+        g = r["ragctx"]
+        cells = [r["exclusion"], str(r["excluded"]), f"{g['p50_ms']:.3f} / {g['p99_ms']:.3f} ({g['path']})", f"{g['recall@10']:.3f}"]
+        for e in engines:
+            x = r[e]
+            cells += [f"{x['p50_ms']:.3f} / {x['p99_ms']:.3f}", f"{x['recall@10']:.3f}", f"{x['p50_vs_ragctx']:.2f}"]
+        print("| " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
