@@ -335,7 +335,7 @@ fn search(app: &App, o: &SearchOptions) -> Result<()> {
     Ok(())
 }
 
-fn turn(app: &App, path: &PathBuf, domain: Option<&str>, conversations: usize, json: bool) -> Result<()> {
+fn turn(app: &App, path: &std::path::Path, domain: Option<&str>, conversations: usize, json: bool) -> Result<()> {
     let domains: Vec<String> = domain.map(str::to_owned).into_iter().collect();
     let mut convs = crate::eval_mtrag::conversations(path, &domains)?;
     convs.truncate(conversations);
