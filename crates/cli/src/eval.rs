@@ -16,6 +16,13 @@ use std::time::Instant;
 
 #[derive(Subcommand)]
 pub enum EvalCommand {
+    /// Cross-document conflicts: do both sides reach the context?
+    Conflicts {
+        #[arg(long, default_value = "eval/conflicts.json")]
+        file: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
     /// Multi-turn evaluation on MTRAG: strategies side by side, every metric of DESIGN §6
     Mtrag {
         /// Conversations (turns.jsonl format)
@@ -61,6 +68,7 @@ pub enum EvalCommand {
 /// touch the chunks or sessions in it.
 pub fn run(settings: &Settings, what: &EvalCommand) -> Result<()> {
     match what {
+        EvalCommand::Conflicts { file, json } => conflicts(settings, file, *json),
         EvalCommand::Beir { dataset, json } => {
             beir(&MiniLmEmbedder::load(&settings.model_dir)?, &settings.data_dir, dataset, *json)
         }
@@ -232,4 +240,94 @@ mod tests {
         assert_eq!(recall_at(&ranked, &rel, 10), 1.0);
         assert_eq!(ndcg_at(&ranked, &HashMap::new(), 10), 0.0);
     }
+}
+
+/// Both sides of every written conflict must reach the context, and citations stay inside it.
+fn conflicts(settings: &Settings, file: &Path, json: bool) -> Result<()> {
+    use ragctx_core::{Chunk, EmbeddedChunk, SessionId, SessionStore, VectorStore};
+    use ragctx_engine::{Engine, Strategy};
+    use std::sync::Arc;
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?)
+            .with_context(|| format!("{}: invalid JSON", file.display()))?;
+    let cases = v["cases"].as_array().cloned().unwrap_or_default();
+    let mut docs: Vec<&serde_json::Value> =
+        cases.iter().flat_map(|c| c["sides"].as_array().into_iter().flatten()).collect();
+    docs.extend(v["distractors"].as_array().into_iter().flatten());
+    let embedder = Arc::new(MiniLmEmbedder::load(&settings.model_dir)?);
+    let texts: Vec<&str> = docs.iter().map(|d| d["text"].as_str().unwrap_or_default()).collect();
+    let vectors = embedder.embed(&texts)?;
+    let store = ragctx_index::MemoryVectorStore::new(embedder.dimension(), IndexParams::default());
+    let chunks: Vec<EmbeddedChunk> = docs
+        .iter()
+        .zip(vectors)
+        .map(|(d, vector)| {
+            let id = d["document_id"].as_str().unwrap_or_default();
+            EmbeddedChunk {
+                chunk: Chunk {
+                    id: format!("{id}#0").into(),
+                    document_id: id.into(),
+                    title: d["title"].as_str().unwrap_or_default().into(),
+                    text: d["text"].as_str().unwrap_or_default().into(),
+                    ordinal: Some(0),
+                    start: None,
+                    end: None,
+                    weight: 1.0,
+                    tokens: None,
+                },
+                vector,
+            }
+        })
+        .collect();
+    store.upsert(&chunks)?;
+    let dir = std::env::temp_dir().join(format!("ragctx-conflicts-{}", std::process::id()));
+    let data = ragctx_store::DataDir::open(&dir, embedder.dimension())?;
+    let sessions: Arc<dyn SessionStore> = Arc::new(data.session_store());
+    let engine = Engine {
+        vectors: Arc::new(store),
+        sessions: sessions.clone(),
+        embedder,
+        counter: Arc::new(ragctx_models::Cl100kCounter::new()),
+        generator: Arc::new(ragctx_models::ExtractiveGenerator::default()),
+    };
+    let mut rows = Vec::new();
+    for strategy in [Strategy::None, Strategy::Group, Strategy::Full] {
+        for limit in [2usize, 4, settings.turn.limit] {
+            let mut s = settings.turn.clone();
+            s.strategy = strategy;
+            s.limit = limit;
+            s.min_documents = s.min_documents.min(limit);
+            let (mut both, mut invalid) = (0, 0);
+            for (i, c) in cases.iter().enumerate() {
+                let session = SessionId::parse(&format!("conflict-{}-{limit}-{i}", strategy.as_str()))?;
+                let out = engine.ask(&session, c["question"].as_str().unwrap_or_default(), &s)?;
+                let ctx: HashSet<&str> = out.context.iter().map(|b| b.document_id.as_str()).collect();
+                let sides = c["sides"].as_array().cloned().unwrap_or_default();
+                if sides.iter().all(|d| ctx.contains(d["document_id"].as_str().unwrap_or_default())) {
+                    both += 1;
+                }
+                invalid += out.trace.invalid_citations;
+                sessions.delete(&session)?;
+            }
+            rows.push(serde_json::json!({"strategy": strategy.as_str(), "limit": limit, "cases": cases.len(), "both_sides": both, "invalid_citations": invalid}));
+        }
+    }
+    drop(data);
+    let _ = std::fs::remove_dir_all(&dir);
+    if json {
+        println!("{}", serde_json::json!({"rows": rows}));
+    } else {
+        println!("| strategy | limit | cases | both sides in context | invalid citations |\n|---|---:|---:|---:|---:|");
+        for r in &rows {
+            println!(
+                "| {} | {} | {} | {} | {} |",
+                r["strategy"].as_str().unwrap_or_default(),
+                r["limit"],
+                r["cases"],
+                r["both_sides"],
+                r["invalid_citations"]
+            );
+        }
+    }
+    Ok(())
 }

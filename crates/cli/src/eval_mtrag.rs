@@ -7,6 +7,7 @@ use crate::report;
 use anyhow::{bail, Context, Result};
 use ragctx_core::{Chunk, EmbeddedChunk, Embedder, SessionId, SessionStore, TokenCounter, VectorStore};
 use ragctx_engine::context::INSTRUCTIONS;
+use ragctx_engine::dedupe::text_hash;
 use ragctx_engine::ingest::{parse_jsonl, text_tokens};
 use ragctx_engine::{Consumption, Engine, Granularity, Strategy, TurnSettings};
 use ragctx_index::{IndexParams, MemoryVectorStore};
@@ -88,9 +89,9 @@ pub fn conversations(path: &Path, domains: &[String]) -> Result<Vec<Conversation
 }
 
 /// Remembers query embeddings: every strategy asks the same questions.
-struct MemoEmbedder {
-    inner: MiniLmEmbedder,
-    memo: Mutex<HashMap<String, Vec<f32>>>,
+pub struct MemoEmbedder {
+    pub inner: MiniLmEmbedder,
+    pub memo: Mutex<HashMap<String, Vec<f32>>>,
 }
 
 impl Embedder for MemoEmbedder {
@@ -130,41 +131,47 @@ pub struct Means {
     pub new_gold_per_1k_tokens: f64,
     pub unique_documents: f64,
     pub context_fragments: f64,
+    /// Blocks whose text (case and spacing folded) repeats another block of the same context.
+    pub duplicate_text_slots: f64,
+    /// Answer markers that named no block of the turn's context.
+    pub invalid_citations: f64,
     pub turns: usize,
 }
 
 impl Means {
+    /// Every averaged metric, listed once.
+    fn metrics(&mut self) -> [&mut f64; 12] {
+        [
+            &mut self.fresh_recall,
+            &mut self.doc_recall,
+            &mut self.available_recall,
+            &mut self.repeat_rate,
+            &mut self.doc_repeat_rate,
+            &mut self.context_tokens,
+            &mut self.prompt_tokens,
+            &mut self.new_gold_per_1k_tokens,
+            &mut self.unique_documents,
+            &mut self.context_fragments,
+            &mut self.duplicate_text_slots,
+            &mut self.invalid_citations,
+        ]
+    }
+
     fn add(&mut self, m: &Means) {
-        macro_rules! add { ($($f:ident),+) => { $(self.$f += m.$f;)+ } }
-        add!(
-            fresh_recall,
-            doc_recall,
-            available_recall,
-            repeat_rate,
-            doc_repeat_rate,
-            context_tokens,
-            prompt_tokens,
-            new_gold_per_1k_tokens,
-            unique_documents,
-            context_fragments
-        );
+        let mut m = m.clone();
+        for (sum, x) in self.metrics().into_iter().zip(m.metrics()) {
+            *sum += *x;
+        }
         self.turns += 1;
     }
+
     fn mean(&self) -> Means {
+        let mut out = self.clone();
         let n = self.turns.max(1) as f64;
-        macro_rules! div { ($($f:ident),+) => { Means { $($f: self.$f / n,)+ turns: self.turns } } }
-        div!(
-            fresh_recall,
-            doc_recall,
-            available_recall,
-            repeat_rate,
-            doc_repeat_rate,
-            context_tokens,
-            prompt_tokens,
-            new_gold_per_1k_tokens,
-            unique_documents,
-            context_fragments
-        )
+        for x in out.metrics() {
+            *x /= n;
+        }
+        out
     }
 }
 
@@ -332,6 +339,12 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
                             new_gold_per_1k_tokens: if prompt == 0 { 0.0 } else { new_gold * 1000.0 / prompt as f64 },
                             unique_documents: out.trace.unique_documents as f64,
                             context_fragments: out.trace.context_fragments as f64,
+                            duplicate_text_slots: {
+                                let hashes: Vec<u64> = out.context.iter().map(|b| text_hash(&b.text)).collect();
+                                let distinct: HashSet<&u64> = hashes.iter().collect();
+                                (hashes.len() - distinct.len()) as f64
+                            },
+                            invalid_citations: out.trace.invalid_citations as f64,
                             turns: 1,
                         };
                         let t = tallies.entry(v.key.clone()).or_default();

@@ -4,7 +4,7 @@
 use serde_json::Value;
 use std::fmt::Write;
 
-const COLUMNS: [(&str, &str); 8] = [
+const COLUMNS: [(&str, &str); 10] = [
     ("fresh_recall", "fresh recall"),
     ("doc_recall", "doc recall"),
     ("available_recall", "available recall"),
@@ -13,6 +13,8 @@ const COLUMNS: [(&str, &str); 8] = [
     ("context_tokens", "context tokens"),
     ("prompt_tokens", "prompt tokens"),
     ("new_gold_per_1k_tokens", "new gold / 1k tokens"),
+    ("duplicate_text_slots", "duplicate slots"),
+    ("invalid_citations", "invalid citations"),
 ];
 
 fn cell(v: &Value, key: &str) -> String {
