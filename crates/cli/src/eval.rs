@@ -225,23 +225,6 @@ fn beir(embedder: &MiniLmEmbedder, data_dir: &Path, dir: &Path, json: bool) -> R
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ndcg_and_recall_by_hand() {
-        let rel: HashMap<String, f64> = [("a".to_string(), 1.0), ("b".to_string(), 1.0)].into();
-        let ranked: Vec<String> = ["x", "a", "y", "b"].iter().map(|s| s.to_string()).collect();
-        let dcg = 1.0 / 3f64.log2() + 1.0 / 5f64.log2();
-        let idcg = 1.0 + 1.0 / 3f64.log2();
-        assert!((ndcg_at(&ranked, &rel, 10) - dcg / idcg).abs() < 1e-12);
-        assert_eq!(recall_at(&ranked, &rel, 2), 0.5);
-        assert_eq!(recall_at(&ranked, &rel, 10), 1.0);
-        assert_eq!(ndcg_at(&ranked, &HashMap::new(), 10), 0.0);
-    }
-}
-
 /// Both sides of every written conflict must reach the context, and citations stay inside it.
 fn conflicts(settings: &Settings, file: &Path, json: bool) -> Result<()> {
     use ragctx_core::{Chunk, EmbeddedChunk, SessionId, SessionStore, VectorStore};
@@ -330,4 +313,21 @@ fn conflicts(settings: &Settings, file: &Path, json: bool) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ndcg_and_recall_by_hand() {
+        let rel: HashMap<String, f64> = [("a".to_string(), 1.0), ("b".to_string(), 1.0)].into();
+        let ranked: Vec<String> = ["x", "a", "y", "b"].iter().map(|s| s.to_string()).collect();
+        let dcg = 1.0 / 3f64.log2() + 1.0 / 5f64.log2();
+        let idcg = 1.0 + 1.0 / 3f64.log2();
+        assert!((ndcg_at(&ranked, &rel, 10) - dcg / idcg).abs() < 1e-12);
+        assert_eq!(recall_at(&ranked, &rel, 2), 0.5);
+        assert_eq!(recall_at(&ranked, &rel, 10), 1.0);
+        assert_eq!(ndcg_at(&ranked, &HashMap::new(), 10), 0.0);
+    }
 }
