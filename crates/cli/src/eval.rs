@@ -25,12 +25,15 @@ pub enum EvalCommand {
     },
     /// Multi-turn evaluation on MTRAG: strategies side by side, every metric of DESIGN §6
     Mtrag {
-        /// Conversations (turns.jsonl format)
-        #[arg(long, default_value = "../shared/data/mtrag/turns.jsonl")]
-        turns: PathBuf,
-        /// Folder with corpus_<domain>.jsonl
+        /// Folder with turns.jsonl and corpus_<domain>.jsonl
         #[arg(long, default_value = "../shared/data/mtrag")]
-        corpus_dir: PathBuf,
+        data: PathBuf,
+        /// Conversations in the turns.jsonl format [default: DATA/turns.jsonl]
+        #[arg(long)]
+        turns: Option<PathBuf>,
+        /// Folder with corpus_<domain>.jsonl [default: DATA]
+        #[arg(long)]
+        corpus_dir: Option<PathBuf>,
         /// Comma-separated domains (default: all in the turns file)
         #[arg(long, value_delimiter = ',')]
         domains: Vec<String>,
@@ -57,8 +60,8 @@ pub enum EvalCommand {
     /// BEIR-style retrieval check (nDCG@10, Recall@10, Recall@100), e.g. SciFact
     Beir {
         /// Folder with corpus.jsonl, queries_test.jsonl (or queries.jsonl) and qrels/test.tsv
-        #[arg(long, default_value = "../shared/data/scifact")]
-        dataset: PathBuf,
+        #[arg(long, alias = "dataset", default_value = "../shared/data/scifact")]
+        data: PathBuf,
         #[arg(long)]
         json: bool,
     },
@@ -69,10 +72,11 @@ pub enum EvalCommand {
 pub fn run(settings: &Settings, what: &EvalCommand) -> Result<()> {
     match what {
         EvalCommand::Conflicts { file, json } => conflicts(settings, file, *json),
-        EvalCommand::Beir { dataset, json } => {
-            beir(&MiniLmEmbedder::load(&settings.model_dir)?, &settings.data_dir, dataset, *json)
+        EvalCommand::Beir { data, json } => {
+            beir(&MiniLmEmbedder::load(&settings.model_dir)?, &settings.data_dir, data, *json)
         }
         EvalCommand::Mtrag {
+            data,
             turns,
             corpus_dir,
             domains,
@@ -94,8 +98,8 @@ pub fn run(settings: &Settings, what: &EvalCommand) -> Result<()> {
                 }
             }
             let opts = MtragOptions {
-                turns: turns.clone(),
-                corpus_dir: corpus_dir.clone(),
+                turns: turns.clone().unwrap_or_else(|| data.join("turns.jsonl")),
+                corpus_dir: corpus_dir.clone().unwrap_or_else(|| data.clone()),
                 domains: domains.clone(),
                 strategies: strategies.clone(),
                 granularities,

@@ -409,3 +409,43 @@ fn eval_mtrag_scores_strategies_side_by_side() {
     assert!(html.contains("<svg") && html.contains("full@chunk") && !html.contains("http"), "self-contained report");
     assert!(out.join("mtrag.json").is_file());
 }
+
+#[test]
+fn eval_beir_on_a_scifact_slice() {
+    let env = Env::new();
+    let src = repo().join("../shared/data/scifact");
+    let corpus_text = std::fs::read_to_string(src.join("corpus.jsonl")).unwrap();
+    let corpus: Vec<&str> = corpus_text.lines().take(300).collect();
+    let ids: HashSet<String> =
+        corpus.iter().map(|l| serde_json::from_str::<Value>(l).unwrap()["_id"].as_str().unwrap().to_owned()).collect();
+    let qrels_text = std::fs::read_to_string(src.join("qrels/test.tsv")).unwrap();
+    let mut qrels = vec!["query-id\tcorpus-id\tscore".to_owned()];
+    let mut queries: HashSet<String> = HashSet::new();
+    for l in qrels_text.lines().skip(1) {
+        let f: Vec<&str> = l.split('\t').collect();
+        if ids.contains(f[1]) {
+            qrels.push(l.to_owned());
+            queries.insert(f[0].to_owned());
+        }
+    }
+    assert!(queries.len() >= 5, "the slice has judged queries");
+    let dir = env.dir.path().join("scifact");
+    std::fs::create_dir_all(dir.join("qrels")).unwrap();
+    std::fs::write(dir.join("corpus.jsonl"), corpus.join("\n")).unwrap();
+    std::fs::write(dir.join("qrels/test.tsv"), qrels.join("\n")).unwrap();
+    std::fs::copy(src.join("queries_test.jsonl"), dir.join("queries_test.jsonl")).unwrap();
+    let r: Value = serde_json::from_str(&env.ok(&["eval", "beir", "--data", dir.to_str().unwrap(), "--json"])).unwrap();
+    assert_eq!(r["queries"].as_u64().unwrap() as usize, queries.len());
+    for k in ["ndcg@10", "recall@10", "recall@100"] {
+        let x = r[k].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&x), "{k} = {x}");
+    }
+    // 300 documents: a working embedder and index find most judged abstracts.
+    assert!(r["recall@100"].as_f64().unwrap() > 0.8, "{r}");
+    assert!(r["ndcg@10"].as_f64().unwrap() > 0.5, "{r}");
+    // Warm: the embedding cache answers the second run.
+    let again: Value =
+        serde_json::from_str(&env.ok(&["eval", "beir", "--data", dir.to_str().unwrap(), "--json"])).unwrap();
+    assert_eq!(again["embedded"], 0);
+    assert_eq!(again["ndcg@10"], r["ndcg@10"]);
+}
