@@ -24,6 +24,8 @@ pub struct RawConfig {
     pub budget: Option<usize>,
     pub session_ttl: Option<u64>,
     pub ef_search: Option<usize>,
+    /// API keys of `ragctx serve` (env: RAGCTX_API_KEYS, comma-separated).
+    pub api_keys: Option<Vec<String>>,
 }
 
 impl RawConfig {
@@ -46,7 +48,8 @@ impl RawConfig {
             min_documents,
             budget,
             session_ttl,
-            ef_search
+            ef_search,
+            api_keys
         )
     }
 
@@ -81,6 +84,8 @@ impl RawConfig {
             budget: num("BUDGET")?,
             session_ttl: num("SESSION_TTL")?,
             ef_search: num("EF_SEARCH")?,
+            api_keys: var("API_KEYS")
+                .map(|v| v.split(',').map(|k| k.trim().to_owned()).filter(|k| !k.is_empty()).collect()),
         })
     }
 }
@@ -94,6 +99,7 @@ pub struct Settings {
     pub ef_search: Option<usize>,
     /// `embedded` or a `redis://` URL.
     pub sessions: String,
+    pub api_keys: Vec<String>,
 }
 
 impl Settings {
@@ -126,6 +132,7 @@ impl Settings {
             turn,
             ef_search: raw.ef_search,
             sessions,
+            api_keys: raw.api_keys.unwrap_or_default(),
         })
     }
 }

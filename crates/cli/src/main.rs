@@ -9,6 +9,7 @@ mod eval;
 mod eval_mtrag;
 mod ingest;
 mod report;
+mod serve;
 mod turn;
 
 use anyhow::Result;
@@ -121,6 +122,12 @@ enum Command {
         #[arg(long)]
         session: String,
     },
+    /// The HTTP API, the OpenAI-compatible chat front and the trace page
+    Serve {
+        /// Address to bind; without API keys only loopback addresses are accepted
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        addr: String,
+    },
     /// Offline evaluation on real data
     Eval {
         #[command(subcommand)]
@@ -197,6 +204,7 @@ fn run(cli: Cli) -> Result<()> {
             turn::session(app::session_store(&s, &data)?.as_ref(), action, &SessionId::parse(session)?)
         }
         Command::Bench { what } => bench::run(settings(&cli, None)?, what),
+        Command::Serve { addr } => serve::run(app::App::open(settings(&cli, None)?)?, addr),
         Command::Eval { what } => eval::run(&settings(&cli, None)?, what),
     }
 }

@@ -24,6 +24,8 @@ pub fn retrieve(
 ) -> Result<Retrieved> {
     let grouping = settings.strategy.groups().then_some(Grouping { group_size: settings.group_size, quotas });
     let mut request = SearchRequest { vector, limit: settings.limit, grouping, exclusion };
+    // Asking for fewer documents than the minimum means the caller wants fewer.
+    let min_documents = settings.min_documents.min(settings.limit);
     let mut deeper = 0;
     loop {
         let outcome = store.search(&request)?;
@@ -33,7 +35,7 @@ pub fn retrieve(
             Some(_) => docs.len() < request.limit,
             None => outcome.hits.len() < request.limit,
         };
-        if docs.len() >= settings.min_documents || exhausted || deeper >= MAX_DEEPER {
+        if docs.len() >= min_documents || exhausted || deeper >= MAX_DEEPER {
             return Ok(Retrieved { outcome, deeper });
         }
         deeper += 1;

@@ -85,8 +85,10 @@ impl ExtractiveGenerator {
         let mut scored: Vec<(f64, usize, usize, u32, &str)> = Vec::new();
         let mut fallback = None;
         for (bi, block) in blocks.iter().enumerate() {
-            // Headings repeat the title; they are not answers.
-            let body = sentences(&block.text).into_iter().filter(|s| !s.starts_with('#'));
+            // Headings and title lines repeat the title; they are not answers.
+            let body = sentences(&block.text)
+                .into_iter()
+                .filter(|s| !s.starts_with('#') && (s.split_whitespace().count() >= 5 || s.chars().any(is_cjk)));
             for (si, s) in body.enumerate() {
                 fallback = fallback.or(Some((block.marker, s)));
                 let t = terms(s);
@@ -151,7 +153,7 @@ mod tests {
     #[test]
     fn answers_with_the_matching_sentences_and_their_markers() {
         let blocks = [
-            block(4, "Guinea pigs eat hay. They sleep in burrows dug by other animals."),
+            block(4, "Guinea pigs eat hay every single day. They sleep in burrows dug by other animals."),
             block(7, "Capybaras are large rodents. Guinea pigs need vitamin C in their diet."),
         ];
         let g = ExtractiveGenerator::default();
@@ -164,7 +166,7 @@ mod tests {
         assert!(a.contains("[4]"), "other sentences sharing terms follow: {a}");
         assert_eq!(
             ask("zebra?", &blocks),
-            "Guinea pigs eat hay. [4]",
+            "Guinea pigs eat hay every single day. [4]",
             "no shared term: the best block's first sentence"
         );
         assert_eq!(ask("q", &[]), NOTHING_FOUND);

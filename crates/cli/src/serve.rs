@@ -1,0 +1,56 @@
+//! `ragctx serve`: binds the HTTP API and shuts down gracefully, finishing turns in flight.
+
+use crate::app::App;
+use anyhow::{bail, Context, Result};
+use ragctx_server::{router, AppState, Metrics};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub fn run(app: App, addr: &str) -> Result<()> {
+    let addr: SocketAddr = addr.parse().with_context(|| format!("--addr {addr:?} is not HOST:PORT"))?;
+    let keys = app.settings.api_keys.clone();
+    if keys.is_empty() && !addr.ip().is_loopback() {
+        bail!("refusing to bind {addr} without API keys: every session would be open to the network; set RAGCTX_API_KEYS or bind 127.0.0.1");
+    }
+    let state = Arc::new(AppState {
+        engine: app.engine.clone(),
+        settings: app.settings.turn.clone(),
+        keys,
+        metrics: Metrics::default(),
+        turn_timeout: Duration::from_secs(30),
+        ingest_timeout: Duration::from_secs(1800),
+    });
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot bind {addr}"))?;
+        let auth = if state.keys.is_empty() {
+            "no API keys: loopback only".to_string()
+        } else {
+            format!("{} API keys", state.keys.len())
+        };
+        eprintln!("ragctx serve: http://{} ({auth}); page at /, metrics at /metrics", listener.local_addr()?);
+        axum::serve(listener, router(state)).with_graceful_shutdown(shutdown()).await?;
+        eprintln!("ragctx serve: stopped");
+        Ok(())
+    })
+}
+
+/// Ctrl-C or SIGTERM.
+async fn shutdown() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+}

@@ -1,0 +1,323 @@
+//! `ragctx serve`: the HTTP API (DESIGN §4) over one [`Engine`], an OpenAI-compatible chat
+//! front, API keys that scope sessions, Prometheus metrics and a page that shows each turn.
+//!
+//! ```no_run
+//! # async fn demo(state: std::sync::Arc<ragctx_server::AppState>) {
+//! let app = ragctx_server::router(state);
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await.unwrap();
+//! axum::serve(listener, app).await.unwrap();
+//! # }
+//! ```
+
+mod error;
+mod metrics;
+mod openai;
+
+pub use error::ApiError;
+pub use metrics::Metrics;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use ragctx_core::{EmbeddedChunk, Intent, SessionId, Trace};
+use ragctx_engine::ingest::{check_unique_ids, parse_jsonl, text_tokens};
+use ragctx_engine::{Engine, TurnOutcome, TurnSettings};
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Largest request body accepted.
+pub const BODY_LIMIT: usize = 32 << 20;
+
+pub struct AppState {
+    pub engine: Engine,
+    /// Turn settings before per-request overrides.
+    pub settings: TurnSettings,
+    /// API keys; empty = no authentication (bind to loopback only).
+    pub keys: Vec<String>,
+    pub metrics: Metrics,
+    /// Per-request limit for a turn.
+    pub turn_timeout: Duration,
+    /// Per-request limit for an ingest.
+    pub ingest_timeout: Duration,
+}
+
+pub fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/", get(page))
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics))
+        .route("/v1/documents", post(documents))
+        .route("/v1/sessions/{id}/turns", post(turn).get(turns))
+        .route("/v1/sessions/{id}/turns/{n}", get(one_turn))
+        .route("/v1/sessions/{id}", axum::routing::delete(delete_session))
+        .route("/v1/chat/completions", post(openai::chat_completions))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), count_errors))
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .with_state(state)
+}
+
+async fn count_errors(
+    State(state): State<Arc<AppState>>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let res = next.run(req).await;
+    if res.status().is_client_error() || res.status().is_server_error() {
+        state.metrics.error(res.status().as_str());
+    }
+    res
+}
+
+/// Constant-time equality, so a key cannot be guessed byte by byte from timings.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The caller's session namespace: `None` without keys, else a digest of the key (the key
+/// itself is never stored or logged).
+pub(crate) fn caller(state: &AppState, headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+    if state.keys.is_empty() {
+        return Ok(None);
+    }
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    let mut matched = false;
+    for k in &state.keys {
+        matched |= same(k.as_bytes(), given.as_bytes());
+    }
+    if !matched {
+        return Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "missing or unknown API key: send Authorization: Bearer KEY",
+        ));
+    }
+    let digest = Sha256::digest(given.as_bytes());
+    Ok(Some(digest[..6].iter().map(|b| format!("{b:02x}")).collect()))
+}
+
+/// The stored session id for a caller's session id: another key's sessions are invisible.
+pub(crate) fn session_id(ns: &Option<String>, id: &str) -> Result<SessionId, ApiError> {
+    SessionId::parse(id)?;
+    Ok(match ns {
+        Some(n) => SessionId::parse(&format!("{n}.{id}"))?,
+        None => SessionId::parse(id)?,
+    })
+}
+
+/// Runs blocking engine work off the async threads, bounded in time.
+pub(crate) async fn blocking<T: Send + 'static>(
+    limit: Duration,
+    f: impl FnOnce() -> ragctx_core::Result<T> + Send + 'static,
+) -> Result<T, ApiError> {
+    match tokio::time::timeout(limit, tokio::task::spawn_blocking(f)).await {
+        Ok(Ok(r)) => r.map_err(ApiError::from),
+        Ok(Err(e)) => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", format!("worker failed: {e}"))),
+        Err(_) => Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "timeout", format!("no answer within {limit:?}"))),
+    }
+}
+
+pub(crate) fn body(b: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+    b.map_err(|e| {
+        let status = e.status();
+        let code = if status == StatusCode::PAYLOAD_TOO_LARGE { "payload_too_large" } else { "bad_request" };
+        ApiError::new(status, code, format!("{e} (limit {BODY_LIMIT} bytes)"))
+    })
+}
+
+pub(crate) fn json<T: for<'de> Deserialize<'de>>(b: &Bytes) -> Result<T, ApiError> {
+    serde_json::from_slice(b).map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))
+}
+
+/// Per-turn overrides a request may carry.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TurnRequest {
+    pub question: String,
+    pub mode: Option<String>,
+    pub budget: Option<usize>,
+    pub limit: Option<usize>,
+    pub group_size: Option<usize>,
+    pub window: Option<usize>,
+    pub granularity: Option<String>,
+    pub consumption: Option<String>,
+    pub strategy: Option<String>,
+}
+
+impl TurnRequest {
+    pub fn settings(&self, base: &TurnSettings) -> Result<TurnSettings, ApiError> {
+        let mut s = base.clone();
+        s.budget = self.budget.unwrap_or(s.budget);
+        s.limit = self.limit.unwrap_or(s.limit);
+        s.group_size = self.group_size.unwrap_or(s.group_size);
+        s.window = self.window.unwrap_or(s.window);
+        if let Some(g) = &self.granularity {
+            s.granularity = g.parse()?;
+        }
+        if let Some(c) = &self.consumption {
+            s.consumption = c.parse()?;
+        }
+        if let Some(st) = &self.strategy {
+            s.strategy = st.parse()?;
+        }
+        s.mode = match self.mode.as_deref() {
+            None | Some("auto") => None,
+            Some(m) => Some(m.parse::<Intent>()?),
+        };
+        s.validate()?;
+        Ok(s)
+    }
+}
+
+/// Runs a turn for a caller and shapes the answer with the caller's session id.
+pub(crate) async fn run_turn(
+    state: &Arc<AppState>,
+    ns: &Option<String>,
+    id: &str,
+    req: TurnRequest,
+) -> Result<TurnOutcome, ApiError> {
+    let session = session_id(ns, id)?;
+    let settings = req.settings(&state.settings)?;
+    let engine = state.engine.clone();
+    let mut out = blocking(state.turn_timeout, move || engine.ask(&session, &req.question, &settings)).await?;
+    out.session_id = id.to_owned();
+    state.metrics.turn(&out);
+    Ok(out)
+}
+
+async fn turn(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    b: Result<Bytes, BytesRejection>,
+) -> Result<Json<TurnOutcome>, ApiError> {
+    let ns = caller(&state, &headers)?;
+    let req: TurnRequest = json(&body(b)?)?;
+    Ok(Json(run_turn(&state, &ns, &id, req).await?))
+}
+
+async fn load_traces(state: &Arc<AppState>, headers: &HeaderMap, id: &str) -> Result<Vec<Trace>, ApiError> {
+    let ns = caller(state, headers)?;
+    let session = session_id(&ns, id)?;
+    let sessions = state.engine.sessions.clone();
+    let mut traces = blocking(state.turn_timeout, move || sessions.traces(&session)).await?;
+    if traces.is_empty() {
+        return Err(ApiError::not_found(format!("session {id} has no turns")));
+    }
+    for t in &mut traces {
+        t.session_id = id.to_owned();
+    }
+    Ok(traces)
+}
+
+async fn turns(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Json<Vec<Trace>>, ApiError> {
+    Ok(Json(load_traces(&state, &headers, &id).await?))
+}
+
+async fn one_turn(
+    State(state): State<Arc<AppState>>,
+    Path((id, n)): Path<(String, u64)>,
+    headers: HeaderMap,
+) -> Result<Json<Trace>, ApiError> {
+    let traces = load_traces(&state, &headers, &id).await?;
+    traces
+        .into_iter()
+        .find(|t| t.turn == n)
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found(format!("session {id} has no turn {n}")))
+}
+
+async fn delete_session(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<StatusCode, ApiError> {
+    let ns = caller(&state, &headers)?;
+    let session = session_id(&ns, &id)?;
+    let sessions = state.engine.sessions.clone();
+    if blocking(state.turn_timeout, move || sessions.delete(&session)).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::not_found(format!("session {id}")))
+    }
+}
+
+/// `POST /v1/documents`: a JSON array of chunks or JSONL, validated as `ragctx ingest`
+/// validates (all or nothing), embedded and upserted.
+async fn documents(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    b: Result<Bytes, BytesRejection>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    caller(&state, &headers)?;
+    let b = body(b)?;
+    let first = b.iter().find(|c| !c.is_ascii_whitespace()).copied();
+    let lines: Vec<u8> = if first == Some(b'[') {
+        let items: Vec<serde_json::Value> = json(&b)?;
+        items.iter().map(|v| v.to_string()).collect::<Vec<_>>().join("\n").into_bytes()
+    } else {
+        b.to_vec()
+    };
+    let chunks = parse_jsonl("request body", &lines).map_err(ragctx_core::Error::from)?;
+    check_unique_ids(&chunks).map_err(ragctx_core::Error::from)?;
+    if chunks.is_empty() {
+        return Err(ApiError::bad_request("no chunks in the body"));
+    }
+    let engine = state.engine.clone();
+    let (n, new, docs) = blocking(state.ingest_timeout, move || {
+        let texts: Vec<&str> = chunks.iter().map(|c| c.chunk.text.as_str()).collect();
+        let vectors = engine.embedder.embed(&texts)?;
+        let mut docs: Vec<&str> = chunks.iter().map(|c| c.chunk.document_id.as_str()).collect();
+        docs.sort_unstable();
+        docs.dedup();
+        let docs = docs.len();
+        let embedded: Vec<EmbeddedChunk> = chunks
+            .into_iter()
+            .zip(vectors)
+            .map(|(s, vector)| {
+                let mut chunk = s.chunk;
+                chunk.tokens = text_tokens(engine.counter.as_ref(), &chunk.text);
+                EmbeddedChunk { chunk, vector }
+            })
+            .collect();
+        let new = engine.vectors.upsert(&embedded)?;
+        Ok((embedded.len(), new, docs))
+    })
+    .await?;
+    Ok(Json(serde_json::json!({"chunks": n, "new": new, "updated": n - new, "documents": docs})))
+}
+
+async fn healthz(State(state): State<Arc<AppState>>) -> Response {
+    let engine = state.engine.clone();
+    let checked = blocking(Duration::from_secs(5), move || {
+        let chunks = engine.vectors.len()?;
+        engine.sessions.load(&SessionId::parse("healthz-probe")?)?;
+        Ok(chunks)
+    })
+    .await;
+    match checked {
+        Ok(chunks) => Json(serde_json::json!({"status": "ok", "chunks": chunks})).into_response(),
+        Err(e) => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", e.message).into_response(),
+    }
+}
+
+async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], state.metrics.render()).into_response()
+}
+
+async fn page() -> Html<&'static str> {
+    Html(include_str!("page.html"))
+}

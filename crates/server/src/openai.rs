@@ -1,0 +1,90 @@
+//! `POST /v1/chat/completions`, OpenAI-compatible: any OpenAI client can talk to ragctx.
+//! The session comes from `user` or the `X-Session-Id` header; the last user message is
+//! the question; citations and the trace ride in the extra field `ragctx`.
+
+use crate::{body, caller, json, run_turn, ApiError, AppState, TurnRequest};
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::http::{header, HeaderMap};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+#[derive(Deserialize)]
+struct ChatRequest {
+    #[serde(default)]
+    model: Option<String>,
+    messages: Vec<Value>,
+    #[serde(default)]
+    stream: bool,
+    #[serde(default)]
+    user: Option<String>,
+}
+
+/// Text of a message's content: a string, or the text parts of an array.
+fn text_of(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts.iter().filter_map(|p| p["text"].as_str()).collect::<Vec<_>>().join("\n"),
+        _ => String::new(),
+    }
+}
+
+pub async fn chat_completions(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    b: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let ns = caller(&state, &headers)?;
+    let req: ChatRequest = json(&body(b)?)?;
+    let session = headers
+        .get("x-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+        .or(req.user.clone())
+        .ok_or_else(|| ApiError::bad_request("no session: set the `user` field or the X-Session-Id header"))?;
+    let question = req
+        .messages
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .map(|m| text_of(&m["content"]))
+        .ok_or_else(|| ApiError::bad_request("no user message in `messages`"))?;
+    let model = req.model.clone().unwrap_or_else(|| "ragctx".into());
+    let out = run_turn(&state, &ns, &session, TurnRequest { question, ..Default::default() }).await?;
+    let created = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let id = format!("chatcmpl-ragctx-{}-{}", out.session_id, out.turn);
+    let completion_tokens = state.engine.counter.count(&out.answer);
+    let extra = json!({"session_id": out.session_id, "turn": out.turn, "intent": out.intent, "citations": out.citations, "context": out.context, "trace": out.trace});
+    if !req.stream {
+        let body = json!({
+            "id": id, "object": "chat.completion", "created": created, "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": out.answer}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": out.trace.prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": out.trace.prompt_tokens + completion_tokens},
+            "ragctx": extra,
+        });
+        return Ok(Json(body).into_response());
+    }
+    // Server-sent events in the standard chunk format: role, content, stop, [DONE].
+    let chunk = |delta: Value, finish: Value, extra: Option<&Value>| {
+        let mut c = json!({"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
+                           "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+        if let Some(e) = extra {
+            c["ragctx"] = e.clone();
+        }
+        format!("data: {c}\n\n")
+    };
+    let mut sse = chunk(json!({"role": "assistant", "content": ""}), Value::Null, None);
+    let words: Vec<&str> = out.answer.split_inclusive(' ').collect();
+    for piece in words.chunks(8) {
+        sse.push_str(&chunk(json!({"content": piece.concat()}), Value::Null, None));
+    }
+    sse.push_str(&chunk(json!({}), json!("stop"), Some(&extra)));
+    sse.push_str("data: [DONE]\n\n");
+    Ok(([(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], sse).into_response())
+}

@@ -1,0 +1,212 @@
+//! The HTTP API through the router, without opening a port (`oneshot`), on the real
+//! engine: MiniLM, cl100k_base, the embedded index and session store.
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use ragctx_engine::{Engine, TurnSettings};
+use ragctx_index::{IndexParams, MemoryVectorStore};
+use ragctx_models::{Cl100kCounter, ExtractiveGenerator, MiniLmEmbedder};
+use ragctx_server::{router, AppState, Metrics};
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+use tower::ServiceExt;
+
+fn state(keys: &[&str], dir: &std::path::Path) -> Arc<AppState> {
+    let model = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/all-MiniLM-L6-v2");
+    let embedder = Arc::new(MiniLmEmbedder::load(&model).expect("model installed by scripts/setup"));
+    let data = ragctx_store::DataDir::open(dir, 384).unwrap();
+    Arc::new(AppState {
+        engine: Engine {
+            vectors: Arc::new(MemoryVectorStore::new(384, IndexParams::default())),
+            sessions: Arc::new(data.session_store()),
+            embedder,
+            counter: Arc::new(Cl100kCounter::new()),
+            generator: Arc::new(ExtractiveGenerator::default()),
+        },
+        settings: TurnSettings::default(),
+        keys: keys.iter().map(|k| k.to_string()).collect(),
+        metrics: Metrics::default(),
+        turn_timeout: Duration::from_secs(30),
+        ingest_timeout: Duration::from_secs(120),
+    })
+}
+
+async fn call(
+    app: &axum::Router,
+    method: &str,
+    uri: &str,
+    key: Option<&str>,
+    body: Option<Vec<u8>>,
+) -> (StatusCode, Vec<u8>) {
+    let mut req = Request::builder().method(method).uri(uri);
+    if let Some(k) = key {
+        req = req.header("authorization", format!("Bearer {k}"));
+    }
+    let req =
+        req.header("content-type", "application/json").body(body.map(Body::from).unwrap_or_else(Body::empty)).unwrap();
+    let res = app.clone().oneshot(req).await.unwrap();
+    let status = res.status();
+    let bytes = axum::body::to_bytes(res.into_body(), usize::MAX).await.unwrap();
+    (status, bytes.to_vec())
+}
+
+async fn call_json(
+    app: &axum::Router,
+    method: &str,
+    uri: &str,
+    key: Option<&str>,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    let (s, b) = call(app, method, uri, key, body.map(|v| v.to_string().into_bytes())).await;
+    (s, serde_json::from_slice(&b).unwrap_or(Value::Null))
+}
+
+fn corpus() -> Value {
+    json!([
+        {"_id": "zz\"] or id >= 0 or doc_id in [\"zz", "document_id": "fees \"A\"", "title": "Court fees", "text": "Filing an appeal costs 775 dollars in the Court of Appeal."},
+        {"_id": "w1", "document_id": "waiver", "title": "Fee waivers", "text": "You can ask the court to waive the appeal fees if you cannot afford them."},
+        {"_id": "f1", "document_id": "forms", "title": "Appeal forms", "text": "Form APP-002 is the notice of appeal for civil cases."},
+        {"_id": "d1", "document_id": "deadline", "title": "Deadlines", "text": "The notice of appeal must be filed within 60 days of the judgment."},
+        {"_id": "l1", "document_id": "lawyer", "title": "Finding a lawyer", "text": "Legal aid offices help people who cannot pay for a lawyer."}
+    ])
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn documents_turns_traces_and_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = router(state(&[], dir.path()));
+    let (s, b) = call_json(&app, "POST", "/v1/documents", None, Some(corpus())).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!((b["chunks"].as_u64(), b["new"].as_u64()), (Some(5), Some(5)));
+
+    let (s, t1) = call_json(
+        &app,
+        "POST",
+        "/v1/sessions/s1/turns",
+        None,
+        Some(json!({"question": "How much does an appeal cost?", "limit": 2})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{t1}");
+    for k in ["session_id", "turn", "intent", "answer", "citations", "context", "trace"] {
+        assert!(t1.get(k).is_some(), "{k} in {t1}");
+    }
+    assert_eq!(t1["session_id"], "s1");
+    assert_eq!(t1["context"].as_array().unwrap().len(), 2);
+    let first: Vec<Value> = t1["context"].as_array().unwrap().iter().map(|b| b["document_id"].clone()).collect();
+    assert!(first.contains(&json!("fees \"A\"")), "hostile ids come back: {first:?}");
+    let (_, t2) = call_json(
+        &app,
+        "POST",
+        "/v1/sessions/s1/turns",
+        None,
+        Some(json!({"question": "How much does an appeal cost?", "mode": "new", "limit": 2})),
+    )
+    .await;
+    assert_eq!(t2["turn"], 2);
+    assert!(t2["context"].as_array().unwrap().iter().all(|b| !first.contains(&b["document_id"])), "exclusion: {t2}");
+
+    let (s, all) = call_json(&app, "GET", "/v1/sessions/s1/turns", None, None).await;
+    assert_eq!((s, all.as_array().unwrap().len()), (StatusCode::OK, 2));
+    let (s, one) = call_json(&app, "GET", "/v1/sessions/s1/turns/2", None, None).await;
+    assert_eq!((s, one["turn"].as_u64()), (StatusCode::OK, Some(2)));
+    assert_eq!(one["stats"]["context_tokens"], t2["trace"]["context_tokens"], "the trace equals the turn's answer");
+
+    for (uri, body, status, code) in [
+        ("/v1/sessions/s1/turns", json!({"question": "   "}), 400, "bad_request"),
+        ("/v1/sessions/s1/turns", json!({"question": "q", "mode": "sideways"}), 400, "bad_request"),
+        ("/v1/sessions/s1/turns", json!({"question": "q", "colour": 1}), 400, "bad_request"),
+        ("/v1/sessions/bad%20id/turns", json!({"question": "q"}), 400, "bad_request"),
+        ("/v1/documents", json!([{"_id": "x", "text": ""}]), 400, "bad_request"),
+    ] {
+        let (s, b) = call_json(&app, "POST", uri, None, Some(body)).await;
+        assert_eq!((s.as_u16(), b["code"].as_str()), (status, Some(code)), "{uri}: {b}");
+        assert!(b["message"].as_str().is_some_and(|m| !m.is_empty()));
+    }
+    let (s, b) = call(&app, "POST", "/v1/sessions/s1/turns", None, Some(b"{not json".to_vec())).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{}", String::from_utf8_lossy(&b));
+    let (s, b) = call(&app, "POST", "/v1/documents", None, Some(vec![b' '; ragctx_server::BODY_LIMIT + 1])).await;
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE, "{}", String::from_utf8_lossy(&b));
+    assert_eq!(serde_json::from_slice::<Value>(&b).unwrap()["code"], "payload_too_large");
+    let (s, _) = call_json(&app, "GET", "/v1/sessions/nobody/turns", None, None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+
+    let (s, _) = call(&app, "DELETE", "/v1/sessions/s1", None, None).await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    let (s, _) = call(&app, "DELETE", "/v1/sessions/s1", None, None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+
+    let (s, h) = call_json(&app, "GET", "/healthz", None, None).await;
+    assert_eq!((s, h["chunks"].as_u64()), (StatusCode::OK, Some(5)));
+    let (_, m) = call(&app, "GET", "/metrics", None, None).await;
+    let m = String::from_utf8(m).unwrap();
+    assert!(m.contains("ragctx_turns_total{intent=\"new\"} 2"), "{m}");
+    assert!(m.contains("ragctx_turn_stage_ms_bucket{stage=\"search\""), "{m}");
+    assert!(m.contains("ragctx_errors_total{code=\"400\"}"), "{m}");
+    assert!(m.contains("ragctx_search_path_total{path=\"exact\"} 2"), "{m}");
+    let (s, page) = call(&app, "GET", "/", None, None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(String::from_utf8(page).unwrap().contains("what each turn saw"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn keys_scope_sessions_and_openai_clients_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = router(state(&["key-one", "key-two"], dir.path()));
+    let (s, b) = call_json(&app, "POST", "/v1/documents", None, Some(corpus())).await;
+    assert_eq!((s, b["code"].as_str()), (StatusCode::UNAUTHORIZED, Some("unauthorized")));
+    let (s, _) = call_json(&app, "POST", "/v1/documents", Some("key-one"), Some(corpus())).await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, _) =
+        call_json(&app, "POST", "/v1/sessions/mine/turns", Some("wrong"), Some(json!({"question": "fees?"}))).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    let (s, _) =
+        call_json(&app, "POST", "/v1/sessions/mine/turns", Some("key-one"), Some(json!({"question": "fees?"}))).await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, _) = call_json(&app, "GET", "/v1/sessions/mine/turns", Some("key-two"), None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "another key's session is invisible");
+    let (s, _) = call(&app, "DELETE", "/v1/sessions/mine", Some("key-two"), None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, t) = call_json(&app, "GET", "/v1/sessions/mine/turns", Some("key-one"), None).await;
+    assert_eq!((s, t[0]["session_id"].as_str()), (StatusCode::OK, Some("mine")));
+
+    let req = json!({"model": "gpt-x", "user": "chat1", "messages": [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": [{"type": "text", "text": "When must the notice of appeal be filed?"}]}]});
+    let (s, c) = call_json(&app, "POST", "/v1/chat/completions", Some("key-one"), Some(req.clone())).await;
+    assert_eq!(s, StatusCode::OK, "{c}");
+    assert_eq!(c["object"], "chat.completion");
+    assert_eq!(c["model"], "gpt-x");
+    let content = c["choices"][0]["message"]["content"].as_str().unwrap();
+    assert!(content.contains("60 days") && content.contains('['), "{content}");
+    assert!(!c["ragctx"]["citations"].as_array().unwrap().is_empty());
+    assert!(c["usage"]["prompt_tokens"].as_u64().unwrap() > 0);
+    let mut stream = req.clone();
+    stream["stream"] = json!(true);
+    let (s, body) =
+        call(&app, "POST", "/v1/chat/completions", Some("key-one"), Some(stream.to_string().into_bytes())).await;
+    assert_eq!(s, StatusCode::OK);
+    let text = String::from_utf8(body).unwrap();
+    assert!(text.starts_with("data: {") && text.ends_with("data: [DONE]\n\n"), "{text}");
+    let events: Vec<Value> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter(|l| *l != "[DONE]")
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(events.iter().all(|e| e["object"] == "chat.completion.chunk"));
+    assert_eq!(events.last().unwrap()["choices"][0]["finish_reason"], "stop");
+    assert_eq!(events.last().unwrap()["ragctx"]["turn"], 2, "same session, second turn");
+    let streamed: String = events.iter().filter_map(|e| e["choices"][0]["delta"]["content"].as_str()).collect();
+    assert!(!streamed.is_empty());
+    let (s, b) = call_json(
+        &app,
+        "POST",
+        "/v1/chat/completions",
+        Some("key-one"),
+        Some(json!({"messages": [{"role": "user", "content": "q"}]})),
+    )
+    .await;
+    assert_eq!((s, b["code"].as_str()), (StatusCode::BAD_REQUEST, Some("bad_request")), "no session: {b}");
+}
