@@ -5,7 +5,7 @@ use anyhow::Result;
 use ragctx_core::{Embedder, SessionStore};
 use ragctx_engine::Engine;
 use ragctx_index::IndexParams;
-use ragctx_models::{Cl100kCounter, ExtractiveGenerator, MiniLmEmbedder};
+use ragctx_models::{Cl100kCounter, ExtractiveGenerator, MiniLmEmbedder, OpenAiGenerator};
 use ragctx_redis::RedisSessionStore;
 use ragctx_store::DataDir;
 use std::sync::Arc;
@@ -35,7 +35,10 @@ impl App {
             sessions: session_store(&settings, &data)?,
             embedder: embedder.clone(),
             counter: Arc::new(Cl100kCounter::new()),
-            generator: Arc::new(ExtractiveGenerator::default()),
+            generator: match &settings.openai {
+                Some(c) => Arc::new(OpenAiGenerator::new(c.clone())?),
+                None => Arc::new(ExtractiveGenerator::default()),
+            },
         };
         Ok(App { settings, data, embedder, engine })
     }

@@ -26,6 +26,13 @@ pub struct RawConfig {
     pub ef_search: Option<usize>,
     /// API keys of `ragctx serve` (env: RAGCTX_API_KEYS, comma-separated).
     pub api_keys: Option<Vec<String>>,
+    /// `extractive` (default) or `openai`.
+    pub generator: Option<String>,
+    pub openai_base_url: Option<String>,
+    pub openai_model: Option<String>,
+    /// Also read from OPENAI_API_KEY.
+    pub openai_api_key: Option<String>,
+    pub openai_timeout_secs: Option<u64>,
 }
 
 impl RawConfig {
@@ -49,7 +56,12 @@ impl RawConfig {
             budget,
             session_ttl,
             ef_search,
-            api_keys
+            api_keys,
+            generator,
+            openai_base_url,
+            openai_model,
+            openai_api_key,
+            openai_timeout_secs
         )
     }
 
@@ -86,6 +98,12 @@ impl RawConfig {
             ef_search: num("EF_SEARCH")?,
             api_keys: var("API_KEYS")
                 .map(|v| v.split(',').map(|k| k.trim().to_owned()).filter(|k| !k.is_empty()).collect()),
+            generator: var("GENERATOR"),
+            openai_base_url: var("OPENAI_BASE_URL"),
+            openai_model: var("OPENAI_MODEL"),
+            openai_api_key: var("OPENAI_API_KEY")
+                .or_else(|| std::env::var("OPENAI_API_KEY").ok().filter(|k| !k.is_empty())),
+            openai_timeout_secs: num("OPENAI_TIMEOUT_SECS")?,
         })
     }
 }
@@ -100,6 +118,8 @@ pub struct Settings {
     /// `embedded` or a `redis://` URL.
     pub sessions: String,
     pub api_keys: Vec<String>,
+    /// `None` = the extractive generator.
+    pub openai: Option<ragctx_models::OpenAiConfig>,
 }
 
 impl Settings {
@@ -133,6 +153,17 @@ impl Settings {
             ef_search: raw.ef_search,
             sessions,
             api_keys: raw.api_keys.unwrap_or_default(),
+            openai: match raw.generator.as_deref().unwrap_or("extractive") {
+                "extractive" => None,
+                "openai" => Some(ragctx_models::OpenAiConfig {
+                    base_url: raw.openai_base_url.unwrap_or_else(|| "https://api.openai.com/v1".into()),
+                    model: raw.openai_model.context("generator openai needs openai_model (RAGCTX_OPENAI_MODEL)")?,
+                    api_key: raw.openai_api_key,
+                    timeout: std::time::Duration::from_secs(raw.openai_timeout_secs.unwrap_or(60)),
+                    retries: 2,
+                }),
+                other => bail!("unknown generator {other:?}: use extractive or openai"),
+            },
         })
     }
 }

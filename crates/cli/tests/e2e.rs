@@ -449,3 +449,41 @@ fn eval_beir_on_a_scifact_slice() {
     assert_eq!(again["embedded"], 0);
     assert_eq!(again["ndcg@10"], r["ndcg@10"]);
 }
+
+#[test]
+fn the_openai_generator_is_used_and_its_citations_are_checked() {
+    let env = Env::new();
+    let path = corpus(&env, 40);
+    env.ok(&["ingest", path.to_str().unwrap()]);
+    let double = ragctx_testkit::OpenAiTestDouble::start(vec![(
+        200,
+        ragctx_testkit::completion("Quokkas are counted in March [1], says [42]."),
+        0,
+    )]);
+    let out = Command::new(env!("CARGO_BIN_EXE_ragctx"))
+        .args([
+            "--data-dir",
+            env.data().to_str().unwrap(),
+            "--model-dir",
+            repo().join("models/all-MiniLM-L6-v2").to_str().unwrap(),
+        ])
+        .args(["ask", "--session", "llm", "--json", "When is the quokka festival?"])
+        .env("RAGCTX_GENERATOR", "openai")
+        .env("RAGCTX_OPENAI_BASE_URL", &double.url)
+        .env("RAGCTX_OPENAI_MODEL", "test-model")
+        .env("RAGCTX_OPENAI_API_KEY", "sk-e2e")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let t: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(t["answer"], "Quokkas are counted in March [1], says [42].");
+    assert_eq!(t["trace"]["invalid_citations"], 1, "[42] named no block of the context");
+    assert_eq!(t["citations"].as_array().unwrap().len(), 1);
+    let seen = double.seen.lock().unwrap();
+    let sent: Value = serde_json::from_str(&seen[0].1).unwrap();
+    let prompt = sent["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        prompt.contains("[1] Odd ids (doc \"quoted\" [bracketed] \\back\\ 文档)"),
+        "the cited context was sent: {prompt}"
+    );
+}

@@ -13,10 +13,14 @@
 mod bert;
 mod embedder;
 mod extractive;
+#[cfg(feature = "openai")]
+mod openai;
 mod tokens;
 
 pub use embedder::{MiniLmEmbedder, BATCH, MAX_TOKENS};
 pub use extractive::{sentences, terms, ExtractiveGenerator, NOTHING_FOUND};
+#[cfg(feature = "openai")]
+pub use openai::{OpenAiConfig, OpenAiGenerator};
 pub use tokens::Cl100kCounter;
 
 /// Where the model is installed unless configured otherwise.

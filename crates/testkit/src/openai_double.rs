@@ -1,0 +1,59 @@
+//! A test double of an OpenAI-compatible `/v1/chat/completions` endpoint: the design names
+//! no LLM that can run on this machine, so tests of the OpenAI generator talk to this.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Test double of an OpenAI-compatible endpoint: answers each request with the next
+/// scripted `(status, body, delay)` and records the request bodies and headers it saw.
+pub struct OpenAiTestDouble {
+    pub url: String,
+    /// `(authorization header line, request body)` of each request, in order.
+    pub seen: Arc<Mutex<Vec<(String, String)>>>,
+}
+
+impl OpenAiTestDouble {
+    /// Serves the script on 127.0.0.1 (a free port), one connection per entry.
+    pub fn start(script: Vec<(u16, String, u64)>) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/v1", listener.local_addr().unwrap());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        std::thread::spawn(move || {
+            for (status, body, delay) in script {
+                let Ok((mut stream, _)) = listener.accept() else { return };
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let (mut len, mut auth) = (0usize, String::new());
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                    let lower = line.to_ascii_lowercase();
+                    if let Some(v) = lower.strip_prefix("content-length:") {
+                        len = v.trim().parse().unwrap_or(0);
+                    }
+                    if lower.starts_with("authorization:") {
+                        auth = line.trim().to_owned();
+                    }
+                }
+                let mut buf = vec![0; len];
+                reader.read_exact(&mut buf).unwrap();
+                log.lock().unwrap().push((auth, String::from_utf8_lossy(&buf).into_owned()));
+                std::thread::sleep(Duration::from_millis(delay));
+                let _ = write!(stream, "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+            }
+        });
+        OpenAiTestDouble { url, seen }
+    }
+}
+
+/// A chat completion whose answer is `text`.
+pub fn completion(text: &str) -> String {
+    let text = text.replace('\\', "\\\\").replace('"', "\\\"");
+    format!(
+        "{{\"id\":\"x\",\"object\":\"chat.completion\",\"choices\":[{{\"index\":0,\"message\":{{\"role\":\"assistant\",\"content\":\"{text}\"}},\"finish_reason\":\"stop\"}}]}}"
+    )
+}
