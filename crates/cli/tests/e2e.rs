@@ -487,3 +487,91 @@ fn the_openai_generator_is_used_and_its_citations_are_checked() {
         "the cited context was sent: {prompt}"
     );
 }
+
+/// The number inside `<... data-k="KEY"><span>N</span>` (funnel steps) or
+/// `<span data-k="KEY">N</span>` (side notes), after `from` in `dom`.
+fn dom_number(dom: &str, from: usize, key: &str) -> u64 {
+    let at =
+        dom[from..].find(&format!("data-k=\"{key}\"")).map(|i| from + i).unwrap_or_else(|| panic!("{key} on the page"));
+    let rest = &dom[at..];
+    let start = rest.find('>').unwrap() + 1;
+    let text: String = rest[start..].trim_start_matches("<span>").chars().take_while(|c| c.is_ascii_digit()).collect();
+    text.parse().unwrap_or_else(|_| panic!("number for {key}: {}", &rest[..80.min(rest.len())]))
+}
+
+fn http_get(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default()
+}
+
+#[test]
+fn the_trace_page_shows_the_api_numbers_in_headless_chromium() {
+    let chromium = ["chromium", "chromium-browser"]
+        .iter()
+        .find(|b| Command::new(b).arg("--version").output().is_ok_and(|o| o.status.success()))
+        .expect("chromium is installed by scripts/test");
+    let env = Env::new();
+    let path = corpus(&env, 60);
+    env.ok(&["ingest", path.to_str().unwrap()]);
+    for q in ["What is New York State doing about climate change?", "How does climate change make wildfires worse?"] {
+        env.ask("page", &["--budget", "800"], q);
+    }
+    let mut server = Command::new(env!("CARGO_BIN_EXE_ragctx"))
+        .args([
+            "--data-dir",
+            env.data().to_str().unwrap(),
+            "--model-dir",
+            repo().join("models/all-MiniLM-L6-v2").to_str().unwrap(),
+        ])
+        .args(["serve", "--addr", "127.0.0.1:0"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut banner = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(server.stderr.take().unwrap()), &mut banner).unwrap();
+    let addr = banner
+        .split("http://")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .expect("address in the banner")
+        .to_owned();
+    let api: Value = serde_json::from_str(&http_get(&addr, "/v1/sessions/page/turns")).unwrap();
+    let dom = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+        ])
+        .arg(format!("--user-data-dir={}", env.dir.path().join("chrome").display()))
+        .args(["--virtual-time-budget=10000", "--dump-dom"])
+        .arg(format!("http://{addr}/?session=page"))
+        .output()
+        .unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    let dom = String::from_utf8_lossy(&dom.stdout).into_owned();
+    let turns = api.as_array().unwrap();
+    assert_eq!(turns.len(), 2);
+    for t in turns {
+        let at = dom
+            .find(&format!("data-turn=\"{}\"", t["turn"]))
+            .unwrap_or_else(|| panic!("turn {} on the page: {dom}", t["turn"]));
+        let s = &t["stats"];
+        for k in ["candidates", "unique_documents", "context_fragments", "context_tokens", "excluded"] {
+            assert_eq!(dom_number(&dom, at, k), s[k].as_u64().unwrap(), "turn {} {k}", t["turn"]);
+        }
+        assert_eq!(
+            dom_number(&dom, at, "dropped_by_budget") as usize,
+            s["dropped_by_budget"].as_array().unwrap().len()
+        );
+    }
+    assert!(dom.contains("data-chart=\"prompt tokens\""), "charts across turns");
+}
