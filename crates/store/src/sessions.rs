@@ -124,18 +124,26 @@ impl SessionStore for EmbeddedSessionStore {
     }
 
     fn reset(&self, id: &SessionId) -> Result<bool> {
-        let Some(mut s) = self.read(id)? else {
-            return Ok(false);
-        };
-        s.state.turns.clear();
-        s.state.markers.clear();
+        // Read and write in one transaction: a turn committed meanwhile is not undone.
         let tx = self.db.begin_write().map_err(db_err)?;
-        {
+        let found = {
             let mut t = tx.open_table(SESSIONS).map_err(db_err)?;
-            t.insert(id.as_str(), serde_json::to_vec(&s).map_err(db_err)?.as_slice()).map_err(db_err)?;
-        }
+            let stored = match t.get(id.as_str()).map_err(db_err)? {
+                Some(v) => serde_json::from_slice::<StoredSession>(v.value()).map_err(db_err)?.live(now_ms()),
+                None => None,
+            };
+            match stored {
+                Some(mut s) => {
+                    s.state.turns.clear();
+                    s.state.markers.clear();
+                    t.insert(id.as_str(), serde_json::to_vec(&s).map_err(db_err)?.as_slice()).map_err(db_err)?;
+                    true
+                }
+                None => false,
+            }
+        };
         tx.commit().map_err(db_err)?;
-        Ok(true)
+        Ok(found)
     }
 
     fn delete(&self, id: &SessionId) -> Result<bool> {
