@@ -29,6 +29,31 @@ pub use persist::IndexError;
 use hnsw::{Graph, Scored, Vectors};
 use ragctx_core::{Grouping, SearchPath, SearchRequest};
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// FxHash (rustc's hasher): id lookups turn every exclusion set into node numbers on each
+/// search, so hashing speed shows up in latency; these maps hold no attacker-chosen keys
+/// whose collisions could hurt (ids come from the operator's own corpus).
+#[derive(Default, Clone, Copy)]
+pub struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        const K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(c.try_into().expect("8 bytes"))).wrapping_mul(K);
+        }
+        for &b in chunks.remainder() {
+            self.0 = (self.0.rotate_left(5) ^ b as u64).wrapping_mul(K);
+        }
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 
 /// Graph and planning parameters.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -78,8 +103,8 @@ pub struct VectorIndex {
     weights: Vec<f32>,
     deleted: Vec<bool>,
     graph: Graph,
-    by_chunk: HashMap<String, u32>,
-    by_doc: HashMap<String, u32>,
+    by_chunk: FastMap<String, u32>,
+    by_doc: FastMap<String, u32>,
     doc_nodes: Vec<Vec<u32>>,
 }
 
@@ -95,8 +120,8 @@ impl VectorIndex {
             weights: Vec::new(),
             deleted: Vec::new(),
             graph: Graph::new(params.m, params.ef_construction),
-            by_chunk: HashMap::new(),
-            by_doc: HashMap::new(),
+            by_chunk: FastMap::default(),
+            by_doc: FastMap::default(),
             doc_nodes: Vec::new(),
         }
     }
