@@ -1,0 +1,127 @@
+//! A killed process never leaves a half-written ingest or turn: SIGKILL at random moments
+//! of an upsert and of turns, then check that the store holds all of a batch or none of it,
+//! and that every committed turn has its trace.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn ragctx(data: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_ragctx"));
+    c.arg("--data-dir").arg(data).arg("--model-dir").arg(repo().join("models/all-MiniLM-L6-v2"));
+    c
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+    }
+}
+
+/// Deterministic delays in [0, max) ms.
+fn delays(n: usize, max: u64) -> Vec<u64> {
+    let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % max
+        })
+        .collect()
+}
+
+#[test]
+fn killed_ingests_and_turns_leave_whole_states() {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = std::fs::read_to_string(repo().join("../shared/data/mtrag/corpus_govt.jsonl")).unwrap();
+    let lines: Vec<&str> = corpus.lines().take(150).collect();
+    let v1 = dir.path().join("v1.jsonl");
+    std::fs::write(&v1, lines.join("\n")).unwrap();
+    // The same chunks with new titles: the upsert replaces all 150 or none.
+    let v2 = dir.path().join("v2.jsonl");
+    let renamed: Vec<String> = lines
+        .iter()
+        .map(|l| {
+            let mut v: Value = serde_json::from_str(l).unwrap();
+            v["title"] = Value::from("RENAMED");
+            v.to_string()
+        })
+        .collect();
+    std::fs::write(&v2, renamed.join("\n")).unwrap();
+    let base = dir.path().join("base");
+    assert!(ragctx(&base).arg("ingest").arg(&v1).output().unwrap().status.success());
+
+    let (mut killed, mut old, mut new) = (0, 0, 0);
+    for (trial, ms) in delays(12, 900).into_iter().enumerate() {
+        let data = dir.path().join(format!("trial-{trial}"));
+        copy_dir(&base, &data);
+        let mut child =
+            ragctx(&data).arg("ingest").arg(&v2).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        std::thread::sleep(Duration::from_millis(ms));
+        if child.try_wait().unwrap().is_none() {
+            child.kill().unwrap();
+            killed += 1;
+        }
+        child.wait().unwrap();
+        // Whatever happened, the store opens and holds one version of all 150 chunks.
+        let out = ragctx(&data)
+            .args(["ask", "--session", "probe", "--json", "--limit", "50", "--group-size", "3", "court fees appeal"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "trial {trial}: {}", String::from_utf8_lossy(&out.stderr));
+        let t: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let titles: Vec<&str> = t["context"].as_array().unwrap().iter().map(|b| b["title"].as_str().unwrap()).collect();
+        let renamed = titles.iter().filter(|t| **t == "RENAMED").count();
+        assert!(
+            renamed == 0 || renamed == titles.len(),
+            "trial {trial} (kill at {ms} ms): half-written ingest: {titles:?}"
+        );
+        if renamed == 0 {
+            old += 1
+        } else {
+            new += 1
+        }
+        let again = ragctx(&data).args(["ingest"]).arg(&v1).output().unwrap();
+        assert!(String::from_utf8_lossy(&again.stdout).contains("store holds 150 chunks"), "trial {trial}");
+    }
+    eprintln!("ingest kills: {killed} killed, {old} old, {new} new");
+    assert!(killed > 0, "some ingests were killed mid-way");
+
+    // Turns: kill mid-turn; committed turns all have traces, numbered 1..n without gaps.
+    let data = dir.path().join("turns");
+    copy_dir(&base, &data);
+    let mut lost_or_half = 0;
+    for (i, ms) in delays(10, 400).into_iter().enumerate() {
+        let mut child = ragctx(&data)
+            .args(["ask", "--session", "k", &format!("question {i} about appeal fees and forms")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(ms));
+        let _ = child.kill();
+        child.wait().unwrap();
+        let state = ragctx(&data).args(["session", "show", "--session", "k"]).output().unwrap();
+        let traces = ragctx(&data).args(["trace", "--session", "k", "--json"]).output().unwrap();
+        if !state.status.success() {
+            assert!(!traces.status.success(), "no session, no traces");
+            continue;
+        }
+        let s: Value = serde_json::from_slice(&state.stdout).unwrap();
+        let t: Value = serde_json::from_slice(&traces.stdout).unwrap();
+        let n = s["turn_count"].as_u64().unwrap();
+        let turns: Vec<u64> = t.as_array().unwrap().iter().map(|x| x["turn"].as_u64().unwrap()).collect();
+        if turns != (1..=n).collect::<Vec<_>>() || s["turns"].as_array().unwrap().len() as u64 != n {
+            lost_or_half += 1;
+        }
+    }
+    assert_eq!(lost_or_half, 0, "every committed turn has its record and trace");
+}
