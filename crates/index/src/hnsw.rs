@@ -167,7 +167,7 @@ impl Graph {
         }
         let mut eps = vec![ep];
         loop {
-            let found = self.search_layer(vectors, q, &eps, self.ef_construction, layer, &|_| true, None);
+            let (found, _) = self.search_layer(vectors, q, &eps, self.ef_construction, layer, &|_| true, None);
             let cap = if layer == 0 { self.m0() } else { self.m };
             let chosen = self.select(vectors, &found, self.m);
             self.set_neighbours(node, layer, &chosen);
@@ -233,7 +233,9 @@ impl Graph {
     }
 
     /// Best-first search of one layer. Returns up to `ef` nodes that pass `allowed`, best
-    /// first. `visits`, when given, counts the similarity computations.
+    /// first, and how many excluded nodes the walk met that score better than the worst
+    /// result (many means the query's neighbourhood is excluded: the walk needs a larger
+    /// `ef` to see past it). `visits`, when given, counts the similarity computations.
     #[allow(clippy::too_many_arguments)]
     pub fn search_layer(
         &self,
@@ -244,8 +246,9 @@ impl Graph {
         layer: u8,
         allowed: &dyn Fn(u32) -> bool,
         mut visits: Option<&mut usize>,
-    ) -> Vec<Scored> {
+    ) -> (Vec<Scored>, usize) {
         let mut visited = Visited::new(self.len());
+        let mut excluded_scores: Vec<f32> = Vec::new();
         let mut candidates: BinaryHeap<Scored> = BinaryHeap::new();
         let mut results: BinaryHeap<Worst> = BinaryHeap::with_capacity(ef + 1);
         for &e in entry {
@@ -280,13 +283,17 @@ impl Graph {
                         if results.len() > ef {
                             results.pop();
                         }
+                    } else {
+                        excluded_scores.push(s.0);
                     }
                 }
             }
         }
+        let worst = results.peek().map_or(f32::NEG_INFINITY, |w| w.0 .0);
+        let excluded_closer = excluded_scores.iter().filter(|&&x| x > worst).count();
         let mut out: Vec<Scored> = results.into_iter().map(|w| w.0).collect();
         out.sort_by(|a, b| b.cmp(a));
-        out
+        (out, excluded_closer)
     }
 
     /// Filtered k-NN: greedy descent through the upper layers, then a filtered layer-0 search.
@@ -297,9 +304,9 @@ impl Graph {
         ef: usize,
         allowed: &dyn Fn(u32) -> bool,
         visits: Option<&mut usize>,
-    ) -> Vec<Scored> {
+    ) -> (Vec<Scored>, usize) {
         if self.entry == EMPTY {
-            return Vec::new();
+            return (Vec::new(), 0);
         }
         let mut ep = Scored(dot(q, vectors.get(self.entry)), self.entry);
         let mut layer = self.max_level;

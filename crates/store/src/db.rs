@@ -181,7 +181,10 @@ fn load_or_rebuild_index(db: &Database, dir: &Path, dim: usize, params: IndexPar
     let want = generation(db)?;
     let path = dir.join("index.bin");
     match VectorIndex::load(&path) {
-        Ok((ix, g)) if g == want && ix.dimension() == dim => return Ok(ix),
+        Ok((mut ix, g)) if g == want && ix.dimension() == dim => {
+            ix.set_search_params(params);
+            return Ok(ix);
+        }
         Ok(_) => eprintln!("ragctx: index.bin is older than the store; rebuilding it"),
         Err(_) if want == 0 => {}
         Err(e) => eprintln!("ragctx: {e}; rebuilding the index"),
