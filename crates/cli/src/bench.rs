@@ -343,7 +343,8 @@ fn turn(app: &App, path: &std::path::Path, domain: Option<&str>, conversations: 
         bail!("no conversations in {}", path.display());
     }
     let settings = app.settings.turn.clone();
-    let (mut total, mut overhead, mut embed, mut search) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // Every stage of the trace, plus the engine's own share of a turn.
+    let mut parts: std::collections::BTreeMap<String, Vec<f64>> = std::collections::BTreeMap::new();
     for (i, conv) in convs.iter().enumerate() {
         let session = SessionId::parse(&format!("bench-turn-{i}"))?;
         app.engine.sessions.delete(&session)?;
@@ -351,38 +352,43 @@ fn turn(app: &App, path: &std::path::Path, domain: Option<&str>, conversations: 
             let out = app.engine.ask(&session, question, &settings)?;
             let t = &out.trace.timings_ms;
             let get = |k: &str| t.get(k).copied().unwrap_or_default();
-            total.push(get("total"));
-            embed.push(get("embed"));
-            search.push(get("search"));
-            overhead.push(get("total") - get("embed") - get("generate"));
+            for (k, v) in t {
+                parts.entry(k.clone()).or_default().push(*v);
+            }
+            parts.entry("overhead".into()).or_default().push(get("total") - get("embed") - get("generate"));
+            parts.entry("overhead_without_commit".into()).or_default().push(get("total") - get("embed") - get("generate") - get("remember"));
         }
         app.engine.sessions.delete(&session)?;
     }
-    for v in [&mut total, &mut overhead, &mut embed, &mut search] {
+    for v in parts.values_mut() {
         v.sort_by(f64::total_cmp);
     }
-    let row = |v: &Vec<f64>| serde_json::json!({"p50_ms": percentile(v, 0.5), "p99_ms": percentile(v, 0.99)});
-    let report = serde_json::json!({
-        "chunks": app.data.vector_store().len()?,
-        "turns": total.len(),
-        "conversations": convs.len(),
-        "full_turn": row(&total),
-        "engine_overhead": row(&overhead),
-        "embed": row(&embed),
-        "search": row(&search),
-    });
+    let turns = parts.get("total").map_or(0, Vec::len);
+    let stats: serde_json::Map<String, serde_json::Value> = parts
+        .iter()
+        .map(|(k, v)| (k.clone(), serde_json::json!({"p50_ms": percentile(v, 0.5), "p99_ms": percentile(v, 0.99)})))
+        .collect();
+    let report = serde_json::json!({"chunks": app.data.vector_store().len()?, "turns": turns, "conversations": convs.len(), "parts": stats});
     if json {
         println!("{report}");
     } else {
-        println!("{} turns of {} conversations over {} chunks", total.len(), convs.len(), report["chunks"]);
+        println!("{turns} turns of {} conversations over {} chunks", convs.len(), report["chunks"]);
         println!("| part | p50 ms | p99 ms |\n|---|---:|---:|");
-        for (name, v) in [
-            ("full turn", &total),
-            ("engine overhead (no embed, no generate)", &overhead),
-            ("query embedding", &embed),
-            ("search", &search),
-        ] {
-            println!("| {name} | {:.2} | {:.2} |", percentile(v, 0.5), percentile(v, 0.99));
+        let names = [
+            ("total", "full turn"),
+            ("overhead", "engine overhead (total − embed − generate)"),
+            ("overhead_without_commit", "engine overhead without the durable commit"),
+            ("embed", "query embedding"),
+            ("search", "search"),
+            ("dedupe", "dedupe"),
+            ("assemble", "context assembly (budget, markers)"),
+            ("generate", "extractive generation"),
+            ("remember", "durable commit (session + trace)"),
+        ];
+        for (k, name) in names {
+            if let Some(v) = parts.get(k) {
+                println!("| {name} | {:.2} | {:.2} |", percentile(v, 0.5), percentile(v, 0.99));
+            }
         }
     }
     Ok(())
