@@ -356,7 +356,10 @@ fn turn(app: &App, path: &std::path::Path, domain: Option<&str>, conversations: 
                 parts.entry(k.clone()).or_default().push(*v);
             }
             parts.entry("overhead".into()).or_default().push(get("total") - get("embed") - get("generate"));
-            parts.entry("overhead_without_commit".into()).or_default().push(get("total") - get("embed") - get("generate") - get("remember"));
+            parts
+                .entry("overhead_without_commit".into())
+                .or_default()
+                .push(get("total") - get("embed") - get("generate") - get("remember"));
         }
         app.engine.sessions.delete(&session)?;
     }
