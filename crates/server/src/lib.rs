@@ -52,6 +52,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/", get(page))
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
+        .route("/openapi.json", get(openapi))
         .route("/v1/documents", post(documents))
         .route("/v1/sessions/{id}/turns", post(turn).get(turns))
         .route("/v1/sessions/{id}/turns/{n}", get(one_turn))
@@ -139,7 +140,7 @@ pub(crate) fn json<T: for<'de> Deserialize<'de>>(b: &Bytes) -> Result<T, ApiErro
 }
 
 /// Per-turn overrides a request may carry.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TurnRequest {
     pub question: String,
@@ -194,6 +195,10 @@ pub(crate) async fn run_turn(
     Ok(out)
 }
 
+#[utoipa::path(post, path = "/v1/sessions/{id}/turns", params(("id" = String, Path, description = "session id")),
+    request_body = TurnRequest,
+    responses((status = 200, description = "the turn: answer, citations, context, trace", body = serde_json::Value),
+              (status = 400, description = "the caller's mistake", body = ErrorBody), (status = 503, description = "a backend is down", body = ErrorBody)))]
 async fn turn(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
@@ -219,6 +224,9 @@ async fn load_traces(state: &Arc<AppState>, headers: &HeaderMap, id: &str) -> Re
     Ok(traces)
 }
 
+#[utoipa::path(get, path = "/v1/sessions/{id}/turns", params(("id" = String, Path, description = "session id")),
+    responses((status = 200, description = "every trace of the session, oldest first", body = serde_json::Value),
+              (status = 404, description = "unknown session", body = ErrorBody)))]
 async fn turns(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
@@ -227,6 +235,8 @@ async fn turns(
     Ok(Json(load_traces(&state, &headers, &id).await?))
 }
 
+#[utoipa::path(get, path = "/v1/sessions/{id}/turns/{n}", params(("id" = String, Path), ("n" = u64, Path, description = "turn number")),
+    responses((status = 200, description = "the trace of turn n", body = serde_json::Value), (status = 404, description = "unknown session or turn", body = ErrorBody)))]
 async fn one_turn(
     State(state): State<Arc<AppState>>,
     Path((id, n)): Path<(String, u64)>,
@@ -240,6 +250,8 @@ async fn one_turn(
         .ok_or_else(|| ApiError::not_found(format!("session {id} has no turn {n}")))
 }
 
+#[utoipa::path(delete, path = "/v1/sessions/{id}", params(("id" = String, Path)),
+    responses((status = 204, description = "deleted"), (status = 404, description = "unknown session", body = ErrorBody)))]
 async fn delete_session(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
@@ -255,6 +267,9 @@ async fn delete_session(
     }
 }
 
+#[utoipa::path(post, path = "/v1/documents", request_body(content = serde_json::Value, description = "a JSON array of chunks or JSONL: _id, text, document_id?, title?, start?, end?, ordinal?, weight?"),
+    responses((status = 200, description = "chunks ingested, new and updated", body = serde_json::Value),
+              (status = 400, description = "invalid chunk (line named)", body = ErrorBody), (status = 413, description = "body over the limit", body = ErrorBody)))]
 /// `POST /v1/documents`: a JSON array of chunks or JSONL, validated as `ragctx ingest`
 /// validates (all or nothing), embedded and upserted.
 async fn documents(
@@ -300,6 +315,7 @@ async fn documents(
     Ok(Json(serde_json::json!({"chunks": n, "new": new, "updated": n - new, "documents": docs})))
 }
 
+#[utoipa::path(get, path = "/healthz", responses((status = 200, description = "backends answer", body = serde_json::Value), (status = 503, description = "a backend is down", body = ErrorBody)))]
 async fn healthz(State(state): State<Arc<AppState>>) -> Response {
     let engine = state.engine.clone();
     let checked = blocking(Duration::from_secs(5), move || {
@@ -314,10 +330,37 @@ async fn healthz(State(state): State<Arc<AppState>>) -> Response {
     }
 }
 
+#[utoipa::path(get, path = "/metrics", responses((status = 200, description = "Prometheus text format", content_type = "text/plain")))]
 async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], state.metrics.render()).into_response()
 }
 
+#[utoipa::path(get, path = "/", responses((status = 200, description = "the trace page", content_type = "text/html")))]
 async fn page() -> Html<&'static str> {
     Html(include_str!("page.html"))
+}
+
+/// The body of every error response.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct ErrorBody {
+    /// `bad_request`, `unauthorized`, `not_found`, `payload_too_large`, `timeout`, `unavailable`, `internal`.
+    pub code: String,
+    pub message: String,
+}
+
+/// The API description, generated from the handlers' annotations.
+#[derive(utoipa::OpenApi)]
+#[openapi(
+    info(
+        title = "ragctx",
+        description = "Multi-turn RAG context engine: no repeats, no crowding, cited and budgeted context."
+    ),
+    paths(turn, turns, one_turn, delete_session, documents, healthz, metrics, page, openai::chat_completions, openapi),
+    components(schemas(TurnRequest, ErrorBody))
+)]
+pub struct ApiDoc;
+
+#[utoipa::path(get, path = "/openapi.json", responses((status = 200, description = "this document", body = serde_json::Value)))]
+async fn openapi() -> Json<utoipa::openapi::OpenApi> {
+    Json(<ApiDoc as utoipa::OpenApi>::openapi())
 }

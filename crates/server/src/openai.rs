@@ -34,6 +34,9 @@ fn text_of(content: &Value) -> String {
     }
 }
 
+#[utoipa::path(post, path = "/v1/chat/completions", request_body(content = serde_json::Value, description = "an OpenAI chat completion request; the session comes from `user` or X-Session-Id"),
+    responses((status = 200, description = "a chat completion (or server-sent chunks with stream: true); citations, context and trace in `ragctx`", body = serde_json::Value),
+              (status = 400, description = "no session or no user message", body = crate::ErrorBody)))]
 pub async fn chat_completions(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,

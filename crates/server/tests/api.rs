@@ -210,3 +210,38 @@ async fn keys_scope_sessions_and_openai_clients_work() {
     .await;
     assert_eq!((s, b["code"].as_str()), (StatusCode::BAD_REQUEST, Some("bad_request")), "no session: {b}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn openapi_describes_every_route_the_router_serves() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = router(state(&[], dir.path()));
+    let (s, doc) = call_json(&app, "GET", "/openapi.json", None, None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3."));
+    let routes = [
+        ("get", "/"),
+        ("get", "/healthz"),
+        ("get", "/metrics"),
+        ("get", "/openapi.json"),
+        ("post", "/v1/documents"),
+        ("post", "/v1/sessions/{id}/turns"),
+        ("get", "/v1/sessions/{id}/turns"),
+        ("get", "/v1/sessions/{id}/turns/{n}"),
+        ("delete", "/v1/sessions/{id}"),
+        ("post", "/v1/chat/completions"),
+    ];
+    let paths = doc["paths"].as_object().unwrap();
+    let documented: usize = paths.values().map(|p| p.as_object().unwrap().len()).sum();
+    assert_eq!(documented, routes.len(), "{}", serde_json::to_string_pretty(&doc["paths"]).unwrap());
+    for (method, path) in routes {
+        assert!(paths[path].get(method).is_some(), "{method} {path} documented");
+        // And served: routing answers with something other than 404/405 for the route itself.
+        let uri = path.replace("{id}", "doc-check").replace("{n}", "1");
+        let (status, _) = call(&app, &method.to_uppercase(), &uri, None, Some(b"{}".to_vec())).await;
+        assert_ne!(status, StatusCode::METHOD_NOT_ALLOWED, "{method} {path}");
+        if !path.contains("{id}") {
+            assert_ne!(status, StatusCode::NOT_FOUND, "{method} {path}");
+        }
+    }
+    assert!(doc["components"]["schemas"]["TurnRequest"]["properties"]["question"].is_object());
+}
