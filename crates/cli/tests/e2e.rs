@@ -499,6 +499,30 @@ fn dom_number(dom: &str, from: usize, key: &str) -> u64 {
     text.parse().unwrap_or_else(|_| panic!("number for {key}: {}", &rest[..80.min(rest.len())]))
 }
 
+/// Starts `ragctx serve` on a free loopback port; returns the child and its address.
+fn serve(env: &Env) -> (std::process::Child, String) {
+    let mut server = Command::new(env!("CARGO_BIN_EXE_ragctx"))
+        .args([
+            "--data-dir",
+            env.data().to_str().unwrap(),
+            "--model-dir",
+            repo().join("models/all-MiniLM-L6-v2").to_str().unwrap(),
+        ])
+        .args(["serve", "--addr", "127.0.0.1:0"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut banner = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(server.stderr.take().unwrap()), &mut banner).unwrap();
+    let addr = banner
+        .split("http://")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .expect("address in the banner")
+        .to_owned();
+    (server, addr)
+}
+
 fn http_get(addr: &str, path: &str) -> String {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr).unwrap();
@@ -520,25 +544,7 @@ fn the_trace_page_shows_the_api_numbers_in_headless_chromium() {
     for q in ["What is New York State doing about climate change?", "How does climate change make wildfires worse?"] {
         env.ask("page", &["--budget", "800"], q);
     }
-    let mut server = Command::new(env!("CARGO_BIN_EXE_ragctx"))
-        .args([
-            "--data-dir",
-            env.data().to_str().unwrap(),
-            "--model-dir",
-            repo().join("models/all-MiniLM-L6-v2").to_str().unwrap(),
-        ])
-        .args(["serve", "--addr", "127.0.0.1:0"])
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut banner = String::new();
-    std::io::BufRead::read_line(&mut std::io::BufReader::new(server.stderr.take().unwrap()), &mut banner).unwrap();
-    let addr = banner
-        .split("http://")
-        .nth(1)
-        .and_then(|r| r.split_whitespace().next())
-        .expect("address in the banner")
-        .to_owned();
+    let (mut server, addr) = serve(&env);
     let api: Value = serde_json::from_str(&http_get(&addr, "/v1/sessions/page/turns")).unwrap();
     let dom = Command::new(chromium)
         .args([
@@ -574,4 +580,42 @@ fn the_trace_page_shows_the_api_numbers_in_headless_chromium() {
         );
     }
     assert!(dom.contains("data-chart=\"prompt tokens\""), "charts across turns");
+}
+
+#[test]
+fn the_openai_python_client_gets_a_cited_answer() {
+    let python = repo().join("bench/.venv/bin/python");
+    assert!(python.is_file(), "the OpenAI Python client is installed by bench/setup (scripts/test runs it)");
+    let env = Env::new();
+    let path = corpus(&env, 40);
+    env.ok(&["ingest", path.to_str().unwrap()]);
+    let (mut server, addr) = serve(&env);
+    let script = r#"
+import json, sys
+from openai import OpenAI
+client = OpenAI(base_url=f"http://{sys.argv[1]}/v1", api_key="unused")
+r = client.chat.completions.create(model="ragctx", user="py1",
+    messages=[{"role": "user", "content": "When is the quokka festival on Rottnest Island?"}])
+extra = (r.model_extra or {}).get("ragctx") or {}
+chunks = list(client.chat.completions.create(model="ragctx", messages=[{"role": "user", "content": "show me that again"}],
+    stream=True, extra_headers={"X-Session-Id": "py1"}))
+streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+print(json.dumps({"content": r.choices[0].message.content, "citations": extra.get("citations", []),
+                  "context": [b["document_id"] for b in extra.get("context", [])], "streamed": streamed,
+                  "finish": chunks[-1].choices[0].finish_reason}))
+"#;
+    let out = Command::new(&python).arg("-c").arg(script).arg(&addr).output().unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let content = r["content"].as_str().unwrap();
+    assert!(content.contains("quokka") && content.contains('['), "a cited answer: {content}");
+    let cited = r["citations"].as_array().unwrap();
+    assert!(!cited.is_empty());
+    for c in cited {
+        assert!(r["context"].as_array().unwrap().contains(&c["document_id"]), "citation inside the context");
+    }
+    assert!(r["streamed"].as_str().unwrap().contains('['), "the streamed reshow is cited too: {r}");
+    assert_eq!(r["finish"], "stop");
 }
