@@ -58,6 +58,27 @@ pub enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Load test of a running `ragctx serve`: concurrent sessions of turns over HTTP, then
+    /// checks that every turn was remembered
+    Http {
+        /// Address of the server, e.g. 127.0.0.1:8080
+        #[arg(long)]
+        addr: String,
+        /// Conversations (sessions) to run
+        #[arg(long, default_value_t = 32)]
+        conversations: usize,
+        /// Turns per conversation
+        #[arg(long, default_value_t = 8)]
+        turns: usize,
+        /// Client threads
+        #[arg(long, default_value_t = 8)]
+        concurrency: usize,
+        /// Questions (turns.jsonl format) to draw from
+        #[arg(long, default_value = "../shared/data/mtrag/turns.jsonl")]
+        questions: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
     /// Whole turns: replays conversations (MTRAG turns.jsonl format) through the engine
     Turn {
         /// Conversations file (turns.jsonl format); the user messages are replayed in order
@@ -75,6 +96,9 @@ pub enum BenchCommand {
 }
 
 pub fn run(settings: Settings, what: &BenchCommand) -> Result<()> {
+    if let BenchCommand::Http { addr, conversations, turns, concurrency, questions, json } = what {
+        return crate::bench_http::run(addr, *conversations, *turns, *concurrency, questions, *json);
+    }
     let app = App::open(settings)?;
     match what {
         BenchCommand::Search { queries, k, scale, questions, json, seed, export } => {
@@ -101,6 +125,7 @@ pub fn run(settings: Settings, what: &BenchCommand) -> Result<()> {
             };
             crate::bench_window::run(&app, &opts)
         }
+        BenchCommand::Http { .. } => unreachable!("handled before opening the data dir"),
         BenchCommand::Turn { turns, domain, conversations, json } => {
             turn(&app, turns, domain.as_deref(), *conversations, *json)
         }

@@ -3,6 +3,7 @@
 
 mod app;
 mod bench;
+mod bench_http;
 mod bench_window;
 mod config;
 mod eval;

@@ -619,3 +619,105 @@ print(json.dumps({"content": r.choices[0].message.content, "citations": extra.ge
     assert!(r["streamed"].as_str().unwrap().contains('['), "the streamed reshow is cited too: {r}");
     assert_eq!(r["finish"], "stop");
 }
+
+fn http_post(addr: &str, path: &str, body: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(s, "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let status = out.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    (status, out.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default())
+}
+
+#[test]
+fn load_test_loses_no_turn() {
+    let env = Env::new();
+    let path = corpus(&env, 40);
+    env.ok(&["ingest", path.to_str().unwrap()]);
+    let (mut server, addr) = serve(&env);
+    let out = Command::new(env!("CARGO_BIN_EXE_ragctx"))
+        .args([
+            "bench",
+            "http",
+            "--addr",
+            &addr,
+            "--conversations",
+            "8",
+            "--turns",
+            "4",
+            "--concurrency",
+            "4",
+            "--json",
+        ])
+        .arg("--questions")
+        .arg(repo().join("../shared/data/mtrag/turns.jsonl"))
+        .output()
+        .unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (r["turns_ok"].as_u64(), r["lost_turns"].as_u64(), r["errors"].as_u64()),
+        (Some(32), Some(0), Some(0)),
+        "{r}"
+    );
+}
+
+#[test]
+fn redis_down_mid_conversation_is_a_503_and_the_next_turn_after_restart_works() {
+    let env = Env::new();
+    let path = corpus(&env, 40);
+    env.ok(&["ingest", path.to_str().unwrap()]);
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let start_redis = || {
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server (scripts/redis-up installs it)");
+        for _ in 0..100 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        child
+    };
+    let mut redis = start_redis();
+    let mut server = Command::new(env!("CARGO_BIN_EXE_ragctx"))
+        .args([
+            "--data-dir",
+            env.data().to_str().unwrap(),
+            "--model-dir",
+            repo().join("models/all-MiniLM-L6-v2").to_str().unwrap(),
+        ])
+        .args(["--sessions", &format!("redis://127.0.0.1:{port}"), "serve", "--addr", "127.0.0.1:0"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut banner = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(server.stderr.take().unwrap()), &mut banner).unwrap();
+    let addr = banner.split("http://").nth(1).and_then(|r| r.split_whitespace().next()).unwrap().to_owned();
+    let ask = |q: &str| http_post(&addr, "/v1/sessions/r1/turns", &serde_json::json!({"question": q}).to_string());
+    assert_eq!(ask("When is the quokka festival?").0, 200);
+    let _ = redis.kill();
+    let _ = redis.wait();
+    let (status, body) = ask("What is New York doing about climate change?");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!((status, v["code"].as_str()), (503, Some("unavailable")), "{body}");
+    assert!(v["message"].as_str().unwrap().contains(&format!("redis at redis://127.0.0.1:{port}")), "{body}");
+    let mut redis = start_redis();
+    let (status, body) = ask("What is New York doing about climate change?");
+    let _ = server.kill();
+    let _ = server.wait();
+    let _ = redis.kill();
+    let _ = redis.wait();
+    assert_eq!(status, 200, "the next turn after the restart works: {body}");
+    // Redis keeps nothing on disk here, so the session starts again at turn 1.
+    assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["turn"], 1);
+}
