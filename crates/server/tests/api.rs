@@ -126,11 +126,16 @@ async fn documents_turns_traces_and_errors() {
     }
     let (s, b) = call(&app, "POST", "/v1/sessions/s1/turns", None, Some(b"{not json".to_vec())).await;
     assert_eq!(s, StatusCode::BAD_REQUEST, "{}", String::from_utf8_lossy(&b));
+    let b: Value = serde_json::from_slice(&b).unwrap();
+    assert_eq!(b["code"], "bad_request");
+    assert!(b["message"].as_str().unwrap().starts_with("invalid JSON body"), "{b}");
     let (s, b) = call(&app, "POST", "/v1/documents", None, Some(vec![b' '; ragctx_server::BODY_LIMIT + 1])).await;
     assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE, "{}", String::from_utf8_lossy(&b));
     assert_eq!(serde_json::from_slice::<Value>(&b).unwrap()["code"], "payload_too_large");
-    let (s, _) = call_json(&app, "GET", "/v1/sessions/nobody/turns", None, None).await;
-    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, b) = call_json(&app, "GET", "/v1/sessions/nobody/turns", None, None).await;
+    assert_eq!((s, b["code"].as_str()), (StatusCode::NOT_FOUND, Some("not_found")));
+    let (s, b) = call_json(&app, "GET", "/v1/sessions/s1/turns/99", None, None).await;
+    assert_eq!((s, b["code"].as_str()), (StatusCode::NOT_FOUND, Some("not_found")));
 
     let (s, _) = call(&app, "DELETE", "/v1/sessions/s1", None, None).await;
     assert_eq!(s, StatusCode::NO_CONTENT);
