@@ -501,6 +501,11 @@ fn dom_number(dom: &str, from: usize, key: &str) -> u64 {
 
 /// Starts `ragctx serve` on a free loopback port; returns the child and its address.
 fn serve(env: &Env) -> (std::process::Child, String) {
+    serve_with(env, &[])
+}
+
+/// [`serve`] with global flags (e.g. `--sessions redis://...`) before `serve`.
+fn serve_with(env: &Env, flags: &[&str]) -> (std::process::Child, String) {
     let mut server = Command::new(env!("CARGO_BIN_EXE_ragctx"))
         .args([
             "--data-dir",
@@ -508,6 +513,7 @@ fn serve(env: &Env) -> (std::process::Child, String) {
             "--model-dir",
             repo().join("models/all-MiniLM-L6-v2").to_str().unwrap(),
         ])
+        .args(flags)
         .args(["serve", "--addr", "127.0.0.1:0"])
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -689,20 +695,8 @@ fn redis_down_mid_conversation_is_a_503_and_the_next_turn_after_restart_works() 
         child
     };
     let mut redis = start_redis();
-    let mut server = Command::new(env!("CARGO_BIN_EXE_ragctx"))
-        .args([
-            "--data-dir",
-            env.data().to_str().unwrap(),
-            "--model-dir",
-            repo().join("models/all-MiniLM-L6-v2").to_str().unwrap(),
-        ])
-        .args(["--sessions", &format!("redis://127.0.0.1:{port}"), "serve", "--addr", "127.0.0.1:0"])
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut banner = String::new();
-    std::io::BufRead::read_line(&mut std::io::BufReader::new(server.stderr.take().unwrap()), &mut banner).unwrap();
-    let addr = banner.split("http://").nth(1).and_then(|r| r.split_whitespace().next()).unwrap().to_owned();
+    let url = format!("redis://127.0.0.1:{port}");
+    let (mut server, addr) = serve_with(&env, &["--sessions", &url]);
     let ask = |q: &str| http_post(&addr, "/v1/sessions/r1/turns", &serde_json::json!({"question": q}).to_string());
     assert_eq!(ask("When is the quokka festival?").0, 200);
     let _ = redis.kill();
