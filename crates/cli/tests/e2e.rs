@@ -139,7 +139,7 @@ fn five_turns_over_govt_never_repeat_and_reshow_brings_back() {
     let mut seen_docs: HashSet<String> = HashSet::new();
     let mut turns = Vec::new();
     for (i, q) in questions.iter().enumerate() {
-        let t = env.ask("s", &["--mode", "new", "--budget", &b], q);
+        let t = env.ask("s", &["--mode", "new", "--granularity", "document", "--budget", &b], q);
         check_turn(&t, budget);
         assert_eq!(t["turn"], i as u64 + 1);
         assert_eq!(t["intent"], "new");
@@ -239,7 +239,7 @@ fn hostile_ids_round_trip_through_ingest_and_exclusion() {
     assert_eq!(blocks[0]["marker"], blocks[1]["marker"]);
     let ids: HashSet<String> = blocks.iter().flat_map(|b| strs(&b["chunk_ids"])).collect();
     assert_eq!(ids, ODD.iter().map(|o| o.0.to_owned()).collect(), "both hostile chunk ids, byte for byte");
-    let second = env.ask("o", &["--mode", "new"], q);
+    let second = env.ask("o", &["--mode", "new", "--granularity", "document"], q);
     assert!(!context_docs(&second).contains(&odd_doc.to_owned()), "excluded by its quoted id");
     let first_docs: HashSet<String> = context_docs(&first).into_iter().collect();
     assert_eq!(second["trace"]["excluded"].as_u64().unwrap() as usize, first_docs.len());
@@ -312,8 +312,11 @@ fn sessions_in_redis_work_unchanged() {
     let fresh = env.run(&[&r[..], &["session", "delete", "--session", &session]].concat());
     assert_eq!(fresh.status.code(), Some(3), "a new session id is unknown to Redis");
     let first = env.ask(&session, &r, "What is New York State doing about climate change?");
-    let second =
-        env.ask(&session, &[&r[..], &["--mode", "new"]].concat(), "What is New York State doing about climate change?");
+    let second = env.ask(
+        &session,
+        &[&r[..], &["--mode", "new", "--granularity", "document"]].concat(),
+        "What is New York State doing about climate change?",
+    );
     assert_eq!(second["turn"], 2);
     let earlier: HashSet<String> = context_docs(&first).into_iter().collect();
     assert!(context_docs(&second).iter().all(|d| !earlier.contains(d)), "exclusion remembered in Redis");

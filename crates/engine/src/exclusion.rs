@@ -52,7 +52,7 @@ mod tests {
             turns: vec![turn(1, "a#1", "a", true), turn(2, "b#1", "b", false), turn(3, "c#1", "c", true)],
             ..Default::default()
         };
-        let mut s = TurnSettings::default();
+        let mut s = TurnSettings { granularity: Granularity::Document, ..TurnSettings::default() };
         let all = exclusion_set(&state, Intent::New, &s);
         assert_eq!(all.documents.len(), 3);
         assert!(all.chunks.is_empty());

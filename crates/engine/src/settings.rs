@@ -99,7 +99,9 @@ impl Default for TurnSettings {
     fn default() -> Self {
         TurnSettings {
             strategy: Strategy::Full,
-            granularity: Granularity::Document,
+            // Chunks, not documents: MTRAG follow-ups return to documents already shown
+            // (available recall 0.471 vs 0.345 with document exclusion, bench/README.md).
+            granularity: Granularity::Chunk,
             consumption: Consumption::Shown,
             window: 0,
             limit: 8,

@@ -101,7 +101,9 @@ async fn documents_turns_traces_and_errors() {
         "POST",
         "/v1/sessions/s1/turns",
         None,
-        Some(json!({"question": "How much does an appeal cost?", "mode": "new", "limit": 2})),
+        Some(
+            json!({"question": "How much does an appeal cost?", "mode": "new", "granularity": "document", "limit": 2}),
+        ),
     )
     .await;
     assert_eq!(t2["turn"], 2);
