@@ -255,7 +255,6 @@ fn search(app: &App, o: &SearchOptions) -> Result<()> {
         .chain([10, 50, 200, 1_000].into_iter().map(|e| ("correlated", e)))
         .filter(|&(_, e)| e < n / 2)
         .collect();
-    let ids: Vec<String> = (0..index.nodes() as u32).map(|i| index.chunk_id(i).to_owned()).collect();
     let mut exported_plan = Vec::new();
     for (kind, excluded) in plan {
         let mut sets: Vec<Vec<u32>> = Vec::new();
@@ -264,11 +263,14 @@ fn search(app: &App, o: &SearchOptions) -> Result<()> {
         let mut recall = 0.0;
         let mut graph = 0usize;
         for q in &query_vectors {
-            let mut ex = ExclusionSet::default();
-            if kind == "random" {
-                while ex.chunks.len() < excluded {
-                    ex.chunks.insert(ids[rng.below(ids.len())].clone().into());
+            // Exclusion sets are drawn as node numbers (exported as they are) and handed to the
+            // index as chunk ids, the way a session passes them.
+            let nodes: Vec<u32> = if kind == "random" {
+                let mut picked = std::collections::BTreeSet::new();
+                while picked.len() < excluded {
+                    picked.insert(rng.below(index.nodes()) as u32);
                 }
+                picked.into_iter().collect()
             } else {
                 let own = SearchRequest {
                     vector: q.clone(),
@@ -276,17 +278,14 @@ fn search(app: &App, o: &SearchOptions) -> Result<()> {
                     grouping: None,
                     exclusion: ExclusionSet::default(),
                 };
-                for (node, _) in index.search_with(&own, Some(ForcePath::Exact)).hits {
-                    ex.chunks.insert(index.chunk_id(node).into());
-                }
-            }
+                index.search_with(&own, Some(ForcePath::Exact)).hits.into_iter().map(|(n, _)| n).collect()
+            };
+            let ex = ExclusionSet {
+                chunks: nodes.iter().map(|&n| index.chunk_id(n).into()).collect(),
+                ..Default::default()
+            };
             if o.export.is_some() {
-                sets.push(
-                    ex.chunks
-                        .iter()
-                        .filter_map(|c| ids.iter().position(|i| i == c.as_str()).map(|p| p as u32))
-                        .collect(),
-                );
+                sets.push(nodes);
             }
             let req = SearchRequest { vector: q.clone(), limit: k, grouping: None, exclusion: ex };
             let t = Instant::now();

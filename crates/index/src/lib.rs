@@ -65,19 +65,19 @@ pub struct IndexParams {
     pub ef_search: usize,
     /// Corpora with at most this many live points are always scanned exactly.
     pub exact_below: usize,
+    /// A graph walk with a given `ef` costs about as much as a scan of `scan_ratio × ef`
+    /// points; the planner scans whenever the walk it would need costs more. Measured on
+    /// MiniLM vectors, one core: ef 496 over 37.5k ≈ 1.85 ms vs scan 1.96 ms; ef 2096 over
+    /// 100k ≈ 8.9 ms vs scan 6.0 ms — both put the break-even near 70. 0 = never scan on
+    /// cost (tests that must exercise the walk).
+    pub scan_ratio: usize,
 }
 
 impl Default for IndexParams {
     fn default() -> Self {
-        IndexParams { m: 16, ef_construction: 128, ef_search: 96, exact_below: 2_000 }
+        IndexParams { m: 16, ef_construction: 128, ef_search: 96, exact_below: 2_000, scan_ratio: 70 }
     }
 }
-
-/// A graph walk with a given `ef` costs about as much as a scan of `EXACT_COST_RATIO × ef`
-/// points; past that a scan is cheaper (and exact). Measured on MiniLM vectors, one core:
-/// ef 496 over 37.5k ≈ 1.85 ms vs scan 1.96 ms; ef 2096 over 100k ≈ 8.9 ms vs scan 6.0 ms —
-/// both put the break-even near 70.
-const EXACT_COST_RATIO: usize = 70;
 
 /// Nodes found by a search, best first, and how they were found.
 #[derive(Clone, Debug)]
@@ -142,11 +142,12 @@ impl VectorIndex {
         self.params.ef_search = ef.max(1);
     }
 
-    /// Applies the search-time parameters (`ef_search`, `exact_below`) of `p`; the graph's
-    /// build parameters stay those it was built with.
+    /// Applies the search-time parameters (`ef_search`, `exact_below`, `scan_ratio`) of `p`;
+    /// the graph's build parameters stay those it was built with.
     pub fn set_search_params(&mut self, p: IndexParams) {
         self.params.ef_search = p.ef_search.max(1);
         self.params.exact_below = p.exact_below;
+        self.params.scan_ratio = p.scan_ratio;
     }
 
     /// Live (searchable) points.
@@ -297,29 +298,32 @@ impl VectorIndex {
         let per_group = request.grouping.as_ref().map_or(1, |g| g.group_size);
         let need = request.limit * per_group;
         let ef0 = self.params.ef_search.max(need * 2);
-        // The graph walk must visit roughly ef / allowed_share nodes' neighbourhoods before
-        // it holds ef allowed results; past a quarter of the corpus a scan is cheaper and exact.
-        let graph_budget = live / 4;
-        let planned_visits = (ef0 as f64 / allowed_share.max(1e-9)) as usize;
-        let (use_exact, reason) = match force {
-            Some(ForcePath::Exact) => (true, "forced exact".to_string()),
-            Some(ForcePath::Graph) => (false, "forced graph".to_string()),
-            None if live <= self.params.exact_below => {
-                (true, format!("{live} points <= exact_below {}", self.params.exact_below))
-            }
-            None if planned_visits > graph_budget => (
-                true,
-                format!(
-                    "{:.1}% excluded: graph walk would visit ~{planned_visits} of {live}",
-                    100.0 * (1.0 - allowed_share)
-                ),
-            ),
-            None => (false, format!("{:.1}% excluded, ef {ef0}", 100.0 * (1.0 - allowed_share))),
+        // One cost model decides every switch to a scan: a walk must hold `ef` allowed results,
+        // so with a share `a` allowed it costs like a walk of ef / a.
+        let ratio = self.params.scan_ratio;
+        let walk_costs_more = |ef: f64| force.is_none() && ratio > 0 && ef * ratio as f64 > live as f64;
+        let scan = |reason: String, rounds: u32, visits: usize| {
+            let (hits, v) = self.exact(request, &excluded);
+            IndexHits { hits, path: SearchPath::Exact, rounds, reason, visits: visits + v }
         };
-        if use_exact {
-            let (hits, visits) = self.exact(request, &excluded);
-            return IndexHits { hits, path: SearchPath::Exact, rounds: 1, reason, visits };
-        }
+        let excluded_pct = 100.0 * (1.0 - allowed_share);
+        let reason = match force {
+            Some(ForcePath::Exact) => return scan("forced exact".into(), 1, 0),
+            Some(ForcePath::Graph) => "forced graph".to_string(),
+            None if live <= self.params.exact_below => {
+                return scan(format!("{live} points <= exact_below {}", self.params.exact_below), 1, 0)
+            }
+            None if walk_costs_more(ef0 as f64 / allowed_share.max(1e-9)) => {
+                return scan(
+                    format!(
+                        "{excluded_pct:.1}% excluded: a walk holding ef {ef0} allowed points costs more than a scan"
+                    ),
+                    1,
+                    0,
+                )
+            }
+            None => format!("{excluded_pct:.1}% excluded, ef {ef0}"),
+        };
         let vectors = Vectors { data: &self.vectors, dim: self.dim };
         let allowed = |n: u32| !excluded[n as usize];
         let mut ef = ef0;
@@ -331,17 +335,16 @@ impl VectorIndex {
                 self.graph.search(&vectors, &request.vector, ef, &allowed, Some(&mut visits));
             let exhausted = found.len() < ef;
             // Exclusions crowd the query's neighbourhood (the consumed ids of a session are the
-            // nearest neighbours of its next question): walk again with room to see past them,
-            // or scan when that walk would cost more than a scan.
+            // nearest neighbours of its next question): walk again with room to see past them.
             if !exhausted && excluded_closer * 2 > ef && rounds < 3 {
-                let wider = ef + 2 * excluded_closer;
-                if force.is_none() && wider * EXACT_COST_RATIO > live {
-                    let (hits, v) = self.exact(request, &excluded);
-                    let reason =
-                        format!("{reason}; {excluded_closer} excluded points closer than the results: exact scan");
-                    return IndexHits { hits, path: SearchPath::Exact, rounds: rounds + 1, reason, visits: visits + v };
+                ef += 2 * excluded_closer;
+                if walk_costs_more(ef as f64) {
+                    return scan(
+                        format!("{reason}; {excluded_closer} excluded points closer than the results: exact scan"),
+                        rounds + 1,
+                        visits,
+                    );
                 }
-                ef = wider;
                 continue;
             }
             let hits = match &request.grouping {
@@ -357,11 +360,14 @@ impl VectorIndex {
                 let reason = if rounds > 1 { format!("{reason}; widened to ef {ef}") } else { reason };
                 return IndexHits { hits, path: SearchPath::Graph, rounds, reason, visits };
             }
+            // Too few groups (a document with many near chunks fills the walk): deeper.
             ef *= 4;
-            if force.is_none() && ef > graph_budget {
-                let (hits, v) = self.exact(request, &excluded);
-                let reason = format!("{reason}; {groups} of {} groups at ef {}: exact scan", request.limit, ef / 4);
-                return IndexHits { hits, path: SearchPath::Exact, rounds: rounds + 1, reason, visits: visits + v };
+            if walk_costs_more(ef as f64) {
+                return scan(
+                    format!("{reason}; {groups} of {} groups at ef {}: exact scan", request.limit, ef / 4),
+                    rounds + 1,
+                    visits,
+                );
             }
         }
     }

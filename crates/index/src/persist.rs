@@ -160,7 +160,7 @@ impl VectorIndex {
         let ef_construction = r.u32()? as usize;
         let ef_search = r.u32()? as usize;
         let exact_below = r.u32()? as usize;
-        let params = IndexParams { m, ef_construction, ef_search, exact_below };
+        let params = IndexParams { m, ef_construction, ef_search, exact_below, ..IndexParams::default() };
         let mut graph = Graph::new(m, ef_construction);
         graph.entry = r.u32()?;
         graph.max_level = r.u8()?;

@@ -28,8 +28,12 @@ fn normalise(mut v: Vec<f32>) -> Vec<f32> {
     v
 }
 
+/// An index whose planner never scans on cost (`scan_ratio` 0), so searches exercise the walk.
 fn build(data: &[(String, String, Vec<f32>)], exact_below: usize) -> VectorIndex {
-    let params = IndexParams { exact_below, ..IndexParams::default() };
+    build_with(data, IndexParams { exact_below, scan_ratio: 0, ..IndexParams::default() })
+}
+
+fn build_with(data: &[(String, String, Vec<f32>)], params: IndexParams) -> VectorIndex {
     let mut ix = VectorIndex::new(data[0].2.len(), params);
     for (c, d, v) in data {
         ix.upsert(c, d, 1.0, v);
@@ -102,7 +106,7 @@ fn a_dominant_document_does_not_starve_other_groups() {
         data.push((format!("big#{i}"), "big".into(), normalise(v)));
     }
     let ix = build(&data, 0);
-    for force in [None, Some(ForcePath::Exact)] {
+    for force in [Some(ForcePath::Graph), None, Some(ForcePath::Exact)] {
         let hits = ix.search_with(&request(&q, 5, Some(Grouping::new(2)), ExclusionSet::default()), force);
         let mut docs: Vec<&str> = hits.hits.iter().map(|&(n, _)| ix.document_id(n)).collect();
         assert_eq!(docs.iter().filter(|d| **d == "big").count(), 2, "quota of 2 for the dominant document");
@@ -158,10 +162,12 @@ fn upsert_replaces_and_save_load_round_trips_odd_ids() {
 
 #[test]
 fn planner_scans_exactly_when_most_points_are_excluded() {
-    let data = corpus(400, 5, 16, 13);
-    let ix = build(&data, 0);
+    // 7,500 points: a walk with ef 96 costs less than a scan (96 × 70 < 7,500) until most
+    // points are excluded.
+    let data = corpus(1500, 5, 16, 13);
+    let ix = build_with(&data, IndexParams { exact_below: 0, ..IndexParams::default() });
     let mut ex = ExclusionSet::default();
-    for d in 0..390 {
+    for d in 0..1460 {
         ex.documents.insert(format!("d{d}").into());
     }
     let hits = ix.search(&request(&data[0].2, 5, Some(Grouping::new(1)), ex));

@@ -82,19 +82,9 @@ impl DataDir {
     pub fn session_store(&self) -> EmbeddedSessionStore {
         EmbeddedSessionStore::new(self.db.clone())
     }
-
-    /// Cached embeddings of `texts` under `model_id`, `None` where not cached.
-    pub fn cached_embeddings(&self, model_id: &str, texts: &[&str]) -> Result<Vec<Option<Vec<f32>>>> {
-        cached_embeddings(&self.db, model_id, texts)
-    }
-
-    /// Remembers embeddings (one transaction).
-    pub fn cache_embeddings(&self, model_id: &str, items: &[(&str, &[f32])]) -> Result<()> {
-        cache_embeddings(&self.db, model_id, items)
-    }
 }
 
-/// The embedding cache alone, held only while used: long ingests embed without keeping
+/// The embedding cache (keyed by model and text), opened only while used: long ingests embed without keeping
 /// the data dir locked against other processes.
 pub struct EmbeddingCache;
 

@@ -5,8 +5,10 @@ use ragctx_index::IndexParams;
 use ragctx_store::DataDir;
 use std::sync::{Arc, Mutex};
 
+/// `exact_below` 0 with `scan_ratio` 0: the planner always walks the graph; a huge
+/// `exact_below`: it always scans. The suite runs on both paths.
 fn open(dir: &std::path::Path, exact_below: usize) -> DataDir {
-    DataDir::open_with(dir, Some(8), IndexParams { exact_below, ..IndexParams::default() }).unwrap()
+    DataDir::open_with(dir, Some(8), IndexParams { exact_below, scan_ratio: 0, ..IndexParams::default() }).unwrap()
 }
 
 #[test]
