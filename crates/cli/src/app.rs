@@ -1,8 +1,8 @@
 //! The one factory: settings → backends → engine.
 
-use crate::config::Settings;
+use crate::config::{Backend, MilvusSettings, Settings};
 use anyhow::Result;
-use ragctx_core::{Embedder, SessionStore};
+use ragctx_core::{Embedder, SessionStore, VectorStore};
 use ragctx_engine::Engine;
 use ragctx_index::IndexParams;
 use ragctx_models::{Cl100kCounter, ExtractiveGenerator, MiniLmEmbedder, OpenAiGenerator};
@@ -31,7 +31,7 @@ impl App {
         let embedder = Arc::new(MiniLmEmbedder::load(&settings.model_dir)?);
         let data = DataDir::open_with(&settings.data_dir, Some(embedder.dimension()), index_params(&settings))?;
         let engine = Engine {
-            vectors: Arc::new(data.vector_store()),
+            vectors: vector_store(&settings, &data, embedder.dimension())?,
             sessions: session_store(&settings, &data)?,
             embedder: embedder.clone(),
             counter: Arc::new(Cl100kCounter::new()),
@@ -42,6 +42,29 @@ impl App {
         };
         Ok(App { settings, data, embedder, engine })
     }
+}
+
+/// The vector store the settings name: the data dir's index, or a Milvus collection.
+pub fn vector_store(settings: &Settings, data: &DataDir, dimension: usize) -> Result<Arc<dyn VectorStore>> {
+    Ok(match &settings.backend {
+        Backend::Embedded => Arc::new(data.vector_store()),
+        Backend::Milvus(m) => milvus_store(m, dimension)?,
+    })
+}
+
+#[cfg(feature = "milvus")]
+fn milvus_store(m: &MilvusSettings, dimension: usize) -> Result<Arc<dyn VectorStore>> {
+    let mut config = ragctx_milvus::MilvusConfig::new(&m.uri, &m.collection);
+    config.index = m.index.parse()?;
+    config.consistency = m.consistency.parse()?;
+    config.timeout = std::time::Duration::from_secs(m.timeout_secs);
+    config.token = m.token.clone();
+    Ok(Arc::new(ragctx_milvus::MilvusVectorStore::connect(config, dimension)?))
+}
+
+#[cfg(not(feature = "milvus"))]
+fn milvus_store(_: &MilvusSettings, _: usize) -> Result<Arc<dyn VectorStore>> {
+    anyhow::bail!("this ragctx was built without Milvus support: rebuild with `--features milvus` (on by default)")
 }
 
 /// The session store the settings name: the data dir's, or Redis.

@@ -13,6 +13,18 @@ pub struct RawConfig {
     pub data_dir: Option<PathBuf>,
     pub model_dir: Option<PathBuf>,
     pub backend: Option<String>,
+    /// Milvus server, e.g. `http://127.0.0.1:19530` (backend `milvus`).
+    pub milvus_uri: Option<String>,
+    /// Milvus collection (default `ragctx`).
+    pub collection: Option<String>,
+    /// `hnsw` (default) or `flat`: the index built when the collection is created.
+    pub milvus_index: Option<String>,
+    /// `session` (default), `bounded`, `eventually` or `strong`.
+    pub milvus_consistency: Option<String>,
+    /// Per-call deadline in seconds (default 5).
+    pub milvus_timeout_secs: Option<u64>,
+    /// `user:password` or API key (also read from MILVUS_TOKEN).
+    pub milvus_token: Option<String>,
     pub sessions: Option<String>,
     pub strategy: Option<String>,
     pub granularity: Option<String>,
@@ -45,6 +57,12 @@ impl RawConfig {
             data_dir,
             model_dir,
             backend,
+            milvus_uri,
+            collection,
+            milvus_index,
+            milvus_consistency,
+            milvus_timeout_secs,
+            milvus_token,
             sessions,
             strategy,
             granularity,
@@ -85,6 +103,12 @@ impl RawConfig {
             data_dir: var("DATA_DIR").map(PathBuf::from),
             model_dir: var("MODEL_DIR").map(PathBuf::from),
             backend: var("BACKEND"),
+            milvus_uri: var("MILVUS_URI"),
+            collection: var("COLLECTION"),
+            milvus_index: var("MILVUS_INDEX"),
+            milvus_consistency: var("MILVUS_CONSISTENCY"),
+            milvus_timeout_secs: num("MILVUS_TIMEOUT_SECS")?,
+            milvus_token: var("MILVUS_TOKEN").or_else(|| std::env::var("MILVUS_TOKEN").ok().filter(|k| !k.is_empty())),
             sessions: var("SESSIONS"),
             strategy: var("STRATEGY"),
             granularity: var("GRANULARITY"),
@@ -115,6 +139,8 @@ pub struct Settings {
     pub model_dir: PathBuf,
     pub turn: TurnSettings,
     pub ef_search: Option<usize>,
+    /// Where vectors live: the data dir, or a Milvus collection.
+    pub backend: Backend,
     /// `embedded` or a `redis://` URL.
     pub sessions: String,
     pub api_keys: Vec<String>,
@@ -124,10 +150,11 @@ pub struct Settings {
 
 impl Settings {
     pub fn from_raw(raw: RawConfig) -> Result<Settings> {
-        let backend = raw.backend.as_deref().unwrap_or("embedded");
-        if backend != "embedded" {
-            bail!("backend {backend:?} is not available in this build: use --backend embedded");
-        }
+        let backend = match raw.backend.as_deref().unwrap_or("embedded") {
+            "embedded" => Backend::Embedded,
+            "milvus" => Backend::milvus(&raw)?,
+            other => bail!("unknown backend {other:?}: use --backend embedded or --backend milvus"),
+        };
         let sessions = raw.sessions.clone().unwrap_or_else(|| "embedded".into());
         if sessions != "embedded" && !sessions.starts_with("redis://") && !sessions.starts_with("rediss://") {
             bail!("session store {sessions:?}: use --sessions embedded or --sessions redis://HOST:PORT");
@@ -151,6 +178,7 @@ impl Settings {
             model_dir: raw.model_dir.unwrap_or_else(default_model_dir),
             turn,
             ef_search: raw.ef_search,
+            backend,
             sessions,
             api_keys: raw.api_keys.unwrap_or_default(),
             openai: match raw.generator.as_deref().unwrap_or("extractive") {
@@ -165,6 +193,55 @@ impl Settings {
                 other => bail!("unknown generator {other:?}: use extractive or openai"),
             },
         })
+    }
+}
+
+/// Where vectors live.
+#[derive(Clone, Debug)]
+pub enum Backend {
+    /// The data dir's own index.
+    Embedded,
+    /// A Milvus collection (built with the `milvus` feature, on by default).
+    Milvus(MilvusSettings),
+}
+
+/// How to reach Milvus, validated.
+#[derive(Clone, Debug)]
+pub struct MilvusSettings {
+    pub uri: String,
+    pub collection: String,
+    pub index: String,
+    pub consistency: String,
+    pub timeout_secs: u64,
+    pub token: Option<String>,
+}
+
+impl Backend {
+    fn milvus(raw: &RawConfig) -> Result<Backend> {
+        let uri = raw.milvus_uri.clone().unwrap_or_else(|| "http://127.0.0.1:19530".into());
+        if !(uri.starts_with("http://") || uri.starts_with("https://")) {
+            bail!("milvus_uri {uri:?}: use http://HOST:PORT or https://HOST:PORT");
+        }
+        let index = raw.milvus_index.clone().unwrap_or_else(|| "hnsw".into());
+        if !matches!(index.as_str(), "hnsw" | "flat") {
+            bail!("milvus_index {index:?}: use hnsw or flat");
+        }
+        let consistency = raw.milvus_consistency.clone().unwrap_or_else(|| "session".into());
+        if !matches!(consistency.as_str(), "strong" | "session" | "bounded" | "eventually") {
+            bail!("milvus_consistency {consistency:?}: use session, bounded, eventually or strong");
+        }
+        let timeout_secs = raw.milvus_timeout_secs.unwrap_or(5);
+        if timeout_secs == 0 {
+            bail!("milvus_timeout_secs must be at least 1");
+        }
+        Ok(Backend::Milvus(MilvusSettings {
+            uri,
+            collection: raw.collection.clone().unwrap_or_else(|| "ragctx".into()),
+            index,
+            consistency,
+            timeout_secs,
+            token: raw.milvus_token.clone(),
+        }))
     }
 }
 

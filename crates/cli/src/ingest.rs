@@ -5,7 +5,7 @@ use crate::app::index_params;
 use crate::config::Settings;
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use ragctx_core::{EmbeddedChunk, Embedder, VectorStore};
+use ragctx_core::{EmbeddedChunk, Embedder};
 use ragctx_engine::ingest::{check_unique_ids, chunk_document, parse_jsonl, text_tokens, DocumentFormat, SourcedChunk};
 use ragctx_models::{Cl100kCounter, MiniLmEmbedder};
 use ragctx_store::{DataDir, EmbeddingCache};
@@ -161,7 +161,7 @@ pub fn run(settings: &Settings, paths: &[PathBuf]) -> Result<()> {
     docs.sort_unstable();
     docs.dedup();
     let data = DataDir::open_with(&settings.data_dir, Some(embedder.dimension()), index_params(settings))?;
-    let store = data.vector_store();
+    let store = crate::app::vector_store(settings, &data, embedder.dimension())?;
     let new = store.upsert(&chunks)?;
     let total = store.len()?;
     println!(

@@ -35,9 +35,21 @@ struct Cli {
     /// Embedding model directory [env: RAGCTX_MODEL_DIR] [default: ./models/all-MiniLM-L6-v2]
     #[arg(long, global = true)]
     model_dir: Option<PathBuf>,
-    /// Vector backend: embedded [env: RAGCTX_BACKEND]
+    /// Vector backend: embedded or milvus [env: RAGCTX_BACKEND]
     #[arg(long, global = true)]
     backend: Option<String>,
+    /// Milvus server for --backend milvus [env: RAGCTX_MILVUS_URI] [default: http://127.0.0.1:19530]
+    #[arg(long, global = true)]
+    milvus_uri: Option<String>,
+    /// Milvus collection [env: RAGCTX_COLLECTION] [default: ragctx]
+    #[arg(long, global = true)]
+    collection: Option<String>,
+    /// Milvus vector index when the collection is created: hnsw or flat [env: RAGCTX_MILVUS_INDEX] [default: hnsw]
+    #[arg(long, global = true)]
+    milvus_index: Option<String>,
+    /// Milvus read consistency: session, bounded, eventually or strong [env: RAGCTX_MILVUS_CONSISTENCY] [default: session]
+    #[arg(long, global = true)]
+    milvus_consistency: Option<String>,
     /// Session store: embedded, or redis://HOST:PORT [env: RAGCTX_SESSIONS]
     #[arg(long, global = true)]
     sessions: Option<String>,
@@ -53,7 +65,7 @@ struct TurnFlags {
     /// Context budget in cl100k_base tokens [default: 6000]
     #[arg(long)]
     budget: Option<usize>,
-    /// document or chunk [default: document]
+    /// chunk or document [default: chunk]
     #[arg(long)]
     granularity: Option<String>,
     /// shown or cited [default: shown]
@@ -152,6 +164,10 @@ fn settings(cli: &Cli, turn: Option<&TurnFlags>) -> Result<Settings> {
         data_dir: cli.data_dir.clone(),
         model_dir: cli.model_dir.clone(),
         backend: cli.backend.clone(),
+        milvus_uri: cli.milvus_uri.clone(),
+        collection: cli.collection.clone(),
+        milvus_index: cli.milvus_index.clone(),
+        milvus_consistency: cli.milvus_consistency.clone(),
         sessions: cli.sessions.clone(),
         strategy: t.strategy,
         granularity: t.granularity,

@@ -1,0 +1,231 @@
+//! `--backend milvus` end to end through the `ragctx` binary against real Milvus Lite
+//! (3.2.2, PyPI): the shared one on 127.0.0.1:19530 that `scripts/milvus-up` starts
+//! (`RAGCTX_TEST_MILVUS`), and private ones this file starts and kills on free loopback
+//! ports. Set `RAGCTX_TEST_MILVUS=skip` to skip on a machine without Milvus; `scripts/test`
+//! never does.
+
+use serde_json::Value;
+use std::collections::HashSet;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn shared_milvus() -> Option<String> {
+    let uri = std::env::var("RAGCTX_TEST_MILVUS").unwrap_or_else(|_| "http://127.0.0.1:19530".into());
+    (uri != "skip").then_some(uri)
+}
+
+struct Env {
+    dir: tempfile::TempDir,
+}
+
+impl Env {
+    fn new() -> Env {
+        Env { dir: tempfile::tempdir().unwrap() }
+    }
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_ragctx"))
+            .arg("--data-dir")
+            .arg(self.dir.path().join("data"))
+            .arg("--model-dir")
+            .arg(repo().join("models/all-MiniLM-L6-v2"))
+            .args(args)
+            .env_remove("RAGCTX_CONFIG")
+            .output()
+            .expect("ragctx runs")
+    }
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(out.status.success(), "ragctx {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    }
+    fn ask(&self, backend: &[&str], session: &str, extra: &[&str], question: &str) -> Value {
+        let mut args = backend.to_vec();
+        args.extend_from_slice(&["ask", "--session", session, "--json"]);
+        args.extend_from_slice(extra);
+        args.push(question);
+        serde_json::from_str(&self.ok(&args)).expect("ask --json prints one JSON object")
+    }
+}
+
+/// The first `n` government passages and two chunks whose ids and document id would break
+/// a naively built filter.
+fn corpus(env: &Env, n: usize) -> PathBuf {
+    let text = std::fs::read_to_string(repo().join("../shared/data/mtrag/corpus_govt.jsonl"))
+        .expect("evaluation data at ../shared/data beside the repo");
+    let mut lines: Vec<String> = text.lines().take(n).map(str::to_owned).collect();
+    let doc = "doc \"quoted\" [bracketed] \\back\\ 文档";
+    for (id, t) in [
+        (
+            "zz\"] or id >= 0 or doc_id in [\"zz",
+            "The quokka festival of Rottnest Island celebrates quokkas every March.",
+        ),
+        ("odd#2 ' \" ]\nline", "Quokka counting volunteers register at the Rottnest Island visitor centre."),
+    ] {
+        lines.push(serde_json::json!({"_id": id, "document_id": doc, "title": "Odd ids", "text": t}).to_string());
+    }
+    let p = env.dir.path().join("corpus.jsonl");
+    std::fs::write(&p, lines.join("\n") + "\n").unwrap();
+    p
+}
+
+/// The user questions of the first government conversation with at least five turns.
+fn conversation() -> Vec<String> {
+    let text = std::fs::read_to_string(repo().join("../shared/data/mtrag/turns.jsonl")).unwrap();
+    let rows: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let mut by_conv: Vec<(String, Vec<String>)> = Vec::new();
+    for r in rows.iter().filter(|r| r["domain"] == "govt") {
+        let id = r["conversation_id"].as_str().unwrap().to_owned();
+        match by_conv.iter_mut().find(|(c, _)| *c == id) {
+            Some((_, qs)) => qs.push(r["question"].as_str().unwrap().to_owned()),
+            None => by_conv.push((id, vec![r["question"].as_str().unwrap().to_owned()])),
+        }
+    }
+    by_conv.into_iter().map(|(_, q)| q).find(|q| q.len() >= 5).unwrap()[..5].to_vec()
+}
+
+fn refs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+fn context_docs(turn: &Value) -> Vec<String> {
+    turn["context"].as_array().unwrap().iter().map(|b| b["document_id"].as_str().unwrap().to_owned()).collect()
+}
+
+#[test]
+fn five_mtrag_turns_give_the_same_documents_on_embedded_and_milvus() {
+    let Some(uri) = shared_milvus() else { return };
+    let env = Env::new();
+    let path = corpus(&env, 300);
+    let path = path.to_str().unwrap();
+    env.ok(&["ingest", path]);
+    let tag = std::process::id();
+    let flat = format!("e2e_flat_{tag}");
+    let hnsw = format!("e2e_hnsw_{tag}");
+    let milvus = |collection: &str, index: &str| -> Vec<String> {
+        ["--backend", "milvus", "--milvus-uri", &uri, "--collection", collection, "--milvus-index", index]
+            .map(str::to_owned)
+            .to_vec()
+    };
+    let flat_args = milvus(&flat, "flat");
+    let hnsw_args = milvus(&hnsw, "hnsw");
+    for args in [&flat_args, &hnsw_args] {
+        let out = env.ok(&[&refs(args)[..], &["ingest", path]].concat());
+        assert!(
+            out.contains("302 new") && out.contains("302 from cache"),
+            "embeddings reused from the data dir: {out}"
+        );
+    }
+
+    let questions = conversation();
+    let mut docs: Vec<Vec<Vec<String>>> = vec![Vec::new(); 3];
+    for (b, backend) in [vec![], refs(&flat_args), refs(&hnsw_args)].iter().enumerate() {
+        let session = format!("conv-{b}");
+        let mut seen: HashSet<String> = HashSet::new();
+        for (i, q) in questions.iter().enumerate() {
+            let t = env.ask(backend, &session, &["--granularity", "document"], q);
+            assert_eq!(t["turn"], i as u64 + 1);
+            let d = context_docs(&t);
+            if t["intent"] != "reshow" {
+                assert!(d.iter().all(|d| !seen.contains(d)), "backend {b} turn {} repeats a document", i + 1);
+            }
+            seen.extend(d.iter().cloned());
+            if b > 0 {
+                assert_eq!(t["trace"]["search_path"], "remote", "{}", t["trace"]);
+            }
+            docs[b].push(d);
+        }
+    }
+    let mut same = 0;
+    let mut total = 0;
+    for turn in 0..questions.len() {
+        assert_eq!(docs[1][turn], docs[0][turn], "FLAT Milvus and embedded differ at turn {}", turn + 1);
+        let embedded: HashSet<&String> = docs[0][turn].iter().collect();
+        same += docs[2][turn].iter().filter(|d| embedded.contains(d)).count();
+        total += docs[0][turn].len().max(docs[2][turn].len());
+    }
+    let share = same as f64 / total as f64;
+    eprintln!("milvus e2e: FLAT = embedded on all 5 turns; HNSW shares {same}/{total} = {share:.3} of documents");
+    assert!(share >= 0.9, "HNSW Milvus shares only {share:.3} of documents with embedded");
+
+    // Hostile ids through Milvus: found, cited, and excluded by document in the next turn.
+    let b = refs(&flat_args);
+    let first = env.ask(&b, "odd", &["--granularity", "document"], "When is the quokka festival on Rottnest Island?");
+    let odd = "doc \"quoted\" [bracketed] \\back\\ 文档";
+    assert_eq!(context_docs(&first)[0], odd, "{first}");
+    let next = env.ask(
+        &b,
+        "odd",
+        &["--granularity", "document", "--mode", "new"],
+        "When is the quokka festival on Rottnest Island?",
+    );
+    assert!(!context_docs(&next).contains(&odd.to_owned()), "the hostile document id was excluded exactly");
+    assert_eq!(next["trace"]["excluded"].as_u64().unwrap() as usize, context_docs(&first).len());
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A private Milvus Lite (bench/.venv, installed by bench/setup) on a free loopback port.
+fn start_milvus(port: u16, data: &Path) -> Child {
+    let bin = repo().join("bench/.venv/bin/milvus-lite");
+    assert!(bin.is_file(), "Milvus Lite missing at {}: run bench/setup", bin.display());
+    let child = Command::new(bin)
+        .args(["server", "--host", "127.0.0.1", "--port", &port.to_string(), "--data-dir"])
+        .arg(data)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(start.elapsed() < Duration::from_secs(60), "Milvus Lite did not start on {port}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    child
+}
+
+#[test]
+fn killing_milvus_mid_conversation_is_a_clear_error_and_the_next_turn_after_restart_works() {
+    if shared_milvus().is_none() {
+        return;
+    }
+    let env = Env::new();
+    let path = corpus(&env, 60);
+    let port = free_port();
+    let data = env.dir.path().join("milvus");
+    std::fs::create_dir_all(&data).unwrap();
+    let mut server = start_milvus(port, &data);
+    let uri = format!("http://127.0.0.1:{port}");
+    let b = ["--backend", "milvus", "--milvus-uri", &uri, "--collection", "killed", "--milvus-index", "flat"];
+    env.ok(&[&b[..], &["ingest", path.to_str().unwrap()]].concat());
+    let first = env.ask(&b, "k", &[], "How do I file a complaint with the state?");
+    assert!(!context_docs(&first).is_empty());
+
+    server.kill().unwrap(); // SIGKILL
+    server.wait().unwrap();
+    let started = Instant::now();
+    let out =
+        env.run(&[&b[..], &["ask", "--session", "k", "--json", "What if I want to file in other states?"]].concat());
+    let took = started.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "unavailable backend → exit 4: {stderr}");
+    assert!(stderr.contains(&format!("Milvus at {uri}")), "the error names the server: {stderr}");
+    assert!(took < Duration::from_secs(40), "failed within the deadline, took {took:?}");
+    eprintln!("milvus e2e: turn with Milvus killed failed in {took:?}: {}", stderr.trim());
+
+    let mut server = start_milvus(port, &data);
+    let second = env.ask(&b, "k", &[], "What if I want to file in other states?");
+    assert_eq!(second["turn"], 2, "the failed turn was not recorded");
+    assert!(!context_docs(&second).is_empty(), "the collection survived the kill");
+    server.kill().unwrap();
+    let mut log = String::new();
+    let _ = server.stderr.take().unwrap().read_to_string(&mut log);
+    let _ = server.wait();
+}

@@ -1,0 +1,107 @@
+//! The Milvus store runs the shared conformance suite against a real server: Milvus Lite
+//! started by `scripts/milvus-up` (`RAGCTX_TEST_MILVUS`, default http://127.0.0.1:19530).
+//! Set `RAGCTX_TEST_MILVUS=skip` to skip on a machine without it; `scripts/test` never does.
+
+use ragctx_core::{EmbeddedChunk, Error, ExclusionSet, Grouping, SearchRequest, VectorStore};
+use ragctx_milvus::{IndexKind, MilvusConfig, MilvusVectorStore};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+fn uri() -> Option<String> {
+    let uri = std::env::var("RAGCTX_TEST_MILVUS").unwrap_or_else(|_| "http://127.0.0.1:19530".into());
+    (uri != "skip").then_some(uri)
+}
+
+fn fresh(name: &str, index: IndexKind) -> MilvusVectorStore {
+    let uri = uri().unwrap();
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let collection = format!("t_{name}_{}_{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
+    let mut config = MilvusConfig::new(&uri, &collection);
+    config.index = index;
+    config.timeout = Duration::from_secs(20);
+    MilvusVectorStore::connect(config, 8)
+        .unwrap_or_else(|e| panic!("Milvus at {uri} (start it with scripts/milvus-up): {e}"))
+}
+
+#[test]
+fn milvus_vector_store_conforms_with_flat_and_hnsw() {
+    if uri().is_none() {
+        return;
+    }
+    for index in [IndexKind::Flat, "hnsw".parse().unwrap()] {
+        ragctx_testkit::vector_store_conformance(&|| Box::new(fresh("conf", index)));
+    }
+}
+
+/// One document with 300 chunks right on the query: a server that groups after a fixed
+/// over-fetch hands back fewer groups than asked; the store completes them.
+#[test]
+fn a_dominant_document_does_not_starve_other_groups() {
+    if uri().is_none() {
+        return;
+    }
+    let store = fresh("dominant", IndexKind::Flat);
+    let unit = |a: f32, b: f32| {
+        let n = (a * a + b * b).sqrt();
+        let mut v = vec![0.0; 8];
+        v[0] = a / n;
+        v[1] = b / n;
+        v
+    };
+    let mut data = Vec::new();
+    for i in 0..300 {
+        data.push(chunk(&format!("big#{i}"), "big", unit(1.0, 0.001 * i as f32)));
+    }
+    for d in 0..10 {
+        data.push(chunk(&format!("small{d}#0"), &format!("small{d}"), unit(1.0, 0.5 + d as f32 * 0.1)));
+    }
+    store.upsert(&data).unwrap();
+    let req = SearchRequest {
+        vector: unit(1.0, 0.0),
+        limit: 5,
+        grouping: Some(Grouping::new(1)),
+        exclusion: ExclusionSet::default(),
+    };
+    let out = store.search(&req).unwrap();
+    let docs: std::collections::BTreeSet<_> =
+        out.hits.iter().map(|h| h.chunk.document_id.as_str().to_owned()).collect();
+    assert_eq!(docs.len(), 5, "5 groups asked: {:?} (rounds {}, {})", docs, out.rounds, out.reason);
+    assert_eq!(out.hits.len(), 5);
+    assert!(docs.contains("big"));
+    eprintln!("dominant document: {} searches, {}", out.rounds, out.reason);
+}
+
+#[test]
+fn an_unreachable_server_is_a_clear_error_within_the_deadline() {
+    let mut config = MilvusConfig::new("http://127.0.0.1:9", "nothing");
+    config.timeout = Duration::from_secs(2);
+    let start = Instant::now();
+    let err = MilvusVectorStore::connect(config, 8).err().expect("nothing listens on port 9");
+    assert!(start.elapsed() < Duration::from_secs(15), "took {:?}", start.elapsed());
+    assert!(matches!(err, Error::Unavailable { .. }), "{err}");
+    assert!(err.to_string().contains("127.0.0.1:9"), "names the server: {err}");
+}
+
+#[test]
+fn bad_collection_names_are_refused_before_connecting() {
+    let config = MilvusConfig::new("http://127.0.0.1:9", "x\"] or 1");
+    let err = MilvusVectorStore::connect(config, 8).err().unwrap();
+    assert!(matches!(err, Error::InvalidInput(_)), "{err}");
+}
+
+fn chunk(id: &str, doc: &str, vector: Vec<f32>) -> EmbeddedChunk {
+    EmbeddedChunk {
+        chunk: ragctx_core::Chunk {
+            id: id.into(),
+            document_id: doc.into(),
+            title: doc.into(),
+            text: id.into(),
+            ordinal: None,
+            start: None,
+            end: None,
+            weight: 1.0,
+            tokens: None,
+        },
+        vector,
+    }
+}
