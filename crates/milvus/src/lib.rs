@@ -49,6 +49,8 @@ pub const MAX_ROUNDS: u32 = 6;
 const BATCH: usize = 256;
 /// Milvus's largest VarChar.
 const MAX_VARCHAR: usize = 65_535;
+/// Milvus's largest `topk`.
+const MAX_TOPK: usize = 16_384;
 /// Milvus's largest `group_size`.
 const MAX_GROUP_SIZE: usize = 10;
 /// Fields a search or fetch returns (all but the vector).
@@ -148,6 +150,8 @@ pub struct Capabilities {
     pub version: String,
     /// Filter templates (`filter_params`, Milvus ≥ 2.5): ids never enter the expression.
     pub templates: bool,
+    /// Grouping search (`group_by_field`, Milvus ≥ 2.4; older servers ignore it silently).
+    pub group_by: bool,
 }
 
 pub struct MilvusVectorStore {
@@ -216,7 +220,7 @@ impl MilvusVectorStore {
             client,
             config,
             dimension,
-            capabilities: Capabilities { version, templates: false },
+            capabilities: Capabilities { group_by: groups_by(&version), version, templates: false },
         };
         store.ensure_collection()?;
         store.capabilities.templates = store.probe_templates();
@@ -426,6 +430,15 @@ impl MilvusVectorStore {
         })?;
         let mut hits = Vec::new();
         for result in response.results().iter() {
+            // Milvus before 2.4 does not name the key and score fields of a result; the SDK
+            // then refuses to read its rows. The names are known: fill them in.
+            let mut result = result.clone();
+            if result.get_primary_field_name().is_empty() {
+                result.set_primary_field_name(ID);
+            }
+            if result.get_score_field_name().is_empty() {
+                result.set_score_field_name("score");
+            }
             for row in result.rows().map_err(Error::storage)? {
                 let score = match row.get("score").map_err(Error::storage)? {
                     ResultValue::Float(s) => s,
@@ -516,7 +529,13 @@ impl MilvusVectorStore {
             rounds += 1;
             let want = request.limit - docs.len();
             let round = SearchRequest { exclusion: exclusion.clone(), ..request.clone() };
-            let got = self.search_once(&round, want, Some(group_size))?;
+            let got = if self.capabilities.group_by {
+                self.search_once(&round, want, Some(group_size))?
+            } else {
+                // No server-side grouping (Milvus < 2.4 ignores it): over-fetch, group here.
+                self.search_once(&round, (want * group_size).min(MAX_TOPK), None)?
+            };
+
             let mut new_docs = 0;
             let mut per_doc: HashMap<DocumentId, usize> = HashMap::new();
             for hit in got {
@@ -545,6 +564,18 @@ impl MilvusVectorStore {
         }
         Ok((hits, rounds))
     }
+}
+
+/// Whether a server of this version groups search results: every Milvus from 2.4 on, and
+/// Milvus Lite (`milvus_lite-3.x`), which reports its own version.
+fn groups_by(version: &str) -> bool {
+    let v = version.trim_start_matches('v');
+    if !v.starts_with(|c: char| c.is_ascii_digit()) {
+        return true;
+    }
+    let mut parts = v.split(|c: char| !c.is_ascii_digit()).map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    (major, minor) >= (2, 4)
 }
 
 /// Whether the server answered and refused (bad request, schema) rather than failed to answer.
@@ -715,9 +746,10 @@ impl VectorStore for MilvusVectorStore {
             IndexKind::Hnsw { ef, .. } => format!("HNSW ef {ef}"),
         };
         let reason = format!(
-            "Milvus {} ({index}), {} filter{}",
+            "Milvus {} ({index}), {} filter, grouped {}{}",
             self.capabilities.version,
             if self.capabilities.templates { "templated" } else { "escaped literal" },
+            if self.capabilities.group_by { "by the server" } else { "here" },
             if rounds > 1 { format!(", {} completion searches for missing groups", rounds - 1) } else { String::new() }
         );
         Ok(SearchOutcome { hits, path: SearchPath::Remote, rounds, reason })
@@ -749,5 +781,17 @@ impl VectorStore for MilvusVectorStore {
             Some(row) => Ok(int(&row, "count(*)")? as usize),
             None => Ok(0),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn grouping_is_known_by_version() {
+        assert!(!super::groups_by("v2.3.5-lite"));
+        assert!(!super::groups_by("2.3.13"));
+        assert!(super::groups_by("v2.4.0"));
+        assert!(super::groups_by("v2.5.10"));
+        assert!(super::groups_by("milvus_lite-3.2.2"));
     }
 }
