@@ -143,11 +143,11 @@ fn five_mtrag_turns_give_the_same_documents_on_embedded_and_milvus() {
     }
     let mut same = 0;
     let mut total = 0;
-    for turn in 0..questions.len() {
-        assert_eq!(docs[1][turn], docs[0][turn], "FLAT Milvus and embedded differ at turn {}", turn + 1);
-        let embedded: HashSet<&String> = docs[0][turn].iter().collect();
-        same += docs[2][turn].iter().filter(|d| embedded.contains(d)).count();
-        total += docs[0][turn].len().max(docs[2][turn].len());
+    for (turn, ((embedded, flat), hnsw)) in docs[0].iter().zip(&docs[1]).zip(&docs[2]).enumerate() {
+        assert_eq!(flat, embedded, "FLAT Milvus and embedded differ at turn {}", turn + 1);
+        let embedded_set: HashSet<&String> = embedded.iter().collect();
+        same += hnsw.iter().filter(|d| embedded_set.contains(d)).count();
+        total += embedded.len().max(hnsw.len());
     }
     let share = same as f64 / total as f64;
     eprintln!("milvus e2e: FLAT = embedded on all 5 turns; HNSW shares {same}/{total} = {share:.3} of documents");
