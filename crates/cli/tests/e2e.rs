@@ -318,6 +318,13 @@ fn sessions_in_redis_work_unchanged() {
         "What is New York State doing about climate change?",
     );
     assert_eq!(second["turn"], 2);
+    // The key's TTL, as an operator sees it: the default day, refreshed by each turn.
+    let ttl = Command::new("redis-cli")
+        .args(["-u", redis.as_str(), "TTL", &format!("{{ragctx:{session}}}:turns")])
+        .output()
+        .expect("redis-cli (Debian redis-tools, installed with the server)");
+    let ttl: i64 = String::from_utf8_lossy(&ttl.stdout).trim().parse().unwrap();
+    assert!((86_000..=86_400).contains(&ttl), "redis-cli TTL shows the session TTL: {ttl}");
     let earlier: HashSet<String> = context_docs(&first).into_iter().collect();
     assert!(context_docs(&second).iter().all(|d| !earlier.contains(d)), "exclusion remembered in Redis");
     let traces: Value =
