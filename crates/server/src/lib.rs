@@ -11,7 +11,7 @@
 
 mod error;
 mod metrics;
-mod openai;
+pub mod openai;
 
 pub use error::ApiError;
 pub use metrics::Metrics;
@@ -135,7 +135,7 @@ pub(crate) fn body(b: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> 
     })
 }
 
-pub(crate) fn json<T: for<'de> Deserialize<'de>>(b: &Bytes) -> Result<T, ApiError> {
+pub(crate) fn json<T: for<'de> Deserialize<'de>>(b: &[u8]) -> Result<T, ApiError> {
     serde_json::from_slice(b).map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))
 }
 
@@ -152,6 +152,15 @@ pub struct TurnRequest {
     pub granularity: Option<String>,
     pub consumption: Option<String>,
     pub strategy: Option<String>,
+}
+
+/// Decodes a turn request body the way `POST /v1/sessions/{id}/turns` does — JSON shape,
+/// setting overrides, session id — before any work is done (the fuzz target `api` drives it).
+pub fn decode_turn(body: &[u8], session: &str, base: &TurnSettings) -> Result<(TurnRequest, TurnSettings), ApiError> {
+    let req: TurnRequest = json(body)?;
+    session_id(&None, session)?;
+    let settings = req.settings(base)?;
+    Ok((req, settings))
 }
 
 impl TurnRequest {

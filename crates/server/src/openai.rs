@@ -25,6 +25,34 @@ struct ChatRequest {
     user: Option<String>,
 }
 
+/// What a chat completion request asks for.
+#[derive(Debug)]
+pub struct ChatTurn {
+    pub session: String,
+    pub question: String,
+    pub stream: bool,
+    pub model: String,
+}
+
+/// Decodes a chat completion body (and the X-Session-Id header) the way
+/// `POST /v1/chat/completions` does (the fuzz target `api` drives it).
+pub fn decode_chat(body: &[u8], session_header: Option<&str>) -> Result<ChatTurn, ApiError> {
+    let req: ChatRequest = json(body)?;
+    let session = session_header
+        .map(str::to_owned)
+        .or(req.user.clone())
+        .ok_or_else(|| ApiError::bad_request("no session: set the `user` field or the X-Session-Id header"))?;
+    crate::session_id(&None, &session)?;
+    let question = req
+        .messages
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .map(|m| text_of(&m["content"]))
+        .ok_or_else(|| ApiError::bad_request("no user message in `messages`"))?;
+    Ok(ChatTurn { session, question, stream: req.stream, model: req.model.unwrap_or_else(|| "ragctx".into()) })
+}
+
 /// Text of a message's content: a string, or the text parts of an array.
 fn text_of(content: &Value) -> String {
     match content {
@@ -43,27 +71,14 @@ pub async fn chat_completions(
     b: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let ns = caller(&state, &headers)?;
-    let req: ChatRequest = json(&body(b)?)?;
-    let session = headers
-        .get("x-session-id")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned)
-        .or(req.user.clone())
-        .ok_or_else(|| ApiError::bad_request("no session: set the `user` field or the X-Session-Id header"))?;
-    let question = req
-        .messages
-        .iter()
-        .rev()
-        .find(|m| m["role"] == "user")
-        .map(|m| text_of(&m["content"]))
-        .ok_or_else(|| ApiError::bad_request("no user message in `messages`"))?;
-    let model = req.model.clone().unwrap_or_else(|| "ragctx".into());
+    let header = headers.get("x-session-id").and_then(|v| v.to_str().ok());
+    let ChatTurn { session, question, stream, model } = decode_chat(&body(b)?, header)?;
     let out = run_turn(&state, &ns, &session, TurnRequest { question, ..Default::default() }).await?;
     let created = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let id = format!("chatcmpl-ragctx-{}-{}", out.session_id, out.turn);
     let completion_tokens = state.engine.counter.count(&out.answer);
     let extra = json!({"session_id": out.session_id, "turn": out.turn, "intent": out.intent, "citations": out.citations, "context": out.context, "trace": out.trace});
-    if !req.stream {
+    if !stream {
         let body = json!({
             "id": id, "object": "chat.completion", "created": created, "model": model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": out.answer}, "finish_reason": "stop"}],

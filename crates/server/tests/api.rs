@@ -1,66 +1,12 @@
 //! The HTTP API through the router, without opening a port (`oneshot`), on the real
 //! engine: MiniLM, cl100k_base, the embedded index and session store.
 
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
-use ragctx_engine::{Engine, TurnSettings};
-use ragctx_index::{IndexParams, MemoryVectorStore};
-use ragctx_models::{Cl100kCounter, ExtractiveGenerator, MiniLmEmbedder};
-use ragctx_server::{router, AppState, Metrics};
+use axum::http::StatusCode;
+use ragctx_server::router;
 use serde_json::{json, Value};
-use std::sync::Arc;
-use std::time::Duration;
-use tower::ServiceExt;
 
-fn state(keys: &[&str], dir: &std::path::Path) -> Arc<AppState> {
-    let model = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/all-MiniLM-L6-v2");
-    let embedder = Arc::new(MiniLmEmbedder::load(&model).expect("model installed by scripts/setup"));
-    let data = ragctx_store::DataDir::open(dir, 384).unwrap();
-    Arc::new(AppState {
-        engine: Engine {
-            vectors: Arc::new(MemoryVectorStore::new(384, IndexParams::default())),
-            sessions: Arc::new(data.session_store()),
-            embedder,
-            counter: Arc::new(Cl100kCounter::new()),
-            generator: Arc::new(ExtractiveGenerator::default()),
-        },
-        settings: TurnSettings::default(),
-        keys: keys.iter().map(|k| k.to_string()).collect(),
-        metrics: Metrics::default(),
-        turn_timeout: Duration::from_secs(30),
-        ingest_timeout: Duration::from_secs(120),
-    })
-}
-
-async fn call(
-    app: &axum::Router,
-    method: &str,
-    uri: &str,
-    key: Option<&str>,
-    body: Option<Vec<u8>>,
-) -> (StatusCode, Vec<u8>) {
-    let mut req = Request::builder().method(method).uri(uri);
-    if let Some(k) = key {
-        req = req.header("authorization", format!("Bearer {k}"));
-    }
-    let req =
-        req.header("content-type", "application/json").body(body.map(Body::from).unwrap_or_else(Body::empty)).unwrap();
-    let res = app.clone().oneshot(req).await.unwrap();
-    let status = res.status();
-    let bytes = axum::body::to_bytes(res.into_body(), usize::MAX).await.unwrap();
-    (status, bytes.to_vec())
-}
-
-async fn call_json(
-    app: &axum::Router,
-    method: &str,
-    uri: &str,
-    key: Option<&str>,
-    body: Option<Value>,
-) -> (StatusCode, Value) {
-    let (s, b) = call(app, method, uri, key, body.map(|v| v.to_string().into_bytes())).await;
-    (s, serde_json::from_slice(&b).unwrap_or(Value::Null))
-}
+mod common;
+use common::{call, call_json, state};
 
 fn corpus() -> Value {
     json!([

@@ -1,0 +1,772 @@
+//! The store itself (feature `sdk`, on by default).
+
+use crate::filter::{self, Filter, DOCUMENT_ID, ID};
+use milvus::v2::prelude::{
+    ClientV2, CollectionSchema, ConnectConfig, ConsistencyLevel, CreateCollectionRequest, CreateIndexRequest, DataType,
+    FieldSchema, FilterTemplateValue, GetServerVersionRequest, HasCollectionRequest, IndexParam, IndexType,
+    InsertRequest, LoadCollectionRequest, MetricType, QueryRequest, ResultValue, RetryConfig,
+    SearchRequest as MilvusSearch, SearchVectors, TelemetryConfig, UpsertRequest,
+};
+use ragctx_core::{
+    Chunk, ChunkId, DocumentId, EmbeddedChunk, Error, ExclusionSet, Grouping, Hit, Result, SearchOutcome, SearchPath,
+    SearchRequest, VectorStore,
+};
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::time::Duration;
+
+/// A fetched chunk and, when asked for, its vector.
+type Fetched = (Chunk, Option<Vec<f32>>);
+
+/// Searches at most per request: the first plus completions of missing groups.
+pub const MAX_ROUNDS: u32 = 6;
+/// Rows per upsert or fetch call.
+const BATCH: usize = 256;
+/// Milvus's largest VarChar.
+const MAX_VARCHAR: usize = 65_535;
+/// Milvus's largest `topk`.
+const MAX_TOPK: usize = 16_384;
+/// Milvus's largest `group_size`.
+const MAX_GROUP_SIZE: usize = 10;
+/// Fields a search or fetch returns (all but the vector).
+const FIELDS: [&str; 9] = [ID, DOCUMENT_ID, "title", "text", "ordinal", "start", "end", "weight", "tokens"];
+
+/// How the vector field is indexed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IndexKind {
+    /// Exact search: the same answers as a scan.
+    Flat,
+    /// Graph search; `ef` at query time.
+    Hnsw { m: u32, ef_construction: u32, ef: u32 },
+}
+
+impl std::str::FromStr for IndexKind {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "flat" | "FLAT" => Ok(IndexKind::Flat),
+            "hnsw" | "HNSW" => Ok(IndexKind::Hnsw { m: 16, ef_construction: 128, ef: 96 }),
+            other => Err(Error::InvalidInput(format!("unknown Milvus index {other:?}: use hnsw or flat"))),
+        }
+    }
+}
+
+/// Read consistency of searches and fetches (DESIGN §4: never `Strong` on the hot path
+/// unless asked).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Consistency {
+    Strong,
+    Session,
+    Bounded,
+    Eventually,
+}
+
+impl std::str::FromStr for Consistency {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Ok(match s.to_ascii_lowercase().as_str() {
+            "strong" => Consistency::Strong,
+            "session" => Consistency::Session,
+            "bounded" => Consistency::Bounded,
+            "eventually" => Consistency::Eventually,
+            other => {
+                return Err(Error::InvalidInput(format!(
+                    "unknown consistency {other:?}: use strong, session, bounded or eventually"
+                )))
+            }
+        })
+    }
+}
+
+impl From<Consistency> for ConsistencyLevel {
+    fn from(c: Consistency) -> Self {
+        match c {
+            Consistency::Strong => ConsistencyLevel::Strong,
+            Consistency::Session => ConsistencyLevel::Session,
+            Consistency::Bounded => ConsistencyLevel::Bounded,
+            Consistency::Eventually => ConsistencyLevel::Eventually,
+        }
+    }
+}
+
+/// Where and how to reach Milvus.
+#[derive(Clone, Debug)]
+pub struct MilvusConfig {
+    pub uri: String,
+    pub collection: String,
+    /// `user:password` or an API key; `None` without authentication.
+    pub token: Option<String>,
+    /// Deadline of each call (connect included).
+    pub timeout: Duration,
+    /// Attempts per call, the first included, for transient failures.
+    pub attempts: u32,
+    pub consistency: Consistency,
+    /// The index built when the collection is created (an existing one is kept).
+    pub index: IndexKind,
+}
+
+impl MilvusConfig {
+    pub fn new(uri: &str, collection: &str) -> Self {
+        MilvusConfig {
+            uri: uri.to_owned(),
+            collection: collection.to_owned(),
+            token: None,
+            timeout: Duration::from_secs(5),
+            attempts: 3,
+            consistency: Consistency::Session,
+            index: "hnsw".parse().unwrap(),
+        }
+    }
+}
+
+/// What the connected server supports, detected once per connection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Capabilities {
+    pub version: String,
+    /// Filter templates (`filter_params`, Milvus ≥ 2.5): ids never enter the expression.
+    pub templates: bool,
+    /// Grouping search (`group_by_field`, Milvus ≥ 2.4; older servers ignore it silently).
+    pub group_by: bool,
+}
+
+pub struct MilvusVectorStore {
+    runtime: tokio::runtime::Runtime,
+    client: ClientV2,
+    config: MilvusConfig,
+    dimension: usize,
+    capabilities: Capabilities,
+}
+
+fn unavailable(config: &MilvusConfig, what: &str, e: impl std::fmt::Display) -> Error {
+    Error::Unavailable { backend: format!("Milvus at {}", config.uri), message: format!("{what}: {e}") }
+}
+
+/// `-1` for an absent number.
+fn opt<N: Into<u64>>(v: Option<N>) -> i64 {
+    v.map(|n| n.into() as i64).unwrap_or(-1)
+}
+
+fn unopt<N: TryFrom<i64>>(v: i64) -> Option<N> {
+    if v < 0 {
+        None
+    } else {
+        N::try_from(v).ok()
+    }
+}
+
+impl MilvusVectorStore {
+    /// Connects, creates the collection (schema, vector and scalar indexes) when it does not
+    /// exist, loads it, and detects what the server supports.
+    pub fn connect(config: MilvusConfig, dimension: usize) -> Result<Self> {
+        if config.collection.is_empty()
+            || !config.collection.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            || config.collection.starts_with(|c: char| c.is_ascii_digit())
+        {
+            return Err(Error::InvalidInput(format!(
+                "Milvus collection name {:?}: use letters, digits and _, not starting with a digit",
+                config.collection
+            )));
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("ragctx-milvus")
+            .enable_all()
+            .build()
+            .map_err(Error::storage)?;
+        let mut connect = ConnectConfig::new()
+            .uri(config.uri.clone())
+            .connect_timeout(config.timeout)
+            .rpc_timeout(config.timeout)
+            .retry(RetryConfig::new().max_attempts(config.attempts.max(1)).max_retry_timeout(config.timeout * 2))
+            .telemetry(TelemetryConfig::new().enabled(false));
+        if let Some(token) = &config.token {
+            connect = connect.token(token.clone());
+        }
+        let client = run(&runtime, config.timeout * 2, async move { ClientV2::new(&connect).await })
+            .map_err(|e| unavailable(&config, "connect", e))?;
+        let version = run(&runtime, config.timeout, {
+            let client = client.clone();
+            async move { client.server_version(GetServerVersionRequest::builder().build()?).await }
+        })
+        .map(|v| v.version().to_owned())
+        .map_err(|e| unavailable(&config, "server version", e))?;
+        let mut store = MilvusVectorStore {
+            runtime,
+            client,
+            config,
+            dimension,
+            capabilities: Capabilities { group_by: groups_by(&version), version, templates: false },
+        };
+        store.ensure_collection()?;
+        store.capabilities.templates = store.probe_templates();
+        Ok(store)
+    }
+
+    pub fn capabilities(&self) -> &Capabilities {
+        &self.capabilities
+    }
+
+    pub fn config(&self) -> &MilvusConfig {
+        &self.config
+    }
+
+    /// Runs one SDK call on the store's runtime with the configured deadline.
+    fn call<T, F>(&self, what: &str, fut: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: Future<Output = milvus::v2::error::Result<T>> + Send + 'static,
+    {
+        run(&self.runtime, self.config.timeout * self.config.attempts.max(1), fut).map_err(|e| self.error(what, e))
+    }
+
+    fn error(&self, what: &str, e: CallError) -> Error {
+        match e {
+            CallError::Sdk(e) if is_rejection(&e) => {
+                Error::Storage(format!("Milvus at {} rejected {what}: {e}", self.config.uri))
+            }
+            e => unavailable(&self.config, what, e),
+        }
+    }
+
+    fn ensure_collection(&mut self) -> Result<()> {
+        let name = self.config.collection.clone();
+        let exists = self.call("has_collection", {
+            let (client, name) = (self.client.clone(), name.clone());
+            async move { client.has_collection(HasCollectionRequest::builder().collection_name(name).build()?).await }
+        })?;
+        if !exists.exists() {
+            self.create_collection()?;
+        } else {
+            let got = self.collection_dimension()?;
+            if got != self.dimension {
+                return Err(Error::InvalidInput(format!(
+                    "Milvus collection {name:?} holds {got}-d vectors, the model makes {}-d: use another --collection",
+                    self.dimension
+                )));
+            }
+        }
+        self.call("load_collection", {
+            let (client, name) = (self.client.clone(), name.clone());
+            async move { client.load_collection(LoadCollectionRequest::builder().collection_name(name).build()?).await }
+        })?;
+        Ok(())
+    }
+
+    fn create_collection(&self) -> Result<()> {
+        let varchar = |name: &str, max: u32| FieldSchema::new().name(name).data_type(DataType::VarChar).max_length(max);
+        let int = |name: &str| FieldSchema::new().name(name).data_type(DataType::Int64);
+        let schema = CollectionSchema::new()
+            .add_field(varchar(ID, MAX_VARCHAR as u32).primary_key(true))
+            .add_field(varchar(DOCUMENT_ID, MAX_VARCHAR as u32))
+            .add_field(varchar("title", MAX_VARCHAR as u32))
+            .add_field(varchar("text", MAX_VARCHAR as u32))
+            .add_field(int("ordinal"))
+            .add_field(int("start"))
+            .add_field(int("end"))
+            .add_field(int("tokens"))
+            .add_field(FieldSchema::new().name("weight").data_type(DataType::Float))
+            .add_field(
+                FieldSchema::new().name("vector").data_type(DataType::FloatVector).dimension(self.dimension as u32),
+            );
+        let name = self.config.collection.clone();
+        self.call("create_collection", {
+            let (client, name) = (self.client.clone(), name.clone());
+            async move {
+                client
+                    .create_collection(CreateCollectionRequest::builder().collection_name(name).schema(schema).build()?)
+                    .await
+            }
+        })?;
+        let vector_index = match self.config.index {
+            IndexKind::Flat => IndexParam::new().field_name("vector").index_type(IndexType::Flat),
+            IndexKind::Hnsw { m, ef_construction, .. } => {
+                IndexParam::new().field_name("vector").index_type(IndexType::Hnsw).extra_params(HashMap::from([
+                    ("M".to_owned(), m.to_string()),
+                    ("efConstruction".to_owned(), ef_construction.to_string()),
+                ]))
+            }
+        }
+        .metric_type(MetricType::Cosine);
+        self.call("create_index (vector)", {
+            let (client, name) = (self.client.clone(), name.clone());
+            async move {
+                client
+                    .create_index(
+                        CreateIndexRequest::builder()
+                            .collection_name(name)
+                            .index_param(vector_index)
+                            .sync(false)
+                            .build()?,
+                    )
+                    .await
+            }
+        })?;
+        // A scalar index on document_id speeds up the exclusion filter; a server without
+        // inverted indexes still filters correctly without it.
+        let _ = self.call("create_index (document_id)", {
+            let (client, name) = (self.client.clone(), name);
+            async move {
+                client
+                    .create_index(
+                        CreateIndexRequest::builder()
+                            .collection_name(name)
+                            .index_param(IndexParam::new().field_name(DOCUMENT_ID).index_type(IndexType::Inverted))
+                            .sync(false)
+                            .build()?,
+                    )
+                    .await
+            }
+        });
+        Ok(())
+    }
+
+    fn collection_dimension(&self) -> Result<usize> {
+        let name = self.config.collection.clone();
+        let described = self.call("describe_collection", {
+            let client = self.client.clone();
+            async move {
+                client
+                    .describe_collection(
+                        milvus::v2::prelude::DescribeCollectionRequest::builder().collection_name(name).build()?,
+                    )
+                    .await
+            }
+        })?;
+        described
+            .description()
+            .get_schema()
+            .get_fields()
+            .iter()
+            .find(|f| f.get_name() == "vector")
+            .and_then(|f| f.get_type_params().get("dim").and_then(|d| d.parse().ok()))
+            .ok_or_else(|| {
+                Error::InvalidInput(format!(
+                    "Milvus collection {:?} was not made by ragctx (no 384-d `vector` field): use another --collection",
+                    self.config.collection
+                ))
+            })
+    }
+
+    /// Whether the server takes filter templates: a query whose filter names a template
+    /// value succeeds only where templating exists.
+    fn probe_templates(&self) -> bool {
+        let (client, name) = (self.client.clone(), self.config.collection.clone());
+        self.call("template probe", async move {
+            client
+                .query(
+                    QueryRequest::builder()
+                        .collection_name(name)
+                        .filter(format!("{ID} in {{probe}}"))
+                        .filter_templates(HashMap::from([(
+                            "probe".to_owned(),
+                            FilterTemplateValue::StringArray(vec!["\u{0}ragctx-probe".to_owned()]),
+                        )]))
+                        .output_fields([ID])
+                        .limit(1)
+                        .build()?,
+                )
+                .await
+        })
+        .map(|r| r.results().rows().map(|rows| rows.count() == 0).unwrap_or(false))
+        .unwrap_or(false)
+    }
+
+    fn filter(&self, ex: &ExclusionSet) -> Option<Filter> {
+        filter::exclusion(ex, self.capabilities.templates)
+    }
+
+    /// One search call: hits as Milvus returns them.
+    fn search_once(&self, request: &SearchRequest, limit: usize, group_size: Option<usize>) -> Result<Vec<Hit>> {
+        let mut builder = MilvusSearch::builder()
+            .collection_name(self.config.collection.clone())
+            .vector_field("vector")
+            .vectors(SearchVectors::Float(vec![request.vector.clone()]))
+            .output_fields(FIELDS)
+            .limit(limit as i64)
+            .metric_type(MetricType::Cosine)
+            .consistency_level(self.config.consistency.into());
+        if let IndexKind::Hnsw { ef, .. } = self.config.index {
+            builder = builder.extra_params(HashMap::from([("ef".to_owned(), ef.max(limit as u32).to_string())]));
+        }
+        if let Some(Filter { expr, params }) = self.filter(&request.exclusion) {
+            builder = builder.filter(expr);
+            if !params.is_empty() {
+                builder = builder.filter_templates(
+                    params.into_iter().map(|(k, v)| (k, FilterTemplateValue::StringArray(v))).collect(),
+                );
+            }
+        }
+        if let Some(g) = group_size {
+            builder = builder.group_by_field(DOCUMENT_ID).group_size(g as i64).strict_group_size(false);
+        }
+        let response = self.call("search", {
+            let client = self.client.clone();
+            async move { client.search(builder.build()?).await }
+        })?;
+        let mut hits = Vec::new();
+        for result in response.results().iter() {
+            // Milvus before 2.4 does not name the key and score fields of a result; the SDK
+            // then refuses to read its rows. The names are known: fill them in.
+            let mut result = result.clone();
+            if result.get_primary_field_name().is_empty() {
+                result.set_primary_field_name(ID);
+            }
+            if result.get_score_field_name().is_empty() {
+                result.set_score_field_name("score");
+            }
+            for row in result.rows().map_err(Error::storage)? {
+                let score = match row.get("score").map_err(Error::storage)? {
+                    ResultValue::Float(s) => s,
+                    ResultValue::Double(s) => s as f32,
+                    other => return Err(Error::Storage(format!("Milvus score of unexpected type: {other:?}"))),
+                };
+                hits.push(Hit { chunk: chunk_of(&row)?, score });
+            }
+        }
+        Ok(hits)
+    }
+
+    /// Chunks (with vectors when `vectors`) for `ids`, keyed by id.
+    fn fetch(&self, ids: &[ChunkId], vectors: bool) -> Result<HashMap<String, Fetched>> {
+        let mut out = HashMap::new();
+        let mut fields: Vec<&str> = FIELDS.to_vec();
+        if vectors {
+            fields.push("vector");
+        }
+        for batch in ids.chunks(BATCH) {
+            let batch: Vec<&str> = batch.iter().map(|i| i.as_str()).collect();
+            let response = self.query_ids(&batch, &fields, self.config.consistency.into())?;
+            for row in response.results().rows().map_err(Error::storage)? {
+                let chunk = chunk_of(&row)?;
+                let vector = if vectors {
+                    match row.get("vector").map_err(Error::storage)? {
+                        ResultValue::FloatVector(v) => Some(v.to_vec()),
+                        other => return Err(Error::Storage(format!("Milvus vector of unexpected type: {other:?}"))),
+                    }
+                } else {
+                    None
+                };
+                out.insert(chunk.id.0.clone(), (chunk, vector));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Rows whose id is in `ids` (at most [`BATCH`]), by a filter built like the exclusion
+    /// filter: templated where the server can, escaped literals otherwise.
+    fn query_ids(
+        &self,
+        ids: &[&str],
+        fields: &[&str],
+        consistency: ConsistencyLevel,
+    ) -> Result<milvus::v2::prelude::QueryResponse> {
+        let mut builder = QueryRequest::builder()
+            .collection_name(self.config.collection.clone())
+            .output_fields(fields.iter().copied())
+            .limit(ids.len() as i64)
+            .consistency_level(consistency);
+        builder = if self.capabilities.templates {
+            builder.filter(format!("{ID} in {{ids}}")).filter_templates(HashMap::from([(
+                "ids".to_owned(),
+                FilterTemplateValue::StringArray(ids.iter().map(|s| s.to_string()).collect()),
+            )]))
+        } else {
+            builder.filter(filter::in_literal(ID, ids.iter().copied()))
+        };
+        let request = builder.build().map_err(Error::storage)?;
+        self.call("query by id", {
+            let client = self.client.clone();
+            async move { client.query(request).await }
+        })
+    }
+
+    /// Ids among `ids` already stored.
+    fn existing(&self, ids: &[&str]) -> Result<HashSet<String>> {
+        let mut out = HashSet::new();
+        for batch in ids.chunks(BATCH) {
+            let response = self.query_ids(batch, &[ID], ConsistencyLevel::Strong)?;
+            for row in response.results().rows().map_err(Error::storage)? {
+                out.insert(string(&row, ID)?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Grouped search, completed here when the server returned fewer groups than asked.
+    fn search_grouped(&self, request: &SearchRequest, grouping: &Grouping) -> Result<(Vec<Hit>, u32)> {
+        let largest_quota = grouping.quotas.values().copied().max().unwrap_or(0);
+        let group_size = grouping.group_size.max(largest_quota).clamp(1, MAX_GROUP_SIZE);
+        let mut hits: Vec<Hit> = Vec::new();
+        let mut docs: Vec<DocumentId> = Vec::new();
+        let mut exclusion = request.exclusion.clone();
+        let mut rounds = 0;
+        while docs.len() < request.limit && rounds < MAX_ROUNDS {
+            rounds += 1;
+            let want = request.limit - docs.len();
+            let round = SearchRequest { exclusion: exclusion.clone(), ..request.clone() };
+            let got = if self.capabilities.group_by {
+                self.search_once(&round, want, Some(group_size))?
+            } else {
+                // No server-side grouping (Milvus < 2.4 ignores it): over-fetch, group here.
+                self.search_once(&round, (want * group_size).min(MAX_TOPK), None)?
+            };
+
+            let mut new_docs = 0;
+            let mut per_doc: HashMap<DocumentId, usize> = HashMap::new();
+            for hit in got {
+                let doc = hit.chunk.document_id.clone();
+                if exclusion.documents.contains(&doc) {
+                    continue; // a server that ignored the filter must not weaken it
+                }
+                let n = per_doc.entry(doc.clone()).or_default();
+                if *n >= grouping.quota(doc.as_str(), hit.chunk.weight) {
+                    continue;
+                }
+                if *n == 0 {
+                    if docs.len() >= request.limit {
+                        continue;
+                    }
+                    docs.push(doc.clone());
+                    new_docs += 1;
+                }
+                *n += 1;
+                hits.push(hit);
+            }
+            if new_docs == 0 {
+                break; // nothing more to give
+            }
+            exclusion.documents.extend(per_doc.into_keys());
+        }
+        Ok((hits, rounds))
+    }
+}
+
+/// Whether a server of this version groups search results: every Milvus from 2.4 on, and
+/// Milvus Lite (`milvus_lite-3.x`), which reports its own version.
+fn groups_by(version: &str) -> bool {
+    let v = version.trim_start_matches('v');
+    if !v.starts_with(|c: char| c.is_ascii_digit()) {
+        return true;
+    }
+    let mut parts = v.split(|c: char| !c.is_ascii_digit()).map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    (major, minor) >= (2, 4)
+}
+
+/// Whether the server answered and refused (bad request, schema) rather than failed to answer.
+fn is_rejection(e: &milvus::v2::error::Error) -> bool {
+    use milvus::v2::error::Error as E;
+    matches!(e, E::Server(_) | E::Conversion(_) | E::Validation(_))
+}
+
+enum CallError {
+    Sdk(Box<milvus::v2::error::Error>),
+    Timeout(Duration),
+    Lost,
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::Sdk(e) => write!(f, "{e}"),
+            CallError::Timeout(d) => write!(f, "no answer within {:.1} s", d.as_secs_f64()),
+            CallError::Lost => write!(f, "the call was dropped"),
+        }
+    }
+}
+
+/// Runs `fut` on `runtime` from any thread (a Tokio worker's included: the future runs on
+/// the store's own runtime and the caller waits on a channel, never nesting runtimes).
+fn run<T, F>(runtime: &tokio::runtime::Runtime, deadline: Duration, fut: F) -> std::result::Result<T, CallError>
+where
+    T: Send + 'static,
+    F: Future<Output = milvus::v2::error::Result<T>> + Send + 'static,
+{
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    runtime.spawn(async move {
+        let out = match tokio::time::timeout(deadline, fut).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(CallError::Sdk(Box::new(e))),
+            Err(_) => Err(CallError::Timeout(deadline)),
+        };
+        let _ = tx.send(out);
+    });
+    rx.recv().unwrap_or(Err(CallError::Lost))
+}
+
+fn string(row: &milvus::v2::prelude::ResultRow<'_>, field: &str) -> Result<String> {
+    match row.get(field).map_err(Error::storage)? {
+        ResultValue::String(s) => Ok(s.to_owned()),
+        other => Err(Error::Storage(format!("Milvus field {field} of unexpected type: {other:?}"))),
+    }
+}
+
+fn int(row: &milvus::v2::prelude::ResultRow<'_>, field: &str) -> Result<i64> {
+    match row.get(field).map_err(Error::storage)? {
+        ResultValue::Int64(v) => Ok(v),
+        ResultValue::Int32(v) => Ok(v as i64),
+        other => Err(Error::Storage(format!("Milvus field {field} of unexpected type: {other:?}"))),
+    }
+}
+
+fn chunk_of(row: &milvus::v2::prelude::ResultRow<'_>) -> Result<Chunk> {
+    Ok(Chunk {
+        id: ChunkId(string(row, ID)?),
+        document_id: DocumentId(string(row, DOCUMENT_ID)?),
+        title: string(row, "title")?,
+        text: string(row, "text")?,
+        ordinal: unopt(int(row, "ordinal")?),
+        start: unopt(int(row, "start")?),
+        end: unopt(int(row, "end")?),
+        weight: match row.get("weight").map_err(Error::storage)? {
+            ResultValue::Float(w) => w,
+            ResultValue::Double(w) => w as f32,
+            other => return Err(Error::Storage(format!("Milvus field weight of unexpected type: {other:?}"))),
+        },
+        tokens: unopt(int(row, "tokens")?),
+    })
+}
+
+impl VectorStore for MilvusVectorStore {
+    fn dimension(&self) -> usize {
+        self.dimension
+    }
+
+    fn upsert(&self, chunks: &[EmbeddedChunk]) -> Result<usize> {
+        // Check the whole batch first: a batch Milvus would refuse half-way is refused whole.
+        for c in chunks {
+            if c.vector.len() != self.dimension {
+                return Err(Error::WrongDimension { expected: self.dimension, got: c.vector.len() });
+            }
+            for (field, value) in [
+                ("id", c.chunk.id.as_str()),
+                ("document_id", c.chunk.document_id.as_str()),
+                ("title", c.chunk.title.as_str()),
+                ("text", c.chunk.text.as_str()),
+            ] {
+                if value.len() > MAX_VARCHAR {
+                    return Err(Error::InvalidInput(format!(
+                        "chunk {:?}: {field} is {} bytes, over Milvus's VarChar limit of {MAX_VARCHAR}",
+                        c.chunk.id.as_str(),
+                        value.len()
+                    )));
+                }
+            }
+            if c.chunk.id.as_str().is_empty() {
+                return Err(Error::InvalidInput("chunk id is empty".into()));
+            }
+        }
+        let ids: Vec<&str> = chunks.iter().map(|c| c.chunk.id.as_str()).collect();
+        let existing = self.existing(&ids)?;
+        let mut seen = HashSet::new();
+        let new = ids.iter().filter(|id| !existing.contains(**id) && seen.insert(**id)).count();
+        for batch in chunks.chunks(BATCH) {
+            let rows: Vec<serde_json::Value> = batch
+                .iter()
+                .map(|c| {
+                    serde_json::json!({
+                        ID: c.chunk.id.as_str(),
+                        DOCUMENT_ID: c.chunk.document_id.as_str(),
+                        "title": c.chunk.title,
+                        "text": c.chunk.text,
+                        "ordinal": opt(c.chunk.ordinal),
+                        "start": opt(c.chunk.start),
+                        "end": opt(c.chunk.end),
+                        "tokens": opt(c.chunk.tokens),
+                        "weight": c.chunk.weight,
+                        "vector": c.vector,
+                    })
+                })
+                .collect();
+            let request = UpsertRequest::builder()
+                .insert(
+                    InsertRequest::builder()
+                        .collection_name(self.config.collection.clone())
+                        .rows(rows)
+                        .build()
+                        .map_err(Error::storage)?,
+                )
+                .build()
+                .map_err(Error::storage)?;
+            self.call("upsert", {
+                let client = self.client.clone();
+                async move { client.upsert(request).await }
+            })?;
+        }
+        Ok(new)
+    }
+
+    fn search(&self, request: &SearchRequest) -> Result<SearchOutcome> {
+        if request.vector.len() != self.dimension {
+            return Err(Error::WrongDimension { expected: self.dimension, got: request.vector.len() });
+        }
+        if request.limit == 0 {
+            return Ok(SearchOutcome { hits: vec![], path: SearchPath::Remote, rounds: 0, reason: "limit 0".into() });
+        }
+        let (mut hits, rounds) = match &request.grouping {
+            Some(g) => self.search_grouped(request, g)?,
+            None => {
+                let hits = self.search_once(request, request.limit, None)?;
+                (
+                    hits.into_iter()
+                        .filter(|h| !request.exclusion.excludes(&h.chunk.id, &h.chunk.document_id))
+                        .collect(),
+                    1,
+                )
+            }
+        };
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score));
+        let index = match self.config.index {
+            IndexKind::Flat => "FLAT".to_owned(),
+            IndexKind::Hnsw { ef, .. } => format!("HNSW ef {ef}"),
+        };
+        let reason = format!(
+            "Milvus {} ({index}), {} filter, grouped {}{}",
+            self.capabilities.version,
+            if self.capabilities.templates { "templated" } else { "escaped literal" },
+            if self.capabilities.group_by { "by the server" } else { "here" },
+            if rounds > 1 { format!(", {} completion searches for missing groups", rounds - 1) } else { String::new() }
+        );
+        Ok(SearchOutcome { hits, path: SearchPath::Remote, rounds, reason })
+    }
+
+    fn chunks(&self, ids: &[ChunkId]) -> Result<Vec<Chunk>> {
+        let mut found = self.fetch(ids, false)?;
+        Ok(ids.iter().filter_map(|id| found.remove(id.as_str()).map(|(c, _)| c)).collect())
+    }
+
+    fn vectors(&self, ids: &[ChunkId]) -> Result<Vec<Option<Vec<f32>>>> {
+        let mut found = self.fetch(ids, true)?;
+        Ok(ids.iter().map(|id| found.remove(id.as_str()).and_then(|(_, v)| v)).collect())
+    }
+
+    fn len(&self) -> Result<usize> {
+        let request = QueryRequest::builder()
+            .collection_name(self.config.collection.clone())
+            .output_fields(["count(*)"])
+            .consistency_level(self.config.consistency.into())
+            .build()
+            .map_err(Error::storage)?;
+        let response = self.call("count", {
+            let client = self.client.clone();
+            async move { client.query(request).await }
+        })?;
+        let row = response.results().rows().map_err(Error::storage)?.next();
+        match row {
+            Some(row) => Ok(int(&row, "count(*)")? as usize),
+            None => Ok(0),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn grouping_is_known_by_version() {
+        assert!(!super::groups_by("v2.3.5-lite"));
+        assert!(!super::groups_by("2.3.13"));
+        assert!(super::groups_by("v2.4.0"));
+        assert!(super::groups_by("v2.5.10"));
+        assert!(super::groups_by("milvus_lite-3.2.2"));
+    }
+}
