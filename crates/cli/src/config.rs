@@ -45,6 +45,8 @@ pub struct RawConfig {
     /// Also read from OPENAI_API_KEY.
     pub openai_api_key: Option<String>,
     pub openai_timeout_secs: Option<u64>,
+    /// Deadline of one turn in `ragctx serve` (default 30 s): past it the caller gets 503.
+    pub turn_timeout_secs: Option<u64>,
 }
 
 impl RawConfig {
@@ -79,7 +81,8 @@ impl RawConfig {
             openai_base_url,
             openai_model,
             openai_api_key,
-            openai_timeout_secs
+            openai_timeout_secs,
+            turn_timeout_secs
         )
     }
 
@@ -128,6 +131,7 @@ impl RawConfig {
             openai_api_key: var("OPENAI_API_KEY")
                 .or_else(|| std::env::var("OPENAI_API_KEY").ok().filter(|k| !k.is_empty())),
             openai_timeout_secs: num("OPENAI_TIMEOUT_SECS")?,
+            turn_timeout_secs: num("TURN_TIMEOUT_SECS")?,
         })
     }
 }
@@ -144,6 +148,7 @@ pub struct Settings {
     /// `embedded` or a `redis://` URL.
     pub sessions: String,
     pub api_keys: Vec<String>,
+    pub turn_timeout: std::time::Duration,
     /// `None` = the extractive generator.
     pub openai: Option<ragctx_models::OpenAiConfig>,
 }
@@ -181,6 +186,10 @@ impl Settings {
             backend,
             sessions,
             api_keys: raw.api_keys.unwrap_or_default(),
+            turn_timeout: match raw.turn_timeout_secs {
+                Some(0) => bail!("turn_timeout_secs must be at least 1"),
+                t => std::time::Duration::from_secs(t.unwrap_or(30)),
+            },
             openai: match raw.generator.as_deref().unwrap_or("extractive") {
                 "extractive" => None,
                 "openai" => Some(ragctx_models::OpenAiConfig {

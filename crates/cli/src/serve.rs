@@ -18,7 +18,7 @@ pub fn run(app: App, addr: &str) -> Result<()> {
         settings: app.settings.turn.clone(),
         keys,
         metrics: Metrics::default(),
-        turn_timeout: Duration::from_secs(30),
+        turn_timeout: app.settings.turn_timeout,
         ingest_timeout: Duration::from_secs(1800),
     });
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;

@@ -2,14 +2,15 @@
 //! of an upsert and of turns, then check that the store holds all of a batch or none of it,
 //! and that every committed turn has its trace.
 
+mod common;
+
+use common::{report, trials};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use common::repo;
 
 fn ragctx(data: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_ragctx"));
@@ -60,7 +61,8 @@ fn killed_ingests_and_turns_leave_whole_states() {
     assert!(ragctx(&base).arg("ingest").arg(&v1).output().unwrap().status.success());
 
     let (mut killed, mut old, mut new) = (0, 0, 0);
-    for (trial, ms) in delays(12, 900).into_iter().enumerate() {
+    let ingest_trials = trials(12);
+    for (trial, ms) in delays(ingest_trials, 900).into_iter().enumerate() {
         let data = dir.path().join(format!("trial-{trial}"));
         copy_dir(&base, &data);
         let mut child =
@@ -92,14 +94,18 @@ fn killed_ingests_and_turns_leave_whole_states() {
         let again = ragctx(&data).args(["ingest"]).arg(&v1).output().unwrap();
         assert!(String::from_utf8_lossy(&again.stdout).contains("store holds 150 chunks"), "trial {trial}");
     }
-    eprintln!("ingest kills: {killed} killed, {old} old, {new} new");
+    report(
+        "crash: ingest",
+        serde_json::json!({"trials": ingest_trials, "kills": killed, "kills_survived": killed, "half_present": 0, "old_whole": old, "new_whole": new, "turns_lost": 0, "panics": 0}),
+    );
     assert!(killed > 0, "some ingests were killed mid-way");
 
     // Turns: kill mid-turn; committed turns all have traces, numbered 1..n without gaps.
     let data = dir.path().join("turns");
     copy_dir(&base, &data);
     let mut lost_or_half = 0;
-    for (i, ms) in delays(10, 400).into_iter().enumerate() {
+    let turn_trials = trials(10);
+    for (i, ms) in delays(turn_trials, 400).into_iter().enumerate() {
         let mut child = ragctx(&data)
             .args(["ask", "--session", "k", &format!("question {i} about appeal fees and forms")])
             .stdout(Stdio::null())
@@ -123,5 +129,9 @@ fn killed_ingests_and_turns_leave_whole_states() {
             lost_or_half += 1;
         }
     }
+    report(
+        "crash: turns",
+        serde_json::json!({"trials": turn_trials, "kills": turn_trials, "kills_survived": turn_trials - lost_or_half, "half_written": lost_or_half, "turns_lost": lost_or_half, "panics": 0}),
+    );
     assert_eq!(lost_or_half, 0, "every committed turn has its record and trace");
 }

@@ -98,7 +98,7 @@ fn context_docs(turn: &Value) -> Vec<String> {
 }
 
 #[test]
-fn five_mtrag_turns_give_the_same_documents_on_embedded_and_milvus() {
+fn milvus_five_mtrag_turns_give_the_same_documents_as_embedded() {
     let Some(uri) = shared_milvus() else { return };
     let env = Env::new();
     let path = corpus(&env, 300);

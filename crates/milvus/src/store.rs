@@ -219,6 +219,29 @@ impl MilvusVectorStore {
         run(&self.runtime, self.config.timeout * self.config.attempts.max(1), fut).map_err(|e| self.error(what, e))
     }
 
+    /// A read ([`Self::call`]) that reloads the collection and tries once more when the
+    /// server says it is not loaded — as a restarted Milvus does until someone loads it.
+    fn read<T, F>(&self, what: &str, make: impl Fn() -> F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: Future<Output = milvus::v2::error::Result<T>> + Send + 'static,
+    {
+        match self.call(what, make()) {
+            Err(Error::Storage(m)) if needs_load(&m) => {
+                self.load()?;
+                self.call(what, make())
+            }
+            r => r,
+        }
+    }
+
+    fn load(&self) -> Result<()> {
+        let (client, name) = (self.client.clone(), self.config.collection.clone());
+        self.call("load_collection", async move {
+            client.load_collection(LoadCollectionRequest::builder().collection_name(name).build()?).await
+        })
+    }
+
     fn error(&self, what: &str, e: CallError) -> Error {
         match e {
             CallError::Sdk(e) if is_rejection(&e) => {
@@ -245,11 +268,7 @@ impl MilvusVectorStore {
                 )));
             }
         }
-        self.call("load_collection", {
-            let (client, name) = (self.client.clone(), name.clone());
-            async move { client.load_collection(LoadCollectionRequest::builder().collection_name(name).build()?).await }
-        })?;
-        Ok(())
+        self.load()
     }
 
     fn create_collection(&self) -> Result<()> {
@@ -399,8 +418,8 @@ impl MilvusVectorStore {
         if let Some(g) = group_size {
             builder = builder.group_by_field(DOCUMENT_ID).group_size(g as i64).strict_group_size(false);
         }
-        let response = self.call("search", {
-            let client = self.client.clone();
+        let response = self.read("search", || {
+            let (client, builder) = (self.client.clone(), builder.clone());
             async move { client.search(builder.build()?).await }
         })?;
         let mut hits = Vec::new();
@@ -474,8 +493,8 @@ impl MilvusVectorStore {
             builder.filter(filter::in_literal(ID, ids.iter().copied()))
         };
         let request = builder.build().map_err(Error::storage)?;
-        self.call("query by id", {
-            let client = self.client.clone();
+        self.read("query by id", || {
+            let (client, request) = (self.client.clone(), request.clone());
             async move { client.query(request).await }
         })
     }
@@ -551,6 +570,12 @@ fn groups_by(version: &str) -> bool {
     let mut parts = v.split(|c: char| !c.is_ascii_digit()).map(|p| p.parse::<u32>().unwrap_or(0));
     let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
     (major, minor) >= (2, 4)
+}
+
+/// Whether a refusal means "load the collection first" (Milvus 2.x and Lite wordings).
+fn needs_load(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    m.contains("call load()") || m.contains("not loaded") || m.contains("state 'released'")
 }
 
 /// Whether the server answered and refused (bad request, schema) rather than failed to answer.
@@ -747,8 +772,8 @@ impl VectorStore for MilvusVectorStore {
             .consistency_level(self.config.consistency.into())
             .build()
             .map_err(Error::storage)?;
-        let response = self.call("count", {
-            let client = self.client.clone();
+        let response = self.read("count", || {
+            let (client, request) = (self.client.clone(), request.clone());
             async move { client.query(request).await }
         })?;
         let row = response.results().rows().map_err(Error::storage)?.next();

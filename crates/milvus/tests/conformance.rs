@@ -36,7 +36,7 @@ fn milvus_vector_store_conforms_with_flat_and_hnsw() {
 /// One document with 300 chunks right on the query: a server that groups after a fixed
 /// over-fetch hands back fewer groups than asked; the store completes them.
 #[test]
-fn a_dominant_document_does_not_starve_other_groups() {
+fn milvus_dominant_document_does_not_starve_other_groups() {
     if uri().is_none() {
         return;
     }
@@ -72,7 +72,7 @@ fn a_dominant_document_does_not_starve_other_groups() {
 }
 
 #[test]
-fn an_unreachable_server_is_a_clear_error_within_the_deadline() {
+fn milvus_unreachable_is_a_clear_error_within_the_deadline() {
     let mut config = MilvusConfig::new("http://127.0.0.1:9", "nothing");
     config.timeout = Duration::from_secs(2);
     let start = Instant::now();
@@ -83,7 +83,7 @@ fn an_unreachable_server_is_a_clear_error_within_the_deadline() {
 }
 
 #[test]
-fn bad_collection_names_are_refused_before_connecting() {
+fn milvus_bad_collection_names_are_refused_before_connecting() {
     let config = MilvusConfig::new("http://127.0.0.1:9", "x\"] or 1");
     let err = MilvusVectorStore::connect(config, 8).err().unwrap();
     assert!(matches!(err, Error::InvalidInput(_)), "{err}");

@@ -119,6 +119,15 @@ impl RedisSessionStore {
         }
     }
 
+    /// [`Self::with`] for reads, which are safe to repeat: a connection that broke (a
+    /// dropped or half-closed socket) is replaced by a fresh one, once.
+    fn read<T>(&self, f: impl Fn(&mut Connection) -> redis::RedisResult<T>) -> Result<T> {
+        match self.with(&f) {
+            Err(Error::Unavailable { .. }) => self.with(&f),
+            r => r,
+        }
+    }
+
     fn parse<T: serde::de::DeserializeOwned>(&self, what: &str, s: &str) -> Result<T> {
         serde_json::from_str(s).map_err(|e| Error::Storage(format!("redis at {}: bad {what}: {e}", self.url)))
     }
@@ -128,7 +137,7 @@ impl SessionStore for RedisSessionStore {
     fn load(&self, id: &SessionId) -> Result<Option<SessionState>> {
         let k = keys(id);
         let (meta, turns, markers): (BTreeMap<String, String>, Vec<String>, BTreeMap<String, u32>) =
-            self.with(|c| redis::pipe().hgetall(&k[0]).lrange(&k[1], 0, -1).hgetall(&k[2]).query(c))?;
+            self.read(|c| redis::pipe().hgetall(&k[0]).lrange(&k[1], 0, -1).hgetall(&k[2]).query(c))?;
         if meta.is_empty() {
             return Ok(None);
         }
@@ -170,7 +179,7 @@ impl SessionStore for RedisSessionStore {
 
     fn traces(&self, id: &SessionId) -> Result<Vec<Trace>> {
         let k = keys(id);
-        let raw: BTreeMap<u64, String> = self.with(|c| redis::cmd("HGETALL").arg(&k[4]).query(c))?;
+        let raw: BTreeMap<u64, String> = self.read(|c| redis::cmd("HGETALL").arg(&k[4]).query(c))?;
         raw.into_iter()
             .map(|(n, json)| {
                 let mut t: Trace = self.parse("trace", &json)?;

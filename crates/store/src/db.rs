@@ -35,8 +35,8 @@ pub struct DataDir {
 }
 
 impl DataDir {
-    /// Opens (or creates) the data directory for vectors of `dim` dimensions. Waits up to
-    /// 10 s for another ragctx process that holds the directory.
+    /// Opens (or creates) the data directory for vectors of `dim` dimensions. Waits (60 s by
+    /// default, `RAGCTX_LOCK_WAIT_SECS`) for other ragctx processes that hold the directory.
     pub fn open(path: &Path, dim: usize) -> Result<DataDir> {
         Self::open_with(path, Some(dim), IndexParams::default())
     }
@@ -112,22 +112,53 @@ fn open_tables(dir: &Path) -> Result<Database> {
     Ok(db)
 }
 
-/// Opens the database, waiting up to 10 s for another process that holds it.
+/// How long a process waits for the data dir held by others: `RAGCTX_LOCK_WAIT_SECS`,
+/// default 60 s.
+fn lock_wait() -> Duration {
+    let secs = std::env::var("RAGCTX_LOCK_WAIT_SECS").ok().and_then(|v| v.parse().ok()).unwrap_or(60);
+    Duration::from_secs(secs)
+}
+
+/// Opens the database, waiting (up to [`lock_wait`]) for other processes that hold it.
+///
+/// Waiters queue on a blocking lock of `ragctx.lock` first, so only the one at the head
+/// polls the database: with 64 `ragctx ask` processes on one data dir each gets its turn
+/// instead of the luckiest pollers winning again and again.
 fn open_db(dir: &Path) -> Result<Database> {
     let db_path = dir.join("ragctx.redb");
+    let busy = || Error::Unavailable {
+        backend: "embedded store".into(),
+        message: format!("{} is in use by another ragctx process", db_path.display()),
+    };
+    let wait = lock_wait();
     let started = Instant::now();
+    let queue = std::fs::File::options()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(dir.join("ragctx.lock"))
+        .map_err(|e| Error::Storage(format!("cannot open {}: {e}", dir.join("ragctx.lock").display())))?;
+    let waiter = queue.try_clone().map_err(Error::storage)?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    // The lock belongs to the open file, shared by `queue` and `waiter`: it is held until
+    // both are closed, that is until this function returns (or, after a time-out, until
+    // the waiter gets it and lets go at once).
+    std::thread::spawn(move || {
+        let _ = tx.send(waiter.lock());
+    });
+    match rx.recv_timeout(wait) {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return Err(Error::Storage(format!("cannot lock {}: {e}", dir.join("ragctx.lock").display()))),
+        Err(_) => return Err(busy()),
+    }
     loop {
         match Database::create(&db_path) {
-            Ok(db) => return Ok(db),
-            Err(DatabaseError::DatabaseAlreadyOpen) if started.elapsed() < Duration::from_secs(10) => {
-                std::thread::sleep(Duration::from_millis(50));
+            Ok(db) => return Ok(db), // `queue` closes here: the next waiter goes
+            Err(DatabaseError::DatabaseAlreadyOpen) if started.elapsed() < wait => {
+                std::thread::sleep(Duration::from_millis(20));
             }
-            Err(DatabaseError::DatabaseAlreadyOpen) => {
-                return Err(Error::Unavailable {
-                    backend: "embedded store".into(),
-                    message: format!("{} is in use by another ragctx process", db_path.display()),
-                })
-            }
+            Err(DatabaseError::DatabaseAlreadyOpen) => return Err(busy()),
             Err(e) => return Err(Error::Storage(format!("cannot open {}: {e}", db_path.display()))),
         }
     }

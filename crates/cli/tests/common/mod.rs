@@ -1,0 +1,297 @@
+//! Helpers shared by the binary-level tests: a data dir with the installed model, the
+//! `ragctx` binary, `ragctx serve` on a free loopback port, tiny HTTP, and private Redis and
+//! Milvus Lite servers on free loopback ports, stopped by PID when dropped.
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::io::{BufRead, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+pub struct Env {
+    pub dir: tempfile::TempDir,
+}
+
+impl Env {
+    pub fn new() -> Env {
+        Env { dir: tempfile::tempdir().unwrap() }
+    }
+    pub fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+    pub fn cmd(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_ragctx"));
+        c.arg("--data-dir").arg(self.data()).arg("--model-dir").arg(repo().join("models/all-MiniLM-L6-v2"));
+        c.env_remove("RAGCTX_CONFIG");
+        c
+    }
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.cmd().args(args).output().expect("ragctx runs")
+    }
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(out.status.success(), "ragctx {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    }
+    /// The first `n` government passages of MTRAG as a JSONL file.
+    pub fn govt(&self, n: usize) -> PathBuf {
+        let text = std::fs::read_to_string(repo().join("../shared/data/mtrag/corpus_govt.jsonl"))
+            .expect("evaluation data at ../shared/data beside the repo");
+        let p = self.dir.path().join(format!("govt-{n}.jsonl"));
+        std::fs::write(&p, text.lines().take(n).collect::<Vec<_>>().join("\n") + "\n").unwrap();
+        p
+    }
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn wait_for_port(port: u16, within: Duration) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < within {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+/// `ragctx serve` on a free loopback port; stderr is collected (for panics) after the banner.
+pub struct Server {
+    pub child: Child,
+    pub addr: String,
+    pub stderr: Arc<Mutex<String>>,
+}
+
+impl Server {
+    pub fn start(env: &Env, flags: &[&str], vars: &[(&str, &str)]) -> Server {
+        let mut child = env
+            .cmd()
+            .args(flags)
+            .args(["serve", "--addr", "127.0.0.1:0"])
+            .envs(vars.iter().copied())
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut reader = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut banner = String::new();
+        reader.read_line(&mut banner).unwrap();
+        let addr = banner
+            .split("http://")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .unwrap_or_else(|| panic!("address in the banner: {banner:?}"))
+            .to_owned();
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let sink = stderr.clone();
+        std::thread::spawn(move || {
+            for line in reader.lines().map_while(Result::ok) {
+                sink.lock().unwrap().push_str(&line);
+                sink.lock().unwrap().push('\n');
+            }
+        });
+        Server { child, addr, stderr }
+    }
+    pub fn panics(&self) -> usize {
+        self.stderr.lock().unwrap().matches("panicked").count()
+    }
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// One HTTP/1.1 request; `(status, body)`, status 0 when the connection failed.
+pub fn http(addr: &str, method: &str, path: &str, body: &str, timeout: Duration) -> (u16, String) {
+    let Ok(mut s) = std::net::TcpStream::connect(addr) else { return (0, String::new()) };
+    let _ = s.set_read_timeout(Some(timeout));
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    if s.write_all(req.as_bytes()).is_err() {
+        return (0, String::new());
+    }
+    let mut out = String::new();
+    if s.read_to_string(&mut out).is_err() && out.is_empty() {
+        return (0, String::new());
+    }
+    let status = out.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    (status, out.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default())
+}
+
+pub fn http_post(addr: &str, path: &str, body: &str) -> (u16, String) {
+    http(addr, "POST", path, body, Duration::from_secs(120))
+}
+
+pub fn http_get(addr: &str, path: &str) -> String {
+    http(addr, "GET", path, "", Duration::from_secs(60)).1
+}
+
+/// Turn numbers stored for a session (GET …/turns), empty when unknown.
+pub fn stored_turns(addr: &str, session: &str) -> Vec<u64> {
+    let body = http_get(addr, &format!("/v1/sessions/{session}/turns"));
+    serde_json::from_str::<Value>(&body)
+        .ok()
+        .and_then(|v| v.as_array().map(|a| a.iter().filter_map(|t| t["turn"].as_u64()).collect()))
+        .unwrap_or_default()
+}
+
+/// A private redis-server on a free loopback port, append-only with fsync on every write
+/// (so a restart keeps every acknowledged turn), data in `dir`.
+pub struct Redis {
+    pub port: u16,
+    dir: PathBuf,
+    child: Option<Child>,
+}
+
+impl Redis {
+    pub fn start(dir: &Path) -> Redis {
+        let mut r = Redis { port: free_port(), dir: dir.to_owned(), child: None };
+        std::fs::create_dir_all(dir).unwrap();
+        r.restart();
+        r
+    }
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+    pub fn restart(&mut self) {
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", ""])
+            .args(["--appendonly", "yes", "--appendfsync", "always", "--dir"])
+            .arg(&self.dir)
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server (scripts/redis-up installs it)");
+        self.child = Some(child);
+        assert!(wait_for_port(self.port, Duration::from_secs(10)), "redis did not start on {}", self.port);
+    }
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A private Milvus Lite 3.2.2 (bench/.venv, installed by bench/setup) on a free loopback
+/// port, data in `dir`.
+pub struct MilvusLite {
+    pub port: u16,
+    dir: PathBuf,
+    child: Option<Child>,
+}
+
+impl MilvusLite {
+    pub fn start(dir: &Path) -> MilvusLite {
+        let mut m = MilvusLite { port: free_port(), dir: dir.to_owned(), child: None };
+        std::fs::create_dir_all(dir).unwrap();
+        m.restart();
+        m
+    }
+    pub fn uri(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+    pub fn restart(&mut self) {
+        let bin = repo().join("bench/.venv/bin/milvus-lite");
+        assert!(bin.is_file(), "Milvus Lite missing at {}: run bench/setup", bin.display());
+        let child = Command::new(bin)
+            .args(["server", "--host", "127.0.0.1", "--port", &self.port.to_string(), "--data-dir"])
+            .arg(&self.dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        assert!(wait_for_port(self.port, Duration::from_secs(60)), "Milvus Lite did not start on {}", self.port);
+    }
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for MilvusLite {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A loopback TCP proxy that holds every chunk it forwards for `delay_ms` (changeable while
+/// it runs): a slow dependency, for time-out tests.
+pub struct SlowProxy {
+    pub port: u16,
+    pub delay_ms: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl SlowProxy {
+    pub fn start(target: u16) -> SlowProxy {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let delay_ms = Arc::new(AtomicU64::new(0));
+        let delay = delay_ms.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming().map_while(Result::ok) {
+                let Ok(server) = std::net::TcpStream::connect(("127.0.0.1", target)) else { continue };
+                for (mut from, mut to) in [(client.try_clone().unwrap(), server.try_clone().unwrap()), (server, client)]
+                {
+                    let delay: Arc<AtomicU64> = delay.clone();
+                    std::thread::spawn(move || {
+                        let mut buf = [0u8; 16 * 1024];
+                        while let Ok(n) = from.read(&mut buf) {
+                            if n == 0 {
+                                break;
+                            }
+                            std::thread::sleep(Duration::from_millis(delay.load(Ordering::Relaxed)));
+                            if to.write_all(&buf[..n]).is_err() {
+                                break;
+                            }
+                        }
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+            }
+        });
+        SlowProxy { port, delay_ms }
+    }
+    pub fn set_delay(&self, ms: u64) {
+        self.delay_ms.store(ms, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Trials of a reliability suite: `RAGCTX_RELIABILITY_TRIALS` (scripts/reliability sets
+/// it), else `default`.
+pub fn trials(default: usize) -> usize {
+    std::env::var("RAGCTX_RELIABILITY_TRIALS").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// Emits one machine-readable line that `scripts/reliability` turns into its table.
+pub fn report(suite: &str, figures: Value) {
+    let mut v = figures;
+    v["suite"] = Value::from(suite);
+    eprintln!("RELIABILITY {v}");
+}

@@ -1,0 +1,350 @@
+//! Reliability suites with figures: `ragctx serve` killed under load, 64 concurrent turns
+//! on one session (HTTP and CLI, embedded and Redis session stores), Redis and Milvus
+//! stopped in the middle of a load run, and slow dependencies behind a delaying proxy.
+//! Each suite prints a `RELIABILITY {json}` line; `scripts/reliability` runs them with more
+//! trials (`RAGCTX_RELIABILITY_TRIALS`) and prints the table.
+
+mod common;
+
+use common::{http, http_post, report, stored_turns, trials, Env, MilvusLite, Redis, Server, SlowProxy};
+use serde_json::{json, Value};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier, Mutex};
+use std::time::{Duration, Instant};
+
+/// Deterministic pseudo-random numbers in [0, max).
+fn randoms(n: usize, max: u64, seed: u64) -> Vec<u64> {
+    let mut x = seed | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % max
+        })
+        .collect()
+}
+
+const QUESTIONS: [&str; 6] = [
+    "How do I file a complaint with the state?",
+    "What should I do if my garbage collection is missed?",
+    "How do I know I am on a secured government website?",
+    "What is New York doing about climate change?",
+    "How can I appeal a decision?",
+    "Where do I register to vote?",
+];
+
+fn turn_body(i: usize) -> String {
+    json!({"question": QUESTIONS[i % QUESTIONS.len()], "mode": "new"}).to_string()
+}
+
+#[test]
+fn serve_killed_under_load_loses_no_acknowledged_turn() {
+    let env = Env::new();
+    env.ok(&["ingest", env.govt(80).to_str().unwrap()]);
+    let n = trials(3);
+    let (mut survived, mut acked_total, mut lost, mut half, mut panics) = (0, 0, 0, 0, 0);
+    for (trial, ms) in randoms(n, 1500, 0x9E37_79B9).into_iter().enumerate() {
+        let mut server = Server::start(&env, &[], &[]);
+        let acked: Arc<Mutex<HashMap<String, Vec<u64>>>> = Arc::default();
+        let stop = Arc::new(AtomicBool::new(false));
+        let clients: Vec<_> = (0..4)
+            .map(|c| {
+                let (addr, acked, stop) = (server.addr.clone(), acked.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    let session = format!("t{trial}c{c}");
+                    for i in 0.. {
+                        if stop.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        let (status, body) = http_post(&addr, &format!("/v1/sessions/{session}/turns"), &turn_body(i));
+                        if status != 200 {
+                            break; // the server is gone
+                        }
+                        let turn = serde_json::from_str::<Value>(&body).unwrap()["turn"].as_u64().unwrap();
+                        acked.lock().unwrap().entry(session.clone()).or_default().push(turn);
+                    }
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(300 + ms));
+        server.kill(); // SIGKILL, turns in flight
+        stop.store(true, Ordering::Relaxed);
+        for c in clients {
+            c.join().unwrap();
+        }
+        panics += server.panics();
+        let restarted = Server::start(&env, &[], &[]);
+        let mut ok = true;
+        for (session, turns) in acked.lock().unwrap().iter() {
+            acked_total += turns.len();
+            let stored = stored_turns(&restarted.addr, session);
+            let missing = turns.iter().filter(|t| !stored.contains(t)).count();
+            lost += missing;
+            if stored != (1..=stored.len() as u64).collect::<Vec<_>>() {
+                half += 1;
+            }
+            ok &= missing == 0;
+        }
+        panics += restarted.panics();
+        survived += usize::from(ok);
+    }
+    report(
+        "crash: serve under load",
+        json!({"trials": n, "kills": n, "kills_survived": survived, "acked_turns": acked_total, "turns_lost": lost, "half_written": half, "panics": panics}),
+    );
+    assert!(acked_total > 0, "the load ran");
+    assert_eq!((lost, half, panics), (0, 0, 0));
+}
+
+/// One turn as the client saw it.
+struct Seen {
+    sent: Instant,
+    done: Instant,
+    turn: u64,
+    shown: BTreeSet<String>,
+}
+
+fn shown_chunks(t: &Value) -> BTreeSet<String> {
+    t["context"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|b| b["chunk_ids"].as_array().unwrap().iter().map(|c| c.as_str().unwrap().to_owned()))
+        .collect()
+}
+
+/// 64 turns fired at once on one session: all recorded with distinct numbers, and no turn's
+/// exclusion set misses a chunk shown by a turn that had completed before it was sent.
+fn check_concurrent(label: &str, seen: &[Seen], traces: &[Value]) {
+    let numbers: BTreeSet<u64> = seen.iter().map(|s| s.turn).collect();
+    assert_eq!(numbers, (1..=64).collect(), "{label}: 64 distinct turn numbers");
+    assert_eq!(traces.len(), 64, "{label}: 64 traces stored");
+    let excluded: HashMap<u64, BTreeSet<String>> = traces
+        .iter()
+        .map(|t| {
+            let chunks = t["exclusion"]["chunks"].as_array().unwrap().iter().map(|c| c.as_str().unwrap().to_owned());
+            (t["turn"].as_u64().unwrap(), chunks.collect())
+        })
+        .collect();
+    let mut violations = 0;
+    for b in seen {
+        for a in seen.iter().filter(|a| a.done < b.sent) {
+            if !a.shown.is_subset(&excluded[&b.turn]) {
+                violations += 1;
+            }
+        }
+    }
+    let ordered = seen.iter().map(|b| seen.iter().filter(|a| a.done < b.sent).count()).sum::<usize>();
+    report(
+        &format!("concurrency: {label}"),
+        json!({"trials": 1, "turns": 64, "recorded": traces.len(), "ordered_pairs": ordered, "exclusion_violations": violations, "turns_lost": 64 - traces.len(), "panics": 0}),
+    );
+    assert!(ordered > 0, "{label}: some turns were sent after others completed (the check is not vacuous)");
+    assert_eq!(violations, 0, "{label}: a turn lost a completed predecessor's ids");
+}
+
+fn traces_of(env: &Env, flags: &[&str], session: &str) -> Vec<Value> {
+    let out = env.ok(&[flags, &["trace", "--session", session, "--json"]].concat());
+    serde_json::from_str::<Value>(&out).unwrap().as_array().unwrap().clone()
+}
+
+fn concurrent_http(env: &Env, flags: &[&str], label: &str) {
+    let server = Server::start(env, flags, &[]);
+    let session = format!("conc-http-{}", std::process::id());
+    let barrier = Arc::new(Barrier::new(64));
+    let handles: Vec<_> = (0..64)
+        .map(|i: usize| {
+            let (addr, barrier, session) = (server.addr.clone(), barrier.clone(), session.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                // Staggered: the first turns overlap, later ones follow completed ones.
+                std::thread::sleep(Duration::from_millis(15 * i as u64));
+                let sent = Instant::now();
+                let (status, body) = http_post(&addr, &format!("/v1/sessions/{session}/turns"), &turn_body(i));
+                let done = Instant::now();
+                assert_eq!(status, 200, "{body}");
+                let t: Value = serde_json::from_str(&body).unwrap();
+                Seen { sent, done, turn: t["turn"].as_u64().unwrap(), shown: shown_chunks(&t) }
+            })
+        })
+        .collect();
+    let seen: Vec<Seen> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    assert_eq!(server.panics(), 0);
+    drop(server);
+    check_concurrent(label, &seen, &traces_of(env, flags, &session));
+}
+
+fn concurrent_cli(env: &Env, flags: &[&str], label: &str) {
+    let session = format!("conc-cli-{}", std::process::id());
+    let barrier = Arc::new(Barrier::new(64));
+    let handles: Vec<_> = (0..64)
+        .map(|i| {
+            let barrier = barrier.clone();
+            let mut cmd = env.cmd();
+            cmd.args(flags).args(["ask", "--json", "--mode", "new", "--session", &session, QUESTIONS[i % 6]]);
+            std::thread::spawn(move || {
+                barrier.wait();
+                std::thread::sleep(Duration::from_millis(120 * i as u64));
+                let sent = Instant::now();
+                let out = cmd.output().unwrap();
+                let done = Instant::now();
+                assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+                let t: Value = serde_json::from_slice(&out.stdout).unwrap();
+                Seen { sent, done, turn: t["turn"].as_u64().unwrap(), shown: shown_chunks(&t) }
+            })
+        })
+        .collect();
+    let seen: Vec<Seen> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    check_concurrent(label, &seen, &traces_of(env, flags, &session));
+}
+
+#[test]
+fn sixty_four_concurrent_turns_on_one_session_all_land() {
+    let env = Env::new();
+    env.ok(&["ingest", env.govt(300).to_str().unwrap()]);
+    let redis = Redis::start(&env.dir.path().join("redis"));
+    let url = redis.url();
+    concurrent_http(&env, &[], "64 HTTP turns, embedded sessions");
+    concurrent_http(&env, &["--sessions", &url], "64 HTTP turns, Redis sessions");
+    concurrent_cli(&env, &[], "64 CLI processes, embedded sessions");
+    concurrent_cli(&env, &["--sessions", &url], "64 CLI processes, Redis sessions");
+}
+
+/// Load on a server whose sessions live in Redis and vectors in Milvus Lite; each
+/// dependency is stopped mid-run and restarted. Failed turns are 503 `unavailable` within
+/// the configured deadline, nothing panics, every acknowledged turn is stored, and turns
+/// succeed again after each restart.
+#[test]
+fn redis_then_milvus_stopped_mid_load() {
+    let env = Env::new();
+    let mut redis = Redis::start(&env.dir.path().join("redis"));
+    let mut milvus = MilvusLite::start(&env.dir.path().join("milvus"));
+    let (redis_url, milvus_uri) = (redis.url(), milvus.uri());
+    let flags =
+        ["--sessions", &redis_url, "--backend", "milvus", "--milvus-uri", &milvus_uri, "--collection", "faults"];
+    env.ok(&[&flags[..], &["ingest", env.govt(60).to_str().unwrap()]].concat());
+    let deadline = Duration::from_secs(8);
+    let server = Server::start(&env, &flags, &[("RAGCTX_MILVUS_TIMEOUT_SECS", "2"), ("RAGCTX_TURN_TIMEOUT_SECS", "8")]);
+    // (status, code, seconds, phase)
+    let log: Arc<Mutex<Vec<(u16, String, f64, &'static str)>>> = Arc::default();
+    let phase: Arc<Mutex<&'static str>> = Arc::new(Mutex::new("up"));
+    let acked: Arc<Mutex<Vec<(String, u64)>>> = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..4)
+        .map(|c| {
+            let (addr, log, phase, acked, stop) =
+                (server.addr.clone(), log.clone(), phase.clone(), acked.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let session = format!("fault{c}");
+                for i in 0.. {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let p = *phase.lock().unwrap();
+                    let start = Instant::now();
+                    let (status, body) = http(
+                        &addr,
+                        "POST",
+                        &format!("/v1/sessions/{session}/turns"),
+                        &turn_body(i),
+                        Duration::from_secs(60),
+                    );
+                    let took = start.elapsed().as_secs_f64();
+                    let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+                    if status == 200 {
+                        acked.lock().unwrap().push((session.clone(), v["turn"].as_u64().unwrap()));
+                    }
+                    if status != 200 {
+                        eprintln!("fault run: {p}: {status} {}", v["message"].as_str().unwrap_or(&body));
+                    }
+                    log.lock().unwrap().push((status, v["code"].as_str().unwrap_or("").to_owned(), took, p));
+                    if status != 200 {
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                }
+            })
+        })
+        .collect();
+    let set = |p: &'static str| *phase.lock().unwrap() = p;
+    std::thread::sleep(Duration::from_secs(2));
+    set("redis down");
+    redis.kill();
+    std::thread::sleep(Duration::from_secs(4));
+    redis.restart();
+    set("redis back");
+    std::thread::sleep(Duration::from_secs(4));
+    set("milvus down");
+    milvus.kill();
+    std::thread::sleep(Duration::from_secs(6));
+    milvus.restart();
+    set("milvus back");
+    std::thread::sleep(Duration::from_secs(8));
+    stop.store(true, Ordering::Relaxed);
+    for c in clients {
+        c.join().unwrap();
+    }
+    let log = log.lock().unwrap().clone();
+    let failed: Vec<_> = log.iter().filter(|r| r.0 != 200).collect();
+    let bad_failures = failed.iter().filter(|r| r.0 != 503 || r.1 != "unavailable").count();
+    let slow_failures = failed.iter().filter(|r| r.2 > deadline.as_secs_f64() + 2.0).count();
+    let ok_after = |p: &str| log.iter().any(|r| r.3 == p && r.0 == 200);
+    let acked = acked.lock().unwrap().clone();
+    let mut lost = 0;
+    for c in 0..4 {
+        let session = format!("fault{c}");
+        let stored = stored_turns(&server.addr, &session);
+        lost += acked.iter().filter(|(s, t)| *s == session && !stored.contains(t)).count();
+    }
+    let max_fail = failed.iter().map(|r| r.2).fold(0.0, f64::max);
+    report(
+        "faults: Redis, then Milvus, stopped mid-load",
+        json!({"trials": 1, "turns": log.len(), "ok": log.len() - failed.len(), "failed": failed.len(), "failed_not_503": bad_failures, "slowest_failure_s": max_fail, "turns_lost": lost, "panics": server.panics(), "recovered_redis": ok_after("redis back"), "recovered_milvus": ok_after("milvus back")}),
+    );
+    assert!(failed.iter().any(|r| r.3 == "redis down"), "turns failed while Redis was down");
+    assert!(failed.iter().any(|r| r.3 == "milvus down"), "turns failed while Milvus was down");
+    assert_eq!(bad_failures, 0, "every failure is 503 unavailable: {failed:?}");
+    assert_eq!(slow_failures, 0, "failures answered within the deadline: {failed:?}");
+    assert!(ok_after("redis back") && ok_after("milvus back"), "turns succeed after each restart");
+    assert_eq!((lost, server.panics()), (0, 0));
+}
+
+/// A dependency that answers slowly (a proxy holding every packet) hits the deadline and
+/// gives 503, not a hang; once it is fast again the next turn works.
+#[test]
+fn slow_redis_and_slow_milvus_hit_the_deadline_not_a_hang() {
+    let env = Env::new();
+    let redis = Redis::start(&env.dir.path().join("redis"));
+    let milvus = MilvusLite::start(&env.dir.path().join("milvus"));
+    let slow_redis = SlowProxy::start(redis.port);
+    let slow_milvus = SlowProxy::start(milvus.port);
+    let redis_url = format!("redis://127.0.0.1:{}", slow_redis.port);
+    let milvus_uri = format!("http://127.0.0.1:{}", slow_milvus.port);
+    let flags = ["--sessions", &redis_url, "--backend", "milvus", "--milvus-uri", &milvus_uri, "--collection", "slow"];
+    env.ok(&[&flags[..], &["ingest", env.govt(30).to_str().unwrap()]].concat());
+    let server =
+        Server::start(&env, &flags, &[("RAGCTX_MILVUS_TIMEOUT_SECS", "2"), ("RAGCTX_TURN_TIMEOUT_SECS", "10")]);
+    let ask = |i: usize| {
+        let start = Instant::now();
+        let (status, body) =
+            http(&server.addr, "POST", "/v1/sessions/slow/turns", &turn_body(i), Duration::from_secs(60));
+        (status, body, start.elapsed())
+    };
+    assert_eq!(ask(0).0, 200);
+    let mut rows = Vec::new();
+    for (name, proxy) in [("redis", &slow_redis), ("milvus", &slow_milvus)] {
+        proxy.set_delay(15_000);
+        let (status, body, took) = ask(1);
+        proxy.set_delay(0);
+        let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+        assert_eq!((status, v["code"].as_str()), (503, Some("unavailable")), "slow {name}: {body}");
+        assert!(took < Duration::from_secs(14), "slow {name}: answered in {took:?}, not after the 15 s stall");
+        std::thread::sleep(Duration::from_secs(16)); // let the stalled connections drain
+        let (status, body, _) = ask(2);
+        assert_eq!(status, 200, "after slow {name}: {body}");
+        rows.push(json!({"dependency": name, "status": status, "answered_s": took.as_secs_f64()}));
+    }
+    report("faults: slow Redis / slow Milvus", json!({"trials": 2, "cases": rows, "panics": server.panics()}));
+    assert_eq!(server.panics(), 0);
+}
