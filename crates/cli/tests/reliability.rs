@@ -26,6 +26,14 @@ fn randoms(n: usize, max: u64, seed: u64) -> Vec<u64> {
         .collect()
 }
 
+/// The suites measure time-outs and kill moments: they run one at a time, not beside each
+/// other on a two-core machine.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 const QUESTIONS: [&str; 6] = [
     "How do I file a complaint with the state?",
     "What should I do if my garbage collection is missed?",
@@ -41,6 +49,7 @@ fn turn_body(i: usize) -> String {
 
 #[test]
 fn serve_killed_under_load_loses_no_acknowledged_turn() {
+    let _serial = serial();
     let env = Env::new();
     env.ok(&["ingest", env.govt(80).to_str().unwrap()]);
     let n = trials(3);
@@ -202,6 +211,7 @@ fn concurrent_cli(env: &Env, flags: &[&str], label: &str) {
 
 #[test]
 fn sixty_four_concurrent_turns_on_one_session_all_land() {
+    let _serial = serial();
     let env = Env::new();
     env.ok(&["ingest", env.govt(300).to_str().unwrap()]);
     let redis = Redis::start(&env.dir.path().join("redis"));
@@ -218,6 +228,7 @@ fn sixty_four_concurrent_turns_on_one_session_all_land() {
 /// succeed again after each restart.
 #[test]
 fn redis_then_milvus_stopped_mid_load() {
+    let _serial = serial();
     let env = Env::new();
     let mut redis = Redis::start(&env.dir.path().join("redis"));
     let mut milvus = MilvusLite::start(&env.dir.path().join("milvus"));
@@ -314,6 +325,7 @@ fn redis_then_milvus_stopped_mid_load() {
 /// gives 503, not a hang; once it is fast again the next turn works.
 #[test]
 fn slow_redis_and_slow_milvus_hit_the_deadline_not_a_hang() {
+    let _serial = serial();
     let env = Env::new();
     let redis = Redis::start(&env.dir.path().join("redis"));
     let milvus = MilvusLite::start(&env.dir.path().join("milvus"));
@@ -338,12 +350,13 @@ fn slow_redis_and_slow_milvus_hit_the_deadline_not_a_hang() {
         let (status, body, took) = ask(1);
         proxy.set_delay(0);
         let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-        assert_eq!((status, v["code"].as_str()), (503, Some("unavailable")), "slow {name}: {body}");
+        assert_eq!(status, 503, "slow {name}: {body}");
+        assert!(matches!(v["code"].as_str(), Some("unavailable" | "timeout")), "slow {name}: {body}");
         assert!(took < Duration::from_secs(14), "slow {name}: answered in {took:?}, not after the 15 s stall");
         std::thread::sleep(Duration::from_secs(16)); // let the stalled connections drain
         let (status, body, _) = ask(2);
         assert_eq!(status, 200, "after slow {name}: {body}");
-        rows.push(json!({"dependency": name, "status": status, "answered_s": took.as_secs_f64()}));
+        rows.push(json!({"dependency": name, "code": v["code"], "answered_s": took.as_secs_f64()}));
     }
     report("faults: slow Redis / slow Milvus", json!({"trials": 2, "cases": rows, "panics": server.panics()}));
     assert_eq!(server.panics(), 0);

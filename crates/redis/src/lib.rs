@@ -94,37 +94,42 @@ impl RedisSessionStore {
 
     /// Runs `f` on a pooled connection; a connection that failed is dropped, not reused.
     fn with<T>(&self, f: impl FnOnce(&mut Connection) -> redis::RedisResult<T>) -> Result<T> {
+        self.with_raw(f).map_err(|e| self.error(e))
+    }
+
+    fn with_raw<T>(&self, f: impl FnOnce(&mut Connection) -> redis::RedisResult<T>) -> redis::RedisResult<T> {
         let pooled = self.idle.lock().expect("pool lock").pop();
         let mut conn = match pooled {
             Some(c) => c,
             None => {
-                let c = self.client.get_connection_with_timeout(TIMEOUT).map_err(|e| self.unavailable(e))?;
-                c.set_read_timeout(Some(TIMEOUT)).map_err(|e| self.unavailable(e))?;
-                c.set_write_timeout(Some(TIMEOUT)).map_err(|e| self.unavailable(e))?;
+                let c = self.client.get_connection_with_timeout(TIMEOUT)?;
+                c.set_read_timeout(Some(TIMEOUT))?;
+                c.set_write_timeout(Some(TIMEOUT))?;
                 c
             }
         };
-        match f(&mut conn) {
-            Ok(v) => {
-                let mut idle = self.idle.lock().expect("pool lock");
-                if idle.len() < POOL {
-                    idle.push(conn);
-                }
-                Ok(v)
-            }
-            Err(e) if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal() => {
-                Err(self.unavailable(e))
-            }
-            Err(e) => Err(Error::Storage(format!("redis at {}: {e}", self.url))),
+        let out = f(&mut conn)?;
+        let mut idle = self.idle.lock().expect("pool lock");
+        if idle.len() < POOL {
+            idle.push(conn);
+        }
+        Ok(out)
+    }
+
+    fn error(&self, e: redis::RedisError) -> Error {
+        if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal() {
+            self.unavailable(e)
+        } else {
+            Error::Storage(format!("redis at {}: {e}", self.url))
         }
     }
 
-    /// [`Self::with`] for reads, which are safe to repeat: a connection that broke (a
-    /// dropped or half-closed socket) is replaced by a fresh one, once.
+    /// [`Self::with`] for reads, which are safe to repeat: when the connection broke (closed
+    /// or reset, not slow) the read runs once more on a fresh connection.
     fn read<T>(&self, f: impl Fn(&mut Connection) -> redis::RedisResult<T>) -> Result<T> {
-        match self.with(&f) {
-            Err(Error::Unavailable { .. }) => self.with(&f),
-            r => r,
+        match self.with_raw(&f) {
+            Err(e) if !e.is_timeout() && (e.is_connection_dropped() || e.is_io_error()) => self.with(&f),
+            r => r.map_err(|e| self.error(e)),
         }
     }
 
