@@ -222,6 +222,9 @@ fn sixty_four_concurrent_turns_on_one_session_all_land() {
     concurrent_cli(&env, &["--sessions", &url], "64 CLI processes, Redis sessions");
 }
 
+/// A turn of the fault run: status, error code, seconds, phase of the run when it was sent.
+type Outcome = (u16, String, f64, &'static str);
+
 /// Load on a server whose sessions live in Redis and vectors in Milvus Lite; each
 /// dependency is stopped mid-run and restarted. Failed turns are 503 `unavailable` within
 /// the configured deadline, nothing panics, every acknowledged turn is stored, and turns
@@ -238,8 +241,7 @@ fn redis_then_milvus_stopped_mid_load() {
     env.ok(&[&flags[..], &["ingest", env.govt(60).to_str().unwrap()]].concat());
     let deadline = Duration::from_secs(8);
     let server = Server::start(&env, &flags, &[("RAGCTX_MILVUS_TIMEOUT_SECS", "2"), ("RAGCTX_TURN_TIMEOUT_SECS", "8")]);
-    // (status, code, seconds, phase)
-    let log: Arc<Mutex<Vec<(u16, String, f64, &'static str)>>> = Arc::default();
+    let log: Arc<Mutex<Vec<Outcome>>> = Arc::default();
     let phase: Arc<Mutex<&'static str>> = Arc::new(Mutex::new("up"));
     let acked: Arc<Mutex<Vec<(String, u64)>>> = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));
