@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{report, trials};
+use common::{randoms, report, trials};
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -24,19 +24,6 @@ fn copy_dir(from: &Path, to: &Path) {
         let e = e.unwrap();
         std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
     }
-}
-
-/// Deterministic delays in [0, max) ms.
-fn delays(n: usize, max: u64) -> Vec<u64> {
-    let mut x: u64 = 0x2545_F491_4F6C_DD1D;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % max
-        })
-        .collect()
 }
 
 #[test]
@@ -62,7 +49,7 @@ fn killed_ingests_and_turns_leave_whole_states() {
 
     let (mut killed, mut old, mut new) = (0, 0, 0);
     let ingest_trials = trials(12);
-    for (trial, ms) in delays(ingest_trials, 900).into_iter().enumerate() {
+    for (trial, ms) in randoms(ingest_trials, 900, 0x2545_F491_4F6C_DD1D).into_iter().enumerate() {
         let data = dir.path().join(format!("trial-{trial}"));
         copy_dir(&base, &data);
         let mut child =
@@ -105,7 +92,7 @@ fn killed_ingests_and_turns_leave_whole_states() {
     copy_dir(&base, &data);
     let mut lost_or_half = 0;
     let turn_trials = trials(10);
-    for (i, ms) in delays(turn_trials, 400).into_iter().enumerate() {
+    for (i, ms) in randoms(turn_trials, 400, 0x2545_F491_4F6C_DD1D).into_iter().enumerate() {
         let mut child = ragctx(&data)
             .args(["ask", "--session", "k", &format!("question {i} about appeal fees and forms")])
             .stdout(Stdio::null())

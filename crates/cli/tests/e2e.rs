@@ -3,57 +3,17 @@
 
 use serde_json::Value;
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::PathBuf;
+use std::process::Command;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+mod common;
+
+use common::{http_get, http_post, repo, Env, Server};
 
 fn govt_corpus() -> PathBuf {
     let p = repo().join("../shared/data/mtrag/corpus_govt.jsonl");
     assert!(p.is_file(), "evaluation data missing at {} (../shared/data beside the repo)", p.display());
     p
-}
-
-struct Env {
-    dir: tempfile::TempDir,
-}
-
-impl Env {
-    fn new() -> Env {
-        Env { dir: tempfile::tempdir().unwrap() }
-    }
-    fn data(&self) -> PathBuf {
-        self.dir.path().join("data")
-    }
-    fn run(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_ragctx"))
-            .arg("--data-dir")
-            .arg(self.data())
-            .arg("--model-dir")
-            .arg(repo().join("models/all-MiniLM-L6-v2"))
-            .args(args)
-            .env_remove("RAGCTX_CONFIG")
-            .output()
-            .expect("ragctx runs")
-    }
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(out.status.success(), "ragctx {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).unwrap()
-    }
-    fn ask(&self, session: &str, extra: &[&str], question: &str) -> Value {
-        let mut args = vec!["ask", "--session", session, "--json"];
-        args.extend_from_slice(extra);
-        args.push(question);
-        serde_json::from_str(&self.ok(&args)).expect("ask --json prints one JSON object")
-    }
-    fn write(&self, name: &str, text: &str) -> PathBuf {
-        let p = self.dir.path().join(name);
-        std::fs::write(&p, text).unwrap();
-        p
-    }
 }
 
 /// The first `n` passages of the government corpus plus chunks with hostile ids.
@@ -509,45 +469,6 @@ fn dom_number(dom: &str, from: usize, key: &str) -> u64 {
     text.parse().unwrap_or_else(|_| panic!("number for {key}: {}", &rest[..80.min(rest.len())]))
 }
 
-/// Starts `ragctx serve` on a free loopback port; returns the child and its address.
-fn serve(env: &Env) -> (std::process::Child, String) {
-    serve_with(env, &[])
-}
-
-/// [`serve`] with global flags (e.g. `--sessions redis://...`) before `serve`.
-fn serve_with(env: &Env, flags: &[&str]) -> (std::process::Child, String) {
-    let mut server = Command::new(env!("CARGO_BIN_EXE_ragctx"))
-        .args([
-            "--data-dir",
-            env.data().to_str().unwrap(),
-            "--model-dir",
-            repo().join("models/all-MiniLM-L6-v2").to_str().unwrap(),
-        ])
-        .args(flags)
-        .args(["serve", "--addr", "127.0.0.1:0"])
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut banner = String::new();
-    std::io::BufRead::read_line(&mut std::io::BufReader::new(server.stderr.take().unwrap()), &mut banner).unwrap();
-    let addr = banner
-        .split("http://")
-        .nth(1)
-        .and_then(|r| r.split_whitespace().next())
-        .expect("address in the banner")
-        .to_owned();
-    (server, addr)
-}
-
-fn http_get(addr: &str, path: &str) -> String {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default()
-}
-
 #[test]
 fn the_trace_page_shows_the_api_numbers_in_headless_chromium() {
     let chromium = ["chromium", "chromium-browser"]
@@ -560,7 +481,8 @@ fn the_trace_page_shows_the_api_numbers_in_headless_chromium() {
     for q in ["What is New York State doing about climate change?", "How does climate change make wildfires worse?"] {
         env.ask("page", &["--budget", "800"], q);
     }
-    let (mut server, addr) = serve(&env);
+    let mut server = Server::start(&env, &[], &[]);
+    let addr = server.addr.clone();
     let api: Value = serde_json::from_str(&http_get(&addr, "/v1/sessions/page/turns")).unwrap();
     let dom = Command::new(chromium)
         .args([
@@ -577,8 +499,7 @@ fn the_trace_page_shows_the_api_numbers_in_headless_chromium() {
         .arg(format!("http://{addr}/?session=page"))
         .output()
         .unwrap();
-    let _ = server.kill();
-    let _ = server.wait();
+    server.kill();
     let dom = String::from_utf8_lossy(&dom.stdout).into_owned();
     let turns = api.as_array().unwrap();
     assert_eq!(turns.len(), 2);
@@ -605,7 +526,8 @@ fn the_openai_python_client_gets_a_cited_answer() {
     let env = Env::new();
     let path = corpus(&env, 40);
     env.ok(&["ingest", path.to_str().unwrap()]);
-    let (mut server, addr) = serve(&env);
+    let mut server = Server::start(&env, &[], &[]);
+    let addr = server.addr.clone();
     let script = r#"
 import json, sys
 from openai import OpenAI
@@ -621,8 +543,7 @@ print(json.dumps({"content": r.choices[0].message.content, "citations": extra.ge
                   "finish": chunks[-1].choices[0].finish_reason}))
 "#;
     let out = Command::new(&python).arg("-c").arg(script).arg(&addr).output().unwrap();
-    let _ = server.kill();
-    let _ = server.wait();
+    server.kill();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     let content = r["content"].as_str().unwrap();
@@ -636,22 +557,13 @@ print(json.dumps({"content": r.choices[0].message.content, "citations": extra.ge
     assert_eq!(r["finish"], "stop");
 }
 
-fn http_post(addr: &str, path: &str, body: &str) -> (u16, String) {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    write!(s, "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()).unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let status = out.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    (status, out.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default())
-}
-
 #[test]
 fn load_test_loses_no_turn() {
     let env = Env::new();
     let path = corpus(&env, 40);
     env.ok(&["ingest", path.to_str().unwrap()]);
-    let (mut server, addr) = serve(&env);
+    let mut server = Server::start(&env, &[], &[]);
+    let addr = server.addr.clone();
     let out = Command::new(env!("CARGO_BIN_EXE_ragctx"))
         .args([
             "bench",
@@ -670,8 +582,7 @@ fn load_test_loses_no_turn() {
         .arg(repo().join("../shared/data/mtrag/turns.jsonl"))
         .output()
         .unwrap();
-    let _ = server.kill();
-    let _ = server.wait();
+    server.kill();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
@@ -706,7 +617,8 @@ fn redis_down_mid_conversation_is_a_503_and_the_next_turn_after_restart_works() 
     };
     let mut redis = start_redis();
     let url = format!("redis://127.0.0.1:{port}");
-    let (mut server, addr) = serve_with(&env, &["--sessions", &url]);
+    let mut server = Server::start(&env, &["--sessions", &url], &[]);
+    let addr = server.addr.clone();
     let ask = |q: &str| http_post(&addr, "/v1/sessions/r1/turns", &serde_json::json!({"question": q}).to_string());
     assert_eq!(ask("When is the quokka festival?").0, 200);
     let _ = redis.kill();
@@ -717,8 +629,7 @@ fn redis_down_mid_conversation_is_a_503_and_the_next_turn_after_restart_works() 
     assert!(v["message"].as_str().unwrap().contains(&format!("redis at redis://127.0.0.1:{port}")), "{body}");
     let mut redis = start_redis();
     let (status, body) = ask("What is New York doing about climate change?");
-    let _ = server.kill();
-    let _ = server.wait();
+    server.kill();
     let _ = redis.kill();
     let _ = redis.wait();
     assert_eq!(status, 200, "the next turn after the restart works: {body}");

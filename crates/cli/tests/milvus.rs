@@ -4,58 +4,30 @@
 //! ports. Set `RAGCTX_TEST_MILVUS=skip` to skip on a machine without Milvus; `scripts/test`
 //! never does.
 
+mod common;
+
+use common::{repo, Env, MilvusLite};
 use serde_json::Value;
 use std::collections::HashSet;
-use std::io::Read;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 fn shared_milvus() -> Option<String> {
     let uri = std::env::var("RAGCTX_TEST_MILVUS").unwrap_or_else(|_| "http://127.0.0.1:19530".into());
     (uri != "skip").then_some(uri)
 }
 
-struct Env {
-    dir: tempfile::TempDir,
-}
-
-impl Env {
-    fn new() -> Env {
-        Env { dir: tempfile::tempdir().unwrap() }
-    }
-    fn run(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_ragctx"))
-            .arg("--data-dir")
-            .arg(self.dir.path().join("data"))
-            .arg("--model-dir")
-            .arg(repo().join("models/all-MiniLM-L6-v2"))
-            .args(args)
-            .env_remove("RAGCTX_CONFIG")
-            .output()
-            .expect("ragctx runs")
-    }
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(out.status.success(), "ragctx {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).unwrap()
-    }
-    fn ask(&self, backend: &[&str], session: &str, extra: &[&str], question: &str) -> Value {
-        let mut args = backend.to_vec();
-        args.extend_from_slice(&["ask", "--session", session, "--json"]);
-        args.extend_from_slice(extra);
-        args.push(question);
-        serde_json::from_str(&self.ok(&args)).expect("ask --json prints one JSON object")
-    }
+/// `ragctx [backend flags] ask --session S --json [extra] QUESTION`, parsed.
+fn ask_on(env: &Env, backend: &[&str], session: &str, extra: &[&str], question: &str) -> Value {
+    let mut args = backend.to_vec();
+    args.extend_from_slice(&["ask", "--session", session, "--json"]);
+    args.extend_from_slice(extra);
+    args.push(question);
+    serde_json::from_str(&env.ok(&args)).expect("ask --json prints one JSON object")
 }
 
 /// The first `n` government passages and two chunks whose ids and document id would break
 /// a naively built filter.
-fn corpus(env: &Env, n: usize) -> PathBuf {
+fn corpus(env: &Env, n: usize) -> std::path::PathBuf {
     let text = std::fs::read_to_string(repo().join("../shared/data/mtrag/corpus_govt.jsonl"))
         .expect("evaluation data at ../shared/data beside the repo");
     let mut lines: Vec<String> = text.lines().take(n).map(str::to_owned).collect();
@@ -128,7 +100,7 @@ fn milvus_five_mtrag_turns_give_the_same_documents_as_embedded() {
         let session = format!("conv-{b}");
         let mut seen: HashSet<String> = HashSet::new();
         for (i, q) in questions.iter().enumerate() {
-            let t = env.ask(backend, &session, &["--granularity", "document"], q);
+            let t = ask_on(&env, backend, &session, &["--granularity", "document"], q);
             assert_eq!(t["turn"], i as u64 + 1);
             let d = context_docs(&t);
             if t["intent"] != "reshow" {
@@ -155,10 +127,12 @@ fn milvus_five_mtrag_turns_give_the_same_documents_as_embedded() {
 
     // Hostile ids through Milvus: found, cited, and excluded by document in the next turn.
     let b = refs(&flat_args);
-    let first = env.ask(&b, "odd", &["--granularity", "document"], "When is the quokka festival on Rottnest Island?");
+    let first =
+        ask_on(&env, &b, "odd", &["--granularity", "document"], "When is the quokka festival on Rottnest Island?");
     let odd = "doc \"quoted\" [bracketed] \\back\\ 文档";
     assert_eq!(context_docs(&first)[0], odd, "{first}");
-    let next = env.ask(
+    let next = ask_on(
+        &env,
         &b,
         "odd",
         &["--granularity", "document", "--mode", "new"],
@@ -168,29 +142,6 @@ fn milvus_five_mtrag_turns_give_the_same_documents_as_embedded() {
     assert_eq!(next["trace"]["excluded"].as_u64().unwrap() as usize, context_docs(&first).len());
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// A private Milvus Lite (bench/.venv, installed by bench/setup) on a free loopback port.
-fn start_milvus(port: u16, data: &Path) -> Child {
-    let bin = repo().join("bench/.venv/bin/milvus-lite");
-    assert!(bin.is_file(), "Milvus Lite missing at {}: run bench/setup", bin.display());
-    let child = Command::new(bin)
-        .args(["server", "--host", "127.0.0.1", "--port", &port.to_string(), "--data-dir"])
-        .arg(data)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(start.elapsed() < Duration::from_secs(60), "Milvus Lite did not start on {port}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    child
-}
-
 #[test]
 fn killing_milvus_mid_conversation_is_a_clear_error_and_the_next_turn_after_restart_works() {
     if shared_milvus().is_none() {
@@ -198,18 +149,14 @@ fn killing_milvus_mid_conversation_is_a_clear_error_and_the_next_turn_after_rest
     }
     let env = Env::new();
     let path = corpus(&env, 60);
-    let port = free_port();
-    let data = env.dir.path().join("milvus");
-    std::fs::create_dir_all(&data).unwrap();
-    let mut server = start_milvus(port, &data);
-    let uri = format!("http://127.0.0.1:{port}");
+    let mut milvus = MilvusLite::start(&env.dir.path().join("milvus"));
+    let uri = milvus.uri();
     let b = ["--backend", "milvus", "--milvus-uri", &uri, "--collection", "killed", "--milvus-index", "flat"];
     env.ok(&[&b[..], &["ingest", path.to_str().unwrap()]].concat());
-    let first = env.ask(&b, "k", &[], "How do I file a complaint with the state?");
+    let first = ask_on(&env, &b, "k", &[], "How do I file a complaint with the state?");
     assert!(!context_docs(&first).is_empty());
 
-    server.kill().unwrap(); // SIGKILL
-    server.wait().unwrap();
+    milvus.kill(); // SIGKILL
     let started = Instant::now();
     let out =
         env.run(&[&b[..], &["ask", "--session", "k", "--json", "What if I want to file in other states?"]].concat());
@@ -220,12 +167,8 @@ fn killing_milvus_mid_conversation_is_a_clear_error_and_the_next_turn_after_rest
     assert!(took < Duration::from_secs(40), "failed within the deadline, took {took:?}");
     eprintln!("milvus e2e: turn with Milvus killed failed in {took:?}: {}", stderr.trim());
 
-    let mut server = start_milvus(port, &data);
-    let second = env.ask(&b, "k", &[], "What if I want to file in other states?");
+    milvus.restart();
+    let second = ask_on(&env, &b, "k", &[], "What if I want to file in other states?");
     assert_eq!(second["turn"], 2, "the failed turn was not recorded");
     assert!(!context_docs(&second).is_empty(), "the collection survived the kill");
-    server.kill().unwrap();
-    let mut log = String::new();
-    let _ = server.stderr.take().unwrap().read_to_string(&mut log);
-    let _ = server.wait();
 }

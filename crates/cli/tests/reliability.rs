@@ -6,25 +6,12 @@
 
 mod common;
 
-use common::{http, http_post, report, stored_turns, trials, Env, MilvusLite, Redis, Server, SlowProxy};
+use common::{http, http_post, randoms, report, stored_turns, trials, Env, MilvusLite, Redis, Server, SlowProxy};
 use serde_json::{json, Value};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
-
-/// Deterministic pseudo-random numbers in [0, max).
-fn randoms(n: usize, max: u64, seed: u64) -> Vec<u64> {
-    let mut x = seed | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % max
-        })
-        .collect()
-}
 
 /// The suites measure time-outs and kill moments: they run one at a time, not beside each
 /// other on a two-core machine.

@@ -39,6 +39,18 @@ impl Env {
         assert!(out.status.success(), "ragctx {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8(out.stdout).unwrap()
     }
+    /// `ragctx ask --session S --json [extra] QUESTION`, parsed.
+    pub fn ask(&self, session: &str, extra: &[&str], question: &str) -> Value {
+        let mut args = vec!["ask", "--session", session, "--json"];
+        args.extend_from_slice(extra);
+        args.push(question);
+        serde_json::from_str(&self.ok(&args)).expect("ask --json prints one JSON object")
+    }
+    pub fn write(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
     /// The first `n` government passages of MTRAG as a JSONL file.
     pub fn govt(&self, n: usize) -> PathBuf {
         let text = std::fs::read_to_string(repo().join("../shared/data/mtrag/corpus_govt.jsonl"))
@@ -287,6 +299,19 @@ impl SlowProxy {
 /// it), else `default`.
 pub fn trials(default: usize) -> usize {
     std::env::var("RAGCTX_RELIABILITY_TRIALS").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// Deterministic pseudo-random numbers in [0, max) (xorshift from `seed`).
+pub fn randoms(n: usize, max: u64, seed: u64) -> Vec<u64> {
+    let mut x = seed | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % max
+        })
+        .collect()
 }
 
 /// Emits one machine-readable line that `scripts/reliability` turns into its table.
