@@ -68,7 +68,7 @@ def main():
             milvus.insert(name, [{"id": i, "vector": X[i].tolist()} for i in range(s, min(len(X), s + 5000))])
         milvus.flush(name)
         milvus.load_collection(name)
-        log(f"milvus lite loaded in {time.time() - t:.1f}s")
+        log(f"milvus {milvus.get_server_version()} loaded in {time.time() - t:.1f}s")
 
     out = []
     for row, rr in zip(plan["rows"], rag["rows"]):
