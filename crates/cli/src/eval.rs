@@ -43,7 +43,9 @@ pub enum EvalCommand {
         /// document, chunk, or both
         #[arg(long, default_value = "both")]
         granularity: String,
-        /// Comma-separated query modes: last, history, rewrite
+        /// Comma-separated query modes: last, history (the question after the two user turns
+        /// before it), weighted (embeddings of the question and the two before it mixed 1 : ½ : ¼),
+        /// rewrite (MTRAG's human rewrite)
         #[arg(long, value_delimiter = ',', default_value = "last")]
         query: Vec<String>,
         #[arg(long)]
@@ -93,8 +95,8 @@ pub fn run(settings: &Settings, what: &EvalCommand) -> Result<()> {
                 g => vec![g.parse()?],
             };
             for q in query {
-                if !["last", "history", "rewrite"].contains(&q.as_str()) {
-                    bail!("unknown query mode {q:?}: use last, history or rewrite");
+                if !["last", "history", "weighted", "rewrite"].contains(&q.as_str()) {
+                    bail!("unknown query mode {q:?}: use last, history, weighted or rewrite");
                 }
             }
             let opts = MtragOptions {

@@ -94,6 +94,27 @@ pub struct MemoEmbedder {
     pub memo: Mutex<HashMap<String, Vec<f32>>>,
 }
 
+/// Weights of the current question and the user turns before it in a `weighted` query.
+pub const MIX_WEIGHTS: [f32; 3] = [1.0, 0.5, 0.25];
+
+impl MemoEmbedder {
+    /// Remembers under `key` the normalised weighted sum of the embeddings of `turns`
+    /// (current question first), so the engine's embed of `key` returns the mix.
+    pub fn mix(&self, key: &str, turns: &[&str]) -> ragctx_core::Result<()> {
+        let vectors = self.embed(turns)?;
+        let mut sum = vec![0.0f32; self.dimension()];
+        for (v, w) in vectors.iter().zip(MIX_WEIGHTS) {
+            for (s, x) in sum.iter_mut().zip(v) {
+                *s += w * x;
+            }
+        }
+        let norm = sum.iter().map(|x| x * x).sum::<f32>().sqrt().max(f32::MIN_POSITIVE);
+        sum.iter_mut().for_each(|x| *x /= norm);
+        self.memo.lock().expect("memo").insert(key.to_owned(), sum);
+        Ok(())
+    }
+}
+
 impl Embedder for MemoEmbedder {
     fn dimension(&self) -> usize {
         self.inner.dimension()
@@ -242,6 +263,11 @@ fn query_text(conv: &Conversation, i: usize, mode: &str) -> String {
             .unwrap_or_else(|| conv.messages[i].clone()),
         // The current question after the two user turns before it.
         "history" => conv.messages[i.saturating_sub(2)..=i].join(" "),
+        // A key the memo embedder resolves to the weighted mix (see `MemoEmbedder::mix`).
+        "weighted" => {
+            let parts: Vec<&str> = conv.messages[i.saturating_sub(2)..=i].iter().rev().map(String::as_str).collect();
+            parts.join(" <- ")
+        }
         _ => conv.messages[i].clone(),
     }
 }
@@ -310,6 +336,11 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
                 let mut carried_tokens = 0usize;
                 for i in 0..conv.messages.len() {
                     let q = query_text(conv, i, &v.query);
+                    if v.query == "weighted" {
+                        let turns: Vec<&str> =
+                            conv.messages[i.saturating_sub(2)..=i].iter().rev().map(String::as_str).collect();
+                        embedder.mix(&q, &turns)?;
+                    }
                     let out = engine.ask_with_query(&session, &conv.messages[i], &q, &v.settings)?;
                     let c: HashSet<String> =
                         out.context.iter().flat_map(|b| b.chunk_ids.iter().map(|c| c.0.clone())).collect();
