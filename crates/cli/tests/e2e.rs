@@ -378,6 +378,30 @@ fn eval_mtrag_scores_strategies_side_by_side() {
     let html = std::fs::read_to_string(out.join("mtrag.html")).unwrap();
     assert!(html.contains("<svg") && html.contains("full@chunk") && !html.contains("http"), "self-contained report");
     assert!(out.join("mtrag.json").is_file());
+
+    // Query modes side by side: the weighted mix runs and is scored like the others.
+    let q: Value = serde_json::from_str(&env.ok(&[
+        "eval",
+        "mtrag",
+        "--turns",
+        tfile.to_str().unwrap(),
+        "--corpus-dir",
+        dir.to_str().unwrap(),
+        "--strategies",
+        "none",
+        "--granularity",
+        "chunk",
+        "--query",
+        "last,weighted,rewrite",
+        "--json",
+    ]))
+    .unwrap();
+    for mode in ["last", "weighted", "rewrite"] {
+        let o = &q["strategies"][format!("none/{mode}")]["overall"];
+        assert!(o["fresh_recall"].as_f64().is_some_and(|r| (0.0..=1.0).contains(&r)), "none/{mode}: {o}");
+    }
+    let bad = env.run(&["eval", "mtrag", "--turns", tfile.to_str().unwrap(), "--query", "mixed"]);
+    assert_eq!(bad.status.code(), Some(2), "unknown query mode is bad input");
 }
 
 #[test]
