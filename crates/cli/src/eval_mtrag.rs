@@ -252,6 +252,12 @@ fn variants(opts: &MtragOptions, base: &TurnSettings) -> Result<Vec<Variant>> {
     Ok(out)
 }
 
+/// User turn `i` (0-based) and the two before it, oldest first: what `history` and
+/// `weighted` queries are made of.
+fn recent(conv: &Conversation, i: usize) -> &[String] {
+    &conv.messages[i.saturating_sub(2)..=i]
+}
+
 /// The text embedded for user turn `i` (0-based) under a query mode.
 fn query_text(conv: &Conversation, i: usize, mode: &str) -> String {
     match mode {
@@ -262,12 +268,9 @@ fn query_text(conv: &Conversation, i: usize, mode: &str) -> String {
             .filter(|r| !r.is_empty())
             .unwrap_or_else(|| conv.messages[i].clone()),
         // The current question after the two user turns before it.
-        "history" => conv.messages[i.saturating_sub(2)..=i].join(" "),
+        "history" => recent(conv, i).join(" "),
         // A key the memo embedder resolves to the weighted mix (see `MemoEmbedder::mix`).
-        "weighted" => {
-            let parts: Vec<&str> = conv.messages[i.saturating_sub(2)..=i].iter().rev().map(String::as_str).collect();
-            parts.join(" <- ")
-        }
+        "weighted" => recent(conv, i).iter().rev().map(String::as_str).collect::<Vec<_>>().join(" <- "),
         _ => conv.messages[i].clone(),
     }
 }
@@ -337,9 +340,8 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
                 for i in 0..conv.messages.len() {
                     let q = query_text(conv, i, &v.query);
                     if v.query == "weighted" {
-                        let turns: Vec<&str> =
-                            conv.messages[i.saturating_sub(2)..=i].iter().rev().map(String::as_str).collect();
-                        embedder.mix(&q, &turns)?;
+                        let newest_first: Vec<&str> = recent(conv, i).iter().rev().map(String::as_str).collect();
+                        embedder.mix(&q, &newest_first)?;
                     }
                     let out = engine.ask_with_query(&session, &conv.messages[i], &q, &v.settings)?;
                     let c: HashSet<String> =

@@ -327,18 +327,13 @@ fn eval_mtrag_scores_strategies_side_by_side() {
     std::fs::write(dir.join("corpus_govt.jsonl"), corpus.join("\n")).unwrap();
     let tfile = env.write("turns.jsonl", &turns.iter().map(|t| t.to_string()).collect::<Vec<_>>().join("\n"));
     let out = env.dir.path().join("report");
-    let json: Value = serde_json::from_str(&env.ok(&[
-        "eval",
-        "mtrag",
-        "--turns",
-        tfile.to_str().unwrap(),
-        "--corpus-dir",
-        dir.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--json",
-    ]))
-    .unwrap();
+    // `ragctx eval mtrag --json` over the slice, with `extra` flags.
+    let eval = |extra: &[&str]| -> Value {
+        let slice =
+            ["eval", "mtrag", "--turns", tfile.to_str().unwrap(), "--corpus-dir", dir.to_str().unwrap(), "--json"];
+        serde_json::from_str(&env.ok(&[&slice[..], extra].concat())).unwrap()
+    };
+    let json = eval(&["--out", out.to_str().unwrap()]);
     let s = &json["strategies"];
     let gold_turns = turns.len() as u64;
     for name in ["none", "group", "exclude", "full", "full+cited", "history"] {
@@ -380,22 +375,7 @@ fn eval_mtrag_scores_strategies_side_by_side() {
     assert!(out.join("mtrag.json").is_file());
 
     // Query modes side by side: the weighted mix runs and is scored like the others.
-    let q: Value = serde_json::from_str(&env.ok(&[
-        "eval",
-        "mtrag",
-        "--turns",
-        tfile.to_str().unwrap(),
-        "--corpus-dir",
-        dir.to_str().unwrap(),
-        "--strategies",
-        "none",
-        "--granularity",
-        "chunk",
-        "--query",
-        "last,weighted,rewrite",
-        "--json",
-    ]))
-    .unwrap();
+    let q = eval(&["--strategies", "none", "--granularity", "chunk", "--query", "last,weighted,rewrite"]);
     for mode in ["last", "weighted", "rewrite"] {
         let o = &q["strategies"][format!("none/{mode}")]["overall"];
         assert!(o["fresh_recall"].as_f64().is_some_and(|r| (0.0..=1.0).contains(&r)), "none/{mode}: {o}");

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{repo, Env, MilvusLite};
+use common::{milvus_lite, repo, Env};
 use serde_json::Value;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -149,8 +149,8 @@ fn killing_milvus_mid_conversation_is_a_clear_error_and_the_next_turn_after_rest
     }
     let env = Env::new();
     let path = corpus(&env, 60);
-    let mut milvus = MilvusLite::start(&env.dir.path().join("milvus"));
-    let uri = milvus.uri();
+    let mut milvus = milvus_lite(&env.dir.path().join("milvus"));
+    let uri = milvus.url("http");
     let b = ["--backend", "milvus", "--milvus-uri", &uri, "--collection", "killed", "--milvus-index", "flat"];
     env.ok(&[&b[..], &["ingest", path.to_str().unwrap()]].concat());
     let first = ask_on(&env, &b, "k", &[], "How do I file a complaint with the state?");

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{http, http_post, randoms, report, stored_turns, trials, Env, MilvusLite, Redis, Server, SlowProxy};
+use common::{http, http_post, milvus_lite, randoms, redis, report, stored_turns, trials, Env, Server, SlowProxy};
 use serde_json::{json, Value};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -113,7 +113,7 @@ fn shown_chunks(t: &Value) -> BTreeSet<String> {
 
 /// 64 turns fired at once on one session: all recorded with distinct numbers, and no turn's
 /// exclusion set misses a chunk shown by a turn that had completed before it was sent.
-fn check_concurrent(label: &str, seen: &[Seen], traces: &[Value]) {
+fn check_concurrent(label: &str, seen: &[Seen], traces: &[Value], panics: usize) {
     let numbers: BTreeSet<u64> = seen.iter().map(|s| s.turn).collect();
     assert_eq!(numbers, (1..=64).collect(), "{label}: 64 distinct turn numbers");
     assert_eq!(traces.len(), 64, "{label}: 64 traces stored");
@@ -135,8 +135,9 @@ fn check_concurrent(label: &str, seen: &[Seen], traces: &[Value]) {
     let ordered = seen.iter().map(|b| seen.iter().filter(|a| a.done < b.sent).count()).sum::<usize>();
     report(
         &format!("concurrency: {label}"),
-        json!({"trials": 1, "turns": 64, "recorded": traces.len(), "ordered_pairs": ordered, "exclusion_violations": violations, "turns_lost": 64 - traces.len(), "panics": 0}),
+        json!({"trials": 1, "turns": 64, "recorded": traces.len(), "ordered_pairs": ordered, "exclusion_violations": violations, "turns_lost": 64 - traces.len(), "panics": panics}),
     );
+    assert_eq!(panics, 0, "{label}: nothing panics");
     assert!(ordered > 0, "{label}: some turns were sent after others completed (the check is not vacuous)");
     assert_eq!(violations, 0, "{label}: a turn lost a completed predecessor's ids");
 }
@@ -167,9 +168,9 @@ fn concurrent_http(env: &Env, flags: &[&str], label: &str) {
         })
         .collect();
     let seen: Vec<Seen> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-    assert_eq!(server.panics(), 0);
+    let panics = server.panics();
     drop(server);
-    check_concurrent(label, &seen, &traces_of(env, flags, &session));
+    check_concurrent(label, &seen, &traces_of(env, flags, &session), panics);
 }
 
 fn concurrent_cli(env: &Env, flags: &[&str], label: &str) {
@@ -186,14 +187,16 @@ fn concurrent_cli(env: &Env, flags: &[&str], label: &str) {
                 let sent = Instant::now();
                 let out = cmd.output().unwrap();
                 let done = Instant::now();
-                assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+                let stderr = String::from_utf8_lossy(&out.stderr);
+                assert!(out.status.success(), "{stderr}");
                 let t: Value = serde_json::from_slice(&out.stdout).unwrap();
-                Seen { sent, done, turn: t["turn"].as_u64().unwrap(), shown: shown_chunks(&t) }
+                let seen = Seen { sent, done, turn: t["turn"].as_u64().unwrap(), shown: shown_chunks(&t) };
+                (seen, stderr.matches("panicked").count())
             })
         })
         .collect();
-    let seen: Vec<Seen> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-    check_concurrent(label, &seen, &traces_of(env, flags, &session));
+    let (seen, panics): (Vec<Seen>, Vec<usize>) = handles.into_iter().map(|h| h.join().unwrap()).unzip();
+    check_concurrent(label, &seen, &traces_of(env, flags, &session), panics.iter().sum());
 }
 
 #[test]
@@ -201,8 +204,8 @@ fn sixty_four_concurrent_turns_on_one_session_all_land() {
     let _serial = serial();
     let env = Env::new();
     env.ok(&["ingest", env.govt(300).to_str().unwrap()]);
-    let redis = Redis::start(&env.dir.path().join("redis"));
-    let url = redis.url();
+    let redis = redis(&env.dir.path().join("redis"));
+    let url = redis.url("redis");
     concurrent_http(&env, &[], "64 HTTP turns, embedded sessions");
     concurrent_http(&env, &["--sessions", &url], "64 HTTP turns, Redis sessions");
     concurrent_cli(&env, &[], "64 CLI processes, embedded sessions");
@@ -220,9 +223,9 @@ type Outcome = (u16, String, f64, &'static str);
 fn redis_then_milvus_stopped_mid_load() {
     let _serial = serial();
     let env = Env::new();
-    let mut redis = Redis::start(&env.dir.path().join("redis"));
-    let mut milvus = MilvusLite::start(&env.dir.path().join("milvus"));
-    let (redis_url, milvus_uri) = (redis.url(), milvus.uri());
+    let mut redis = redis(&env.dir.path().join("redis"));
+    let mut milvus = milvus_lite(&env.dir.path().join("milvus"));
+    let (redis_url, milvus_uri) = (redis.url("redis"), milvus.url("http"));
     let flags =
         ["--sessions", &redis_url, "--backend", "milvus", "--milvus-uri", &milvus_uri, "--collection", "faults"];
     env.ok(&[&flags[..], &["ingest", env.govt(60).to_str().unwrap()]].concat());
@@ -316,8 +319,8 @@ fn redis_then_milvus_stopped_mid_load() {
 fn slow_redis_and_slow_milvus_hit_the_deadline_not_a_hang() {
     let _serial = serial();
     let env = Env::new();
-    let redis = Redis::start(&env.dir.path().join("redis"));
-    let milvus = MilvusLite::start(&env.dir.path().join("milvus"));
+    let redis = redis(&env.dir.path().join("redis"));
+    let milvus = milvus_lite(&env.dir.path().join("milvus"));
     let slow_redis = SlowProxy::start(redis.port);
     let slow_milvus = SlowProxy::start(milvus.port);
     let redis_url = format!("redis://127.0.0.1:{}", slow_redis.port);

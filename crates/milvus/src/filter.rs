@@ -38,10 +38,9 @@ pub fn quote(s: &str) -> String {
     out
 }
 
-/// `field not in [...]` over `ids`, literal.
-fn not_in_literal<'a>(field: &str, ids: impl Iterator<Item = &'a str>) -> String {
-    let list: Vec<String> = ids.map(quote).collect();
-    format!("{field} not in [{}]", list.join(", "))
+/// `["a", "b"]`: every id quoted by [`quote`].
+fn literal_list<'a>(ids: impl Iterator<Item = &'a str>) -> String {
+    format!("[{}]", ids.map(quote).collect::<Vec<_>>().join(", "))
 }
 
 /// The filter that keeps excluded chunks and documents out of a search; `None` when nothing
@@ -49,33 +48,30 @@ fn not_in_literal<'a>(field: &str, ids: impl Iterator<Item = &'a str>) -> String
 pub fn exclusion(ex: &ExclusionSet, templates: bool) -> Option<Filter> {
     let mut parts = Vec::new();
     let mut params = HashMap::new();
-    if !ex.documents.is_empty() {
+    let documents: Vec<&str> = ex.documents.iter().map(|d| d.as_str()).collect();
+    let chunks: Vec<&str> = ex.chunks.iter().map(|c| c.as_str()).collect();
+    for (field, name, ids) in [(DOCUMENT_ID, "docs", documents), (ID, "chunks", chunks)] {
+        if ids.is_empty() {
+            continue;
+        }
         if templates {
-            parts.push(format!("{DOCUMENT_ID} not in {{docs}}"));
-            params.insert("docs".to_owned(), ex.documents.iter().map(|d| d.0.clone()).collect());
+            parts.push(format!("{field} not in {{{name}}}"));
+            params.insert(name.to_owned(), ids.into_iter().map(str::to_owned).collect());
         } else {
-            parts.push(not_in_literal(DOCUMENT_ID, ex.documents.iter().map(|d| d.as_str())));
+            parts.push(format!("{field} not in {}", literal_list(ids.into_iter())));
         }
     }
-    if !ex.chunks.is_empty() {
-        if templates {
-            parts.push(format!("{ID} not in {{chunks}}"));
-            params.insert("chunks".to_owned(), ex.chunks.iter().map(|c| c.0.clone()).collect());
-        } else {
-            parts.push(not_in_literal(ID, ex.chunks.iter().map(|c| c.as_str())));
-        }
+    match parts.as_slice() {
+        [] => None,
+        [one] => Some(Filter { expr: one.clone(), params }),
+        [a, b] => Some(Filter { expr: format!("({a}) and ({b})"), params }),
+        _ => unreachable!("two fields at most"),
     }
-    if parts.is_empty() {
-        return None;
-    }
-    let expr = if parts.len() == 1 { parts.pop().unwrap() } else { format!("({}) and ({})", parts[0], parts[1]) };
-    Some(Filter { expr, params })
 }
 
 /// `field in [...]`, literal, for fetching by id.
 pub fn in_literal<'a>(field: &str, ids: impl Iterator<Item = &'a str>) -> String {
-    let list: Vec<String> = ids.map(quote).collect();
-    format!("{field} in [{}]", list.join(", "))
+    format!("{field} in {}", literal_list(ids))
 }
 
 /// Parses a literal filter built here back into `(field, ids)` clauses, the way Milvus's

@@ -394,12 +394,18 @@ impl MilvusVectorStore {
         filter::exclusion(ex, self.capabilities.templates)
     }
 
-    /// One search call: hits as Milvus returns them.
-    fn search_once(&self, request: &SearchRequest, limit: usize, group_size: Option<usize>) -> Result<Vec<Hit>> {
+    /// One search call for `vector`, `exclusion` filtered out: hits as Milvus returns them.
+    fn search_once(
+        &self,
+        vector: &[f32],
+        exclusion: &ExclusionSet,
+        limit: usize,
+        group_size: Option<usize>,
+    ) -> Result<Vec<Hit>> {
         let mut builder = MilvusSearch::builder()
             .collection_name(self.config.collection.clone())
             .vector_field("vector")
-            .vectors(SearchVectors::Float(vec![request.vector.clone()]))
+            .vectors(SearchVectors::Float(vec![vector.to_vec()]))
             .output_fields(FIELDS)
             .limit(limit as i64)
             .metric_type(MetricType::Cosine)
@@ -407,7 +413,7 @@ impl MilvusVectorStore {
         if let IndexKind::Hnsw { ef, .. } = self.config.index {
             builder = builder.extra_params(HashMap::from([("ef".to_owned(), ef.max(limit as u32).to_string())]));
         }
-        if let Some(Filter { expr, params }) = self.filter(&request.exclusion) {
+        if let Some(Filter { expr, params }) = self.filter(exclusion) {
             builder = builder.filter(expr);
             if !params.is_empty() {
                 builder = builder.filter_templates(
@@ -522,12 +528,11 @@ impl MilvusVectorStore {
         while docs.len() < request.limit && rounds < MAX_ROUNDS {
             rounds += 1;
             let want = request.limit - docs.len();
-            let round = SearchRequest { exclusion: exclusion.clone(), ..request.clone() };
             let got = if self.capabilities.group_by {
-                self.search_once(&round, want, Some(group_size))?
+                self.search_once(&request.vector, &exclusion, want, Some(group_size))?
             } else {
                 // No server-side grouping (Milvus < 2.4 ignores it): over-fetch, group here.
-                self.search_once(&round, (want * group_size).min(MAX_TOPK), None)?
+                self.search_once(&request.vector, &exclusion, (want * group_size).min(MAX_TOPK), None)?
             };
 
             let mut new_docs = 0;
@@ -731,7 +736,7 @@ impl VectorStore for MilvusVectorStore {
         let (mut hits, rounds) = match &request.grouping {
             Some(g) => self.search_grouped(request, g)?,
             None => {
-                let hits = self.search_once(request, request.limit, None)?;
+                let hits = self.search_once(&request.vector, &request.exclusion, request.limit, None)?;
                 (
                     hits.into_iter()
                         .filter(|h| !request.exclusion.excludes(&h.chunk.id, &h.chunk.document_id))

@@ -139,18 +139,23 @@ fn open_db(dir: &Path) -> Result<Database> {
         .write(true)
         .open(dir.join("ragctx.lock"))
         .map_err(|e| Error::Storage(format!("cannot open {}: {e}", dir.join("ragctx.lock").display())))?;
-    let waiter = queue.try_clone().map_err(Error::storage)?;
-    let (tx, rx) = std::sync::mpsc::channel();
-    // The lock belongs to the open file, shared by `queue` and `waiter`: it is held until
-    // both are closed, that is until this function returns (or, after a time-out, until
-    // the waiter gets it and lets go at once).
-    std::thread::spawn(move || {
-        let _ = tx.send(waiter.lock());
-    });
-    match rx.recv_timeout(wait) {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => return Err(Error::Storage(format!("cannot lock {}: {e}", dir.join("ragctx.lock").display()))),
-        Err(_) => return Err(busy()),
+    // Uncontended (the usual case): the lock is free and no thread is needed.
+    if queue.try_lock().is_err() {
+        let waiter = queue.try_clone().map_err(Error::storage)?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        // The lock belongs to the open file, shared by `queue` and `waiter`: it is held until
+        // both are closed, that is until this function returns (or, after a time-out, until
+        // the waiter gets it and lets go at once).
+        std::thread::spawn(move || {
+            let _ = tx.send(waiter.lock());
+        });
+        match rx.recv_timeout(wait) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                return Err(Error::Storage(format!("cannot lock {}: {e}", dir.join("ragctx.lock").display())))
+            }
+            Err(_) => return Err(busy()),
+        }
     }
     loop {
         match Database::create(&db_path) {

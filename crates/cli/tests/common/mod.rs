@@ -164,34 +164,27 @@ pub fn stored_turns(addr: &str, session: &str) -> Vec<u64> {
         .unwrap_or_default()
 }
 
-/// A private redis-server on a free loopback port, append-only with fsync on every write
-/// (so a restart keeps every acknowledged turn), data in `dir`.
-pub struct Redis {
+/// A server process of a test on a free loopback port, started (and restarted on the same
+/// port and data) by `spawn`, killed by PID when dropped.
+pub struct Daemon {
     pub port: u16,
-    dir: PathBuf,
+    spawn: Box<dyn Fn(u16) -> Child>,
     child: Option<Child>,
 }
 
-impl Redis {
-    pub fn start(dir: &Path) -> Redis {
-        let mut r = Redis { port: free_port(), dir: dir.to_owned(), child: None };
-        std::fs::create_dir_all(dir).unwrap();
-        r.restart();
-        r
+impl Daemon {
+    fn start(spawn: impl Fn(u16) -> Child + 'static) -> Daemon {
+        let mut d = Daemon { port: free_port(), spawn: Box::new(spawn), child: None };
+        d.restart();
+        d
     }
-    pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+    /// `SCHEME://127.0.0.1:PORT`.
+    pub fn url(&self, scheme: &str) -> String {
+        format!("{scheme}://127.0.0.1:{}", self.port)
     }
     pub fn restart(&mut self) {
-        let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", ""])
-            .args(["--appendonly", "yes", "--appendfsync", "always", "--dir"])
-            .arg(&self.dir)
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("redis-server (scripts/redis-up installs it)");
-        self.child = Some(child);
-        assert!(wait_for_port(self.port, Duration::from_secs(10)), "redis did not start on {}", self.port);
+        self.child = Some((self.spawn)(self.port));
+        assert!(wait_for_port(self.port, Duration::from_secs(60)), "nothing answers on port {}", self.port);
     }
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
@@ -201,55 +194,43 @@ impl Redis {
     }
 }
 
-impl Drop for Redis {
+impl Drop for Daemon {
     fn drop(&mut self) {
         self.kill();
     }
 }
 
-/// A private Milvus Lite 3.2.2 (bench/.venv, installed by bench/setup) on a free loopback
-/// port, data in `dir`.
-pub struct MilvusLite {
-    pub port: u16,
-    dir: PathBuf,
-    child: Option<Child>,
+/// A private redis-server, append-only with fsync on every write (so a restart keeps every
+/// acknowledged turn), data in `dir`.
+pub fn redis(dir: &Path) -> Daemon {
+    std::fs::create_dir_all(dir).unwrap();
+    let dir = dir.to_owned();
+    Daemon::start(move |port| {
+        Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", ""])
+            .args(["--appendonly", "yes", "--appendfsync", "always", "--dir"])
+            .arg(&dir)
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server (scripts/redis-up installs it)")
+    })
 }
 
-impl MilvusLite {
-    pub fn start(dir: &Path) -> MilvusLite {
-        let mut m = MilvusLite { port: free_port(), dir: dir.to_owned(), child: None };
-        std::fs::create_dir_all(dir).unwrap();
-        m.restart();
-        m
-    }
-    pub fn uri(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-    pub fn restart(&mut self) {
-        let bin = repo().join("bench/.venv/bin/milvus-lite");
-        assert!(bin.is_file(), "Milvus Lite missing at {}: run bench/setup", bin.display());
-        let child = Command::new(bin)
-            .args(["server", "--host", "127.0.0.1", "--port", &self.port.to_string(), "--data-dir"])
-            .arg(&self.dir)
+/// A private Milvus Lite 3.2.2 (bench/.venv, installed by bench/setup), data in `dir`.
+pub fn milvus_lite(dir: &Path) -> Daemon {
+    let bin = repo().join("bench/.venv/bin/milvus-lite");
+    assert!(bin.is_file(), "Milvus Lite missing at {}: run bench/setup", bin.display());
+    std::fs::create_dir_all(dir).unwrap();
+    let dir = dir.to_owned();
+    Daemon::start(move |port| {
+        Command::new(&bin)
+            .args(["server", "--host", "127.0.0.1", "--port", &port.to_string(), "--data-dir"])
+            .arg(&dir)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .unwrap();
-        self.child = Some(child);
-        assert!(wait_for_port(self.port, Duration::from_secs(60)), "Milvus Lite did not start on {}", self.port);
-    }
-    pub fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for MilvusLite {
-    fn drop(&mut self) {
-        self.kill();
-    }
+            .unwrap()
+    })
 }
 
 /// A loopback TCP proxy that holds every chunk it forwards for `delay_ms` (changeable while
