@@ -79,6 +79,17 @@ pub enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Embedding throughput: passages per second over the first N passages of a JSONL
+    /// corpus (nothing is cached or stored)
+    Embed {
+        /// JSONL corpus (its "text" fields are embedded)
+        #[arg(long, default_value = "../shared/data/mtrag/corpus_govt.jsonl")]
+        corpus: PathBuf,
+        #[arg(long, default_value_t = 256)]
+        passages: usize,
+        #[arg(long)]
+        json: bool,
+    },
     /// Whole turns: replays conversations (MTRAG turns.jsonl format) through the engine
     Turn {
         /// Conversations file (turns.jsonl format); the user messages are replayed in order
@@ -126,6 +137,7 @@ pub fn run(settings: Settings, what: &BenchCommand) -> Result<()> {
             crate::bench_window::run(&app, &opts)
         }
         BenchCommand::Http { .. } => unreachable!("handled before opening the data dir"),
+        BenchCommand::Embed { corpus, passages, json } => embed(&app, corpus, *passages, *json),
         BenchCommand::Turn { turns, domain, conversations, json } => {
             turn(&app, turns, domain.as_deref(), *conversations, *json)
         }
@@ -419,4 +431,47 @@ fn turn(app: &App, path: &std::path::Path, domain: Option<&str>, conversations: 
         }
     }
     Ok(())
+}
+
+/// Times one `embed` call over the first `n` passages of `corpus` (their "text", as
+/// ingest embeds them).
+fn embed(app: &App, corpus: &std::path::Path, n: usize, json: bool) -> Result<()> {
+    use std::io::BufRead;
+    let file = std::fs::File::open(corpus).with_context(|| format!("cannot read {}", corpus.display()))?;
+    let mut texts = Vec::with_capacity(n);
+    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
+        if texts.len() == n {
+            break;
+        }
+        let line = line.with_context(|| format!("{}:{}", corpus.display(), i + 1))?;
+        let v: serde_json::Value =
+            serde_json::from_str(&line).with_context(|| format!("{}:{}: not JSON", corpus.display(), i + 1))?;
+        texts.push(v["text"].as_str().unwrap_or_default().to_owned());
+    }
+    if texts.is_empty() {
+        bail!("{} has no passages", corpus.display());
+    }
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let start = Instant::now();
+    let vectors = app.embedder.embed(&refs)?;
+    let secs = start.elapsed().as_secs_f64();
+    let rate = vectors.len() as f64 / secs;
+    let chars: usize = texts.iter().map(|t| t.chars().count()).sum();
+    if json {
+        let out = serde_json::json!({"passages": vectors.len(), "seconds": secs, "passages_per_s": rate,
+            "mean_chars": chars as f64 / texts.len() as f64, "threads": rayon_threads()});
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        println!(
+            "{} passages ({:.0} chars each on average) in {secs:.2} s: {rate:.1} passages/s; 37,529 MTRAG passages would take {:.1} min",
+            vectors.len(),
+            chars as f64 / texts.len() as f64,
+            37_529.0 / rate / 60.0
+        );
+    }
+    Ok(())
+}
+
+fn rayon_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }

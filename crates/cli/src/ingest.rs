@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// Texts embedded per cache commit.
-const EMBED_STEP: usize = 64;
+const EMBED_STEP: usize = 128;
 
 pub struct Read {
     pub chunks: Vec<SourcedChunk>,
@@ -90,7 +90,20 @@ fn read_file(path: &Path, document_id: &str, read: &mut Read) -> Result<bool> {
 pub fn embed_all(embedder: &dyn Embedder, data_dir: &Path, texts: &[&str]) -> Result<(Vec<Vec<f32>>, usize)> {
     let model = embedder.model_id().to_owned();
     let cached = EmbeddingCache::get(data_dir, &model, texts)?;
-    let missing: Vec<usize> = (0..texts.len()).filter(|&i| cached[i].is_none()).collect();
+    // A text that occurs more than once (MTRAG's cloud corpus has 1,743 passages whose text
+    // is another id's) is embedded once.
+    let mut first: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    let mut copies: Vec<(usize, usize)> = Vec::new();
+    let mut missing: Vec<usize> = Vec::new();
+    for i in (0..texts.len()).filter(|&i| cached[i].is_none()) {
+        match first.entry(texts[i]) {
+            std::collections::hash_map::Entry::Occupied(e) => copies.push((i, *e.get())),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(i);
+                missing.push(i);
+            }
+        }
+    }
     let mut out: Vec<Option<Vec<f32>>> = cached;
     let terminal = std::io::stderr().is_terminal();
     let bar = if terminal && !missing.is_empty() {
@@ -104,8 +117,8 @@ pub fn embed_all(embedder: &dyn Embedder, data_dir: &Path, texts: &[&str]) -> Re
         None
     };
     let started = Instant::now();
-    let mut last_report = 0;
-    // Longest first within the whole set keeps batches of similar length.
+    let (mut last_report, mut done) = (0, 0);
+    // Longest first: the first progress lines overestimate the time left, never underestimate.
     let mut order = missing.clone();
     order.sort_by_key(|&i| std::cmp::Reverse(texts[i].len()));
     for step in order.chunks(EMBED_STEP) {
@@ -116,18 +129,27 @@ pub fn embed_all(embedder: &dyn Embedder, data_dir: &Path, texts: &[&str]) -> Re
         for (&i, v) in step.iter().zip(vectors) {
             out[i] = Some(v);
         }
-        let done = out.iter().filter(|v| v.is_some()).count() - (texts.len() - missing.len());
+        done += step.len();
         match &bar {
             Some(b) => b.set_position(done as u64),
             None if done - last_report >= (missing.len() / 10).max(EMBED_STEP) || done == missing.len() => {
                 last_report = done;
-                eprintln!("embedded {done}/{} chunks ({:.0}s)", missing.len(), started.elapsed().as_secs_f64());
+                let secs = started.elapsed().as_secs_f64();
+                let rate = done as f64 / secs.max(1e-9);
+                eprintln!(
+                    "embedded {done}/{} chunks ({secs:.0}s, {rate:.1}/s, about {:.0}s left)",
+                    missing.len(),
+                    (missing.len() - done) as f64 / rate
+                );
             }
             None => {}
         }
     }
     if let Some(b) = bar {
         b.finish_and_clear();
+    }
+    for (copy, of) in copies {
+        out[copy] = out[of].clone();
     }
     Ok((out.into_iter().map(|v| v.expect("every text embedded")).collect(), missing.len()))
 }

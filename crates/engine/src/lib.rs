@@ -113,6 +113,19 @@ impl Engine {
         query: &str,
         settings: &TurnSettings,
     ) -> Result<TurnOutcome> {
+        self.ask_before(session, question, query, settings, None)
+    }
+
+    /// [`Engine::ask_with_query`] that gives up instead of committing once `deadline` has
+    /// passed: a caller that stopped waiting never finds the turn recorded behind its back.
+    pub fn ask_before(
+        &self,
+        session: &SessionId,
+        question: &str,
+        query: &str,
+        settings: &TurnSettings,
+        deadline: Option<Instant>,
+    ) -> Result<TurnOutcome> {
         let started = Instant::now();
         settings.validate()?;
         let question = validate_question(question)?;
@@ -120,6 +133,15 @@ impl Engine {
         let state = self.sessions.load(session)?.unwrap_or_default();
         let (mut trace, record, new_markers) = self.run(session, &state, question, query, settings, None)?;
         let t = Instant::now();
+        if deadline.is_some_and(|d| t >= d) {
+            return Err(Error::Unavailable {
+                backend: "turn".into(),
+                message: format!(
+                    "no answer within the deadline ({:.1} s spent); the turn was not recorded",
+                    started.elapsed().as_secs_f64()
+                ),
+            });
+        }
         let commit = TurnCommit { record, new_markers, trace: trace.clone() };
         trace.turn = self.sessions.commit_turn(session, commit, settings.retention())?;
         // The stored trace carries every timing but its own write.

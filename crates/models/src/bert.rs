@@ -1,7 +1,11 @@
-//! A BERT encoder (the architecture of all-MiniLM-L6-v2) on candle, inference only.
+//! A BERT encoder (the architecture of all-MiniLM-L6-v2), inference only, on packed
+//! sequences: the tokens of every text in a batch are rows of one matrix, so the dense
+//! layers are a single matrix product each and no work is spent on padding; attention runs
+//! per text and head. Matrix products by `gemm` on one thread (callers run batches on
+//! several threads); GELU and softmax use vectorisable `erf`/`exp` approximations accurate
+//! to a few units in the last place of `f32`.
 
-use candle_core::{DType, Device, Module, Result, Tensor, D};
-use candle_nn::{embedding, layer_norm, linear, Embedding, LayerNorm, Linear, VarBuilder};
+use safetensors::{Dtype, SafeTensors};
 
 #[derive(Clone, Debug, serde::Deserialize)]
 pub struct BertConfig {
@@ -22,97 +26,491 @@ fn default_eps() -> f64 {
     1e-12
 }
 
+/// `y = x·W + b` with `W` stored `[inputs, outputs]`, row-major.
+struct Linear {
+    w: Vec<f32>,
+    b: Vec<f32>,
+    inputs: usize,
+    outputs: usize,
+}
+
+struct Norm {
+    gain: Vec<f32>,
+    bias: Vec<f32>,
+}
+
 struct Layer {
-    query: Linear,
-    key: Linear,
-    value: Linear,
+    /// Query, key and value side by side: `[hidden, 3 × hidden]`.
+    qkv: Linear,
     attention_out: Linear,
-    attention_norm: LayerNorm,
+    attention_norm: Norm,
     intermediate: Linear,
     output: Linear,
-    output_norm: LayerNorm,
+    output_norm: Norm,
 }
 
 pub struct Bert {
-    words: Embedding,
-    positions: Embedding,
-    token_types: Embedding,
-    embedding_norm: LayerNorm,
+    words: Vec<f32>,
+    positions: Vec<f32>,
+    token_types: Vec<f32>,
+    embedding_norm: Norm,
     layers: Vec<Layer>,
+    hidden: usize,
     heads: usize,
-    head_dim: usize,
+    max_positions: usize,
+    type_vocab: usize,
+    vocab: usize,
+    eps: f32,
+}
+
+/// One text to encode: token ids and token-type ids of equal length.
+pub struct Sequence<'a> {
+    pub ids: &'a [u32],
+    pub types: &'a [u32],
+}
+
+/// Buffers reused across batches by one worker.
+#[derive(Default)]
+pub struct Scratch {
+    x: Vec<f32>,
+    qkv: Vec<f32>,
+    ctx: Vec<f32>,
+    tmp: Vec<f32>,
+    inner: Vec<f32>,
+    scores: Vec<f32>,
 }
 
 impl Bert {
-    pub fn load(vb: VarBuilder<'_>, cfg: &BertConfig) -> Result<Self> {
+    /// Reads the weights (`f32`) of a BERT checkpoint in safetensors format, names with or
+    /// without a `bert.` prefix.
+    pub fn load(bytes: &[u8], cfg: &BertConfig) -> Result<Self, String> {
+        let st = SafeTensors::deserialize(bytes).map_err(|e| e.to_string())?;
+        let prefix = if st.names().iter().any(|n| n.starts_with("bert.")) { "bert." } else { "" };
+        let get = |name: &str, shape: &[usize]| -> Result<Vec<f32>, String> {
+            let full = format!("{prefix}{name}");
+            let t = st.tensor(&full).map_err(|_| format!("tensor {full} is missing"))?;
+            if t.dtype() != Dtype::F32 {
+                return Err(format!("tensor {full} is {:?}; only f32 weights are supported", t.dtype()));
+            }
+            if t.shape() != shape {
+                return Err(format!("tensor {full} has shape {:?}, expected {shape:?}", t.shape()));
+            }
+            Ok(t.data().chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
+        };
         let h = cfg.hidden_size;
-        let e = vb.pp("embeddings");
-        let ln = |vb: VarBuilder<'_>| layer_norm(h, cfg.layer_norm_eps, vb);
+        if cfg.num_attention_heads == 0 || !h.is_multiple_of(cfg.num_attention_heads) {
+            return Err(format!("hidden size {h} is not a multiple of {} heads", cfg.num_attention_heads));
+        }
+        let norm = |name: &str| -> Result<Norm, String> {
+            Ok(Norm { gain: get(&format!("{name}.weight"), &[h])?, bias: get(&format!("{name}.bias"), &[h])? })
+        };
+        // PyTorch stores a linear layer's weight `[outputs, inputs]`; keep it transposed.
+        let linear = |names: &[String], inputs: usize, outputs: usize| -> Result<Linear, String> {
+            let total: usize = outputs * names.len();
+            let mut w = vec![0.0; inputs * total];
+            let mut b = Vec::with_capacity(total);
+            for (part, name) in names.iter().enumerate() {
+                let wt = get(&format!("{name}.weight"), &[outputs, inputs])?;
+                for o in 0..outputs {
+                    for i in 0..inputs {
+                        w[i * total + part * outputs + o] = wt[o * inputs + i];
+                    }
+                }
+                b.extend(get(&format!("{name}.bias"), &[outputs])?);
+            }
+            Ok(Linear { w, b, inputs, outputs: total })
+        };
         let mut layers = Vec::with_capacity(cfg.num_hidden_layers);
         for i in 0..cfg.num_hidden_layers {
-            let l = vb.pp(format!("encoder.layer.{i}"));
-            let att = l.pp("attention");
+            let l = format!("encoder.layer.{i}");
+            let att = format!("{l}.attention");
+            let qkv: Vec<String> = ["query", "key", "value"].iter().map(|p| format!("{att}.self.{p}")).collect();
             layers.push(Layer {
-                query: linear(h, h, att.pp("self.query"))?,
-                key: linear(h, h, att.pp("self.key"))?,
-                value: linear(h, h, att.pp("self.value"))?,
-                attention_out: linear(h, h, att.pp("output.dense"))?,
-                attention_norm: ln(att.pp("output.LayerNorm"))?,
-                intermediate: linear(h, cfg.intermediate_size, l.pp("intermediate.dense"))?,
-                output: linear(cfg.intermediate_size, h, l.pp("output.dense"))?,
-                output_norm: ln(l.pp("output.LayerNorm"))?,
+                qkv: linear(&qkv, h, h)?,
+                attention_out: linear(&[format!("{att}.output.dense")], h, h)?,
+                attention_norm: norm(&format!("{att}.output.LayerNorm"))?,
+                intermediate: linear(&[format!("{l}.intermediate.dense")], h, cfg.intermediate_size)?,
+                output: linear(&[format!("{l}.output.dense")], cfg.intermediate_size, h)?,
+                output_norm: norm(&format!("{l}.output.LayerNorm"))?,
             });
         }
         Ok(Bert {
-            words: embedding(cfg.vocab_size, h, e.pp("word_embeddings"))?,
-            positions: embedding(cfg.max_position_embeddings, h, e.pp("position_embeddings"))?,
-            token_types: embedding(cfg.type_vocab_size, h, e.pp("token_type_embeddings"))?,
-            embedding_norm: ln(e.pp("LayerNorm"))?,
+            words: get("embeddings.word_embeddings.weight", &[cfg.vocab_size, h])?,
+            positions: get("embeddings.position_embeddings.weight", &[cfg.max_position_embeddings, h])?,
+            token_types: get("embeddings.token_type_embeddings.weight", &[cfg.type_vocab_size, h])?,
+            embedding_norm: norm("embeddings.LayerNorm")?,
             layers,
+            hidden: h,
             heads: cfg.num_attention_heads,
-            head_dim: h / cfg.num_attention_heads,
+            max_positions: cfg.max_position_embeddings,
+            type_vocab: cfg.type_vocab_size,
+            vocab: cfg.vocab_size,
+            eps: cfg.layer_norm_eps as f32,
         })
     }
 
-    /// Hidden states `[batch, tokens, hidden]` for ids, token types and attention mask
-    /// (all `[batch, tokens]`, u32).
-    pub fn forward(&self, ids: &Tensor, types: &Tensor, mask: &Tensor) -> Result<Tensor> {
-        let (b, t) = ids.dims2()?;
-        let pos = Tensor::arange(0u32, t as u32, ids.device())?.unsqueeze(0)?.broadcast_as((b, t))?;
-        let x = (self.words.forward(ids)? + self.positions.forward(&pos)?)?;
-        let x = (x + self.token_types.forward(types)?)?;
-        let mut x = self.embedding_norm.forward(&x)?;
-        // Additive mask: 0 where attended, a large negative number on padding.
-        let bias = ((mask.to_dtype(DType::F32)? - 1.0)? * 1e9)?.reshape((b, 1, 1, t))?;
-        let scale = 1.0 / (self.head_dim as f64).sqrt();
-        for l in &self.layers {
-            let split = |y: Tensor| -> Result<Tensor> {
-                y.reshape((b, t, self.heads, self.head_dim))?.transpose(1, 2)?.contiguous()
-            };
-            let q = split(l.query.forward(&x)?)?;
-            let k = split(l.key.forward(&x)?)?;
-            let v = split(l.value.forward(&x)?)?;
-            let scores = (q.matmul(&k.t()?)? * scale)?.broadcast_add(&bias)?;
-            let probs = candle_nn::ops::softmax_last_dim(&scores)?;
-            let ctx = probs.matmul(&v)?.transpose(1, 2)?.reshape((b, t, self.heads * self.head_dim))?;
-            x = l.attention_norm.forward(&(l.attention_out.forward(&ctx)? + &x)?)?;
-            let inner = l.intermediate.forward(&x)?.gelu_erf()?;
-            x = l.output_norm.forward(&(l.output.forward(&inner)? + &x)?)?;
+    pub fn max_positions(&self) -> usize {
+        self.max_positions
+    }
+
+    /// Mean of the last hidden states over each sequence's tokens, L2-normalised: one vector
+    /// of `hidden` values per sequence. Sequences must be non-empty and no longer than
+    /// [`Bert::max_positions`].
+    pub fn encode_mean_normalised(&self, seqs: &[Sequence<'_>], s: &mut Scratch) -> Result<Vec<Vec<f32>>, String> {
+        let h = self.hidden;
+        let n: usize = seqs.iter().map(|q| q.ids.len()).sum();
+        let resize = |v: &mut Vec<f32>, len: usize| {
+            v.clear();
+            v.resize(len, 0.0);
+        };
+        resize(&mut s.x, n * h);
+        let mut row = 0;
+        for q in seqs {
+            if q.ids.is_empty() || q.ids.len() > self.max_positions || q.types.len() != q.ids.len() {
+                return Err(format!("a sequence of {} tokens (1 to {} allowed)", q.ids.len(), self.max_positions));
+            }
+            for (p, (&id, &ty)) in q.ids.iter().zip(q.types).enumerate() {
+                let (id, ty) = (id as usize, ty as usize);
+                if id >= self.vocab || ty >= self.type_vocab {
+                    return Err(format!("token id {id} or type {ty} outside the model's vocabulary"));
+                }
+                let out = &mut s.x[row * h..(row + 1) * h];
+                let (w, pos, t) =
+                    (&self.words[id * h..][..h], &self.positions[p * h..][..h], &self.token_types[ty * h..][..h]);
+                for j in 0..h {
+                    out[j] = w[j] + pos[j] + t[j];
+                }
+                row += 1;
+            }
         }
-        Ok(x)
+        layer_norm(&mut s.x, &self.embedding_norm, self.eps);
+        let dh = h / self.heads;
+        let scale = 1.0 / (dh as f32).sqrt();
+        for l in &self.layers {
+            l.qkv.apply(&s.x, n, None, &mut s.qkv);
+            resize(&mut s.ctx, n * h);
+            let mut start = 0;
+            for q in seqs {
+                let len = q.ids.len();
+                s.scores.resize(len * len, 0.0);
+                for head in 0..self.heads {
+                    let base = start * 3 * h + head * dh;
+                    // scores = scale · Q Kᵀ, then softmax by row, then ctx = scores · V.
+                    // SAFETY: every pointer and stride stays inside `qkv` (rows start..start+len,
+                    // columns of this head), `scores` (len × len) and `ctx` (same rows).
+                    unsafe {
+                        gemm::gemm(
+                            len,
+                            len,
+                            dh,
+                            s.scores.as_mut_ptr(),
+                            1,
+                            len as isize,
+                            false,
+                            s.qkv.as_ptr().add(base),
+                            1,
+                            (3 * h) as isize,
+                            s.qkv.as_ptr().add(base + h),
+                            (3 * h) as isize,
+                            1,
+                            0.0,
+                            scale,
+                            false,
+                            false,
+                            false,
+                            gemm::Parallelism::None,
+                        );
+                    }
+                    softmax_rows(&mut s.scores, len);
+                    unsafe {
+                        gemm::gemm(
+                            len,
+                            dh,
+                            len,
+                            s.ctx.as_mut_ptr().add(start * h + head * dh),
+                            1,
+                            h as isize,
+                            false,
+                            s.scores.as_ptr(),
+                            1,
+                            len as isize,
+                            s.qkv.as_ptr().add(base + 2 * h),
+                            1,
+                            (3 * h) as isize,
+                            0.0,
+                            1.0,
+                            false,
+                            false,
+                            false,
+                            gemm::Parallelism::None,
+                        );
+                    }
+                }
+                start += len;
+            }
+            l.attention_out.apply(&s.ctx, n, Some(&s.x), &mut s.tmp);
+            layer_norm(&mut s.tmp, &l.attention_norm, self.eps);
+            std::mem::swap(&mut s.x, &mut s.tmp);
+            l.intermediate.apply(&s.x, n, None, &mut s.inner);
+            gelu(&mut s.inner);
+            l.output.apply(&s.inner, n, Some(&s.x), &mut s.tmp);
+            layer_norm(&mut s.tmp, &l.output_norm, self.eps);
+            std::mem::swap(&mut s.x, &mut s.tmp);
+        }
+        let mut out = Vec::with_capacity(seqs.len());
+        let mut start = 0;
+        for q in seqs {
+            let len = q.ids.len();
+            let mut mean = vec![0.0f32; h];
+            for r in start..start + len {
+                for (m, v) in mean.iter_mut().zip(&s.x[r * h..(r + 1) * h]) {
+                    *m += v;
+                }
+            }
+            let norm = mean.iter().map(|v| (v / len as f32).powi(2)).sum::<f32>().sqrt().max(1e-12);
+            out.push(mean.iter().map(|v| v / len as f32 / norm).collect());
+            start += len;
+        }
+        Ok(out)
     }
 }
 
-/// Mean of the hidden states over attended tokens, then L2-normalised: `[batch, hidden]`.
-pub fn mean_pool_normalised(hidden: &Tensor, mask: &Tensor) -> Result<Tensor> {
-    let m = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
-    let summed = hidden.broadcast_mul(&m)?.sum(1)?;
-    let counts = m.sum(1)?.clamp(1e-9, f64::MAX)?;
-    let mean = summed.broadcast_div(&counts)?;
-    let norm = mean.sqr()?.sum_keepdim(D::Minus1)?.sqrt()?.clamp(1e-12, f64::MAX)?;
-    mean.broadcast_div(&norm)
+impl Linear {
+    /// `out = x·W + b (+ residual)` for `rows` rows of `x`.
+    fn apply(&self, x: &[f32], rows: usize, residual: Option<&[f32]>, out: &mut Vec<f32>) {
+        assert_eq!(x.len(), rows * self.inputs, "input rows");
+        out.clear();
+        out.reserve(rows * self.outputs);
+        for r in 0..rows {
+            match residual {
+                Some(res) => {
+                    out.extend(self.b.iter().zip(&res[r * self.outputs..][..self.outputs]).map(|(b, x)| b + x))
+                }
+                None => out.extend_from_slice(&self.b),
+            }
+        }
+        // SAFETY: out is rows × outputs, x rows × inputs, w inputs × outputs, all row-major.
+        unsafe {
+            gemm::gemm(
+                rows,
+                self.outputs,
+                self.inputs,
+                out.as_mut_ptr(),
+                1,
+                self.outputs as isize,
+                true,
+                x.as_ptr(),
+                1,
+                self.inputs as isize,
+                self.w.as_ptr(),
+                1,
+                self.outputs as isize,
+                1.0,
+                1.0,
+                false,
+                false,
+                false,
+                gemm::Parallelism::None,
+            );
+        }
+    }
 }
 
-pub fn cpu() -> Device {
-    Device::Cpu
+/// Runs the generic kernel compiled for AVX2 and FMA when the CPU has them (8 lanes), else
+/// for the baseline target.
+macro_rules! simd_dispatch {
+    ($name:ident, $generic:ident, ($($arg:ident: $ty:ty),*)) => {
+        fn $name($($arg: $ty),*) {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx2,fma")]
+                unsafe fn fast($($arg: $ty),*) {
+                    $generic($($arg),*)
+                }
+                if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+                    // SAFETY: the CPU has the features `fast` is compiled for.
+                    return unsafe { fast($($arg),*) };
+                }
+            }
+            $generic($($arg),*)
+        }
+    };
+}
+
+simd_dispatch!(layer_norm, layer_norm_generic, (x: &mut [f32], n: &Norm, eps: f32));
+simd_dispatch!(gelu, gelu_generic, (x: &mut [f32]));
+simd_dispatch!(softmax_rows, softmax_rows_generic, (x: &mut [f32], width: usize));
+
+/// Lanes of the reductions below: eight partial results let the compiler vectorise them
+/// (a single running sum or max would fix the order of operations).
+const LANES: usize = 8;
+
+#[inline(always)]
+fn lane_sum(x: &[f32]) -> f32 {
+    let mut acc = [0.0f32; LANES];
+    let chunks = x.chunks_exact(LANES);
+    let tail: f32 = chunks.remainder().iter().sum();
+    for c in chunks {
+        for j in 0..LANES {
+            acc[j] += c[j];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+#[inline(always)]
+fn lane_max(x: &[f32]) -> f32 {
+    let mut acc = [f32::NEG_INFINITY; LANES];
+    let chunks = x.chunks_exact(LANES);
+    let tail = chunks.remainder().iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    for c in chunks {
+        for j in 0..LANES {
+            acc[j] = if c[j] > acc[j] { c[j] } else { acc[j] };
+        }
+    }
+    acc.iter().copied().fold(tail, f32::max)
+}
+
+#[inline(always)]
+fn layer_norm_generic(x: &mut [f32], n: &Norm, eps: f32) {
+    let h = n.gain.len();
+    for row in x.chunks_exact_mut(h) {
+        let mean = lane_sum(row) / h as f32;
+        for v in row.iter_mut() {
+            *v -= mean;
+        }
+        let mut acc = [0.0f32; LANES];
+        for c in row.chunks_exact(LANES) {
+            for j in 0..LANES {
+                acc[j] += c[j] * c[j];
+            }
+        }
+        let tail: f32 = row.chunks_exact(LANES).remainder().iter().map(|v| v * v).sum();
+        let var = (acc.iter().sum::<f32>() + tail) / h as f32;
+        let inv = 1.0 / (var + eps).sqrt();
+        for ((v, g), b) in row.iter_mut().zip(&n.gain).zip(&n.bias) {
+            *v = *v * inv * g + b;
+        }
+    }
+}
+
+/// `0.5 · x · (1 + erf(x / √2))`, BERT's exact GELU.
+#[inline(always)]
+fn gelu_generic(x: &mut [f32]) {
+    for v in x {
+        *v = 0.5 * *v * (1.0 + erf(*v * std::f32::consts::FRAC_1_SQRT_2));
+    }
+}
+
+#[inline(always)]
+fn softmax_rows_generic(x: &mut [f32], width: usize) {
+    for row in x.chunks_exact_mut(width) {
+        let max = lane_max(row);
+        for v in row.iter_mut() {
+            *v = exp(*v - max);
+        }
+        let inv = 1.0 / lane_sum(row);
+        for v in row.iter_mut() {
+            *v *= inv;
+        }
+    }
+}
+
+/// erf by the rational approximation Eigen and TensorFlow use for `f32` (inputs clamped to
+/// ±4, where erf is ±1 in `f32`). Branch-free, so loops over it vectorise.
+#[inline(always)]
+pub fn erf(x: f32) -> f32 {
+    let x = x.clamp(-4.0, 4.0);
+    let x2 = x * x;
+    let mut p = x2 * -2.726_142_3e-10 + 2.770_681_4e-8;
+    p = x2 * p + -2.101_024e-6;
+    p = x2 * p + -5.692_506_4e-5;
+    p = x2 * p + -7.349_906_3e-4;
+    p = x2 * p + -2.954_600_1e-3;
+    p = x2 * p + -1.609_603_3e-2;
+    let mut q = x2 * -1.456_607_2e-5 + -2.133_740_6e-4;
+    q = x2 * q + -1.682_827e-3;
+    q = x2 * q + -7.373_329e-3;
+    q = x2 * q + -1.426_474e-2;
+    x * p / q
+}
+
+/// e^x by range reduction to `[-ln2/2, ln2/2]` and Cephes' degree-6 polynomial; relative
+/// error about 1e-7. Branch-free; inputs below -87 give (nearly) 0.
+#[inline(always)]
+pub fn exp(x: f32) -> f32 {
+    let x = x.clamp(-87.0, 88.0);
+    // Round to nearest by the 1.5·2²³ trick (no rounding instruction needed).
+    let n = (x * std::f32::consts::LOG2_E + 12_582_912.0) - 12_582_912.0;
+    let r = x - n * 0.693_359_4 - n * -2.121_944_4e-4;
+    let mut p = 1.987_569_1e-4;
+    p = p * r + 1.398_199_9e-3;
+    p = p * r + 8.333_452e-3;
+    p = p * r + 4.166_579_6e-2;
+    p = p * r + 0.166_666_65;
+    p = p * r + 0.5;
+    let y = p * r * r + r + 1.0;
+    y * f32::from_bits(((n as i32 + 127) << 23) as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn erf_reference(x: f64) -> f64 {
+        // Abramowitz–Stegun 7.1.26 is too coarse; integrate instead (Simpson, fine grid).
+        let steps = 20_000;
+        let h = x / steps as f64;
+        let f = |t: f64| (-t * t).exp();
+        let mut s = f(0.0) + f(x);
+        for i in 1..steps {
+            s += f(i as f64 * h) * if i % 2 == 1 { 4.0 } else { 2.0 };
+        }
+        s * h / 3.0 * 2.0 / std::f64::consts::PI.sqrt()
+    }
+
+    #[test]
+    fn erf_is_accurate_to_f32_precision() {
+        let mut worst = 0.0f64;
+        for i in -600..=600 {
+            let x = i as f64 / 100.0;
+            worst = worst.max((erf(x as f32) as f64 - erf_reference(x)).abs());
+        }
+        assert!(worst < 5e-7, "max |erf error| {worst} (a few f32 ulps)");
+    }
+
+    #[test]
+    fn exp_is_accurate_to_f32_precision() {
+        let mut worst = 0.0f64;
+        for i in -8_700..=8_800 {
+            let x = i as f32 / 100.0;
+            let want = (x as f64).exp();
+            worst = worst.max((exp(x) as f64 - want).abs() / want);
+        }
+        assert!(worst < 3e-7, "max relative exp error {worst}");
+        assert!(exp(-1e9) < 1e-37);
+    }
+
+    #[test]
+    fn dense_layer_matches_a_plain_loop() {
+        let (rows, inputs, outputs) = (5, 7, 3);
+        let l = Linear {
+            w: (0..inputs * outputs).map(|i| (i as f32 * 0.37).sin()).collect(),
+            b: vec![0.5, -1.0, 2.0],
+            inputs,
+            outputs,
+        };
+        let x: Vec<f32> = (0..rows * inputs).map(|i| (i as f32 * 0.11).cos()).collect();
+        let res: Vec<f32> = (0..rows * outputs).map(|i| i as f32).collect();
+        let mut out = Vec::new();
+        l.apply(&x, rows, Some(&res), &mut out);
+        for r in 0..rows {
+            for o in 0..outputs {
+                let want = l.b[o]
+                    + res[r * outputs + o]
+                    + (0..inputs).map(|i| x[r * inputs + i] * l.w[i * outputs + o]).sum::<f32>();
+                assert!((out[r * outputs + o] - want).abs() < 1e-5, "row {r} col {o}");
+            }
+        }
+    }
 }

@@ -1,17 +1,23 @@
-use crate::bert::{cpu, mean_pool_normalised, Bert, BertConfig};
-use candle_core::{DType, Tensor};
-use candle_nn::VarBuilder;
+use crate::bert::{Bert, BertConfig, Scratch, Sequence};
 use ragctx_core::{Embedder, Error, Result};
 use std::path::{Path, PathBuf};
-use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use tokenizers::{Tokenizer, TruncationParams};
 
 /// Tokens per text, as sentence-transformers uses for this model (its `max_seq_length`).
 pub const MAX_TOKENS: usize = 256;
-/// Texts per forward pass when embedding many (override: `RAGCTX_EMBED_BATCH`).
-pub const BATCH: usize = 8;
+/// Tokens per forward pass when embedding many texts: the texts of a batch are packed
+/// into one matrix, so this bounds the batch's memory, not its padding.
+pub const BATCH_TOKENS: usize = 4_096;
 
-fn batch_size() -> usize {
-    std::env::var("RAGCTX_EMBED_BATCH").ok().and_then(|v| v.parse().ok()).filter(|&b| b > 0).unwrap_or(BATCH)
+/// Worker threads for embedding many texts: `RAGCTX_EMBED_THREADS`, else every core.
+fn threads() -> usize {
+    std::env::var("RAGCTX_EMBED_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&t| t > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// all-MiniLM-L6-v2 run in process: mean pooling over the attention mask, L2-normalised,
@@ -44,39 +50,32 @@ impl MiniLmEmbedder {
         if cfg.hidden_act.as_deref().is_some_and(|a| a != "gelu") {
             return Err(model_err("config.json", &"only the gelu activation is supported"));
         }
-        // SAFETY: the weights file is memory-mapped read-only; ragctx never writes to it and
-        // the setup script replaces the model directory only by an atomic rename.
-        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], DType::F32, &cpu()) }
-            .map_err(|e| model_err("model.safetensors", &e))?;
-        let model = Bert::load(vb, &cfg).map_err(|e| model_err("model.safetensors", &e))?;
+        let bytes = std::fs::read(&weights).map_err(|e| model_err("model.safetensors", &e))?;
+        let model = Bert::load(&bytes, &cfg).map_err(|e| model_err("model.safetensors", &e))?;
         let mut tokenizer = Tokenizer::from_file(&tok).map_err(|e| model_err("tokenizer.json", &e))?;
-        // The shipped tokenizer.json pads and truncates at 128; sentence-transformers pads
-        // dynamically and truncates at 256.
-        tokenizer.with_padding(Some(PaddingParams { strategy: PaddingStrategy::BatchLongest, ..Default::default() }));
+        // The shipped tokenizer.json pads and truncates at 128; sentence-transformers
+        // truncates at 256 (and the encoder needs no padding).
+        tokenizer.with_padding(None);
+        let max = MAX_TOKENS.min(model.max_positions());
         tokenizer
-            .with_truncation(Some(TruncationParams { max_length: MAX_TOKENS, ..Default::default() }))
+            .with_truncation(Some(TruncationParams { max_length: max, ..Default::default() }))
             .map_err(|e| model_err("tokenizer.json", &e))?;
         let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         Ok(MiniLmEmbedder { model, tokenizer, dim: cfg.hidden_size, model_id: format!("{name}/{MAX_TOKENS}/mean/l2") })
     }
 
-    fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
-        let err = |e: &dyn std::fmt::Display| Error::Model(format!("embedding failed: {e}"));
-        let enc = self.tokenizer.encode_batch(texts.to_vec(), true).map_err(|e| err(&e))?;
-        let t = enc.first().map_or(0, |e| e.get_ids().len());
-        let flat = |f: &dyn Fn(&tokenizers::Encoding) -> &[u32]| -> Vec<u32> {
-            enc.iter().flat_map(|e| f(e).iter().copied()).collect()
-        };
-        let shape = (enc.len(), t);
-        let dev = cpu();
-        let tensor = |v: Vec<u32>| Tensor::from_vec(v, shape, &dev).map_err(|e| err(&e));
-        let ids = tensor(flat(&|e| e.get_ids()))?;
-        let types = tensor(flat(&|e| e.get_type_ids()))?;
-        let mask = tensor(flat(&|e| e.get_attention_mask()))?;
-        let hidden = self.model.forward(&ids, &types, &mask).map_err(|e| err(&e))?;
-        let pooled = mean_pool_normalised(&hidden, &mask).map_err(|e| err(&e))?;
-        pooled.to_vec2::<f32>().map_err(|e| err(&e))
+    /// Tokenised texts, in input order.
+    fn tokenize(&self, texts: &[&str]) -> Result<Vec<tokenizers::Encoding>> {
+        let enc = self.tokenizer.encode_batch(texts.to_vec(), true).map_err(|e| embed_err(&e))?;
+        if let Some(i) = enc.iter().position(|e| e.get_ids().is_empty()) {
+            return Err(Error::Model(format!("text {i} has no tokens")));
+        }
+        Ok(enc)
     }
+}
+
+fn embed_err(e: &dyn std::fmt::Display) -> Error {
+    Error::Model(format!("embedding failed: {e}"))
 }
 
 impl Embedder for MiniLmEmbedder {
@@ -86,17 +85,66 @@ impl Embedder for MiniLmEmbedder {
     fn model_id(&self) -> &str {
         &self.model_id
     }
-    /// Embeds in batches of similar length (less padding), returning vectors in input order.
+    /// Packs the texts into batches of at most [`BATCH_TOKENS`] tokens (longest first) and
+    /// encodes the batches on [`threads`] workers; vectors come back in input order.
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        let enc = self.tokenize(texts)?;
         let mut order: Vec<usize> = (0..texts.len()).collect();
-        order.sort_by_key(|&i| std::cmp::Reverse(texts[i].len()));
-        let mut out = vec![Vec::new(); texts.len()];
-        for group in order.chunks(batch_size()) {
-            let batch: Vec<&str> = group.iter().map(|&i| texts[i]).collect();
-            for (&i, v) in group.iter().zip(self.embed_batch(&batch)?) {
-                out[i] = v;
+        order.sort_by_key(|&i| std::cmp::Reverse(enc[i].get_ids().len()));
+        let mut batches: Vec<Vec<usize>> = Vec::new();
+        let mut tokens = 0;
+        for i in order {
+            let len = enc[i].get_ids().len();
+            match batches.last_mut() {
+                Some(b) if tokens + len <= BATCH_TOKENS => b.push(i),
+                _ => {
+                    batches.push(vec![i]);
+                    tokens = 0;
+                }
             }
+            tokens += len;
         }
-        Ok(out)
+        let out: Mutex<Vec<Vec<f32>>> = Mutex::new(vec![Vec::new(); texts.len()]);
+        let next = AtomicUsize::new(0);
+        let failed: Mutex<Option<Error>> = Mutex::new(None);
+        let work = || {
+            let mut scratch = Scratch::default();
+            loop {
+                let b = next.fetch_add(1, Ordering::Relaxed);
+                if b >= batches.len() || failed.lock().map_or(true, |f| f.is_some()) {
+                    return;
+                }
+                let seqs: Vec<Sequence<'_>> = batches[b]
+                    .iter()
+                    .map(|&i| Sequence { ids: enc[i].get_ids(), types: enc[i].get_type_ids() })
+                    .collect();
+                match self.model.encode_mean_normalised(&seqs, &mut scratch) {
+                    Ok(vectors) => {
+                        let mut out = out.lock().expect("no worker panics holding the lock");
+                        for (&i, v) in batches[b].iter().zip(vectors) {
+                            out[i] = v;
+                        }
+                    }
+                    Err(e) => {
+                        *failed.lock().expect("no worker panics holding the lock") = Some(embed_err(&e));
+                        return;
+                    }
+                }
+            }
+        };
+        let workers = threads().min(batches.len());
+        if workers <= 1 {
+            work();
+        } else {
+            std::thread::scope(|s| {
+                for _ in 0..workers {
+                    s.spawn(work);
+                }
+            });
+        }
+        if let Some(e) = failed.into_inner().expect("workers finished") {
+            return Err(e);
+        }
+        Ok(out.into_inner().expect("workers finished"))
     }
 }

@@ -1,4 +1,5 @@
-//! The models ragctx runs in process: the MiniLM embedder (candle), the `cl100k_base`
+//! The models ragctx runs in process: the MiniLM embedder (a BERT encoder on
+//! packed sequences, `gemm` matrix products), the `cl100k_base`
 //! token counter (tiktoken) and the extractive generator.
 //!
 //! ```no_run
@@ -17,7 +18,7 @@ mod extractive;
 mod openai;
 mod tokens;
 
-pub use embedder::{MiniLmEmbedder, BATCH, MAX_TOKENS};
+pub use embedder::{MiniLmEmbedder, BATCH_TOKENS, MAX_TOKENS};
 pub use extractive::{sentences, terms, ExtractiveGenerator, NOTHING_FOUND};
 #[cfg(feature = "openai")]
 pub use openai::{OpenAiConfig, OpenAiGenerator};

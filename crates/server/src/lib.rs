@@ -115,6 +115,9 @@ pub(crate) fn session_id(ns: &Option<String>, id: &str) -> Result<SessionId, Api
     })
 }
 
+/// How much longer than the turn deadline a request waits for the engine's own answer.
+const TURN_GRACE: Duration = Duration::from_secs(2);
+
 /// Runs blocking engine work off the async threads, bounded in time.
 pub(crate) async fn blocking<T: Send + 'static>(
     limit: Duration,
@@ -198,7 +201,11 @@ pub(crate) async fn run_turn(
     let session = session_id(ns, id)?;
     let settings = req.settings(&state.settings)?;
     let engine = state.engine.clone();
-    let mut out = blocking(state.turn_timeout, move || engine.ask(&session, &req.question, &settings)).await?;
+    // The engine refuses to commit after the deadline; the wait is a little longer so its
+    // own error (which names the cause) usually arrives before the bare timeout.
+    let deadline = std::time::Instant::now() + state.turn_timeout;
+    let turn = move || engine.ask_before(&session, &req.question, &req.question, &settings, Some(deadline));
+    let mut out = blocking(state.turn_timeout + TURN_GRACE, turn).await?;
     out.session_id = id.to_owned();
     state.metrics.turn(&out);
     Ok(out)
