@@ -452,26 +452,23 @@ fn embed(app: &App, corpus: &std::path::Path, n: usize, json: bool) -> Result<()
         bail!("{} has no passages", corpus.display());
     }
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let tokens: usize = app.embedder.token_counts(&refs)?.iter().sum();
     let start = Instant::now();
     let vectors = app.embedder.embed(&refs)?;
     let secs = start.elapsed().as_secs_f64();
     let rate = vectors.len() as f64 / secs;
-    let chars: usize = texts.iter().map(|t| t.chars().count()).sum();
+    let mean_tokens = tokens as f64 / texts.len() as f64;
     if json {
         let out = serde_json::json!({"passages": vectors.len(), "seconds": secs, "passages_per_s": rate,
-            "mean_chars": chars as f64 / texts.len() as f64, "threads": rayon_threads()});
+            "tokens": tokens, "tokens_per_s": tokens as f64 / secs, "mean_tokens": mean_tokens});
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         println!(
-            "{} passages ({:.0} chars each on average) in {secs:.2} s: {rate:.1} passages/s; 37,529 MTRAG passages would take {:.1} min",
+            "{} passages ({mean_tokens:.0} tokens each on average, at most {}) in {secs:.2} s: {rate:.1} passages/s, {:.0} tokens/s",
             vectors.len(),
-            chars as f64 / texts.len() as f64,
-            37_529.0 / rate / 60.0
+            ragctx_models::MAX_TOKENS,
+            tokens as f64 / secs
         );
     }
     Ok(())
-}
-
-fn rayon_threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
 }

@@ -260,7 +260,11 @@ fn redis_then_milvus_stopped_mid_load() {
                         acked.lock().unwrap().push((session.clone(), v["turn"].as_u64().unwrap()));
                     }
                     if status != 200 {
-                        eprintln!("fault run: {p}: {status} {}", v["message"].as_str().unwrap_or(&body));
+                        // The phase when the answer came, too: a request sent while a server was
+                        // up can fail because it was killed meanwhile.
+                        let end = *phase.lock().unwrap();
+                        let msg = v["message"].as_str().unwrap_or(&body);
+                        eprintln!("fault run: client {c} request {i}, sent {p}, answered {end}: {status} {msg}");
                     }
                     log.lock().unwrap().push((status, v["code"].as_str().unwrap_or("").to_owned(), took, p));
                     if status != 200 {

@@ -64,6 +64,11 @@ impl MiniLmEmbedder {
         Ok(MiniLmEmbedder { model, tokenizer, dim: cfg.hidden_size, model_id: format!("{name}/{MAX_TOKENS}/mean/l2") })
     }
 
+    /// Tokens the encoder sees for each text (special tokens included, after truncation).
+    pub fn token_counts(&self, texts: &[&str]) -> Result<Vec<usize>> {
+        Ok(self.tokenize(texts)?.iter().map(|e| e.get_ids().len()).collect())
+    }
+
     /// Tokenised texts, in input order.
     fn tokenize(&self, texts: &[&str]) -> Result<Vec<tokenizers::Encoding>> {
         let enc = self.tokenizer.encode_batch(texts.to_vec(), true).map_err(|e| embed_err(&e))?;

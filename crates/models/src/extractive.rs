@@ -130,8 +130,31 @@ impl Generator for ExtractiveGenerator {
         if picked.is_empty() {
             return Ok(NOTHING_FOUND.to_string());
         }
-        Ok(picked.iter().map(|(m, s)| format!("{s} [{m}]")).collect::<Vec<_>>().join(" "))
+        Ok(picked.iter().map(|(m, s)| format!("{} [{m}]", unbracket(s))).collect::<Vec<_>>().join(" "))
     }
+}
+
+/// A quoted sentence's own bracketed numbers (footnotes such as "[3]") written as "(3)", so
+/// that every `[n]` in an answer is a citation the generator made.
+fn unbracket(sentence: &str) -> String {
+    let mut out = String::with_capacity(sentence.len());
+    let mut rest = sentence;
+    while let Some(open) = rest.find('[') {
+        let after = &rest[open + 1..];
+        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+        out.push_str(&rest[..open]);
+        if digits > 0 && after.as_bytes().get(digits) == Some(&b']') {
+            out.push('(');
+            out.push_str(&after[..digits]);
+            out.push(')');
+            rest = &after[digits + 1..];
+        } else {
+            out.push('[');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 #[cfg(test)]
@@ -170,6 +193,16 @@ mod tests {
             "no shared term: the best block's first sentence"
         );
         assert_eq!(ask("q", &[]), NOTHING_FOUND);
+    }
+
+    #[test]
+    fn a_quoted_footnote_is_not_a_citation() {
+        let blocks = [block(1, "Rates rose sharply in 2020 [7]. See [note] and [12a].")];
+        let q = "rates rose 2020";
+        let g = ExtractiveGenerator::default();
+        let answer = g.generate(&GenerationRequest { question: q, blocks: &blocks, prompt: "" }).unwrap();
+        assert!(answer.contains("2020 (7). [1]"), "{answer}");
+        assert_eq!(unbracket("[note] [12a] [3] x[45]"), "[note] [12a] (3) x(45)");
     }
 
     #[test]
