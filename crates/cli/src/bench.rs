@@ -87,6 +87,9 @@ pub enum BenchCommand {
         corpus: PathBuf,
         #[arg(long, default_value_t = 256)]
         passages: usize,
+        /// Embed one text per call (as a query is) and report latency percentiles
+        #[arg(long)]
+        single: bool,
         #[arg(long)]
         json: bool,
     },
@@ -137,7 +140,7 @@ pub fn run(settings: Settings, what: &BenchCommand) -> Result<()> {
             crate::bench_window::run(&app, &opts)
         }
         BenchCommand::Http { .. } => unreachable!("handled before opening the data dir"),
-        BenchCommand::Embed { corpus, passages, json } => embed(&app, corpus, *passages, *json),
+        BenchCommand::Embed { corpus, passages, single, json } => embed(&app, corpus, *passages, *single, *json),
         BenchCommand::Turn { turns, domain, conversations, json } => {
             turn(&app, turns, domain.as_deref(), *conversations, *json)
         }
@@ -435,7 +438,7 @@ fn turn(app: &App, path: &std::path::Path, domain: Option<&str>, conversations: 
 
 /// Times one `embed` call over the first `n` passages of `corpus` (their "text", as
 /// ingest embeds them).
-fn embed(app: &App, corpus: &std::path::Path, n: usize, json: bool) -> Result<()> {
+fn embed(app: &App, corpus: &std::path::Path, n: usize, single: bool, json: bool) -> Result<()> {
     use std::io::BufRead;
     let file = std::fs::File::open(corpus).with_context(|| format!("cannot read {}", corpus.display()))?;
     let mut texts = Vec::with_capacity(n);
@@ -453,6 +456,29 @@ fn embed(app: &App, corpus: &std::path::Path, n: usize, json: bool) -> Result<()
     }
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let tokens: usize = app.embedder.token_counts(&refs)?.iter().sum();
+    if single {
+        let mut ms = Vec::with_capacity(refs.len());
+        for text in &refs {
+            let t = Instant::now();
+            app.embedder.embed(&[text])?;
+            ms.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        ms.sort_by(f64::total_cmp);
+        let pct = |p: f64| ms[((ms.len() - 1) as f64 * p).round() as usize];
+        let mean_tokens = tokens as f64 / refs.len() as f64;
+        if json {
+            let out = serde_json::json!({"texts": ms.len(), "mean_tokens": mean_tokens, "p50_ms": pct(0.5), "p99_ms": pct(0.99)});
+            println!("{}", serde_json::to_string_pretty(&out)?);
+        } else {
+            println!(
+                "{} texts one at a time ({mean_tokens:.0} tokens on average): p50 {:.2} ms, p99 {:.2} ms",
+                ms.len(),
+                pct(0.5),
+                pct(0.99)
+            );
+        }
+        return Ok(());
+    }
     let start = Instant::now();
     let vectors = app.embedder.embed(&refs)?;
     let secs = start.elapsed().as_secs_f64();

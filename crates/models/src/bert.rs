@@ -26,7 +26,8 @@ fn default_eps() -> f64 {
     1e-12
 }
 
-/// `y = x·W + b` with `W` stored `[inputs, outputs]`, row-major.
+/// `y = x·Wᵀ + b` with `W` stored `[outputs, inputs]`, row-major (PyTorch's layout, which
+/// gemm packs by reading rows front to back).
 struct Linear {
     w: Vec<f32>,
     b: Vec<f32>,
@@ -104,18 +105,13 @@ impl Bert {
         let norm = |name: &str| -> Result<Norm, String> {
             Ok(Norm { gain: get(&format!("{name}.weight"), &[h])?, bias: get(&format!("{name}.bias"), &[h])? })
         };
-        // PyTorch stores a linear layer's weight `[outputs, inputs]`; keep it transposed.
+        // Several layers of the same input (query, key, value) become one: their weight rows
+        // one after another.
         let linear = |names: &[String], inputs: usize, outputs: usize| -> Result<Linear, String> {
             let total: usize = outputs * names.len();
-            let mut w = vec![0.0; inputs * total];
-            let mut b = Vec::with_capacity(total);
-            for (part, name) in names.iter().enumerate() {
-                let wt = get(&format!("{name}.weight"), &[outputs, inputs])?;
-                for o in 0..outputs {
-                    for i in 0..inputs {
-                        w[i * total + part * outputs + o] = wt[o * inputs + i];
-                    }
-                }
+            let (mut w, mut b) = (Vec::with_capacity(inputs * total), Vec::with_capacity(total));
+            for name in names {
+                w.extend(get(&format!("{name}.weight"), &[outputs, inputs])?);
                 b.extend(get(&format!("{name}.bias"), &[outputs])?);
             }
             Ok(Linear { w, b, inputs, outputs: total })
@@ -289,7 +285,8 @@ impl Linear {
                 None => out.extend_from_slice(&self.b),
             }
         }
-        // SAFETY: out is rows × outputs, x rows × inputs, w inputs × outputs, all row-major.
+        // SAFETY: out is rows × outputs and x rows × inputs, row-major; w is outputs × inputs
+        // row-major, read as its transpose (column stride `inputs`).
         unsafe {
             gemm::gemm(
                 rows,
@@ -303,8 +300,8 @@ impl Linear {
                 1,
                 self.inputs as isize,
                 self.w.as_ptr(),
+                self.inputs as isize,
                 1,
-                self.outputs as isize,
                 1.0,
                 1.0,
                 false,
@@ -508,7 +505,7 @@ mod tests {
             for o in 0..outputs {
                 let want = l.b[o]
                     + res[r * outputs + o]
-                    + (0..inputs).map(|i| x[r * inputs + i] * l.w[i * outputs + o]).sum::<f32>();
+                    + (0..inputs).map(|i| x[r * inputs + i] * l.w[o * inputs + i]).sum::<f32>();
                 assert!((out[r * outputs + o] - want).abs() < 1e-5, "row {r} col {o}");
             }
         }
