@@ -79,10 +79,10 @@ pub enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Embedding throughput: passages per second over the first N passages of a JSONL
-    /// corpus (nothing is cached or stored)
+    /// Embedding throughput: passages per second over the first N chunks of a corpus
+    /// (nothing is cached or stored)
     Embed {
-        /// JSONL corpus (its "text" fields are embedded)
+        /// Corpus to read as `ragctx ingest` reads it (JSONL, .md, .txt, .html, or a folder)
         #[arg(long, default_value = "../shared/data/mtrag/corpus_govt.jsonl")]
         corpus: PathBuf,
         #[arg(long, default_value_t = 256)]
@@ -436,54 +436,40 @@ fn turn(app: &App, path: &std::path::Path, domain: Option<&str>, conversations: 
     Ok(())
 }
 
-/// Times one `embed` call over the first `n` passages of `corpus` (their "text", as
-/// ingest embeds them).
+/// Times `embed` over the first `n` chunks of `corpus`, read as `ragctx ingest` reads it:
+/// all in one call (throughput), or one text per call (query latency).
 fn embed(app: &App, corpus: &std::path::Path, n: usize, single: bool, json: bool) -> Result<()> {
-    use std::io::BufRead;
-    let file = std::fs::File::open(corpus).with_context(|| format!("cannot read {}", corpus.display()))?;
-    let mut texts = Vec::with_capacity(n);
-    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
-        if texts.len() == n {
-            break;
-        }
-        let line = line.with_context(|| format!("{}:{}", corpus.display(), i + 1))?;
-        let v: serde_json::Value =
-            serde_json::from_str(&line).with_context(|| format!("{}:{}: not JSON", corpus.display(), i + 1))?;
-        texts.push(v["text"].as_str().unwrap_or_default().to_owned());
-    }
+    let read = crate::ingest::read_paths(&[corpus.to_path_buf()])?;
+    let texts: Vec<&str> = read.chunks.iter().take(n).map(|c| c.chunk.text.as_str()).collect();
     if texts.is_empty() {
         bail!("{} has no passages", corpus.display());
     }
-    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    let tokens: usize = app.embedder.token_counts(&refs)?.iter().sum();
+    let tokens: usize = app.embedder.token_counts(&texts)?.iter().sum();
+    let mean_tokens = tokens as f64 / texts.len() as f64;
     if single {
-        let mut ms = Vec::with_capacity(refs.len());
-        for text in &refs {
+        let mut ms = Vec::with_capacity(texts.len());
+        for text in &texts {
             let t = Instant::now();
             app.embedder.embed(&[text])?;
             ms.push(t.elapsed().as_secs_f64() * 1e3);
         }
         ms.sort_by(f64::total_cmp);
-        let pct = |p: f64| ms[((ms.len() - 1) as f64 * p).round() as usize];
-        let mean_tokens = tokens as f64 / refs.len() as f64;
+        let (p50, p99) = (percentile(&ms, 0.5), percentile(&ms, 0.99));
         if json {
-            let out = serde_json::json!({"texts": ms.len(), "mean_tokens": mean_tokens, "p50_ms": pct(0.5), "p99_ms": pct(0.99)});
+            let out = serde_json::json!({"texts": ms.len(), "mean_tokens": mean_tokens, "p50_ms": p50, "p99_ms": p99});
             println!("{}", serde_json::to_string_pretty(&out)?);
         } else {
             println!(
-                "{} texts one at a time ({mean_tokens:.0} tokens on average): p50 {:.2} ms, p99 {:.2} ms",
-                ms.len(),
-                pct(0.5),
-                pct(0.99)
+                "{} texts one at a time ({mean_tokens:.0} tokens on average): p50 {p50:.2} ms, p99 {p99:.2} ms",
+                ms.len()
             );
         }
         return Ok(());
     }
     let start = Instant::now();
-    let vectors = app.embedder.embed(&refs)?;
+    let vectors = app.embedder.embed(&texts)?;
     let secs = start.elapsed().as_secs_f64();
     let rate = vectors.len() as f64 / secs;
-    let mean_tokens = tokens as f64 / texts.len() as f64;
     if json {
         let out = serde_json::json!({"passages": vectors.len(), "seconds": secs, "passages_per_s": rate,
             "tokens": tokens, "tokens_per_s": tokens as f64 / secs, "mean_tokens": mean_tokens});

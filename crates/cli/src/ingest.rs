@@ -9,6 +9,7 @@ use ragctx_core::{EmbeddedChunk, Embedder};
 use ragctx_engine::ingest::{check_unique_ids, chunk_document, parse_jsonl, text_tokens, DocumentFormat, SourcedChunk};
 use ragctx_models::{Cl100kCounter, MiniLmEmbedder};
 use ragctx_store::{DataDir, EmbeddingCache};
+use std::collections::hash_map::{Entry, HashMap};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -92,13 +93,13 @@ pub fn embed_all(embedder: &dyn Embedder, data_dir: &Path, texts: &[&str]) -> Re
     let cached = EmbeddingCache::get(data_dir, &model, texts)?;
     // A text that occurs more than once (MTRAG's cloud corpus has 1,743 passages whose text
     // is another id's) is embedded once.
-    let mut first: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    let mut first: HashMap<&str, usize> = HashMap::new();
     let mut copies: Vec<(usize, usize)> = Vec::new();
     let mut missing: Vec<usize> = Vec::new();
     for i in (0..texts.len()).filter(|&i| cached[i].is_none()) {
         match first.entry(texts[i]) {
-            std::collections::hash_map::Entry::Occupied(e) => copies.push((i, *e.get())),
-            std::collections::hash_map::Entry::Vacant(e) => {
+            Entry::Occupied(e) => copies.push((i, *e.get())),
+            Entry::Vacant(e) => {
                 e.insert(i);
                 missing.push(i);
             }

@@ -25,6 +25,28 @@ impl ContextBlock {
     }
 }
 
+/// Every citation marker `[n]` (1 to 6 digits) in `text`, with its byte range, in order.
+/// The one definition of a marker: the engine reads citations with it and the extractive
+/// generator uses it to keep quoted footnotes from passing for citations.
+pub fn citation_markers(text: &str) -> Vec<(std::ops::Range<usize>, u32)> {
+    let mut out = Vec::new();
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'[' {
+            let digits = b[i + 1..].iter().take_while(|c| c.is_ascii_digit()).count();
+            if digits > 0 && digits <= 6 && b.get(i + 1 + digits) == Some(&b']') {
+                let n: u32 = text[i + 1..i + 1 + digits].parse().expect("at most 6 ascii digits");
+                out.push((i..i + digits + 2, n));
+                i += digits + 2;
+                continue;
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
 /// A marker the answer used that refers to a block of this turn's context.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Citation {

@@ -24,7 +24,7 @@ mod trace;
 mod traits;
 
 pub use chunk::{Chunk, EmbeddedChunk, CHUNK_TOKENIZER};
-pub use context::{Citation, ContextBlock};
+pub use context::{citation_markers, Citation, ContextBlock};
 pub use error::{Error, ErrorKind, Result};
 pub use ids::{ChunkId, DocumentId, SessionId};
 pub use search::{ExclusionSet, Grouping, Hit, SearchOutcome, SearchPath, SearchRequest};

@@ -2,7 +2,7 @@
 //! that stay stable across the session; and the citation check of stage 6.
 
 use crate::dedupe::Fragment;
-use ragctx_core::{Citation, ContextBlock, DocumentId, TokenCounter};
+use ragctx_core::{citation_markers, Citation, ContextBlock, DocumentId, TokenCounter};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The instructions that open every prompt.
@@ -112,21 +112,10 @@ pub fn prompt_tokens(counter: &dyn TokenCounter, question: &str, blocks: &[Conte
 /// Markers `[n]` in the order the answer first uses them.
 pub fn parse_markers(answer: &str) -> Vec<u32> {
     let mut out = Vec::new();
-    let b = answer.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'[' {
-            let digits = b[i + 1..].iter().take_while(|c| c.is_ascii_digit()).count();
-            if digits > 0 && digits <= 6 && b.get(i + 1 + digits) == Some(&b']') {
-                let n: u32 = answer[i + 1..i + 1 + digits].parse().expect("ascii digits");
-                if !out.contains(&n) {
-                    out.push(n);
-                }
-                i += digits + 2;
-                continue;
-            }
+    for (_, n) in citation_markers(answer) {
+        if !out.contains(&n) {
+            out.push(n);
         }
-        i += 1;
     }
     out
 }

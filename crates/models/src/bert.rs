@@ -192,53 +192,27 @@ impl Bert {
                 for head in 0..self.heads {
                     let base = start * 3 * h + head * dh;
                     // scores = scale · Q Kᵀ, then softmax by row, then ctx = scores · V.
-                    // SAFETY: every pointer and stride stays inside `qkv` (rows start..start+len,
-                    // columns of this head), `scores` (len × len) and `ctx` (same rows).
+                    // SAFETY: every matrix stays inside its buffer: rows start..start+len of
+                    // `qkv` (this head's columns of Q, K and V), `scores` (len × len), and the
+                    // same rows and head columns of `ctx`.
+                    let qkv = s.qkv.as_ptr();
                     unsafe {
-                        gemm::gemm(
-                            len,
-                            len,
-                            dh,
-                            s.scores.as_mut_ptr(),
-                            1,
-                            len as isize,
-                            false,
-                            s.qkv.as_ptr().add(base),
-                            1,
-                            (3 * h) as isize,
-                            s.qkv.as_ptr().add(base + h),
-                            (3 * h) as isize,
-                            1,
-                            0.0,
+                        matmul(
+                            (len, len, dh),
+                            (s.scores.as_mut_ptr(), len, false),
+                            (qkv.add(base), 3 * h as isize, 1),
+                            (qkv.add(base + h), 1, 3 * h as isize),
                             scale,
-                            false,
-                            false,
-                            false,
-                            gemm::Parallelism::None,
                         );
                     }
                     softmax_rows(&mut s.scores, len);
                     unsafe {
-                        gemm::gemm(
-                            len,
-                            dh,
-                            len,
-                            s.ctx.as_mut_ptr().add(start * h + head * dh),
-                            1,
-                            h as isize,
-                            false,
-                            s.scores.as_ptr(),
-                            1,
-                            len as isize,
-                            s.qkv.as_ptr().add(base + 2 * h),
-                            1,
-                            (3 * h) as isize,
-                            0.0,
+                        matmul(
+                            (len, dh, len),
+                            (s.ctx.as_mut_ptr().add(start * h + head * dh), h, false),
+                            (s.scores.as_ptr(), len as isize, 1),
+                            (qkv.add(base + 2 * h), 3 * h as isize, 1),
                             1.0,
-                            false,
-                            false,
-                            false,
-                            gemm::Parallelism::None,
                         );
                     }
                 }
@@ -256,16 +230,17 @@ impl Bert {
         let mut out = Vec::with_capacity(seqs.len());
         let mut start = 0;
         for q in seqs {
-            let len = q.ids.len();
+            let rows = &s.x[start * h..(start + q.ids.len()) * h];
             let mut mean = vec![0.0f32; h];
-            for r in start..start + len {
-                for (m, v) in mean.iter_mut().zip(&s.x[r * h..(r + 1) * h]) {
+            for row in rows.chunks_exact(h) {
+                for (m, v) in mean.iter_mut().zip(row) {
                     *m += v;
                 }
             }
-            let norm = mean.iter().map(|v| (v / len as f32).powi(2)).sum::<f32>().sqrt().max(1e-12);
-            out.push(mean.iter().map(|v| v / len as f32 / norm).collect());
-            start += len;
+            // The mean's direction is the sum's: normalising the sum is the same vector.
+            let norm = mean.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);
+            out.push(mean.iter().map(|v| v / norm).collect());
+            start += q.ids.len();
         }
         Ok(out)
     }
@@ -286,30 +261,56 @@ impl Linear {
             }
         }
         // SAFETY: out is rows × outputs and x rows × inputs, row-major; w is outputs × inputs
-        // row-major, read as its transpose (column stride `inputs`).
+        // row-major, read as its transpose (row stride 1, column stride `inputs`).
         unsafe {
-            gemm::gemm(
-                rows,
-                self.outputs,
-                self.inputs,
-                out.as_mut_ptr(),
-                1,
-                self.outputs as isize,
-                true,
-                x.as_ptr(),
-                1,
-                self.inputs as isize,
-                self.w.as_ptr(),
-                self.inputs as isize,
-                1,
+            matmul(
+                (rows, self.outputs, self.inputs),
+                (out.as_mut_ptr(), self.outputs, true),
+                (x.as_ptr(), self.inputs as isize, 1),
+                (self.w.as_ptr(), 1, self.inputs as isize),
                 1.0,
-                1.0,
-                false,
-                false,
-                false,
-                gemm::Parallelism::None,
             );
         }
+    }
+}
+
+/// `dst = scale · lhs · rhs` (`dst += …` when `accumulate`) on one thread, for an `m × n`
+/// destination with unit column stride and row stride `dst.1`; `lhs` (`m × k`) and `rhs`
+/// (`k × n`) are given as (pointer, row stride, column stride).
+///
+/// # Safety
+/// Every element the shapes and strides address must lie inside its allocation, and `dst`
+/// must not overlap `lhs` or `rhs`.
+unsafe fn matmul(
+    (m, n, k): (usize, usize, usize),
+    (dst, dst_rs, accumulate): (*mut f32, usize, bool),
+    (lhs, lhs_rs, lhs_cs): (*const f32, isize, isize),
+    (rhs, rhs_rs, rhs_cs): (*const f32, isize, isize),
+    scale: f32,
+) {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst,
+            1,
+            dst_rs as isize,
+            accumulate,
+            lhs,
+            lhs_cs,
+            lhs_rs,
+            rhs,
+            rhs_cs,
+            rhs_rs,
+            1.0,
+            scale,
+            false,
+            false,
+            false,
+            gemm::Parallelism::None,
+        );
     }
 }
 

@@ -50,7 +50,11 @@ impl MiniLmEmbedder {
         if cfg.hidden_act.as_deref().is_some_and(|a| a != "gelu") {
             return Err(model_err("config.json", &"only the gelu activation is supported"));
         }
-        let bytes = std::fs::read(&weights).map_err(|e| model_err("model.safetensors", &e))?;
+        let file = std::fs::File::open(&weights).map_err(|e| model_err("model.safetensors", &e))?;
+        // SAFETY: the weights file is mapped read-only and copied into the model before the
+        // map is dropped; ragctx never writes to it and the setup script replaces the model
+        // directory only by an atomic rename.
+        let bytes = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| model_err("model.safetensors", &e))?;
         let model = Bert::load(&bytes, &cfg).map_err(|e| model_err("model.safetensors", &e))?;
         let mut tokenizer = Tokenizer::from_file(&tok).map_err(|e| model_err("tokenizer.json", &e))?;
         // The shipped tokenizer.json pads and truncates at 128; sentence-transformers

@@ -1,4 +1,4 @@
-use ragctx_core::{ContextBlock, GenerationRequest, Generator, Result};
+use ragctx_core::{citation_markers, ContextBlock, GenerationRequest, Generator, Result};
 use std::collections::HashSet;
 
 /// The offline default generator: the context sentences that share the most terms with the
@@ -135,25 +135,18 @@ impl Generator for ExtractiveGenerator {
 }
 
 /// A quoted sentence's own bracketed numbers (footnotes such as "[3]") written as "(3)", so
-/// that every `[n]` in an answer is a citation the generator made.
+/// that every citation marker in an answer is one the generator made.
 fn unbracket(sentence: &str) -> String {
     let mut out = String::with_capacity(sentence.len());
-    let mut rest = sentence;
-    while let Some(open) = rest.find('[') {
-        let after = &rest[open + 1..];
-        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
-        out.push_str(&rest[..open]);
-        if digits > 0 && after.as_bytes().get(digits) == Some(&b']') {
-            out.push('(');
-            out.push_str(&after[..digits]);
-            out.push(')');
-            rest = &after[digits + 1..];
-        } else {
-            out.push('[');
-            rest = after;
-        }
+    let mut from = 0;
+    for (range, _) in citation_markers(sentence) {
+        out.push_str(&sentence[from..range.start]);
+        out.push('(');
+        out.push_str(&sentence[range.start + 1..range.end - 1]);
+        out.push(')');
+        from = range.end;
     }
-    out.push_str(rest);
+    out.push_str(&sentence[from..]);
     out
 }
 

@@ -6,7 +6,7 @@ use ragctx_server::router;
 use serde_json::{json, Value};
 
 mod common;
-use common::{call, call_json, state};
+use common::{call, call_json, state, state_with_deadline};
 
 fn corpus() -> Value {
     json!([
@@ -197,4 +197,21 @@ async fn openapi_describes_every_route_the_router_serves() {
         }
     }
     assert!(doc["components"]["schemas"]["TurnRequest"]["properties"]["question"].is_object());
+}
+
+/// A turn that runs past the deadline answers 503 and is not recorded: the client that was
+/// told "failed" never finds it in the session (the engine checks the deadline before it
+/// commits). A 1 ms deadline is always missed: embedding the question alone takes longer.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_turn_past_its_deadline_is_a_503_and_not_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = router(state_with_deadline(&[], dir.path(), std::time::Duration::from_millis(1)));
+    let (s, b) = call_json(&app, "POST", "/v1/documents", None, Some(corpus())).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let turn = json!({"question": "How much does an appeal cost?"});
+    let (s, b) = call_json(&app, "POST", "/v1/sessions/late/turns", None, Some(turn)).await;
+    assert_eq!((s, b["code"].as_str()), (StatusCode::SERVICE_UNAVAILABLE, Some("unavailable")), "{b}");
+    assert!(b["message"].as_str().unwrap().contains("not recorded"), "{b}");
+    let (_, turns) = call_json(&app, "GET", "/v1/sessions/late/turns", None, None).await;
+    assert_eq!(turns.as_array().map_or(0, Vec::len), 0, "nothing recorded: {turns}");
 }

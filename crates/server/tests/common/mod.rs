@@ -23,6 +23,11 @@ pub fn embedder() -> Arc<MiniLmEmbedder> {
 }
 
 pub fn state(keys: &[&str], dir: &std::path::Path) -> Arc<AppState> {
+    state_with_deadline(keys, dir, Duration::from_secs(30))
+}
+
+/// [`state`] whose turns must finish within `turn_timeout`.
+pub fn state_with_deadline(keys: &[&str], dir: &std::path::Path, turn_timeout: Duration) -> Arc<AppState> {
     let embedder = embedder();
     let data = ragctx_store::DataDir::open(dir, 384).unwrap();
     Arc::new(AppState {
@@ -36,7 +41,7 @@ pub fn state(keys: &[&str], dir: &std::path::Path) -> Arc<AppState> {
         settings: TurnSettings::default(),
         keys: keys.iter().map(|k| k.to_string()).collect(),
         metrics: Metrics::default(),
-        turn_timeout: Duration::from_secs(30),
+        turn_timeout,
         ingest_timeout: Duration::from_secs(120),
     })
 }
