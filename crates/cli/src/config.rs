@@ -26,12 +26,17 @@ pub struct RawConfig {
     /// `user:password` or API key (also read from MILVUS_TOKEN).
     pub milvus_token: Option<String>,
     pub sessions: Option<String>,
+    /// `engine` (default: ragctx builds the whole prompt) or `client` (the caller keeps
+    /// earlier contexts; chunks of the window are pointed to, not re-sent).
+    pub memory: Option<String>,
     pub strategy: Option<String>,
     pub granularity: Option<String>,
     pub consumption: Option<String>,
     pub window: Option<usize>,
     pub limit: Option<usize>,
     pub group_size: Option<usize>,
+    /// A further chunk of a document is kept within this cosine distance of its best.
+    pub group_margin: Option<f32>,
     pub min_documents: Option<usize>,
     pub budget: Option<usize>,
     pub session_ttl: Option<u64>,
@@ -66,12 +71,14 @@ impl RawConfig {
             milvus_timeout_secs,
             milvus_token,
             sessions,
+            memory,
             strategy,
             granularity,
             consumption,
             window,
             limit,
             group_size,
+            group_margin,
             min_documents,
             budget,
             session_ttl,
@@ -113,12 +120,14 @@ impl RawConfig {
             milvus_timeout_secs: num("MILVUS_TIMEOUT_SECS")?,
             milvus_token: var("MILVUS_TOKEN").or_else(|| std::env::var("MILVUS_TOKEN").ok().filter(|k| !k.is_empty())),
             sessions: var("SESSIONS"),
+            memory: var("MEMORY"),
             strategy: var("STRATEGY"),
             granularity: var("GRANULARITY"),
             consumption: var("CONSUMPTION"),
             window: num("WINDOW")?,
             limit: num("LIMIT")?,
             group_size: num("GROUP_SIZE")?,
+            group_margin: num("GROUP_MARGIN")?,
             min_documents: num("MIN_DOCUMENTS")?,
             budget: num("BUDGET")?,
             session_ttl: num("SESSION_TTL")?,
@@ -166,6 +175,8 @@ impl Settings {
         }
         let d = TurnSettings::default();
         let turn = TurnSettings {
+            memory: raw.memory.as_deref().map(str::parse).transpose()?.unwrap_or(d.memory),
+            group_margin: raw.group_margin.unwrap_or(d.group_margin),
             strategy: raw.strategy.as_deref().map(str::parse).transpose()?.unwrap_or(d.strategy),
             granularity: raw.granularity.as_deref().map(str::parse).transpose()?.unwrap_or(d.granularity),
             consumption: raw.consumption.as_deref().map(str::parse).transpose()?.unwrap_or(d.consumption),

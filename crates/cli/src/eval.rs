@@ -16,6 +16,17 @@ use std::time::Instant;
 
 #[derive(Subcommand)]
 pub enum EvalCommand {
+    /// The intent rules against a labelled set: accuracy and the confusion matrix
+    Intent {
+        /// JSONL of {"text", "intent": "new"|"follow_up"|"reshow"}
+        #[arg(long, default_value = "eval/intent.jsonl")]
+        cases: PathBuf,
+        /// Fail below this accuracy (any message wrongly taken for a reshow fails too)
+        #[arg(long, default_value_t = 0.95)]
+        min_accuracy: f64,
+        #[arg(long)]
+        json: bool,
+    },
     /// Cross-document conflicts: do both sides reach the context?
     Conflicts {
         #[arg(long, default_value = "eval/conflicts.json")]
@@ -37,8 +48,9 @@ pub enum EvalCommand {
         /// Comma-separated domains (default: all in the turns file)
         #[arg(long, value_delimiter = ',')]
         domains: Vec<String>,
-        /// Comma-separated: none, group, exclude, full, full+cited, history
-        #[arg(long, value_delimiter = ',', default_value = "none,group,exclude,full,full+cited,history")]
+        /// Comma-separated: none, group, exclude, full, full+cited, history (the seed's paths,
+        /// one chunk per document), engine, client (the memory modes with their defaults)
+        #[arg(long, value_delimiter = ',', default_value = "none,group,exclude,full,full+cited,history,engine,client")]
         strategies: Vec<String>,
         /// document, chunk, or both
         #[arg(long, default_value = "both")]
@@ -73,6 +85,7 @@ pub enum EvalCommand {
 /// touch the chunks or sessions in it.
 pub fn run(settings: &Settings, what: &EvalCommand) -> Result<()> {
     match what {
+        EvalCommand::Intent { cases, min_accuracy, json } => crate::eval_intent::run(cases, *min_accuracy, *json),
         EvalCommand::Conflicts { file, json } => conflicts(settings, file, *json),
         EvalCommand::Beir { data, json } => {
             beir(&MiniLmEmbedder::load(&settings.model_dir)?, &settings.data_dir, data, *json)

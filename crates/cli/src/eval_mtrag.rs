@@ -5,6 +5,7 @@ use crate::config::Settings;
 use crate::ingest::embed_all;
 use crate::report;
 use anyhow::{bail, Context, Result};
+use ragctx_core::Memory;
 use ragctx_core::{Chunk, EmbeddedChunk, Embedder, SessionId, SessionStore, TokenCounter, VectorStore};
 use ragctx_engine::context::INSTRUCTIONS;
 use ragctx_engine::dedupe::text_hash;
@@ -33,7 +34,7 @@ pub struct MtragOptions {
     pub json: bool,
 }
 
-pub const ALL_STRATEGIES: [&str; 6] = ["none", "group", "exclude", "full", "full+cited", "history"];
+pub const ALL_STRATEGIES: [&str; 8] = ["none", "group", "exclude", "full", "full+cited", "history", "engine", "client"];
 
 pub struct Conversation {
     pub id: String,
@@ -142,6 +143,9 @@ impl Embedder for MemoEmbedder {
 /// Sums of the per-turn metrics, for means.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Means {
+    /// Gold whose text the model reads this turn (DESIGN §6): the context, plus for
+    /// `client` and `history` the earlier contexts the client keeps (within the window).
+    pub evidence_recall: f64,
     pub fresh_recall: f64,
     pub doc_recall: f64,
     pub available_recall: f64,
@@ -156,13 +160,24 @@ pub struct Means {
     pub duplicate_text_slots: f64,
     /// Answer markers that named no block of the turn's context.
     pub invalid_citations: f64,
+    /// Tokens of blocks whose chunks the model already reads elsewhere in the same prompt
+    /// (an earlier block of this turn, or for `client` / `history` a kept earlier context).
+    pub duplicate_tokens: f64,
+    /// Share of this turn's blocks holding a chunk shown in an earlier turn of the window.
+    pub resent_rate: f64,
+    /// Tokens this turn's own prompt adds (instructions, conversation, pointers, blocks,
+    /// question), without the earlier contexts a client keeps.
+    pub turn_tokens: f64,
+    pub carried: f64,
+    pub pointers: f64,
     pub turns: usize,
 }
 
 impl Means {
     /// Every averaged metric, listed once.
-    fn metrics(&mut self) -> [&mut f64; 12] {
+    fn metrics(&mut self) -> [&mut f64; 18] {
         [
+            &mut self.evidence_recall,
             &mut self.fresh_recall,
             &mut self.doc_recall,
             &mut self.available_recall,
@@ -175,6 +190,11 @@ impl Means {
             &mut self.context_fragments,
             &mut self.duplicate_text_slots,
             &mut self.invalid_citations,
+            &mut self.duplicate_tokens,
+            &mut self.resent_rate,
+            &mut self.turn_tokens,
+            &mut self.carried,
+            &mut self.pointers,
         ]
     }
 
@@ -199,6 +219,8 @@ impl Means {
 #[derive(Default)]
 struct Tally {
     overall: Means,
+    /// Gold turns at index 5 and later, where the prompt-token target is set.
+    late: Means,
     by_domain: BTreeMap<String, Means>,
     by_turn: BTreeMap<usize, Means>,
 }
@@ -207,7 +229,13 @@ struct Tally {
 pub struct StrategyReport {
     pub granularity: String,
     pub query: String,
+    pub memory: String,
+    /// How `evidence_recall` and `prompt_tokens` count: `stateless` (this turn's prompt
+    /// only) or `client_keeps` (plus the earlier contexts of the window).
+    pub reader: String,
     pub overall: Means,
+    /// Means over gold turns at index ≥ 5.
+    pub from_turn_5: Means,
     pub by_domain: BTreeMap<String, Means>,
     pub by_turn: BTreeMap<usize, Means>,
 }
@@ -216,36 +244,50 @@ struct Variant {
     key: String,
     settings: TurnSettings,
     query: String,
-    carries_history: bool,
+    /// The model reads the earlier contexts too (`history`, `client` memory).
+    client_keeps: bool,
 }
 
 fn variants(opts: &MtragOptions, base: &TurnSettings) -> Result<Vec<Variant>> {
     let mut out = Vec::new();
     for name in &opts.strategies {
-        for &g in &opts.granularities {
+        // The memory modes run with their defaults; the seed's strategies at each granularity.
+        let modes = matches!(name.as_str(), "engine" | "client");
+        let granularities = if modes { vec![base.granularity] } else { opts.granularities.clone() };
+        for &g in &granularities {
             for q in &opts.queries {
                 let mut s = base.clone();
-                s.granularity = g;
-                s.consumption = Consumption::Shown;
-                s.strategy = match name.as_str() {
-                    "none" | "history" => Strategy::None,
-                    "group" => Strategy::Group,
-                    "exclude" => Strategy::Exclude,
-                    "full" => Strategy::Full,
-                    "full+cited" => {
-                        s.consumption = Consumption::Cited;
-                        Strategy::Full
-                    }
-                    other => bail!("unknown strategy {other:?}: use {}", ALL_STRATEGIES.join(", ")),
-                };
+                if modes {
+                    s.memory = if name == "engine" { Memory::Engine } else { Memory::Client };
+                } else {
+                    // The seed's paths as they were measured before memory modes: one chunk
+                    // per document, nothing carried, no conversation in the prompt.
+                    s.memory = Memory::Client;
+                    s.group_size = 1;
+                    s.group_margin = 0.0;
+                    s.granularity = g;
+                    s.consumption = Consumption::Shown;
+                    s.strategy = match name.as_str() {
+                        "none" | "history" => Strategy::None,
+                        "group" => Strategy::Group,
+                        "exclude" => Strategy::Exclude,
+                        "full" => Strategy::Full,
+                        "full+cited" => {
+                            s.consumption = Consumption::Cited;
+                            Strategy::Full
+                        }
+                        other => bail!("unknown strategy {other:?}: use {}", ALL_STRATEGIES.join(", ")),
+                    };
+                }
                 let mut key = name.clone();
-                if opts.granularities.len() > 1 {
+                if opts.granularities.len() > 1 && !modes {
                     key.push_str(&format!("@{}", if g == Granularity::Chunk { "chunk" } else { "document" }));
                 }
                 if opts.queries.len() > 1 {
                     key.push_str(&format!("/{q}"));
                 }
-                out.push(Variant { key, settings: s, query: q.clone(), carries_history: name == "history" });
+                let client_keeps = name == "history" || name == "client";
+                out.push(Variant { key, settings: s, query: q.clone(), client_keeps });
             }
         }
     }
@@ -336,7 +378,8 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
                 sessions.delete(&session)?;
                 let mut shown_chunks: HashSet<String> = HashSet::new();
                 let mut shown_docs: HashSet<String> = HashSet::new();
-                let mut carried_tokens = 0usize;
+                // Per earlier turn: its chunks and its context tokens (what a client keeps).
+                let mut earlier: Vec<(HashSet<String>, usize)> = Vec::new();
                 for i in 0..conv.messages.len() {
                     let q = query_text(conv, i, &v.query);
                     if v.query == "weighted" {
@@ -347,13 +390,35 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
                     let c: HashSet<String> =
                         out.context.iter().flat_map(|b| b.chunk_ids.iter().map(|c| c.0.clone())).collect();
                     let cd: HashSet<String> = out.context.iter().map(|b| b.document_id.0.clone()).collect();
+                    let window = v.settings.window;
+                    let kept = &earlier[if window == 0 { 0 } else { earlier.len().saturating_sub(window) }..];
+                    let in_window: HashSet<&String> = kept.iter().flat_map(|k| k.0.iter()).collect();
+                    let kept_tokens: usize = kept.iter().map(|k| k.1).sum();
                     let prompt = out.trace.prompt_tokens
-                        + if v.carries_history && carried_tokens > 0 { carried_head + carried_tokens } else { 0 };
+                        + if v.client_keeps && kept_tokens > 0 { carried_head + kept_tokens } else { 0 };
+                    let mut seen_in_prompt: HashSet<&str> = HashSet::new();
+                    let mut seen_text: HashSet<u64> = HashSet::new();
+                    let mut duplicate_tokens = 0usize;
+                    let mut resent = 0usize;
+                    for b in &out.context {
+                        let again = b.chunk_ids.iter().any(|c| in_window.contains(&c.0));
+                        let twice = b.chunk_ids.iter().any(|c| !seen_in_prompt.insert(c.as_str()))
+                            || !seen_text.insert(text_hash(&b.text))
+                            || (v.client_keeps && again);
+                        if twice {
+                            duplicate_tokens += b.tokens;
+                        }
+                        resent += again as usize;
+                    }
                     if let Some((gold, _)) = conv.gold.get(&(i + 1)) {
                         let g: HashSet<&String> = gold.iter().collect();
                         let gd: HashSet<&String> = gold.iter().filter_map(|x| doc_of.get(x)).collect();
                         let inter = |a: &HashSet<String>| g.iter().filter(|x| a.contains(x.as_str())).count() as f64;
                         let fresh = inter(&c);
+                        let readable = g
+                            .iter()
+                            .filter(|x| c.contains(x.as_str()) || (v.client_keeps && in_window.contains(*x)))
+                            .count() as f64;
                         let available =
                             g.iter().filter(|x| c.contains(x.as_str()) || shown_chunks.contains(x.as_str())).count()
                                 as f64;
@@ -362,6 +427,7 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
                                 as f64;
                         let ratio = |a: usize, b: usize| if b == 0 { 0.0 } else { a as f64 / b as f64 };
                         let m = Means {
+                            evidence_recall: readable / g.len().max(1) as f64,
                             fresh_recall: fresh / g.len().max(1) as f64,
                             doc_recall: ratio(gd.iter().filter(|d| cd.contains(d.as_str())).count(), gd.len()),
                             available_recall: available / g.len().max(1) as f64,
@@ -378,14 +444,22 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
                                 (hashes.len() - distinct.len()) as f64
                             },
                             invalid_citations: out.trace.invalid_citations as f64,
+                            duplicate_tokens: duplicate_tokens as f64,
+                            resent_rate: ratio(resent, out.context.len()),
+                            turn_tokens: out.trace.prompt_tokens as f64,
+                            carried: out.trace.carried as f64,
+                            pointers: out.trace.pointers as f64,
                             turns: 1,
                         };
                         let t = tallies.entry(v.key.clone()).or_default();
                         t.overall.add(&m);
+                        if i + 1 >= 5 {
+                            t.late.add(&m);
+                        }
                         t.by_domain.entry(domain.clone()).or_default().add(&m);
                         t.by_turn.entry(i + 1).or_default().add(&m);
                     }
-                    carried_tokens += out.trace.context_tokens;
+                    earlier.push((c.clone(), out.trace.context_tokens));
                     shown_chunks.extend(c);
                     shown_docs.extend(cd);
                 }
@@ -405,7 +479,10 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
                 StrategyReport {
                     granularity: granularity.into(),
                     query: v.query.clone(),
+                    memory: v.settings.memory.as_str().into(),
+                    reader: if v.client_keeps { "client_keeps" } else { "stateless" }.into(),
                     overall: t.overall.mean(),
+                    from_turn_5: t.late.mean(),
                     by_domain: t.by_domain.iter().map(|(k, m)| (k.clone(), m.mean())).collect(),
                     by_turn: t.by_turn.iter().map(|(k, m)| (*k, m.mean())).collect(),
                 },

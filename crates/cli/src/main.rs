@@ -7,6 +7,7 @@ mod bench_http;
 mod bench_window;
 mod config;
 mod eval;
+mod eval_intent;
 mod eval_mtrag;
 mod ingest;
 mod report;
@@ -62,6 +63,10 @@ struct TurnFlags {
     /// auto (classify the question), new, follow_up or reshow
     #[arg(long, default_value = "auto")]
     mode: String,
+    /// engine (ragctx builds the whole prompt, carrying earlier sources that still rank) or
+    /// client (your app keeps earlier contexts; they are pointed to, not re-sent) [default: engine]
+    #[arg(long)]
+    memory: Option<String>,
     /// Context budget in cl100k_base tokens [default: 6000]
     #[arg(long)]
     budget: Option<usize>,
@@ -77,9 +82,12 @@ struct TurnFlags {
     /// Documents per search [default: 8]
     #[arg(long)]
     limit: Option<usize>,
-    /// Chunks per document [default: 1]
+    /// Chunks per document at most [default: 3]
     #[arg(long)]
     group_size: Option<usize>,
+    /// A further chunk of a document is kept when it scores within this of the document's best [default: 0.05]
+    #[arg(long)]
+    group_margin: Option<f32>,
     /// full, group, exclude or none [default: full]
     #[arg(long)]
     strategy: Option<String>,
@@ -169,12 +177,14 @@ fn settings(cli: &Cli, turn: Option<&TurnFlags>) -> Result<Settings> {
         milvus_index: cli.milvus_index.clone(),
         milvus_consistency: cli.milvus_consistency.clone(),
         sessions: cli.sessions.clone(),
+        memory: t.memory,
         strategy: t.strategy,
         granularity: t.granularity,
         consumption: t.consumption,
         window: t.window,
         limit: t.limit,
         group_size: t.group_size,
+        group_margin: t.group_margin,
         budget: t.budget,
         session_ttl: t.session_ttl,
         ..Default::default()

@@ -4,7 +4,8 @@
 use serde_json::Value;
 use std::fmt::Write;
 
-const COLUMNS: [(&str, &str); 10] = [
+const COLUMNS: [(&str, &str); 15] = [
+    ("evidence_recall", "evidence recall"),
     ("fresh_recall", "fresh recall"),
     ("doc_recall", "doc recall"),
     ("available_recall", "available recall"),
@@ -12,14 +13,18 @@ const COLUMNS: [(&str, &str); 10] = [
     ("doc_repeat_rate", "doc repeat rate"),
     ("context_tokens", "context tokens"),
     ("prompt_tokens", "prompt tokens"),
+    ("turn_tokens", "turn tokens"),
     ("new_gold_per_1k_tokens", "new gold / 1k tokens"),
-    ("duplicate_text_slots", "duplicate slots"),
+    ("duplicate_tokens", "duplicate tokens"),
+    ("resent_rate", "re-sent blocks"),
+    ("carried", "carried"),
+    ("pointers", "pointers"),
     ("invalid_citations", "invalid citations"),
 ];
 
 fn cell(v: &Value, key: &str) -> String {
     let x = v[key].as_f64().unwrap_or(0.0);
-    if key == "context_tokens" || key == "prompt_tokens" {
+    if key.ends_with("_tokens") {
         format!("{x:.0}")
     } else {
         format!("{x:.3}")
@@ -57,7 +62,84 @@ const PALETTE: [&str; 12] = [
     "#393b79", "#637939",
 ];
 
-/// One line per strategy of `metric` over the turn index.
+/// Strategies drawn in the per-turn charts until the reader picks others.
+const SHOWN_FIRST: [&str; 3] = ["engine", "none", "history"];
+
+/// The default and the two baselines (at the default granularity) are drawn first.
+fn shown_first(name: &str) -> bool {
+    SHOWN_FIRST.contains(&name.strip_suffix("@chunk").unwrap_or(name))
+}
+
+fn series_id(name: &str) -> String {
+    name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect()
+}
+
+/// The trade-off the reader came for: evidence recall against prompt tokens, one labelled
+/// point per strategy (up and to the left is better).
+fn pareto(report: &Value) -> String {
+    let Some(map) = report["strategies"].as_object() else { return String::new() };
+    let pts: Vec<(&String, f64, f64)> = map
+        .iter()
+        .map(|(k, r)| {
+            let o = &r["overall"];
+            (k, o["prompt_tokens"].as_f64().unwrap_or(0.0), o["evidence_recall"].as_f64().unwrap_or(0.0))
+        })
+        .collect();
+    let xmax = pts.iter().map(|p| p.1).fold(1.0, f64::max) * 1.1;
+    let (w, h, l, b) = (720.0, 360.0, 60.0, 40.0);
+    let x = |v: f64| l + v / xmax * (w - l - 20.0);
+    let y = |v: f64| h - b - v * (h - b - 20.0);
+    let mut svg = format!(
+        "<figure id=\"pareto\"><figcaption>Evidence recall against prompt tokens (means over gold turns; up and left is better)</figcaption>\
+<svg viewBox=\"0 0 {w} {h}\" width=\"{w}\" height=\"{h}\" role=\"img\">"
+    );
+    let _ = write!(svg, "<line x1=\"{l}\" y1=\"{0}\" x2=\"{1}\" y2=\"{0}\" stroke=\"#999\"/>", h - b, w - 20.0);
+    let _ = write!(svg, "<line x1=\"{l}\" y1=\"20\" x2=\"{l}\" y2=\"{}\" stroke=\"#999\"/>", h - b);
+    for i in 0..=5 {
+        let v = i as f64 / 5.0;
+        let _ = write!(
+            svg,
+            "<text x=\"{}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"end\">{v:.1}</text>",
+            l - 4.0,
+            y(v) + 3.0
+        );
+        let t = xmax * i as f64 / 5.0;
+        let _ = write!(
+            svg,
+            "<text x=\"{:.1}\" y=\"{}\" font-size=\"10\" text-anchor=\"middle\">{t:.0}</text>",
+            x(t),
+            h - b + 14.0
+        );
+    }
+    let _ = write!(
+        svg,
+        "<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">prompt tokens</text>",
+        (l + w) / 2.0,
+        h - 6.0
+    );
+    let _ = write!(svg, "<text x=\"14\" y=\"{}\" font-size=\"11\" transform=\"rotate(-90 14 {0})\" text-anchor=\"middle\">evidence recall</text>", (h - b) / 2.0);
+    for (i, (name, px, py)) in pts.iter().enumerate() {
+        let color = PALETTE[i % PALETTE.len()];
+        let main = shown_first(name);
+        let _ = write!(
+            svg,
+            "<g class=\"point\" data-name=\"{n}\"><circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"{}\" fill=\"{color}\"><title>{n}: {py:.3} evidence recall, {px:.0} prompt tokens</title></circle>\
+<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"{}\" fill=\"{color}\">{n}</text></g>",
+            x(*px),
+            y(*py),
+            if main { 6 } else { 4 },
+            x(*px) + 8.0,
+            y(*py) + 4.0,
+            if main { 13 } else { 10 },
+            n = escape(name)
+        );
+    }
+    svg.push_str("</svg></figure>");
+    svg
+}
+
+/// One line per strategy of `metric` over the turn index; all but [`SHOWN_FIRST`] start
+/// hidden and are switched on with the checkboxes above the charts.
 fn chart(report: &Value, metric: &str, title: &str) -> String {
     let Some(map) = report["strategies"].as_object() else { return String::new() };
     let series: Vec<(&String, Vec<(f64, f64)>)> = map
@@ -107,19 +189,36 @@ fn chart(report: &Value, metric: &str, title: &str) -> String {
     for (i, (name, pts)) in series.iter().enumerate() {
         let color = PALETTE[i % PALETTE.len()];
         let path: Vec<String> = pts.iter().map(|p| format!("{:.1},{:.1}", x(p.0), y(p.1))).collect();
+        let hidden = if shown_first(name) { "" } else { " style=\"display:none\"" };
         let _ = write!(
             svg,
-            "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"><title>{}</title></polyline>",
+            "<polyline class=\"s-{}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"{hidden}><title>{}</title></polyline>",
+            series_id(name),
             path.join(" "),
             escape(name)
         );
     }
-    svg.push_str("</svg><div class=\"legend\">");
-    for (i, (name, _)) in series.iter().enumerate() {
-        let _ = write!(svg, "<span style=\"color:{}\">&#9632; {}</span> ", PALETTE[i % PALETTE.len()], escape(name));
-    }
-    svg.push_str("</div></figure>");
+    svg.push_str("</svg></figure>");
     svg
+}
+
+/// Checkboxes that show or hide a strategy's lines in every per-turn chart.
+fn series_picker(report: &Value) -> String {
+    let Some(map) = report["strategies"].as_object() else { return String::new() };
+    let mut s = String::from("<div class=\"picker\">");
+    for (i, name) in map.keys().enumerate() {
+        let checked = if shown_first(name) { " checked" } else { "" };
+        let _ = write!(
+            s,
+            "<label style=\"color:{}\"><input type=\"checkbox\" data-series=\"s-{}\"{checked}> {}</label> ",
+            PALETTE[i % PALETTE.len()],
+            series_id(name),
+            escape(name)
+        );
+    }
+    s.push_str("</div><script>document.querySelectorAll('.picker input').forEach(function(b){b.addEventListener('change',function(){\
+document.querySelectorAll('polyline.'+b.dataset.series).forEach(function(l){l.style.display=b.checked?'':'none';});});});</script>");
+    s
 }
 
 fn table(rows: Vec<(String, &Value)>) -> String {
@@ -145,35 +244,44 @@ fn table(rows: Vec<(String, &Value)>) -> String {
     s
 }
 
-/// The HTML report: overall table, a table per domain, and charts per turn index.
+/// The HTML report: the trade-off first (evidence recall against prompt tokens), then
+/// per-turn curves of the default and the two baselines (others selectable), then tables.
 pub fn mtrag_html(report: &Value) -> String {
     let map = report["strategies"].as_object().cloned().unwrap_or_default();
-    let mut body = format!(
-        "<h1>ragctx: multi-turn evaluation on MTRAG</h1><p>{} conversations, domains {}, budget {} tokens, limit {}.</p>",
+    let mut body =
+        format!(
+        "<h1>ragctx: multi-turn evaluation on MTRAG</h1><p>{} conversations, domains {}, budget {} tokens, limit {}. \
+`engine` and `client` are the memory modes with their defaults; the others are the seed's strategies \
+(one chunk per document). Evidence recall counts gold passages whose text the model reads at that turn.</p>",
         report["conversations"], escape(&report["domains"].to_string()), report["budget"], report["limit"]
     );
+    body.push_str(&pareto(report));
+    body.push_str("<h2>Per turn index</h2>");
+    body.push_str(&series_picker(report));
+    body.push_str("<div class=\"charts\">");
+    for (m, t) in [
+        ("evidence_recall", "evidence recall"),
+        ("prompt_tokens", "prompt tokens"),
+        ("fresh_recall", "fresh recall"),
+        ("repeat_rate", "repeat rate"),
+    ] {
+        body.push_str(&chart(report, m, t));
+    }
+    body.push_str("</div>");
     body.push_str("<h2>All domains</h2>");
     body.push_str(&table(map.iter().map(|(k, v)| (k.clone(), &v["overall"])).collect()));
+    body.push_str("<h2>Turns 5 and later</h2>");
+    body.push_str(&table(map.iter().map(|(k, v)| (k.clone(), &v["from_turn_5"])).collect()));
     for d in report["domains"].as_array().cloned().unwrap_or_default() {
         let d = d.as_str().unwrap_or_default().to_owned();
         let _ = write!(body, "<h2>{}</h2>", escape(&d));
         body.push_str(&table(map.iter().map(|(k, v)| (k.clone(), &v["by_domain"][&d])).collect()));
     }
-    body.push_str("<h2>Per turn index</h2><div class=\"charts\">");
-    for (m, t) in [
-        ("prompt_tokens", "prompt tokens"),
-        ("repeat_rate", "repeat rate"),
-        ("available_recall", "available recall"),
-        ("fresh_recall", "fresh recall"),
-    ] {
-        body.push_str(&chart(report, m, t));
-    }
-    body.push_str("</div>");
     format!(
         "<!doctype html><html><head><meta charset=\"utf-8\"><title>ragctx MTRAG evaluation</title><style>\
 body{{font-family:system-ui,sans-serif;margin:2em;color:#222}}table{{border-collapse:collapse;margin:1em 0}}\
 td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}td:first-child,th:first-child{{text-align:left}}\
-.charts{{display:flex;flex-wrap:wrap;gap:1em}}figcaption{{font-weight:bold}}.legend{{font-size:12px;max-width:560px}}\
+.charts{{display:flex;flex-wrap:wrap;gap:1em}}figcaption{{font-weight:bold}}.picker label{{margin-right:1em;font-size:13px}}\
 </style></head><body>{body}</body></html>\n"
     )
 }

@@ -15,7 +15,17 @@ pub fn print_turn(out: &TurnOutcome, json: bool) -> Result<()> {
     if !out.context.is_empty() {
         println!("Sources:");
         for b in &out.context {
-            println!("  [{}] {} ({})  score {:.3}, {} tokens", b.marker, b.title, b.document_id, b.score, b.tokens);
+            let carried = b.carried_from.map(|t| format!(" — shown in turn {t}")).unwrap_or_default();
+            println!(
+                "  [{}] {} ({}){carried}  score {:.3}, {} tokens",
+                b.marker, b.title, b.document_id, b.score, b.tokens
+            );
+        }
+    }
+    if let Some(pointers) = out.pointers.as_ref().filter(|p| !p.is_empty()) {
+        println!("Already with you (pointers, not re-sent):");
+        for p in pointers {
+            println!("  {}  score {:.3}", p.render().trim_end(), p.score);
         }
     }
     println!("{}", summary(out.turn, &out.trace));
@@ -33,11 +43,14 @@ pub fn summary(turn: u64, t: &TraceStats) -> String {
         )
     };
     format!(
-        "turn {turn} · {} · {} candidates → {} documents → {} fragments → {} tokens (budget {}) · prompt {} · excluded {} · cited {} ({} invalid) · search {:?} in {:.2} ms{dropped}",
+        "turn {turn} · {} · memory {} · {} candidates → {} documents → {} fragments ({} carried, {} pointers) → {} tokens (budget {}) · prompt {} · excluded {} · cited {} ({} invalid) · search {:?} in {:.2} ms{dropped}",
         t.intent.as_str(),
+        t.memory.as_str(),
         t.candidates,
         t.unique_documents,
         t.context_fragments,
+        t.carried,
+        t.pointers,
         t.context_tokens,
         t.settings.budget,
         t.prompt_tokens,
@@ -123,7 +136,12 @@ pub fn trace(sessions: &dyn SessionStore, session: &SessionId, turn: Option<u64>
         println!("  {}", summary(t.turn, &t.stats));
         for b in &t.context {
             let cited = t.citations.iter().any(|c| c.marker == b.marker);
-            println!("  [{}] {} ({}){}", b.marker, b.title, b.document_id, if cited { "  cited" } else { "" });
+            let carried = b.carried_from.map(|n| format!(" — shown in turn {n}")).unwrap_or_default();
+            println!("  [{}] {} ({}){carried}{}", b.marker, b.title, b.document_id, if cited { "  cited" } else { "" });
+        }
+        for p in &t.pointers {
+            let cited = t.citations.iter().any(|c| c.marker == p.marker);
+            println!("  pointer {}{}", p.render().trim_end(), if cited { "  cited" } else { "" });
         }
         if !t.stats.aliases.is_empty() {
             let a: Vec<String> = t.stats.aliases.iter().map(|(d, k)| format!("{d} = {k}")).collect();

@@ -51,6 +51,10 @@ fn context_chunks(turn: &Value) -> Vec<String> {
     turn["context"].as_array().unwrap().iter().flat_map(|b| strs(&b["chunk_ids"])).collect()
 }
 
+fn pointers(turn: &Value) -> Vec<Value> {
+    turn["pointers"].as_array().cloned().unwrap_or_default()
+}
+
 /// Invariants of every turn: budget, citations inside the context, the JSON contract.
 fn check_turn(t: &Value, budget: u64) {
     let tr = &t["trace"];
@@ -69,13 +73,18 @@ fn check_turn(t: &Value, budget: u64) {
         assert!(tr.get(key).is_some(), "trace.{key} missing: {tr}");
     }
     assert!(tr["context_tokens"].as_u64().unwrap() <= budget, "budget exceeded: {tr}");
-    let tokens: u64 = t["context"].as_array().unwrap().iter().map(|b| b["tokens"].as_u64().unwrap()).sum();
-    assert_eq!(tokens, tr["context_tokens"].as_u64().unwrap());
+    let tokens: u64 =
+        t["context"].as_array().unwrap().iter().chain(&pointers(t)).map(|b| b["tokens"].as_u64().unwrap()).sum();
+    assert_eq!(tokens, tr["context_tokens"].as_u64().unwrap(), "blocks and pointers make the context");
     assert!(tr["prompt_tokens"].as_u64().unwrap() > tokens, "the prompt holds the context and more");
-    let docs: HashSet<String> = context_docs(t).into_iter().collect();
+    let mut docs: HashSet<String> = context_docs(t).into_iter().collect();
+    docs.extend(pointers(t).iter().map(|p| p["document_id"].as_str().unwrap().to_owned()));
     for c in t["citations"].as_array().unwrap() {
         assert!(docs.contains(c["document_id"].as_str().unwrap()), "citation outside the context: {c}");
     }
+    // No chunk twice in one prompt, whatever the memory mode.
+    let chunks = context_chunks(t);
+    assert_eq!(chunks.len(), chunks.iter().collect::<HashSet<_>>().len(), "a chunk twice in one prompt: {t}");
     assert_eq!(tr["invalid_citations"], 0);
     assert_eq!(tr["answer_citations"].as_u64().unwrap() as usize, t["citations"].as_array().unwrap().len());
 }
@@ -99,7 +108,9 @@ fn five_turns_over_govt_never_repeat_and_reshow_brings_back() {
     let mut seen_docs: HashSet<String> = HashSet::new();
     let mut turns = Vec::new();
     for (i, q) in questions.iter().enumerate() {
-        let t = env.ask("s", &["--mode", "new", "--granularity", "document", "--budget", &b], q);
+        // The seed's exclusion, as `client` memory applies it: what was shown is not re-sent.
+        let flags = ["--memory", "client", "--group-size", "1", "--mode", "new", "--granularity", "document"];
+        let t = env.ask("s", &[&flags[..], &["--budget", &b]].concat(), q);
         check_turn(&t, budget);
         assert_eq!(t["turn"], i as u64 + 1);
         assert_eq!(t["intent"], "new");
@@ -127,7 +138,7 @@ fn five_turns_over_govt_never_repeat_and_reshow_brings_back() {
         "a budget of {budget} drops blocks somewhere"
     );
 
-    let again = env.ask("s", &["--budget", &b], "show me that again");
+    let again = env.ask("s", &["--memory", "client", "--budget", &b], "show me that again");
     check_turn(&again, budget);
     assert_eq!(again["intent"], "reshow");
     assert_eq!(context_docs(&again), context_docs(&turns[3]), "reshow brings back the previous turn");
@@ -136,7 +147,7 @@ fn five_turns_over_govt_never_repeat_and_reshow_brings_back() {
     };
     assert_eq!(markers(&again), markers(&turns[3]), "markers are stable within the session");
 
-    let zh = env.ask("s", &["--budget", &b], "再给我看看刚才那个");
+    let zh = env.ask("s", &["--memory", "client", "--budget", &b], "再给我看看刚才那个");
     assert_eq!(zh["intent"], "reshow");
     assert_eq!(context_docs(&zh), context_docs(&turns[3]));
 
@@ -160,6 +171,10 @@ fn five_turns_over_govt_never_repeat_and_reshow_brings_back() {
         "--turn",
         "2",
         "--replay",
+        "--memory",
+        "client",
+        "--group-size",
+        "1",
         "--budget",
         "300",
         "--json",
@@ -176,12 +191,105 @@ fn five_turns_over_govt_never_repeat_and_reshow_brings_back() {
     // Chunk granularity: documents may return, chunks never.
     let mut seen: HashSet<String> = HashSet::new();
     for q in &questions[..3] {
-        let t = env.ask("c", &["--mode", "new", "--granularity", "chunk", "--group-size", "2"], q);
+        let t =
+            env.ask("c", &["--memory", "client", "--mode", "new", "--granularity", "chunk", "--group-size", "2"], q);
         check_turn(&t, 6000);
         for c in context_chunks(&t) {
             assert!(seen.insert(c.clone()), "chunk {c} repeated at chunk granularity");
         }
     }
+}
+
+/// The houseplant demo: eight questions that show every page, then one about a page shown
+/// long ago. Withholding it would leave the model without the answer (issue: never withhold
+/// evidence the model cannot read).
+const TOUR: [&str; 8] = [
+    "How often should I water my houseplants?",
+    "Why are the leaves turning yellow and soft?",
+    "How do I get rid of small black flies around the soil?",
+    "When should I repot a plant?",
+    "What light do succulents need?",
+    "How do I raise humidity for ferns?",
+    "How do I propagate a pothos?",
+    "What fertilizer should I use?",
+];
+const CACTUS: &str = "How often should I water a cactus in winter?";
+
+fn chunks_of_turns(turns: &[Value]) -> HashSet<String> {
+    turns.iter().flat_map(context_chunks).collect()
+}
+
+#[test]
+fn memory_modes_never_withhold_what_the_model_cannot_read() {
+    let env = Env::new();
+    env.ok(&["ingest", repo().join("demo/houseplants").to_str().unwrap()]);
+
+    // engine: the watering page comes back, carried and marked with the turn that showed it.
+    let mut turns = Vec::new();
+    for q in TOUR {
+        let t = env.ask("e", &["--budget", "800"], q);
+        check_turn(&t, 800);
+        assert_eq!(t["trace"]["memory"], "engine");
+        assert!(t.get("pointers").is_none(), "pointers are a client-mode field");
+        let earlier = chunks_of_turns(&turns);
+        for b in t["context"].as_array().unwrap() {
+            let shown_before = strs(&b["chunk_ids"]).iter().any(|c| earlier.contains(c));
+            // A block is marked carried exactly when it holds a chunk an earlier turn showed.
+            assert_eq!(b["carried_from"].is_u64(), shown_before, "turn {}: {b}", t["turn"]);
+        }
+        let carried = t["context"].as_array().unwrap().iter().filter(|b| b["carried_from"].is_u64()).count();
+        assert_eq!(t["trace"]["carried"].as_u64().unwrap() as usize, carried);
+        turns.push(t);
+    }
+    let first_marker = turns[0]["context"][0]["marker"].clone();
+    assert_eq!(turns[0]["context"][0]["document_id"], "watering.md");
+    let cactus = env.ask("e", &["--budget", "800"], CACTUS);
+    check_turn(&cactus, 800);
+    let watering = cactus["context"].as_array().unwrap().iter().find(|b| b["document_id"] == "watering.md");
+    let watering = watering.unwrap_or_else(|| panic!("the watering page is withheld: {cactus}"));
+    assert_eq!(watering["carried_from"], 1, "first shown in turn 1");
+    assert_eq!(watering["marker"], first_marker, "stable marker");
+    assert!(cactus["citations"].as_array().unwrap().iter().any(|c| c["document_id"] == "watering.md"), "{cactus}");
+    assert!(!cactus["answer"].as_str().unwrap().contains("nothing to cite"));
+    // The conversation so far is in the prompt: it costs tokens beyond the evidence.
+    assert!(cactus["trace"]["conversation_tokens"].as_u64().unwrap() > 0);
+    let stored: Value = serde_json::from_str(&env.ok(&["trace", "--session", "e", "--turn", "9", "--json"])).unwrap();
+    assert_eq!(stored["context"], cactus["context"], "the trace keeps carried_from per block");
+    assert!(env.ok(&["trace", "--session", "e", "--turn", "9"]).contains("(watering.md) — shown in turn 1"));
+
+    // "How do I water that plant from before?" names a subject: searched, not a reshow.
+    let zh = env.ask("e", &["--budget", "800"], "刚才那个植物怎么浇水?");
+    assert_eq!(zh["intent"], "follow_up");
+    assert!(zh["trace"]["search_reason"].as_str().unwrap() != "reshow: the previous turn's chunks by id");
+
+    // client: the page is still in the window, so it is pointed to, not re-sent.
+    let mut turns = Vec::new();
+    for q in TOUR {
+        let t = env.ask("c", &["--memory", "client", "--budget", "800"], q);
+        check_turn(&t, 800);
+        let earlier = chunks_of_turns(&turns);
+        for c in context_chunks(&t) {
+            assert!(!earlier.contains(&c), "turn {} re-sends {c} from the window", t["turn"]);
+        }
+        for p in pointers(&t) {
+            assert!(strs(&p["chunk_ids"]).iter().all(|c| earlier.contains(c)), "a pointer names a shown chunk: {p}");
+        }
+        turns.push(t);
+    }
+    let cactus = env.ask("c", &["--memory", "client", "--budget", "800"], CACTUS);
+    check_turn(&cactus, 800);
+    assert!(!context_docs(&cactus).contains(&"watering.md".to_owned()), "not re-sent: {cactus}");
+    let p = pointers(&cactus);
+    let p = p.iter().find(|p| p["document_id"] == "watering.md").unwrap_or_else(|| panic!("no pointer: {cactus}"));
+    assert_eq!((p["shown_in_turn"].as_u64(), &p["marker"]), (Some(1), &turns[0]["context"][0]["marker"]));
+    assert_eq!(cactus["trace"]["pointers"].as_u64().unwrap() as usize, pointers(&cactus).len());
+    let cited = cactus["citations"].as_array().unwrap();
+    assert!(cited.iter().any(|c| c["marker"] == p["marker"] && c["document_id"] == "watering.md"), "{cactus}");
+    assert_eq!(cactus["trace"]["invalid_citations"], 0, "a pointer's marker is a valid citation");
+    // Outside the window a chunk is an ordinary candidate again.
+    let late = env.ask("c", &["--memory", "client", "--window", "2", "--budget", "800"], CACTUS);
+    assert!(context_docs(&late).contains(&"watering.md".to_owned()), "{late}");
+    assert!(pointers(&late).iter().all(|p| p["document_id"] != "watering.md"));
 }
 
 #[test]
@@ -190,7 +298,7 @@ fn hostile_ids_round_trip_through_ingest_and_exclusion() {
     let path = corpus(&env, 40);
     env.ok(&["ingest", path.to_str().unwrap()]);
     let q = "When is the quokka festival on Rottnest Island?";
-    let first = env.ask("o", &["--group-size", "2"], q);
+    let first = env.ask("o", &["--memory", "client", "--group-size", "2", "--group-margin", "1"], q);
     let odd_doc = ODD[0].1;
     // Two non-adjacent chunks of one document: two blocks under one marker.
     let blocks: Vec<&Value> =
@@ -199,8 +307,11 @@ fn hostile_ids_round_trip_through_ingest_and_exclusion() {
     assert_eq!(blocks[0]["marker"], blocks[1]["marker"]);
     let ids: HashSet<String> = blocks.iter().flat_map(|b| strs(&b["chunk_ids"])).collect();
     assert_eq!(ids, ODD.iter().map(|o| o.0.to_owned()).collect(), "both hostile chunk ids, byte for byte");
-    let second = env.ask("o", &["--mode", "new", "--granularity", "document"], q);
+    let second = env.ask("o", &["--memory", "client", "--mode", "new", "--granularity", "document"], q);
     assert!(!context_docs(&second).contains(&odd_doc.to_owned()), "excluded by its quoted id");
+    // ...and pointed to instead, under its stable marker, since it still ranks first.
+    let p = pointers(&second);
+    assert!(p.iter().any(|p| p["document_id"] == odd_doc && p["marker"] == blocks[0]["marker"]), "{second}");
     let first_docs: HashSet<String> = context_docs(&first).into_iter().collect();
     assert_eq!(second["trace"]["excluded"].as_u64().unwrap() as usize, first_docs.len());
     let state: Value = serde_json::from_str(&env.ok(&["session", "show", "--session", "o"])).unwrap();
@@ -370,9 +481,38 @@ fn eval_mtrag_scores_strategies_side_by_side() {
     assert!(
         s["history@chunk"]["overall"]["prompt_tokens"].as_f64() > s["none@chunk"]["overall"]["prompt_tokens"].as_f64()
     );
+    // The memory modes with their defaults, side by side with the seed's strategies.
+    for name in ["engine", "client"] {
+        let o = &s[name]["overall"];
+        assert_eq!(s[name]["memory"], name);
+        assert_eq!(o["turns"].as_u64(), Some(gold_turns), "{name}");
+        for k in ["evidence_recall", "duplicate_tokens", "resent_rate", "turn_tokens", "carried", "pointers"] {
+            assert!(o[k].as_f64().is_some_and(|x| x >= 0.0), "{name}.{k}: {o}");
+        }
+        assert!(s[name]["from_turn_5"].is_object());
+    }
+    // What the model reads: engine sends no chunk twice; client never re-sends the window
+    // and reads the earlier contexts it keeps, so it sees at least what it was sent now.
+    assert_eq!(s["engine"]["overall"]["duplicate_tokens"], 0.0);
+    assert_eq!(s["engine"]["overall"]["evidence_recall"], s["engine"]["overall"]["fresh_recall"]);
+    assert_eq!(s["client"]["overall"]["resent_rate"], 0.0);
+    assert!(s["client"]["overall"]["evidence_recall"].as_f64() >= s["client"]["overall"]["fresh_recall"].as_f64());
+    assert!(s["client"]["overall"]["prompt_tokens"].as_f64() > s["client"]["overall"]["turn_tokens"].as_f64());
     let html = std::fs::read_to_string(out.join("mtrag.html")).unwrap();
     assert!(html.contains("<svg") && html.contains("full@chunk") && !html.contains("http"), "self-contained report");
     assert!(out.join("mtrag.json").is_file());
+    // Read as a person would: the trade-off first, three lines per chart until others are picked.
+    let dom = chromium_dom(&env, &format!("file://{}", out.join("mtrag.html").display()));
+    let pareto = dom.find("id=\"pareto\"").expect("the evidence/tokens view is on the page");
+    assert!(pareto < dom.find("<table").unwrap(), "the trade-off comes before the tables");
+    assert_eq!(dom.matches("class=\"point\"").count(), s.as_object().unwrap().len(), "one point per strategy");
+    let picked = dom.matches("type=\"checkbox\"").count();
+    assert_eq!(picked, s.as_object().unwrap().len(), "every strategy can be picked");
+    for chart in ["evidence recall", "prompt tokens"] {
+        assert!(dom.contains(&format!("<figcaption>{chart}</figcaption>")), "{chart} per turn index");
+    }
+    let visible = dom.matches("<polyline class=\"s-").count() - dom.matches("style=\"display:none\"><title>").count();
+    assert_eq!(visible, 3 * 4, "engine, none and history drawn in each of the four charts");
 
     // Query modes side by side: the weighted mix runs and is scored like the others.
     let q = eval(&["--strategies", "none", "--granularity", "chunk", "--query", "last,weighted,rewrite"]);
@@ -464,6 +604,29 @@ fn the_openai_generator_is_used_and_its_citations_are_checked() {
 
 /// The number inside `<... data-k="KEY"><span>N</span>` (funnel steps) or
 /// `<span data-k="KEY">N</span>` (side notes), after `from` in `dom`.
+/// The DOM of `url` after its scripts ran, from headless Chromium (installed by scripts/test).
+fn chromium_dom(env: &Env, url: &str) -> String {
+    let chromium = ["chromium", "chromium-browser"]
+        .iter()
+        .find(|b| Command::new(b).arg("--version").output().is_ok_and(|o| o.status.success()))
+        .expect("chromium is installed by scripts/test");
+    let out = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+        ])
+        .arg(format!("--user-data-dir={}", env.dir.path().join("chrome").display()))
+        .args(["--virtual-time-budget=10000", "--dump-dom", url])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 fn dom_number(dom: &str, from: usize, key: &str) -> u64 {
     let at =
         dom[from..].find(&format!("data-k=\"{key}\"")).map(|i| from + i).unwrap_or_else(|| panic!("{key} on the page"));

@@ -12,6 +12,10 @@ pub struct ContextBlock {
     /// Tokens of the rendered block, header included.
     pub tokens: usize,
     pub score: f32,
+    /// `engine` memory: the turn that first showed this block's chunks, when it is carried
+    /// from the working set; `None` for a block new to the conversation.
+    #[serde(default)]
+    pub carried_from: Option<u64>,
     pub text: String,
 }
 
@@ -19,9 +23,43 @@ impl ContextBlock {
     pub fn header(marker: u32, title: &str, document_id: &DocumentId) -> String {
         format!("[{marker}] {title} ({document_id})")
     }
+    /// The header line of this block: a carried block says which turn first showed it.
+    pub fn heading(&self) -> String {
+        let header = Self::header(self.marker, &self.title, &self.document_id);
+        match self.carried_from {
+            Some(turn) => format!("{header} — shown in turn {turn}"),
+            None => header,
+        }
+    }
     /// The block as the model sees it, with the blank line that separates it from the next.
     pub fn render(&self) -> String {
-        format!("{}\n{}\n\n", Self::header(self.marker, &self.title, &self.document_id), self.text)
+        format!("{}\n{}\n\n", self.heading(), self.text)
+    }
+}
+
+/// `client` memory: a chunk the caller already holds (shown in an earlier turn of the
+/// window) that ranks among this turn's results. One line in the prompt instead of the
+/// text again, citable with its stable marker.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Pointer {
+    pub marker: u32,
+    pub document_id: DocumentId,
+    pub title: String,
+    pub chunk_ids: Vec<ChunkId>,
+    pub shown_in_turn: u64,
+    pub score: f32,
+    /// Tokens of the rendered line.
+    pub tokens: usize,
+}
+
+impl Pointer {
+    /// `[3] Title (documentID) — shown in turn 2`, with its line break.
+    pub fn render(&self) -> String {
+        format!(
+            "{} — shown in turn {}\n",
+            ContextBlock::header(self.marker, &self.title, &self.document_id),
+            self.shown_in_turn
+        )
     }
 }
 

@@ -24,10 +24,10 @@ mod trace;
 mod traits;
 
 pub use chunk::{Chunk, EmbeddedChunk, CHUNK_TOKENIZER};
-pub use context::{citation_markers, Citation, ContextBlock};
+pub use context::{citation_markers, Citation, ContextBlock, Pointer};
 pub use error::{Error, ErrorKind, Result};
 pub use ids::{ChunkId, DocumentId, SessionId};
 pub use search::{ExclusionSet, Grouping, Hit, SearchOutcome, SearchPath, SearchRequest};
-pub use session::{Intent, Retention, SessionState, TurnCommit, TurnRecord};
+pub use session::{Intent, Memory, Retention, SessionState, TurnCommit, TurnRecord};
 pub use trace::{EffectiveSettings, Trace, TraceStats};
 pub use traits::{Embedder, GenerationRequest, Generator, SessionStore, TokenCounter, VectorStore};

@@ -37,6 +37,40 @@ impl FromStr for Intent {
     }
 }
 
+/// Who keeps the earlier contexts of a conversation (DESIGN §2), which decides what
+/// "the model already has it" means.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Memory {
+    /// ragctx builds the whole prompt every turn (conversation, evidence, question): chunks
+    /// of the working set are scored against each question and carried when they rank.
+    #[default]
+    Engine,
+    /// The caller keeps every earlier context in the model's history: chunks shown in the
+    /// window are not sent again, only pointed to.
+    Client,
+}
+
+impl Memory {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Memory::Engine => "engine",
+            Memory::Client => "client",
+        }
+    }
+}
+
+impl FromStr for Memory {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> crate::Result<Self> {
+        match s {
+            "engine" => Ok(Memory::Engine),
+            "client" => Ok(Memory::Client),
+            _ => Err(crate::Error::InvalidInput(format!("unknown memory mode {s:?}: use engine or client"))),
+        }
+    }
+}
+
 /// What a turn consumed, as remembered by the session.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TurnRecord {
@@ -48,6 +82,9 @@ pub struct TurnRecord {
     pub cited_chunks: Vec<ChunkId>,
     pub cited_documents: Vec<DocumentId>,
     pub at_unix_ms: u64,
+    /// The answer given, so that `engine` memory can put the conversation in the prompt.
+    #[serde(default)]
+    pub answer: String,
 }
 
 /// A session's memory: the last `window` turns and the session's citation markers.

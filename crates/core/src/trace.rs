@@ -1,4 +1,4 @@
-use crate::{Citation, ContextBlock, DocumentId, ExclusionSet, Intent, SearchPath};
+use crate::{Citation, ContextBlock, DocumentId, ExclusionSet, Intent, Memory, Pointer, SearchPath};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -14,6 +14,11 @@ pub struct EffectiveSettings {
     pub min_documents: usize,
     pub budget: usize,
     pub tokenizer: String,
+    #[serde(default)]
+    pub memory: String,
+    /// A document's further chunk is kept when it scores within this of the document's best.
+    #[serde(default)]
+    pub group_margin: f32,
 }
 
 /// The numbers of one turn: enough to tell "retrieval missed" from "the context did not
@@ -26,13 +31,27 @@ pub struct TraceStats {
     pub unique_documents: usize,
     /// Blocks in the context.
     pub context_fragments: usize,
+    /// Tokens of the evidence: blocks and pointers, headers included.
     pub context_tokens: usize,
-    /// Everything sent to the model: instructions, context and question.
+    /// Everything the model reads this turn from ragctx: instructions, the conversation
+    /// (`engine` memory), blocks, pointers and the question.
     pub prompt_tokens: usize,
+    /// `engine` memory: tokens of the earlier questions and answers in the prompt.
+    #[serde(default)]
+    pub conversation_tokens: usize,
     pub answer_citations: usize,
     pub invalid_citations: usize,
     /// Size of the exclusion set (ids).
     pub excluded: usize,
+    /// Who keeps earlier contexts: `engine` (ragctx carries the working set) or `client`.
+    #[serde(default)]
+    pub memory: Memory,
+    /// Blocks carried from the working set (shown in an earlier turn of the window).
+    #[serde(default)]
+    pub carried: usize,
+    /// Pointers to chunks the caller already holds (`client` memory).
+    #[serde(default)]
+    pub pointers: usize,
     pub dropped_by_budget: Vec<DocumentId>,
     pub intent: Intent,
     pub search_path: SearchPath,
@@ -55,6 +74,9 @@ pub struct Trace {
     pub answer: String,
     pub citations: Vec<Citation>,
     pub context: Vec<ContextBlock>,
+    /// `client` memory: one-line pointers to chunks the caller already holds.
+    #[serde(default)]
+    pub pointers: Vec<Pointer>,
     /// The exclusion applied to the search, so the turn can be replayed.
     pub exclusion: ExclusionSet,
     pub invalid_markers: Vec<u32>,

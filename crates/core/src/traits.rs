@@ -1,5 +1,5 @@
 use crate::{
-    Chunk, ChunkId, ContextBlock, EmbeddedChunk, Result, Retention, SearchOutcome, SearchRequest, SessionId,
+    Chunk, ChunkId, ContextBlock, EmbeddedChunk, Pointer, Result, Retention, SearchOutcome, SearchRequest, SessionId,
     SessionState, Trace, TurnCommit,
 };
 
@@ -65,7 +65,10 @@ pub trait TokenCounter: Send + Sync {
 pub struct GenerationRequest<'a> {
     pub question: &'a str,
     pub blocks: &'a [ContextBlock],
-    /// The full prompt (instructions, context, question) as it is sent to a model.
+    /// `client` memory: sources the model already holds, citable by marker.
+    pub pointers: &'a [Pointer],
+    /// The full prompt (instructions, conversation, pointers, context, question) as it is
+    /// sent to a model.
     pub prompt: &'a str,
 }
 

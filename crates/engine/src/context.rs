@@ -1,18 +1,36 @@
 //! Stage 5: the cited context under a token budget (rank → dedupe → cut), with markers
-//! that stay stable across the session; and the citation check of stage 6.
+//! that stay stable across the session, pointers to chunks the caller already holds, and
+//! the prompt around them; and the citation check of stage 6.
 
 use crate::dedupe::Fragment;
-use ragctx_core::{citation_markers, Citation, ContextBlock, DocumentId, TokenCounter};
+use ragctx_core::{citation_markers, ChunkId, Citation, ContextBlock, DocumentId, Pointer, TokenCounter};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The instructions that open every prompt.
 pub const INSTRUCTIONS: &str = "Answer the question using only the numbered sources below. \
 Cite each statement with the marker of its source, like [2]. If the sources do not answer the question, say so.";
 
+/// Added to the instructions when a block is carried from an earlier turn.
+pub const CARRIED_NOTE: &str = "A source marked \"shown in turn n\" was already used in this conversation: \
+build on it instead of repeating what was said.";
+
+/// A chunk the caller already holds that ranks among this turn's results (`client` memory).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PointerCandidate {
+    pub document_id: DocumentId,
+    pub title: String,
+    pub chunk_ids: Vec<ChunkId>,
+    pub shown_in_turn: u64,
+    pub score: f32,
+}
+
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct BuiltContext {
     /// In rank order.
     pub blocks: Vec<ContextBlock>,
+    /// In rank order; each names a document of the session's markers.
+    pub pointers: Vec<Pointer>,
+    /// Blocks and pointers, headers included.
     pub tokens: usize,
     /// Documents with a fragment that did not fit, in rank order.
     pub dropped_by_budget: Vec<DocumentId>,
@@ -20,19 +38,49 @@ pub struct BuiltContext {
     pub new_markers: BTreeMap<DocumentId, u32>,
 }
 
-/// Fills the budget with fragments in rank order; a fragment that does not fit is dropped
-/// whole (and listed) and smaller ones after it may still fit. `markers` are the session's.
+/// Fills the budget with pointers, then fragments, in rank order; a fragment that does not
+/// fit is dropped whole (and listed) and smaller ones after it may still fit. `markers` are
+/// the session's. A fragment's `carried_from` is kept on its block and shown in its header.
 pub fn build_context(
     fragments: &[Fragment],
+    pointers: &[PointerCandidate],
     markers: &BTreeMap<DocumentId, u32>,
     budget: usize,
     counter: &dyn TokenCounter,
 ) -> BuiltContext {
     let mut out = BuiltContext::default();
     let mut next = markers.values().copied().max().unwrap_or(0) + 1;
+    // A known document keeps its marker; a new one gets the next free marker once it fits.
+    let marker_of = |doc: &DocumentId, out: &BuiltContext, next: u32| -> (u32, bool) {
+        match markers.get(doc).or_else(|| out.new_markers.get(doc)) {
+            Some(m) => (*m, true),
+            None => (next, false),
+        }
+    };
+    for p in pointers {
+        let (marker, known) = marker_of(&p.document_id, &out, next);
+        let mut pointer = Pointer {
+            marker,
+            document_id: p.document_id.clone(),
+            title: p.title.clone(),
+            chunk_ids: p.chunk_ids.clone(),
+            shown_in_turn: p.shown_in_turn,
+            score: p.score,
+            tokens: 0,
+        };
+        pointer.tokens = counter.count(&pointer.render());
+        if out.tokens + pointer.tokens > budget {
+            continue;
+        }
+        if !known {
+            out.new_markers.insert(p.document_id.clone(), marker);
+            next += 1;
+        }
+        out.tokens += pointer.tokens;
+        out.pointers.push(pointer);
+    }
     for f in fragments {
-        let known = markers.get(&f.document_id).or_else(|| out.new_markers.get(&f.document_id)).copied();
-        let marker = known.unwrap_or(next);
+        let (marker, known) = marker_of(&f.document_id, &out, next);
         let mut block = ContextBlock {
             marker,
             document_id: f.document_id.clone(),
@@ -40,6 +88,7 @@ pub fn build_context(
             chunk_ids: f.chunks.iter().map(|c| c.id.clone()).collect(),
             tokens: 0,
             score: f.score,
+            carried_from: f.carried_from,
             text: f.text.clone(),
         };
         block.tokens = block_tokens(&block, f, counter);
@@ -49,7 +98,7 @@ pub fn build_context(
             }
             continue;
         }
-        if known.is_none() {
+        if !known {
             out.new_markers.insert(f.document_id.clone(), marker);
             next += 1;
         }
@@ -62,51 +111,75 @@ pub fn build_context(
     out
 }
 
-fn prompt_head(carried: &str) -> String {
-    if carried.is_empty() {
-        format!("{INSTRUCTIONS}\n\nSources:\n")
-    } else {
-        format!("{INSTRUCTIONS}\n\nEarlier sources:\n{carried}Sources:\n")
-    }
-}
-
-fn prompt_tail(question: &str) -> String {
-    format!("Question: {question}\nAnswer:")
-}
-
 /// Tokens of a rendered block. A single-chunk block whose text was counted at ingest
-/// costs only its header: the header ends in `)\n` and the text starts with a non-space
-/// character, a split point of cl100k_base's pre-tokenizer, so the counts add up exactly
-/// (checked on real passages in `tests/prompt_tokens.rs`).
+/// costs only its header: the header ends in `)\n` (or a turn number and `\n`) and the
+/// text starts with a non-space character, a split point of cl100k_base's pre-tokenizer,
+/// so the counts add up exactly (checked on real passages in `tests/prompt_tokens.rs`).
 pub fn block_tokens(block: &ContextBlock, fragment: &Fragment, counter: &dyn TokenCounter) -> usize {
     match fragment.chunks.as_slice() {
         [c] if c.tokens.is_some() && counter.name() == ragctx_core::CHUNK_TOKENIZER && c.text == block.text => {
-            let header = ContextBlock::header(block.marker, &block.title, &block.document_id);
-            counter.count(&format!("{header}\n")) + c.tokens.unwrap_or(0) as usize
+            counter.count(&format!("{}\n", block.heading())) + c.tokens.unwrap_or(0) as usize
         }
         _ => counter.count(&block.render()),
     }
 }
 
-/// The prompt sent to a model: instructions, optional earlier sources (rendered blocks),
-/// this turn's sources, question.
-pub fn render_prompt(question: &str, blocks: &[ContextBlock], carried: &str) -> String {
-    let mut p = prompt_head(carried);
-    for b in blocks {
-        p.push_str(&b.render());
-    }
-    p.push_str(&prompt_tail(question));
-    p
+/// Everything the model reads in one turn, in order: instructions, the conversation so
+/// far (`engine` memory), pointers (`client` memory), the sources, the question.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Prompt<'a> {
+    pub question: &'a str,
+    /// Rendered earlier turns (see [`crate::conversation`]); empty for none.
+    pub conversation: &'a str,
+    pub pointers: &'a [Pointer],
+    pub blocks: &'a [ContextBlock],
 }
 
-/// Tokens of [`render_prompt`] without counting the blocks again: every piece starts with
-/// `[` or a letter after a line break, where cl100k_base's pre-tokenizer always splits, so
-/// the count of the whole is the sum of the counts of its pieces (checked against the
-/// whole prompt on real passages in `tests/prompt_tokens.rs`).
-pub fn prompt_tokens(counter: &dyn TokenCounter, question: &str, blocks: &[ContextBlock], carried: &str) -> usize {
-    counter.count(&prompt_head(carried))
-        + blocks.iter().map(|b| b.tokens).sum::<usize>()
-        + counter.count(&prompt_tail(question))
+impl Prompt<'_> {
+    fn head(&self) -> String {
+        let mut h = String::from(INSTRUCTIONS);
+        if self.blocks.iter().any(|b| b.carried_from.is_some()) {
+            h.push(' ');
+            h.push_str(CARRIED_NOTE);
+        }
+        h.push_str("\n\n");
+        if !self.conversation.is_empty() {
+            h.push_str("Conversation so far:\n");
+            h.push_str(self.conversation);
+            h.push('\n');
+        }
+        if !self.pointers.is_empty() {
+            h.push_str("Sources you already have (cite them by marker):\n");
+            for p in self.pointers {
+                h.push_str(&p.render());
+            }
+            h.push('\n');
+        }
+        h.push_str("Sources:\n");
+        h
+    }
+
+    fn tail(&self) -> String {
+        format!("Question: {}\nAnswer:", self.question)
+    }
+
+    /// The prompt as sent to a model.
+    pub fn render(&self) -> String {
+        let mut p = self.head();
+        for b in self.blocks {
+            p.push_str(&b.render());
+        }
+        p.push_str(&self.tail());
+        p
+    }
+
+    /// Tokens of [`Prompt::render`] without counting the blocks again: every block starts
+    /// with `[` after a line break and the tail with a letter, where cl100k_base's
+    /// pre-tokenizer always splits, so the count of the whole is the sum of its pieces
+    /// (checked against the whole prompt on real passages in `tests/prompt_tokens.rs`).
+    pub fn tokens(&self, counter: &dyn TokenCounter) -> usize {
+        counter.count(&self.head()) + self.blocks.iter().map(|b| b.tokens).sum::<usize>() + counter.count(&self.tail())
+    }
 }
 
 /// Markers `[n]` in the order the answer first uses them.
@@ -120,18 +193,29 @@ pub fn parse_markers(answer: &str) -> Vec<u32> {
     out
 }
 
-/// Citations of the answer that refer to this turn's blocks, and the markers that do not.
-pub fn check_citations(answer: &str, blocks: &[ContextBlock]) -> (Vec<Citation>, Vec<u32>) {
+/// Citations of the answer that refer to this turn's blocks or pointers, and the markers
+/// that name neither.
+pub fn check_citations(answer: &str, blocks: &[ContextBlock], pointers: &[Pointer]) -> (Vec<Citation>, Vec<u32>) {
     let mut citations = Vec::new();
     let mut invalid = Vec::new();
     for m in parse_markers(answer) {
-        let of_marker: Vec<&ContextBlock> = blocks.iter().filter(|b| b.marker == m).collect();
-        match of_marker.first() {
-            Some(b) => citations.push(Citation {
+        let named: Vec<(&DocumentId, &str, &[ChunkId])> = blocks
+            .iter()
+            .filter(|b| b.marker == m)
+            .map(|b| (&b.document_id, b.title.as_str(), b.chunk_ids.as_slice()))
+            .chain(
+                pointers
+                    .iter()
+                    .filter(|p| p.marker == m)
+                    .map(|p| (&p.document_id, p.title.as_str(), p.chunk_ids.as_slice())),
+            )
+            .collect();
+        match named.first() {
+            Some((document_id, title, _)) => citations.push(Citation {
                 marker: m,
-                document_id: b.document_id.clone(),
-                title: b.title.clone(),
-                chunk_ids: of_marker.iter().flat_map(|b| b.chunk_ids.iter().cloned()).collect(),
+                document_id: (*document_id).clone(),
+                title: (*title).to_owned(),
+                chunk_ids: named.iter().flat_map(|n| n.2.iter().cloned()).collect(),
             }),
             None => invalid.push(m),
         }
@@ -163,6 +247,7 @@ mod tests {
             }],
             score,
             text,
+            carried_from: None,
         }
     }
 
@@ -172,7 +257,7 @@ mod tests {
         markers.insert(DocumentId::from("old"), 4);
         let counter = Cl100kCounter::new();
         let frags = [frag("a", 10, 0.9), frag("big", 80, 0.8), frag("old", 5, 0.7), frag("c", 5, 0.6)];
-        let c = build_context(&frags, &markers, 50, &counter);
+        let c = build_context(&frags, &[], &markers, 50, &counter);
         let docs: Vec<&str> = c.blocks.iter().map(|b| b.document_id.as_str()).collect();
         assert_eq!(docs, vec!["a", "old", "c"]);
         for b in &c.blocks {
@@ -189,10 +274,62 @@ mod tests {
 
     #[test]
     fn citations_are_checked_against_the_context() {
-        let c = build_context(&[frag("a", 3, 0.9)], &BTreeMap::new(), 100, &Cl100kCounter::new());
-        let (cites, invalid) = check_citations("x [1] y [9] z [1] [abc] [12345678]", &c.blocks);
+        let c = build_context(&[frag("a", 3, 0.9)], &[], &BTreeMap::new(), 100, &Cl100kCounter::new());
+        let (cites, invalid) = check_citations("x [1] y [9] z [1] [abc] [12345678]", &c.blocks, &[]);
         assert_eq!(cites.len(), 1);
         assert_eq!(cites[0].document_id.as_str(), "a");
         assert_eq!(invalid, vec![9]);
+    }
+
+    #[test]
+    fn pointers_keep_the_session_marker_count_in_the_budget_and_are_citable() {
+        let mut markers = BTreeMap::new();
+        markers.insert(DocumentId::from("seen"), 3);
+        let counter = Cl100kCounter::new();
+        let p = PointerCandidate {
+            document_id: "seen".into(),
+            title: "Watering".into(),
+            chunk_ids: vec!["seen#0".into()],
+            shown_in_turn: 2,
+            score: 0.8,
+        };
+        let mut carried = frag("old", 5, 0.7);
+        carried.carried_from = Some(1);
+        let c = build_context(&[frag("a", 5, 0.9), carried], &[p], &markers, 200, &counter);
+        assert_eq!(c.pointers[0].render(), "[3] Watering (seen) — shown in turn 2\n");
+        assert_eq!(c.pointers[0].tokens, counter.count(&c.pointers[0].render()));
+        assert_eq!(c.tokens, c.pointers[0].tokens + c.blocks.iter().map(|b| b.tokens).sum::<usize>());
+        assert!(c.blocks[1].render().starts_with("[5] t (old) — shown in turn 1\n"), "{}", c.blocks[1].render());
+        assert_eq!(c.blocks[1].tokens, counter.count(&c.blocks[1].render()));
+        let (cites, invalid) = check_citations("see [3] and [4]", &c.blocks, &c.pointers);
+        assert!(invalid.is_empty());
+        assert_eq!(cites[0].chunk_ids, vec![ChunkId::from("seen#0")]);
+        // A budget too small for the pointer leaves it out and hands out no marker for it.
+        let tight = build_context(
+            &[],
+            &[c.pointers
+                .iter()
+                .map(|_| PointerCandidate {
+                    document_id: "new".into(),
+                    title: "T".into(),
+                    chunk_ids: vec![],
+                    shown_in_turn: 1,
+                    score: 0.5,
+                })
+                .next()
+                .unwrap()],
+            &markers,
+            2,
+            &counter,
+        );
+        assert!(tight.pointers.is_empty() && tight.new_markers.is_empty());
+        let prompt = Prompt {
+            question: "q?",
+            conversation: "User: hi\nAssistant: hello [3]\n",
+            pointers: &c.pointers,
+            blocks: &c.blocks,
+        };
+        assert_eq!(prompt.tokens(&counter), counter.count(&prompt.render()));
+        assert!(prompt.render().contains(CARRIED_NOTE));
     }
 }

@@ -13,6 +13,8 @@ pub struct Fragment {
     /// The best score among its chunks.
     pub score: f32,
     pub text: String,
+    /// The turn that first showed one of its chunks, when it comes from the working set.
+    pub carried_from: Option<u64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -67,15 +69,17 @@ pub fn plain(mut hits: Vec<Hit>) -> Deduped {
             text: h.chunk.text.clone(),
             score: h.score,
             chunks: vec![h.chunk],
+            carried_from: None,
         })
         .collect();
     Deduped { fragments, unique_documents, aliases: Vec::new() }
 }
 
-/// Keeps each document's best `quota` chunks (by score, never by arrival order), drops
-/// chunks whose text another document already holds (recording the alias), and merges a
+/// Keeps each document's best chunk and, up to its quota, further chunks that score within
+/// `margin` of that best or touch a chunk already kept (by score, never by arrival order);
+/// drops chunks whose text another document already holds (recording the alias); merges a
 /// document's adjacent or overlapping chunks into one fragment.
-pub fn dedupe_by_document(mut hits: Vec<Hit>, grouping: &Grouping) -> Deduped {
+pub fn dedupe_by_document(mut hits: Vec<Hit>, grouping: &Grouping, margin: f32) -> Deduped {
     sort_by_score(&mut hits);
     let mut text_owner: HashMap<u64, DocumentId> = HashMap::new();
     let mut kept: Vec<(DocumentId, Vec<Hit>)> = Vec::new();
@@ -100,7 +104,13 @@ pub fn dedupe_by_document(mut hits: Vec<Hit>, grouping: &Grouping) -> Deduped {
             kept.push((doc.clone(), Vec::new()));
             kept.len() - 1
         });
-        if kept[i].1.len() < quota {
+        let group = &kept[i].1;
+        let welcome = match group.first() {
+            None => true,
+            // Hits arrive best first: the first kept is the document's best.
+            Some(best) => hit.score >= best.score - margin || group.iter().any(|k| k.chunk.is_adjacent_to(&hit.chunk)),
+        };
+        if welcome && group.len() < quota {
             text_owner.insert(h, doc);
             kept[i].1.push(hit);
         }
@@ -137,6 +147,7 @@ fn merge_adjacent(mut hits: Vec<Hit>) -> Vec<Fragment> {
             text: h.chunk.text.clone(),
             score: h.score,
             chunks: vec![h.chunk],
+            carried_from: None,
         });
     }
     out
@@ -186,7 +197,7 @@ mod tests {
             hit("a2", "a", 0.9, "best", 100),
             hit("b1", "b", 0.7, "b", 0),
         ];
-        let d = dedupe_by_document(hits, &Grouping::new(1));
+        let d = dedupe_by_document(hits, &Grouping::new(1), 0.0);
         assert_eq!(d.unique_documents, 2);
         assert_eq!(d.fragments[0].chunks[0].id.as_str(), "a2");
         assert_eq!(d.fragments[1].document_id.as_str(), "b");
@@ -195,7 +206,7 @@ mod tests {
     #[test]
     fn identical_text_under_two_ids_counts_once_and_is_recorded() {
         let hits = vec![hit("x", "dx", 0.8, "Same  Text here", 0), hit("y", "dy", 0.9, "same text HERE", 0)];
-        let d = dedupe_by_document(hits, &Grouping::new(1));
+        let d = dedupe_by_document(hits, &Grouping::new(1), 0.0);
         assert_eq!(d.unique_documents, 1);
         assert_eq!(d.fragments[0].document_id.as_str(), "dy");
         assert_eq!(d.aliases, vec![(DocumentId::from("dx"), DocumentId::from("dy"))]);
@@ -208,11 +219,38 @@ mod tests {
         g.quotas.insert("a".into(), 3);
         let hits =
             vec![hit("a1", "a", 0.6, "abcdef", 0), hit("a2", "a", 0.9, "defghi", 3), hit("a3", "a", 0.5, "far", 50)];
-        let d = dedupe_by_document(hits, &g);
+        let d = dedupe_by_document(hits, &g, 1.0);
         assert_eq!(d.unique_documents, 1);
         assert_eq!(d.fragments.len(), 2);
         assert_eq!(d.fragments[0].text, "abcdefghi");
         assert_eq!(d.fragments[0].score, 0.9);
         assert_eq!(d.fragments[1].text, "far");
+    }
+
+    #[test]
+    fn a_further_chunk_stays_only_within_the_margin_or_when_adjacent() {
+        let g = Grouping::new(3);
+        let hits = vec![
+            hit("a1", "a", 0.80, "best passage", 0),
+            hit("a2", "a", 0.77, "close second", 500),
+            hit("a3", "a", 0.60, "far and weak", 1000),
+            hit("a4", "a", 0.55, "touching the best", 13),
+            hit("b1", "b", 0.70, "other source", 0),
+        ];
+        let d = dedupe_by_document(hits.clone(), &g, 0.05);
+        let ids: Vec<&str> = d.fragments.iter().flat_map(|f| f.chunks.iter().map(|c| c.id.as_str())).collect();
+        assert!(ids.contains(&"a2"), "within the margin: {ids:?}");
+        assert!(!ids.contains(&"a3"), "outside the margin and not adjacent: {ids:?}");
+        assert!(ids.contains(&"a4"), "adjacent to the best: {ids:?}");
+        assert_eq!(d.fragments[0].text, "best passage touching the best", "merged into one block");
+        assert_eq!(d.unique_documents, 2);
+        // Margin 0 keeps only the best and what touches it; the cap holds whatever the margin.
+        let strict = dedupe_by_document(hits.clone(), &g, 0.0);
+        assert_eq!(strict.fragments.iter().map(|f| f.chunks.len()).sum::<usize>(), 3);
+        let capped = dedupe_by_document(hits, &Grouping::new(2), 1.0);
+        assert_eq!(
+            capped.fragments.iter().filter(|f| f.document_id.as_str() == "a").map(|f| f.chunks.len()).sum::<usize>(),
+            2
+        );
     }
 }

@@ -1,7 +1,27 @@
 //! Stage 2: the ids the session has consumed in its last `window` turns.
 
 use crate::settings::{Consumption, Granularity, TurnSettings};
-use ragctx_core::{ExclusionSet, Intent, SessionState};
+use ragctx_core::{ChunkId, ExclusionSet, Intent, SessionState, TurnRecord};
+use std::collections::HashMap;
+
+/// The last `window` remembered turns (0 = all).
+pub fn window_turns(state: &SessionState, window: usize) -> &[TurnRecord] {
+    let turns = &state.turns;
+    let from = if window == 0 { 0 } else { turns.len().saturating_sub(window) };
+    &turns[from..]
+}
+
+/// The working set: every chunk shown in the last `window` turns, with the turn that first
+/// showed it. What `engine` memory carries and `client` memory points to.
+pub fn first_shown(state: &SessionState, window: usize) -> HashMap<ChunkId, u64> {
+    let mut out = HashMap::new();
+    for t in window_turns(state, window) {
+        for c in &t.shown_chunks {
+            out.entry(c.clone()).or_insert(t.turn);
+        }
+    }
+    out
+}
 
 /// The exclusion set for a turn. `reshow` excludes nothing; `follow_up` excludes at chunk
 /// granularity whatever the setting, so other chunks of the documents just shown may come
@@ -12,9 +32,7 @@ pub fn exclusion_set(state: &SessionState, intent: Intent, settings: &TurnSettin
         return set;
     }
     let granularity = if intent == Intent::FollowUp { Granularity::Chunk } else { settings.granularity };
-    let turns = &state.turns;
-    let from = if settings.window == 0 { 0 } else { turns.len().saturating_sub(settings.window) };
-    for t in &turns[from..] {
+    for t in window_turns(state, settings.window) {
         let (chunks, docs) = match settings.consumption {
             Consumption::Shown => (&t.shown_chunks, &t.shown_documents),
             Consumption::Cited => (&t.cited_chunks, &t.cited_documents),
@@ -42,6 +60,7 @@ mod tests {
             cited_chunks: if cited { vec![chunk.into()] } else { vec![] },
             cited_documents: if cited { vec![doc.into()] } else { vec![] },
             at_unix_ms: 0,
+            answer: String::new(),
         }
     }
 

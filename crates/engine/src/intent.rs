@@ -2,50 +2,187 @@
 
 use ragctx_core::Intent;
 
-const RESHOW_EN: &[&str] = &[
-    "show me that again",
-    "show that again",
-    "show it again",
-    "show them again",
-    "show me again",
-    "repeat the last source",
-    "repeat that source",
-    "repeat the source",
-    "repeat the sources",
-    "repeat the last answer",
-    "show the last source",
-    "show me the last source",
-    "show the previous source",
-    "show me the previous",
-    "the same sources again",
-    "same sources again",
-    "send that again",
-    "send it again",
-    "say that again",
-    "what did you just show",
-    "go back to the last source",
-    "bring that back",
-    "show me those again",
+// A reshow asks for the earlier sources and names no new subject: every word of the message
+// is one of these (a subject word — "taxes", "forms", "浇水" — makes it a follow-up).
+const RESHOW_WORDS_EN: &[&str] = &[
+    // asking to see, send or say again
+    "show",
+    "showed",
+    "shown",
+    "display",
+    "repeat",
+    "resend",
+    "send",
+    "sent",
+    "give",
+    "gave",
+    "bring",
+    "see",
+    "pull",
+    "say",
+    "said",
+    "list",
+    "go",
+    "up",
+    "back",
+    // what was shown
+    "source",
+    "sources",
+    "passage",
+    "passages",
+    "document",
+    "documents",
+    "doc",
+    "docs",
+    "reference",
+    "references",
+    "citation",
+    "citations",
+    "context",
+    "answer",
+    "result",
+    "results",
+    // back-references
+    "again",
+    "previous",
+    "last",
+    "earlier",
+    "before",
+    "same",
+    "once",
+    "more",
+    "one",
+    "time",
+    "just",
+    // function words
+    "me",
+    "us",
+    "i",
+    "you",
+    "it",
+    "that",
+    "this",
+    "those",
+    "these",
+    "them",
+    "the",
+    "a",
+    "an",
+    "to",
+    "from",
+    "of",
+    "what",
+    "which",
+    "were",
+    "was",
+    "is",
+    "are",
+    "did",
+    "do",
+    "can",
+    "could",
+    "would",
+    "will",
+    "please",
+    "pls",
+    "let",
+    "my",
+    "your",
+    "all",
+    "now",
+    "here",
+    "over",
+    "ok",
+    "okay",
+    "hey",
+    "kindly",
+    "thanks",
+    "whole",
 ];
+/// Words that say "what you gave before" (with a verb of showing, a reshow).
+const BACK_EN: &[&str] = &["again", "previous", "last", "earlier", "before", "same", "back", "once", "just"];
+/// Verbs of showing, sending or saying.
+const SHOW_EN: &[&str] =
+    &["show", "showed", "display", "repeat", "resend", "send", "sent", "give", "bring", "see", "pull", "say", "tell"];
+const SOURCE_EN: &[&str] =
+    &["source", "sources", "passage", "passages", "document", "documents", "doc", "docs", "reference", "references"];
+
+// Chinese has no spaces: a reshow is a message that is empty once these are taken out.
 const RESHOW_ZH: &[&str] = &[
     "再给我看看",
-    "再看看刚才",
-    "刚才那个",
-    "刚才那段",
-    "刚才的",
-    "再发一次",
-    "再发一遍",
-    "再显示",
-    "重新显示",
-    "再说一遍",
-    "上一个来源",
+    "给我看看",
+    "再看看",
+    "看一下",
+    "看看",
+    "看",
+    "刚才",
+    "刚刚",
+    "之前",
+    "上次",
+    "上一个",
     "上一条",
+    "上一段",
+    "那几个",
+    "几个",
+    "那个",
+    "那段",
+    "那些",
+    "这个",
+    "那",
+    "这",
+    "的",
+    "了",
+    "来源",
+    "资料",
+    "内容",
+    "文档",
+    "段落",
+    "出处",
+    "引用",
+    "回答",
+    "答案",
+    "重新",
+    "重发",
+    "再发",
+    "发",
+    "一次",
+    "一遍",
+    "一下",
+    "遍",
+    "显示",
+    "展示",
+    "列出来",
+    "列出",
+    "出来",
+    "给过",
+    "给",
+    "我",
+    "你",
+    "把",
+    "请",
+    "能",
+    "可以",
+    "吗",
+    "呢",
+    "吧",
+    "再说",
+    "说",
+    "再来",
+    "来",
+    "再",
+    "段",
+    "个",
+    "条",
 ];
+/// Back-references in Chinese ("again", "just now", "the last one", "before").
+const BACK_ZH: &[&str] = &["再", "刚才", "刚刚", "上一个", "上一条", "上次", "之前", "重新", "重发", "一遍"];
+
 const FOLLOW_UP_EN: &[&str] = &[
     "tell me more",
     "more about",
     "more on",
     "more details",
+    "more detail",
     "go on",
     "continue",
     "elaborate",
@@ -56,10 +193,54 @@ const FOLLOW_UP_EN: &[&str] = &[
     "in more detail",
     "expand on",
 ];
-const FOLLOW_UP_ZH: &[&str] = &["详细", "更多", "继续", "展开", "还有呢", "那它", "它的", "他们的", "这个", "那个"];
+/// A question that opens with one of these leans on the previous turn ("And for children?").
+const ELLIPTIC_EN: &[&str] = &["and", "but", "also", "so", "then"];
+const FOLLOW_UP_ZH: &[&str] = &[
+    "详细",
+    "更多",
+    "继续",
+    "展开",
+    "还有呢",
+    "那它",
+    "它",
+    "他们的",
+    "这个",
+    "那个",
+    "这些",
+    "那些",
+    "刚才",
+    "刚刚",
+    "上一个",
+    "上一条",
+    "上次",
+    "之前",
+];
 /// Pronouns that refer back to what was just discussed.
 const ANAPHORA: &[&str] =
     &["it", "its", "they", "them", "their", "theirs", "this", "that", "these", "those", "he", "she", "his", "her"];
+
+fn is_cjk(c: char) -> bool {
+    matches!(c as u32, 0x4E00..=0x9FFF | 0x3400..=0x4DBF)
+}
+
+/// "Show me that again", "再给我看看刚才那个": asks for the earlier sources, no new subject.
+fn asks_for_earlier_sources(q: &str, words: &[&str]) -> bool {
+    let cjk: String = q.chars().filter(|c| is_cjk(*c)).collect();
+    if !cjk.is_empty() {
+        if !BACK_ZH.iter().any(|b| cjk.contains(b)) {
+            return false;
+        }
+        let mut rest = cjk;
+        for w in RESHOW_ZH {
+            rest = rest.replace(w, "");
+        }
+        // Latin words beside the Chinese ("把source再发一次") must be reshow words too.
+        return rest.is_empty() && words.iter().all(|w| w.chars().any(is_cjk) || RESHOW_WORDS_EN.contains(w));
+    }
+    let back = words.iter().any(|w| BACK_EN.contains(w) || *w == "repeat" || *w == "resend");
+    let showing = words.iter().any(|w| SHOW_EN.contains(w) || SOURCE_EN.contains(w));
+    back && showing && words.iter().all(|w| RESHOW_WORDS_EN.contains(w))
+}
 
 /// Classifies a question. Without history every question is `new`.
 pub fn classify(question: &str, has_history: bool) -> Intent {
@@ -67,15 +248,23 @@ pub fn classify(question: &str, has_history: bool) -> Intent {
         return Intent::New;
     }
     let q = question.trim().to_lowercase();
-    if RESHOW_EN.iter().any(|p| q.contains(p)) || RESHOW_ZH.iter().any(|p| q.contains(p)) {
+    let words: Vec<&str> = q.split(|c: char| !c.is_alphanumeric() && c != '\'').filter(|w| !w.is_empty()).collect();
+    if asks_for_earlier_sources(&q, &words) {
         return Intent::Reshow;
     }
-    let words: Vec<&str> = q.split(|c: char| !c.is_alphanumeric() && c != '\'').filter(|w| !w.is_empty()).collect();
     // A cue opens the question, or sits in a short one ("can you tell me more?").
     let short = words.len() <= 10;
     if FOLLOW_UP_EN.iter().any(|p| q.starts_with(p) || (short && q.contains(&format!(" {p}"))))
         || FOLLOW_UP_ZH.iter().any(|p| q.contains(p))
+        || (q.chars().any(is_cjk) && q.trim_end_matches(['?', '？', '。', '!', '！']).ends_with('呢'))
     {
+        return Intent::FollowUp;
+    }
+    // "Tell me again how…", "show me the previous year's forms", "repeat the part about…":
+    // earlier material asked for again, with a subject of its own.
+    let showing_again =
+        words.first().is_some_and(|w| SHOW_EN.contains(w)) && words.iter().any(|w| BACK_EN.contains(w) || *w == "part");
+    if showing_again || words.first().is_some_and(|w| ELLIPTIC_EN.contains(w)) {
         return Intent::FollowUp;
     }
     // Short questions that lean on a pronoun ("What do they eat?") continue the topic.
@@ -100,5 +289,27 @@ mod tests {
         assert_eq!(classify("能详细说说吗", true), Intent::FollowUp);
         assert_eq!(classify("How do I appeal a decision in California?", true), Intent::New);
         assert_eq!(classify("show me that again", false), Intent::New, "nothing to reshow yet");
+    }
+
+    #[test]
+    fn a_new_subject_is_never_a_reshow() {
+        // The misfires of the first rules (DESIGN §2): a back-reference with a subject.
+        for q in [
+            "刚才那个政策怎么申请?",
+            "刚才那个植物怎么浇水?",
+            "show me the previous year's forms",
+            "tell me again how often to water",
+        ] {
+            assert_eq!(classify(q, true), Intent::FollowUp, "{q}");
+        }
+        for q in
+            ["再生能源有哪些类型", "如何重新安装操作系统", "Repeat offenders: what are the sentencing rules in Texas?"]
+        {
+            assert_eq!(classify(q, true), Intent::New, "{q}");
+        }
+        for q in ["repeat that", "bring back the last sources", "上次的出处再给我看一下", "把source再发一次"]
+        {
+            assert_eq!(classify(q, true), Intent::Reshow, "{q}");
+        }
     }
 }

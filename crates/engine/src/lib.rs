@@ -14,6 +14,7 @@
 //! ```
 
 pub mod context;
+pub mod conversation;
 pub mod dedupe;
 pub mod exclusion;
 pub mod ingest;
@@ -22,12 +23,15 @@ pub mod memory;
 pub mod retrieve;
 pub mod settings;
 
-pub use settings::{validate_question, Consumption, Granularity, Strategy, TurnSettings, MAX_QUESTION_CHARS};
+pub use conversation::Utterance;
+pub use settings::{
+    validate_question, Consumption, Granularity, Strategy, TurnSettings, DEFAULT_GROUP_MARGIN, MAX_QUESTION_CHARS,
+};
 
 use ragctx_core::{
-    Chunk, Citation, ContextBlock, DocumentId, Embedder, Error, ExclusionSet, GenerationRequest, Generator, Grouping,
-    Hit, Intent, Result, SearchPath, SessionId, SessionState, SessionStore, TokenCounter, Trace, TraceStats,
-    TurnCommit, VectorStore,
+    Chunk, ChunkId, Citation, ContextBlock, DocumentId, Embedder, Error, ExclusionSet, GenerationRequest, Generator,
+    Grouping, Hit, Intent, Memory, Pointer, Result, SearchPath, SessionId, SessionState, SessionStore, TokenCounter,
+    Trace, TraceStats, TurnCommit, VectorStore,
 };
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -43,6 +47,9 @@ pub struct TurnOutcome {
     pub answer: String,
     pub citations: Vec<Citation>,
     pub context: Vec<ContextBlock>,
+    /// `client` memory only: chunks the caller already holds that rank this turn.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pointers: Option<Vec<Pointer>>,
     pub trace: TraceStats,
 }
 
@@ -55,6 +62,7 @@ impl From<Trace> for TurnOutcome {
             answer: t.answer,
             citations: t.citations,
             context: t.context,
+            pointers: (t.stats.memory == Memory::Client).then_some(t.pointers),
             trace: t.stats,
         }
     }
@@ -90,6 +98,9 @@ pub struct Assembled {
     pub search_rounds: u32,
     pub search_reason: String,
     pub context: context::BuiltContext,
+    /// `engine` memory: the earlier turns in the prompt, rendered, and their tokens.
+    pub conversation: String,
+    pub conversation_tokens: usize,
     pub prompt: String,
     pub prompt_tokens: usize,
     /// The question the answer addresses when it is not the one asked (a reshow answers
@@ -102,6 +113,19 @@ impl Engine {
     /// Runs one turn and commits it to the session atomically.
     pub fn ask(&self, session: &SessionId, question: &str, settings: &TurnSettings) -> Result<TurnOutcome> {
         self.ask_with_query(session, question, question, settings)
+    }
+
+    /// [`Engine::ask`] with the conversation given by the caller (the OpenAI-compatible
+    /// front passes the client's `messages`) instead of the session's remembered turns.
+    pub fn ask_in_conversation(
+        &self,
+        session: &SessionId,
+        question: &str,
+        conversation: &[Utterance],
+        settings: &TurnSettings,
+        deadline: Option<Instant>,
+    ) -> Result<TurnOutcome> {
+        self.turn(session, question, question, Some(conversation), settings, deadline)
     }
 
     /// [`Engine::ask`] where the text embedded for the search (`query`: a rewrite, or the
@@ -126,12 +150,25 @@ impl Engine {
         settings: &TurnSettings,
         deadline: Option<Instant>,
     ) -> Result<TurnOutcome> {
+        self.turn(session, question, query, None, settings, deadline)
+    }
+
+    fn turn(
+        &self,
+        session: &SessionId,
+        question: &str,
+        query: &str,
+        conversation: Option<&[Utterance]>,
+        settings: &TurnSettings,
+        deadline: Option<Instant>,
+    ) -> Result<TurnOutcome> {
         let started = Instant::now();
         settings.validate()?;
         let question = validate_question(question)?;
         let query = validate_question(query)?;
         let state = self.sessions.load(session)?.unwrap_or_default();
-        let (mut trace, record, new_markers) = self.run(session, &state, question, query, settings, None)?;
+        let (mut trace, record, new_markers) =
+            self.run(session, &state, question, query, conversation, settings, None)?;
         let t = Instant::now();
         if deadline.is_some_and(|d| t >= d) {
             return Err(Error::Unavailable {
@@ -163,13 +200,18 @@ impl Engine {
         settings.validate()?;
         let mut state = self.sessions.load(session)?.unwrap_or_default();
         state.turns = previous
-            .map(|p| memory::turn_record(&p.question, p.stats.intent, &p.context, &p.citations, p.at_unix_ms))
+            .map(|p| {
+                let mut r =
+                    memory::turn_record(&p.question, p.stats.intent, &p.context, &p.citations, &p.answer, p.at_unix_ms);
+                r.turn = p.turn;
+                r
+            })
             .into_iter()
             .collect();
         let mut s = settings.clone();
         s.mode = s.mode.or(Some(trace.stats.intent));
         let (mut out, _, _) =
-            self.run(session, &state, &trace.question, &trace.query, &s, Some(trace.exclusion.clone()))?;
+            self.run(session, &state, &trace.question, &trace.query, None, &s, Some(trace.exclusion.clone()))?;
         out.turn = trace.turn;
         Ok(TurnOutcome::from(out))
     }
@@ -181,27 +223,37 @@ impl Engine {
         state: &SessionState,
         question: &str,
         query: &str,
+        conversation: Option<&[Utterance]>,
         settings: &TurnSettings,
         exclusion: Option<ExclusionSet>,
     ) -> Result<(Trace, ragctx_core::TurnRecord, BTreeMap<DocumentId, u32>)> {
-        let mut a = self.assemble(state, question, query, settings, exclusion)?;
+        let mut a = self.assemble(state, question, query, conversation, settings, exclusion)?;
         let t = Instant::now();
         let answering = a.answer_question.as_deref().unwrap_or(question);
-        let request = GenerationRequest { question: answering, blocks: &a.context.blocks, prompt: &a.prompt };
+        let request = GenerationRequest {
+            question: answering,
+            blocks: &a.context.blocks,
+            pointers: &a.context.pointers,
+            prompt: &a.prompt,
+        };
         let answer = self.generator.generate(&request)?;
-        let (citations, invalid) = context::check_citations(&answer, &a.context.blocks);
+        let (citations, invalid) = context::check_citations(&answer, &a.context.blocks, &a.context.pointers);
         a.timings.insert("generate".into(), ms_since(t));
         let at = now_ms();
-        let record = memory::turn_record(question, a.intent, &a.context.blocks, &citations, at);
+        let record = memory::turn_record(question, a.intent, &a.context.blocks, &citations, &answer, at);
         let stats = TraceStats {
             candidates: a.candidates,
             unique_documents: a.unique_documents,
             context_fragments: a.context.blocks.len(),
             context_tokens: a.context.tokens,
             prompt_tokens: a.prompt_tokens,
+            conversation_tokens: a.conversation_tokens,
             answer_citations: citations.len(),
             invalid_citations: invalid.len(),
             excluded: a.exclusion.len(),
+            memory: settings.memory,
+            carried: a.context.blocks.iter().filter(|b| b.carried_from.is_some()).count(),
+            pointers: a.context.pointers.len(),
             dropped_by_budget: a.context.dropped_by_budget.clone(),
             intent: a.intent,
             search_path: a.search_path,
@@ -219,6 +271,7 @@ impl Engine {
             answer,
             citations,
             context: a.context.blocks,
+            pointers: a.context.pointers,
             exclusion: a.exclusion,
             invalid_markers: invalid,
             at_unix_ms: at,
@@ -229,12 +282,14 @@ impl Engine {
 
     /// Stages 1–5 for a question against a session state, without generating or
     /// remembering anything. `query` is the text embedded (the question, or a rewrite).
-    /// `exclusion`, when given, replaces the set computed from the session (replays).
+    /// `conversation`, when given, replaces the session's remembered turns in an `engine`
+    /// prompt. `exclusion`, when given, replaces the set computed from the session (replays).
     pub fn assemble(
         &self,
         state: &SessionState,
         question: &str,
         query: &str,
+        conversation: Option<&[Utterance]>,
         settings: &TurnSettings,
         exclusion: Option<ExclusionSet>,
     ) -> Result<Assembled> {
@@ -245,6 +300,9 @@ impl Engine {
             Some(_) => ExclusionSet::default(),
             None => exclusion::exclusion_set(state, intent, settings),
         };
+        // The chunks of the window and the turn that first showed each: what `engine`
+        // memory may carry and `client` memory points to.
+        let first_shown = exclusion::first_shown(state, settings.window);
 
         // "Show me that again" is about the previous question: its sources are scored and
         // answered against that question, not against the words "show me that again".
@@ -262,13 +320,13 @@ impl Engine {
         let t = Instant::now();
         let previous = memory::last_documents(state);
         let mut quotas: HashMap<DocumentId, usize> = HashMap::new();
-        let (hits, path, rounds, reason) = if intent == Intent::Reshow {
+        let (mut hits, path, rounds, reason) = if intent == Intent::Reshow {
             // "Show me that again": the last turn's chunks, fetched by id; no search, no exclusion.
             let shown = state.turns.last().map(|t| t.shown_chunks.clone()).unwrap_or_default();
             for d in &previous {
                 quotas.insert(d.clone(), shown.len().max(1));
             }
-            let hits = self.reshown(&vector, shown)?;
+            let hits = self.scored(&vector, &shown)?;
             (hits, SearchPath::Exact, 0, "reshow: the previous turn's chunks by id".to_string())
         } else {
             if intent == Intent::FollowUp {
@@ -277,19 +335,45 @@ impl Engine {
                     quotas.insert(d.clone(), settings.group_size + 1);
                 }
             }
-            let r = retrieve::retrieve(self.vectors.as_ref(), vector, exclusion.clone(), quotas.clone(), settings)?;
+            let r =
+                retrieve::retrieve(self.vectors.as_ref(), vector.clone(), exclusion.clone(), quotas.clone(), settings)?;
             (r.outcome.hits, r.outcome.path, r.outcome.rounds + r.deeper, r.outcome.reason)
         };
         let candidates = hits.len();
+        // The working set: excluded from the search, scored exactly here. A chunk of it
+        // ranks when it scores at least as well as the weakest new candidate would.
+        let mut ranking: Vec<Hit> = Vec::new();
+        if intent != Intent::Reshow && !exclusion.is_empty() && !first_shown.is_empty() {
+            let mut ids: Vec<ChunkId> = first_shown.keys().cloned().collect();
+            ids.sort();
+            let floor = hits.iter().map(|h| h.score).fold(f32::INFINITY, f32::min);
+            ranking = self
+                .scored(&vector, &ids)?
+                .into_iter()
+                .filter(|h| exclusion.excludes(&h.chunk.id, &h.chunk.document_id))
+                .filter(|h| h.score >= floor || hits.is_empty())
+                .collect();
+            ranking.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.chunk.id.cmp(&b.chunk.id)));
+            ranking.truncate(settings.limit * settings.group_size.max(1));
+        }
+        let mut pointers = Vec::new();
+        match settings.memory {
+            Memory::Engine => hits.extend(ranking),
+            Memory::Client => pointers = pointer_candidates(ranking, &first_shown),
+        }
         timings.insert("search".into(), ms_since(t));
 
         let t = Instant::now();
+        let grouping = Grouping { group_size: settings.group_size, quotas };
         let deduped = if settings.strategy.groups() || intent == Intent::Reshow {
-            dedupe::dedupe_by_document(hits, &Grouping { group_size: settings.group_size, quotas })
+            dedupe::dedupe_by_document(hits, &grouping, settings.group_margin)
         } else {
             dedupe::plain(hits)
         };
         let mut fragments = deduped.fragments;
+        for f in &mut fragments {
+            f.carried_from = f.chunks.iter().filter_map(|c| first_shown.get(&c.id)).min().copied();
+        }
         if intent == Intent::Reshow {
             // The reshown documents lead, in their earlier order.
             fragments.sort_by_key(|f| previous.iter().position(|d| *d == f.document_id).unwrap_or(usize::MAX));
@@ -297,10 +381,31 @@ impl Engine {
         timings.insert("dedupe".into(), ms_since(t));
 
         let t = Instant::now();
-        let built = context::build_context(&fragments, &state.markers, settings.budget, self.counter.as_ref());
+        let (conversation, conversation_tokens) = match settings.memory {
+            Memory::Engine => {
+                let remembered;
+                let utterances = match conversation {
+                    Some(c) => c,
+                    None => {
+                        remembered = conversation::from_turns(exclusion::window_turns(state, settings.window));
+                        &remembered
+                    }
+                };
+                let share = (settings.budget as f64 * conversation::CONVERSATION_SHARE) as usize;
+                conversation::fit(utterances, share, self.counter.as_ref())
+            }
+            Memory::Client => (String::new(), 0),
+        };
+        let budget = settings.budget.saturating_sub(conversation_tokens);
+        let built = context::build_context(&fragments, &pointers, &state.markers, budget, self.counter.as_ref());
         let asked = reshown_question.as_deref().unwrap_or(question);
-        let prompt = context::render_prompt(asked, &built.blocks, "");
-        let prompt_tokens = context::prompt_tokens(self.counter.as_ref(), asked, &built.blocks, "");
+        let prompt = context::Prompt {
+            question: asked,
+            conversation: &conversation,
+            pointers: &built.pointers,
+            blocks: &built.blocks,
+        };
+        let (rendered, prompt_tokens) = (prompt.render(), prompt.tokens(self.counter.as_ref()));
         timings.insert("assemble".into(), ms_since(t));
 
         Ok(Assembled {
@@ -314,16 +419,18 @@ impl Engine {
             search_rounds: rounds,
             search_reason: reason,
             context: built,
-            prompt,
+            conversation,
+            conversation_tokens,
+            prompt: rendered,
             prompt_tokens,
             answer_question: reshown_question,
             timings,
         })
     }
 
-    /// The previous turn's chunks, scored against the query.
-    fn reshown(&self, query: &[f32], shown: Vec<ragctx_core::ChunkId>) -> Result<Vec<Hit>> {
-        let chunks: Vec<Chunk> = self.vectors.chunks(&shown)?;
+    /// Chunks by id, scored exactly against the query (unknown ids are skipped).
+    fn scored(&self, query: &[f32], ids: &[ChunkId]) -> Result<Vec<Hit>> {
+        let chunks: Vec<Chunk> = self.vectors.chunks(ids)?;
         let ids: Vec<ragctx_core::ChunkId> = chunks.iter().map(|c| c.id.clone()).collect();
         let vectors = self.vectors.vectors(&ids)?;
         Ok(chunks
@@ -335,4 +442,26 @@ impl Engine {
             })
             .collect())
     }
+}
+
+/// One pointer per document among the ranking chunks of the working set, best first.
+fn pointer_candidates(ranking: Vec<Hit>, first_shown: &HashMap<ChunkId, u64>) -> Vec<context::PointerCandidate> {
+    let mut out: Vec<context::PointerCandidate> = Vec::new();
+    for h in ranking {
+        let turn = first_shown.get(&h.chunk.id).copied().unwrap_or(0);
+        match out.iter_mut().find(|p| p.document_id == h.chunk.document_id) {
+            Some(p) => {
+                p.chunk_ids.push(h.chunk.id);
+                p.shown_in_turn = p.shown_in_turn.min(turn);
+            }
+            None => out.push(context::PointerCandidate {
+                document_id: h.chunk.document_id,
+                title: h.chunk.title,
+                chunk_ids: vec![h.chunk.id],
+                shown_in_turn: turn,
+                score: h.score,
+            }),
+        }
+    }
+    out
 }

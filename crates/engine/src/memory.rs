@@ -18,6 +18,7 @@ pub fn turn_record(
     intent: Intent,
     blocks: &[ContextBlock],
     citations: &[Citation],
+    answer: &str,
     at_unix_ms: u64,
 ) -> TurnRecord {
     TurnRecord {
@@ -29,6 +30,7 @@ pub fn turn_record(
         cited_chunks: unique(citations.iter().flat_map(|c| c.chunk_ids.iter().cloned())),
         cited_documents: unique(citations.iter().map(|c| c.document_id.clone())),
         at_unix_ms,
+        answer: answer.to_owned(),
     }
 }
 

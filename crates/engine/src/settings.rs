@@ -1,4 +1,4 @@
-use ragctx_core::{EffectiveSettings, Error, Intent, Result, Retention};
+use ragctx_core::{EffectiveSettings, Error, Intent, Memory, Result, Retention};
 use serde::{Deserialize, Serialize};
 use std::str::FromStr;
 
@@ -73,9 +73,14 @@ parse_enum!(Consumption, "consumption", "shown" => Consumption::Shown, "cited" =
 /// Longest question accepted, in characters.
 pub const MAX_QUESTION_CHARS: usize = 4_000;
 
+/// Default of [`TurnSettings::group_margin`], chosen on MTRAG (bench/README.md).
+pub const DEFAULT_GROUP_MARGIN: f32 = 0.05;
+
 /// The settings of one turn, validated.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TurnSettings {
+    /// Who keeps earlier contexts: `engine` (the default) or `client`.
+    pub memory: Memory,
     pub strategy: Strategy,
     pub granularity: Granularity,
     pub consumption: Consumption,
@@ -83,8 +88,12 @@ pub struct TurnSettings {
     pub window: usize,
     /// Documents per search (chunks when the strategy does not group).
     pub limit: usize,
-    /// Chunks per document.
+    /// Chunks per document at most (a hard cap): a further chunk of a document is kept only
+    /// when it scores within `group_margin` of the document's best or touches a kept one.
     pub group_size: usize,
+    /// Cosine distance from a document's best chunk within which a further chunk of the
+    /// same document is kept (up to `group_size`); 0 keeps ties only.
+    pub group_margin: f32,
     /// Fewer unique documents than this triggers a deeper search.
     pub min_documents: usize,
     /// Context budget in tokens, block headers included.
@@ -98,6 +107,7 @@ pub struct TurnSettings {
 impl Default for TurnSettings {
     fn default() -> Self {
         TurnSettings {
+            memory: Memory::Engine,
             strategy: Strategy::Full,
             // Chunks, not documents: MTRAG follow-ups return to documents already shown
             // (available recall 0.471 vs 0.345 with document exclusion, bench/README.md).
@@ -105,7 +115,8 @@ impl Default for TurnSettings {
             consumption: Consumption::Shown,
             window: 0,
             limit: 8,
-            group_size: 1,
+            group_size: 3,
+            group_margin: DEFAULT_GROUP_MARGIN,
             min_documents: 3,
             budget: 6_000,
             ttl_secs: 86_400,
@@ -129,6 +140,12 @@ impl TurnSettings {
         range("min_documents", self.min_documents, 0, 1_000)?;
         range("budget", self.budget, 16, 1_000_000)?;
         range("window", self.window, 0, 10_000)?;
+        if !(self.group_margin.is_finite() && (0.0..=2.0).contains(&self.group_margin)) {
+            return Err(Error::InvalidInput(format!(
+                "group_margin must be between 0 and 2 (a cosine distance), got {}",
+                self.group_margin
+            )));
+        }
         Ok(())
     }
 
@@ -147,6 +164,8 @@ impl TurnSettings {
             min_documents: self.min_documents,
             budget: self.budget,
             tokenizer: tokenizer.into(),
+            memory: self.memory.as_str().into(),
+            group_margin: self.group_margin,
         }
     }
 }

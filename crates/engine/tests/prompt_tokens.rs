@@ -2,7 +2,7 @@
 //! block once): checked with cl100k_base on real MTRAG passages and odd texts.
 
 use ragctx_core::{ContextBlock, TokenCounter};
-use ragctx_engine::context::{prompt_tokens, render_prompt};
+use ragctx_engine::context::Prompt;
 use ragctx_models::Cl100kCounter;
 
 fn block(counter: &Cl100kCounter, marker: u32, title: &str, doc: &str, text: &str) -> ContextBlock {
@@ -13,6 +13,7 @@ fn block(counter: &Cl100kCounter, marker: u32, title: &str, doc: &str, text: &st
         chunk_ids: vec![],
         tokens: 0,
         score: 0.0,
+        carried_from: None,
         text: text.into(),
     };
     b.tokens = counter.count(&b.render());
@@ -49,10 +50,33 @@ fn prompt_count_is_additive_over_blocks() {
             })
             .collect();
         blocks.push(block(&counter, 99, "odd", "odd \"id\"", odd[i % odd.len()]));
+        if i % 4 == 1 {
+            // A carried block's header names the turn that first showed it.
+            blocks[1].carried_from = Some(2);
+            blocks[1].tokens = counter.count(&blocks[1].render());
+        }
         let question = if i % 2 == 0 { "What is IBM Cloud?" } else { "  再给我看看刚才那个\n" };
-        let carried = if i % 3 == 0 { blocks[0].render() } else { String::new() };
-        let whole = counter.count(&render_prompt(question, &blocks, &carried));
-        assert_eq!(prompt_tokens(&counter, question, &blocks, &carried), whole, "group {i}");
+        let conversation = if i % 3 == 0 {
+            format!("User: {}\nAssistant: {} [1]\n", odd[i % 6], blocks[0].text)
+        } else {
+            String::new()
+        };
+        let pointers = if i % 5 == 0 {
+            vec![ragctx_core::Pointer {
+                marker: 7,
+                document_id: "p \"7\"".into(),
+                title: blocks[0].title.clone(),
+                chunk_ids: vec![],
+                shown_in_turn: 1,
+                score: 0.5,
+                tokens: 0,
+            }]
+        } else {
+            vec![]
+        };
+        let prompt = Prompt { question, conversation: &conversation, pointers: &pointers, blocks: &blocks };
+        let whole = counter.count(&prompt.render());
+        assert_eq!(prompt.tokens(&counter), whole, "group {i}");
         checked += 1;
     }
     assert_eq!(checked, 100);
@@ -89,6 +113,7 @@ fn block_count_from_ingest_time_text_count_is_exact() {
                 text: body.into(),
                 score: 0.5,
                 chunks: vec![chunk],
+                carried_from: (i % 3 == 0).then_some(i as u64),
             };
             let b = ContextBlock {
                 marker: i as u32 + 1,
@@ -97,6 +122,7 @@ fn block_count_from_ingest_time_text_count_is_exact() {
                 chunk_ids: vec![],
                 tokens: 0,
                 score: 0.5,
+                carried_from: f.carried_from,
                 text: body.into(),
             };
             assert_eq!(block_tokens(&b, &f, &counter), counter.count(&b.render()), "{domain} passage {i}");

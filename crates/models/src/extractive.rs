@@ -127,10 +127,20 @@ impl Generator for ExtractiveGenerator {
     }
     fn generate(&self, request: &GenerationRequest<'_>) -> Result<String> {
         let picked = self.pick(request.question, request.blocks);
-        if picked.is_empty() {
+        // A source the reader already holds that ranks above every new one leads the answer
+        // (the generator cannot quote it: only its pointer is in the prompt).
+        let best_block = request.blocks.iter().map(|b| b.score).fold(f32::NEG_INFINITY, f32::max);
+        let lead = request
+            .pointers
+            .iter()
+            .filter(|p| p.score >= best_block)
+            .max_by(|a, b| a.score.total_cmp(&b.score))
+            .map(|p| format!("As shown in turn {}, {} answers this [{}].", p.shown_in_turn, p.title, p.marker));
+        if picked.is_empty() && lead.is_none() {
             return Ok(NOTHING_FOUND.to_string());
         }
-        Ok(picked.iter().map(|(m, s)| format!("{} [{m}]", unbracket(s))).collect::<Vec<_>>().join(" "))
+        let quoted = picked.iter().map(|(m, s)| format!("{} [{m}]", unbracket(s)));
+        Ok(lead.into_iter().chain(quoted).collect::<Vec<_>>().join(" "))
     }
 }
 
@@ -162,6 +172,7 @@ mod tests {
             chunk_ids: vec![],
             tokens: 0,
             score: 0.5,
+            carried_from: None,
             text: text.into(),
         }
     }
@@ -174,7 +185,7 @@ mod tests {
         ];
         let g = ExtractiveGenerator::default();
         let ask = |q: &str, blocks: &[ContextBlock]| {
-            g.generate(&GenerationRequest { question: q, blocks, prompt: "" }).unwrap()
+            g.generate(&GenerationRequest { question: q, blocks, pointers: &[], prompt: "" }).unwrap()
         };
         assert_eq!(ask("Where do they sleep at night?", &blocks), "They sleep in burrows dug by other animals. [4]");
         let a = ask("Do guinea pigs need vitamin C?", &blocks);
@@ -193,7 +204,8 @@ mod tests {
         let blocks = [block(1, "Rates rose sharply in 2020 [7]. See [note] and [12a].")];
         let q = "rates rose 2020";
         let g = ExtractiveGenerator::default();
-        let answer = g.generate(&GenerationRequest { question: q, blocks: &blocks, prompt: "" }).unwrap();
+        let answer =
+            g.generate(&GenerationRequest { question: q, blocks: &blocks, pointers: &[], prompt: "" }).unwrap();
         assert!(answer.contains("2020 (7). [1]"), "{answer}");
         assert_eq!(unbracket("[note] [12a] [3] x[45]"), "[note] [12a] (3) x(45)");
     }

@@ -19,7 +19,7 @@ fn generator(url: &str, retries: u32, timeout_ms: u64) -> OpenAiGenerator {
 }
 
 fn request<'a>(prompt: &'a str) -> GenerationRequest<'a> {
-    GenerationRequest { question: "q", blocks: &[], prompt }
+    GenerationRequest { question: "q", blocks: &[], pointers: &[], prompt }
 }
 
 #[test]

@@ -148,6 +148,9 @@ pub(crate) fn json<T: for<'de> Deserialize<'de>>(b: &[u8]) -> Result<T, ApiError
 pub struct TurnRequest {
     pub question: String,
     pub mode: Option<String>,
+    /// `engine` or `client` (DESIGN §2).
+    pub memory: Option<String>,
+    pub group_margin: Option<f32>,
     pub budget: Option<usize>,
     pub limit: Option<usize>,
     pub group_size: Option<usize>,
@@ -172,6 +175,10 @@ impl TurnRequest {
         s.budget = self.budget.unwrap_or(s.budget);
         s.limit = self.limit.unwrap_or(s.limit);
         s.group_size = self.group_size.unwrap_or(s.group_size);
+        s.group_margin = self.group_margin.unwrap_or(s.group_margin);
+        if let Some(m) = &self.memory {
+            s.memory = m.parse()?;
+        }
         s.window = self.window.unwrap_or(s.window);
         if let Some(g) = &self.granularity {
             s.granularity = g.parse()?;
@@ -197,6 +204,7 @@ pub(crate) async fn run_turn(
     ns: &Option<String>,
     id: &str,
     req: TurnRequest,
+    conversation: Option<Vec<ragctx_engine::Utterance>>,
 ) -> Result<TurnOutcome, ApiError> {
     let session = session_id(ns, id)?;
     let settings = req.settings(&state.settings)?;
@@ -204,7 +212,10 @@ pub(crate) async fn run_turn(
     // The engine refuses to commit after the deadline; the wait is a little longer so its
     // own error (which names the cause) usually arrives before the bare timeout.
     let deadline = std::time::Instant::now() + state.turn_timeout;
-    let turn = move || engine.ask_before(&session, &req.question, &req.question, &settings, Some(deadline));
+    let turn = move || match &conversation {
+        Some(c) => engine.ask_in_conversation(&session, &req.question, c, &settings, Some(deadline)),
+        None => engine.ask_before(&session, &req.question, &req.question, &settings, Some(deadline)),
+    };
     let mut out = blocking(state.turn_timeout + TURN_GRACE, turn).await?;
     out.session_id = id.to_owned();
     state.metrics.turn(&out);
@@ -223,7 +234,7 @@ async fn turn(
 ) -> Result<Json<TurnOutcome>, ApiError> {
     let ns = caller(&state, &headers)?;
     let req: TurnRequest = json(&body(b)?)?;
-    Ok(Json(run_turn(&state, &ns, &id, req).await?))
+    Ok(Json(run_turn(&state, &ns, &id, req, None).await?))
 }
 
 async fn load_traces(state: &Arc<AppState>, headers: &HeaderMap, id: &str) -> Result<Vec<Trace>, ApiError> {

@@ -1,6 +1,7 @@
 //! `POST /v1/chat/completions`, OpenAI-compatible: any OpenAI client can talk to ragctx.
 //! The session comes from `user` or the `X-Session-Id` header; the last user message is
-//! the question; citations and the trace ride in the extra field `ragctx`.
+//! the question and the messages before it are the conversation (`engine` memory puts them
+//! in the prompt); citations and the trace ride in the extra field `ragctx`.
 
 use crate::{body, caller, json, run_turn, ApiError, AppState, TurnRequest};
 use axum::body::Bytes;
@@ -9,6 +10,7 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use ragctx_engine::Utterance;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -30,6 +32,8 @@ struct ChatRequest {
 pub struct ChatTurn {
     pub session: String,
     pub question: String,
+    /// The user and assistant messages before the question, oldest first.
+    pub conversation: Vec<Utterance>,
     pub stream: bool,
     pub model: String,
 }
@@ -43,14 +47,28 @@ pub fn decode_chat(body: &[u8], session_header: Option<&str>) -> Result<ChatTurn
         .or(req.user.clone())
         .ok_or_else(|| ApiError::bad_request("no session: set the `user` field or the X-Session-Id header"))?;
     crate::session_id(&None, &session)?;
-    let question = req
+    let last_user = req
         .messages
         .iter()
-        .rev()
-        .find(|m| m["role"] == "user")
-        .map(|m| text_of(&m["content"]))
+        .rposition(|m| m["role"] == "user")
         .ok_or_else(|| ApiError::bad_request("no user message in `messages`"))?;
-    Ok(ChatTurn { session, question, stream: req.stream, model: req.model.unwrap_or_else(|| "ragctx".into()) })
+    let question = text_of(&req.messages[last_user]["content"]);
+    let conversation = req.messages[..last_user]
+        .iter()
+        .filter_map(|m| match m["role"].as_str() {
+            Some("user") => Some(Utterance::user(text_of(&m["content"]))),
+            Some("assistant") => Some(Utterance::assistant(text_of(&m["content"]))),
+            _ => None,
+        })
+        .filter(|u| !u.text.trim().is_empty())
+        .collect();
+    Ok(ChatTurn {
+        session,
+        question,
+        conversation,
+        stream: req.stream,
+        model: req.model.unwrap_or_else(|| "ragctx".into()),
+    })
 }
 
 /// Text of a message's content: a string, or the text parts of an array.
@@ -72,12 +90,13 @@ pub async fn chat_completions(
 ) -> Result<Response, ApiError> {
     let ns = caller(&state, &headers)?;
     let header = headers.get("x-session-id").and_then(|v| v.to_str().ok());
-    let ChatTurn { session, question, stream, model } = decode_chat(&body(b)?, header)?;
-    let out = run_turn(&state, &ns, &session, TurnRequest { question, ..Default::default() }).await?;
+    let ChatTurn { session, question, conversation, stream, model } = decode_chat(&body(b)?, header)?;
+    let out =
+        run_turn(&state, &ns, &session, TurnRequest { question, ..Default::default() }, Some(conversation)).await?;
     let created = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let id = format!("chatcmpl-ragctx-{}-{}", out.session_id, out.turn);
     let completion_tokens = state.engine.counter.count(&out.answer);
-    let extra = json!({"session_id": out.session_id, "turn": out.turn, "intent": out.intent, "citations": out.citations, "context": out.context, "trace": out.trace});
+    let extra = json!({"session_id": out.session_id, "turn": out.turn, "intent": out.intent, "citations": out.citations, "context": out.context, "pointers": out.pointers, "trace": out.trace});
     if !stream {
         let body = json!({
             "id": id, "object": "chat.completion", "created": created, "model": model,

@@ -21,6 +21,7 @@ fn commit(question: &str, docs: &[&str], markers: &[(&str, u32)]) -> TurnCommit 
         cited_chunks: vec![],
         cited_documents: vec![],
         at_unix_ms: 0,
+        answer: format!("answer to {question}"),
     };
     let trace = Trace {
         session_id: String::new(),
@@ -30,6 +31,7 @@ fn commit(question: &str, docs: &[&str], markers: &[(&str, u32)]) -> TurnCommit 
         answer: String::new(),
         citations: vec![],
         context: vec![],
+        pointers: vec![],
         exclusion: Default::default(),
         invalid_markers: vec![],
         at_unix_ms: 0,
@@ -39,9 +41,13 @@ fn commit(question: &str, docs: &[&str], markers: &[(&str, u32)]) -> TurnCommit 
             context_fragments: docs.len(),
             context_tokens: 0,
             prompt_tokens: 0,
+            conversation_tokens: 0,
             answer_citations: 0,
             invalid_citations: 0,
             excluded: 0,
+            memory: Default::default(),
+            carried: 0,
+            pointers: 0,
             dropped_by_budget: vec![],
             intent: Intent::New,
             search_path: SearchPath::Exact,
@@ -58,6 +64,8 @@ fn commit(question: &str, docs: &[&str], markers: &[(&str, u32)]) -> TurnCommit 
                 min_documents: 3,
                 budget: 6000,
                 tokenizer: "cl100k_base".into(),
+                memory: "engine".into(),
+                group_margin: 0.0,
             },
             timings_ms: BTreeMap::new(),
         },
@@ -78,6 +86,7 @@ pub fn session_store_conformance(store: Arc<dyn SessionStore>, prefix: &str) {
     let s = store.load(&id).unwrap().expect("session exists");
     assert_eq!(s.turn_count, 3);
     assert_eq!(s.turns.iter().map(|t| t.turn).collect::<Vec<_>>(), vec![2, 3], "trimmed to the window");
+    assert_eq!(s.turns[1].answer, "answer to q3", "the answer is remembered for the conversation");
     assert_eq!(s.markers.len(), 3, "markers outlive the window");
     assert_eq!(s.markers.get("b \"q\" [x]"), Some(&2), "hostile document ids round-trip");
     let traces = store.traces(&id).unwrap();

@@ -1,0 +1,105 @@
+//! The conversation so far, as `engine` memory puts it in the prompt: earlier questions and
+//! answers within a share of the budget, the oldest dropped first.
+
+use ragctx_core::{TokenCounter, TurnRecord};
+
+/// Share of the turn's budget the conversation may take; the rest is evidence.
+pub const CONVERSATION_SHARE: f64 = 0.15;
+
+/// Who said a line of the conversation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Speaker {
+    User,
+    Assistant,
+}
+
+/// One message of the conversation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Utterance {
+    pub speaker: Speaker,
+    pub text: String,
+}
+
+impl Utterance {
+    pub fn user(text: impl Into<String>) -> Self {
+        Utterance { speaker: Speaker::User, text: text.into() }
+    }
+    pub fn assistant(text: impl Into<String>) -> Self {
+        Utterance { speaker: Speaker::Assistant, text: text.into() }
+    }
+    /// `User: …` or `Assistant: …`, one line (inner line breaks become spaces).
+    pub fn render(&self) -> String {
+        let who = match self.speaker {
+            Speaker::User => "User",
+            Speaker::Assistant => "Assistant",
+        };
+        let text: String = self.text.split_whitespace().collect::<Vec<_>>().join(" ");
+        format!("{who}: {text}\n")
+    }
+}
+
+/// The session's remembered turns as a conversation, oldest first.
+pub fn from_turns(turns: &[TurnRecord]) -> Vec<Utterance> {
+    turns
+        .iter()
+        .flat_map(|t| {
+            let mut u = vec![Utterance::user(&t.question)];
+            if !t.answer.trim().is_empty() {
+                u.push(Utterance::assistant(&t.answer));
+            }
+            u
+        })
+        .collect()
+}
+
+/// The newest messages that fit in `max_tokens`, rendered oldest first, and their tokens.
+/// A message that does not fit ends the conversation there: older ones are dropped too, so
+/// the model never reads an answer without the question before it.
+pub fn fit(utterances: &[Utterance], max_tokens: usize, counter: &dyn TokenCounter) -> (String, usize) {
+    let mut lines: Vec<String> = Vec::new();
+    let mut used = 0;
+    for u in utterances.iter().rev() {
+        let line = u.render();
+        let n = counter.count(&line);
+        if used + n > max_tokens {
+            break;
+        }
+        used += n;
+        lines.push(line);
+    }
+    // An assistant line whose question was dropped would be read out of context.
+    if lines.last().is_some_and(|l| l.starts_with("Assistant: ")) {
+        used -= counter.count(&lines.pop().unwrap_or_default());
+    }
+    lines.reverse();
+    let text = lines.concat();
+    // Lines meet after a line break, a split point of cl100k_base: the sum is the count.
+    (text, used)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ragctx_models::Cl100kCounter;
+
+    #[test]
+    fn newest_first_within_the_share_and_never_an_orphan_answer() {
+        let counter = Cl100kCounter::new();
+        let conv = vec![
+            Utterance::user("How often should I water a cactus?"),
+            Utterance::assistant("Rarely in winter [1]."),
+            Utterance::user("And ferns?"),
+            Utterance::assistant("Keep the soil moist [2]."),
+        ];
+        let (all, n) = fit(&conv, 1_000, &counter);
+        assert_eq!(all.lines().count(), 4);
+        assert_eq!(n, counter.count(&all));
+        let last_pair = counter.count(&conv[2].render()) + counter.count(&conv[3].render());
+        let (two, n) = fit(&conv, last_pair + 3, &counter);
+        assert_eq!(two, "User: And ferns?\nAssistant: Keep the soil moist [2].\n");
+        assert_eq!(n, last_pair);
+        // Room for the last answer alone: it would be an orphan, so nothing is kept.
+        let (none, n) = fit(&conv, counter.count(&conv[3].render()), &counter);
+        assert_eq!((none.as_str(), n), ("", 0));
+    }
+}
