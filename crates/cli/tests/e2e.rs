@@ -385,7 +385,7 @@ fn sessions_in_redis_work_unchanged() {
     let first = env.ask(&session, &r, "What is New York State doing about climate change?");
     let second = env.ask(
         &session,
-        &[&r[..], &["--mode", "new", "--granularity", "document"]].concat(),
+        &[&r[..], &["--mode", "new", "--granularity", "document", "--memory", "client"]].concat(),
         "What is New York State doing about climate change?",
     );
     assert_eq!(second["turn"], 2);
@@ -569,11 +569,10 @@ fn the_openai_generator_is_used_and_its_citations_are_checked() {
     let env = Env::new();
     let path = corpus(&env, 40);
     env.ok(&["ingest", path.to_str().unwrap()]);
-    let double = ragctx_testkit::OpenAiTestDouble::start(vec![(
-        200,
-        ragctx_testkit::completion("Quokkas are counted in March [1], says [42]."),
-        0,
-    )]);
+    let double = ragctx_testkit::OpenAiTestDouble::start(vec![
+        (200, ragctx_testkit::completion("Quokkas are counted in March [1], says [42]."), 0),
+        (200, ragctx_testkit::completion("Volunteers count them [1]."), 0),
+    ]);
     let out = Command::new(env!("CARGO_BIN_EXE_ragctx"))
         .args([
             "--data-dir",
@@ -600,10 +599,30 @@ fn the_openai_generator_is_used_and_its_citations_are_checked() {
         prompt.contains("[1] Odd ids (doc \"quoted\" [bracketed] \\back\\ 文档)"),
         "the cited context was sent: {prompt}"
     );
+    drop(seen);
+    // The next turn's prompt carries the conversation so far (`engine` memory, the default).
+    let out = Command::new(env!("CARGO_BIN_EXE_ragctx"))
+        .args([
+            "--data-dir",
+            env.data().to_str().unwrap(),
+            "--model-dir",
+            repo().join("models/all-MiniLM-L6-v2").to_str().unwrap(),
+        ])
+        .args(["ask", "--session", "llm", "--json", "Who counts them?"])
+        .env("RAGCTX_GENERATOR", "openai")
+        .env("RAGCTX_OPENAI_BASE_URL", &double.url)
+        .env("RAGCTX_OPENAI_MODEL", "test-model")
+        .env("RAGCTX_OPENAI_API_KEY", "sk-e2e")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let seen = double.seen.lock().unwrap();
+    let sent: Value = serde_json::from_str(&seen[1].1).unwrap();
+    let prompt = sent["messages"][0]["content"].as_str().unwrap();
+    let conversation = "Conversation so far:\nUser: When is the quokka festival?\nAssistant: Quokkas are counted in March [1], says [42].\n";
+    assert!(prompt.contains(conversation), "the conversation so far was sent: {prompt}");
 }
 
-/// The number inside `<... data-k="KEY"><span>N</span>` (funnel steps) or
-/// `<span data-k="KEY">N</span>` (side notes), after `from` in `dom`.
 /// The DOM of `url` after its scripts ran, from headless Chromium (installed by scripts/test).
 fn chromium_dom(env: &Env, url: &str) -> String {
     let chromium = ["chromium", "chromium-browser"]
@@ -627,6 +646,8 @@ fn chromium_dom(env: &Env, url: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// The number inside `<... data-k="KEY"><span>N</span>` (funnel steps) or
+/// `<span data-k="KEY">N</span>` (side notes), after `from` in `dom`.
 fn dom_number(dom: &str, from: usize, key: &str) -> u64 {
     let at =
         dom[from..].find(&format!("data-k=\"{key}\"")).map(|i| from + i).unwrap_or_else(|| panic!("{key} on the page"));

@@ -31,7 +31,8 @@ const QUESTIONS: [&str; 6] = [
 ];
 
 fn turn_body(i: usize) -> String {
-    json!({"question": QUESTIONS[i % QUESTIONS.len()], "mode": "new"}).to_string()
+    // `client` memory: a turn's new blocks must avoid every chunk shown before it was sent.
+    json!({"question": QUESTIONS[i % QUESTIONS.len()], "mode": "new", "memory": "client"}).to_string()
 }
 
 #[test]
@@ -180,7 +181,17 @@ fn concurrent_cli(env: &Env, flags: &[&str], label: &str) {
         .map(|i| {
             let barrier = barrier.clone();
             let mut cmd = env.cmd();
-            cmd.args(flags).args(["ask", "--json", "--mode", "new", "--session", &session, QUESTIONS[i % 6]]);
+            cmd.args(flags).args([
+                "ask",
+                "--json",
+                "--mode",
+                "new",
+                "--memory",
+                "client",
+                "--session",
+                &session,
+                QUESTIONS[i % 6],
+            ]);
             std::thread::spawn(move || {
                 barrier.wait();
                 std::thread::sleep(Duration::from_millis(120 * i as u64));

@@ -48,12 +48,16 @@ async fn documents_turns_traces_and_errors() {
         "/v1/sessions/s1/turns",
         None,
         Some(
-            json!({"question": "How much does an appeal cost?", "mode": "new", "granularity": "document", "limit": 2}),
+            json!({"question": "How much does an appeal cost?", "mode": "new", "granularity": "document", "limit": 2, "memory": "client"}),
         ),
     )
     .await;
     assert_eq!(t2["turn"], 2);
     assert!(t2["context"].as_array().unwrap().iter().all(|b| !first.contains(&b["document_id"])), "exclusion: {t2}");
+    // `client` memory points to what the caller already holds instead of re-sending it.
+    assert_eq!(t2["trace"]["memory"], "client");
+    let pointed: Vec<Value> = t2["pointers"].as_array().unwrap().iter().map(|p| p["document_id"].clone()).collect();
+    assert!(!pointed.is_empty() && pointed.iter().all(|d| first.contains(d)), "pointers: {t2}");
 
     let (s, all) = call_json(&app, "GET", "/v1/sessions/s1/turns", None, None).await;
     assert_eq!((s, all.as_array().unwrap().len()), (StatusCode::OK, 2));
@@ -65,6 +69,8 @@ async fn documents_turns_traces_and_errors() {
         ("/v1/sessions/s1/turns", json!({"question": "   "}), 400, "bad_request"),
         ("/v1/sessions/s1/turns", json!({"question": "q", "mode": "sideways"}), 400, "bad_request"),
         ("/v1/sessions/s1/turns", json!({"question": "q", "colour": 1}), 400, "bad_request"),
+        ("/v1/sessions/s1/turns", json!({"question": "q", "memory": "model"}), 400, "bad_request"),
+        ("/v1/sessions/s1/turns", json!({"question": "q", "group_margin": -1.0}), 400, "bad_request"),
         ("/v1/sessions/bad%20id/turns", json!({"question": "q"}), 400, "bad_request"),
         ("/v1/documents", json!([{"_id": "x", "text": ""}]), 400, "bad_request"),
     ] {

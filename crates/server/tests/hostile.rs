@@ -106,9 +106,16 @@ async fn round_trips(id: &str, doc: &str) {
     assert!(chunk_ids(&first).contains(&id.to_owned()), "the chunk id round-trips: {first}");
     let (_, traces) = call_json(&f.app, "GET", "/v1/sessions/s/turns", None, None).await;
     assert_eq!(traces[0]["context"][0]["document_id"], doc, "the stored trace holds it untouched");
-    let next =
-        f.turn("s", json!({"question": "Where do quokkas live?", "granularity": "document", "mode": "new"})).await;
+    let next = f
+        .turn(
+            "s",
+            json!({"question": "Where do quokkas live?", "granularity": "document", "mode": "new", "memory": "client"}),
+        )
+        .await;
     assert!(!docs(&next).contains(&doc.to_owned()), "excluded by document: {next}");
+    // Still the best match: pointed to (client memory), the hostile id byte for byte.
+    assert_eq!(next["pointers"][0]["document_id"], doc, "{next}");
+    assert_eq!(next["pointers"][0]["chunk_ids"][0], id, "{next}");
     assert!(!chunk_ids(&next).contains(&id.to_owned()), "excluded: {next}");
     assert_eq!(docs(&next).len(), 5, "the exclusion took nothing else: all five other documents come back: {next}");
     assert_eq!(next["trace"]["excluded"], 1);
