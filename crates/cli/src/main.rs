@@ -88,7 +88,7 @@ struct TurnFlags {
     /// A further chunk of a document is kept when it scores within this of the document's best [default: 0.05]
     #[arg(long)]
     group_margin: Option<f32>,
-    /// full, group, exclude or none [default: full]
+    /// exclude (default: exclusion inside the search, plain ranking), full (exclusion and grouping by document), group or none
     #[arg(long)]
     strategy: Option<String>,
     /// Session time-to-live in seconds, 0 = never [default: 86400]

@@ -109,7 +109,18 @@ fn five_turns_over_govt_never_repeat_and_reshow_brings_back() {
     let mut turns = Vec::new();
     for (i, q) in questions.iter().enumerate() {
         // The seed's exclusion, as `client` memory applies it: what was shown is not re-sent.
-        let flags = ["--memory", "client", "--group-size", "1", "--mode", "new", "--granularity", "document"];
+        let flags = [
+            "--memory",
+            "client",
+            "--strategy",
+            "full",
+            "--group-size",
+            "1",
+            "--mode",
+            "new",
+            "--granularity",
+            "document",
+        ];
         let t = env.ask("s", &[&flags[..], &["--budget", &b]].concat(), q);
         check_turn(&t, budget);
         assert_eq!(t["turn"], i as u64 + 1);
@@ -173,6 +184,8 @@ fn five_turns_over_govt_never_repeat_and_reshow_brings_back() {
         "--replay",
         "--memory",
         "client",
+        "--strategy",
+        "full",
         "--group-size",
         "1",
         "--budget",
@@ -298,7 +311,8 @@ fn hostile_ids_round_trip_through_ingest_and_exclusion() {
     let path = corpus(&env, 40);
     env.ok(&["ingest", path.to_str().unwrap()]);
     let q = "When is the quokka festival on Rottnest Island?";
-    let first = env.ask("o", &["--memory", "client", "--group-size", "2", "--group-margin", "1"], q);
+    let first =
+        env.ask("o", &["--memory", "client", "--strategy", "full", "--group-size", "2", "--group-margin", "1"], q);
     let odd_doc = ODD[0].1;
     // Two non-adjacent chunks of one document: two blocks under one marker.
     let blocks: Vec<&Value> =

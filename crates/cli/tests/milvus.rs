@@ -21,7 +21,7 @@ fn ask_on(env: &Env, backend: &[&str], session: &str, extra: &[&str], question: 
     let mut args = backend.to_vec();
     // `client` memory: what a turn showed is excluded and never re-sent (the exclusion is
     // what these tests compare across backends).
-    args.extend_from_slice(&["ask", "--session", session, "--json", "--memory", "client"]);
+    args.extend_from_slice(&["ask", "--session", session, "--json", "--memory", "client", "--strategy", "full"]);
     args.extend_from_slice(extra);
     args.push(question);
     serde_json::from_str(&env.ok(&args)).expect("ask --json prints one JSON object")

@@ -54,9 +54,28 @@ fn sort_by_score(hits: &mut [Hit]) {
     hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.chunk.id.cmp(&b.chunk.id)));
 }
 
-/// Every hit its own fragment (strategies that do not group): the plain top-k.
-pub fn plain(mut hits: Vec<Hit>) -> Deduped {
+/// Every hit its own fragment (strategies that do not group): the plain top-k. With
+/// `drop_identical_text`, a chunk whose text (case and spacing folded) a better hit already
+/// holds is dropped and recorded as an alias: the model never reads the same text twice.
+pub fn plain(mut hits: Vec<Hit>, drop_identical_text: bool) -> Deduped {
     sort_by_score(&mut hits);
+    let mut aliases: Vec<(DocumentId, DocumentId)> = Vec::new();
+    if drop_identical_text {
+        let mut owner: HashMap<u64, DocumentId> = HashMap::new();
+        hits.retain(|h| match owner.entry(text_hash(&h.chunk.text)) {
+            std::collections::hash_map::Entry::Occupied(o) => {
+                let pair = (h.chunk.document_id.clone(), o.get().clone());
+                if pair.0 != pair.1 && !aliases.contains(&pair) {
+                    aliases.push(pair);
+                }
+                false
+            }
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(h.chunk.document_id.clone());
+                true
+            }
+        });
+    }
     let mut docs: Vec<&DocumentId> = hits.iter().map(|h| &h.chunk.document_id).collect();
     docs.sort();
     docs.dedup();
@@ -72,7 +91,7 @@ pub fn plain(mut hits: Vec<Hit>) -> Deduped {
             carried_from: None,
         })
         .collect();
-    Deduped { fragments, unique_documents, aliases: Vec::new() }
+    Deduped { fragments, unique_documents, aliases }
 }
 
 /// Keeps each document's best chunk and, up to its quota, further chunks that score within
@@ -225,6 +244,16 @@ mod tests {
         assert_eq!(d.fragments[0].text, "abcdefghi");
         assert_eq!(d.fragments[0].score, 0.9);
         assert_eq!(d.fragments[1].text, "far");
+    }
+
+    #[test]
+    fn plain_keeps_every_hit_or_drops_identical_text() {
+        let hits = vec![hit("x", "dx", 0.8, "Same  Text here", 0), hit("y", "dy", 0.9, "same text HERE", 0)];
+        assert_eq!(plain(hits.clone(), false).fragments.len(), 2, "plain top-k as peers do it");
+        let d = plain(hits, true);
+        assert_eq!(d.fragments.len(), 1);
+        assert_eq!(d.fragments[0].document_id.as_str(), "dy");
+        assert_eq!(d.aliases, vec![(DocumentId::from("dx"), DocumentId::from("dy"))]);
     }
 
     #[test]

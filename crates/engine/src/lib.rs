@@ -368,7 +368,8 @@ impl Engine {
         let deduped = if settings.strategy.groups() || intent == Intent::Reshow {
             dedupe::dedupe_by_document(hits, &grouping, settings.group_margin)
         } else {
-            dedupe::plain(hits)
+            // Plain top-k as peers do it for `none`; the seed's exclusion drops repeated text.
+            dedupe::plain(hits, settings.strategy.excludes())
         };
         let mut fragments = deduped.fragments;
         for f in &mut fragments {

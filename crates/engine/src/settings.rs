@@ -10,9 +10,10 @@ pub enum Strategy {
     None,
     /// Group by document (one quota per document), no exclusion.
     Group,
-    /// Exclude what the session has seen, no grouping.
+    /// Exclude what the session has seen, no grouping: the default (the memory mode
+    /// decides what becomes of what was excluded).
     Exclude,
-    /// Group and exclude: the seed's recipe, and the default.
+    /// Group and exclude: the seed's recipe.
     Full,
 }
 
@@ -108,7 +109,10 @@ impl Default for TurnSettings {
     fn default() -> Self {
         TurnSettings {
             memory: Memory::Engine,
-            strategy: Strategy::Full,
+            // Exclusion without document grouping: on MTRAG one-chunk-per-document grouping
+            // keeps less evidence per token than plain ranking, with or without a margin
+            // (bench/README.md, "Memory modes"); `full` groups, with `group_margin`.
+            strategy: Strategy::Exclude,
             // Chunks, not documents: MTRAG follow-ups return to documents already shown
             // (available recall 0.471 vs 0.345 with document exclusion, bench/README.md).
             granularity: Granularity::Chunk,
