@@ -29,6 +29,8 @@ pub struct RawConfig {
     /// `engine` (default: ragctx builds the whole prompt) or `client` (the caller keeps
     /// earlier contexts; chunks of the window are pointed to, not re-sent).
     pub memory: Option<String>,
+    /// `always` (default), `follow_up` or `off`: when the query mixes in earlier questions.
+    pub conversation_query: Option<String>,
     pub strategy: Option<String>,
     pub granularity: Option<String>,
     pub consumption: Option<String>,
@@ -72,6 +74,7 @@ impl RawConfig {
             milvus_token,
             sessions,
             memory,
+            conversation_query,
             strategy,
             granularity,
             consumption,
@@ -121,6 +124,7 @@ impl RawConfig {
             milvus_token: var("MILVUS_TOKEN").or_else(|| std::env::var("MILVUS_TOKEN").ok().filter(|k| !k.is_empty())),
             sessions: var("SESSIONS"),
             memory: var("MEMORY"),
+            conversation_query: var("CONVERSATION_QUERY"),
             strategy: var("STRATEGY"),
             granularity: var("GRANULARITY"),
             consumption: var("CONSUMPTION"),
@@ -177,6 +181,12 @@ impl Settings {
         let turn = TurnSettings {
             memory: raw.memory.as_deref().map(str::parse).transpose()?.unwrap_or(d.memory),
             group_margin: raw.group_margin.unwrap_or(d.group_margin),
+            conversation_query: raw
+                .conversation_query
+                .as_deref()
+                .map(str::parse)
+                .transpose()?
+                .unwrap_or(d.conversation_query),
             strategy: raw.strategy.as_deref().map(str::parse).transpose()?.unwrap_or(d.strategy),
             granularity: raw.granularity.as_deref().map(str::parse).transpose()?.unwrap_or(d.granularity),
             consumption: raw.consumption.as_deref().map(str::parse).transpose()?.unwrap_or(d.consumption),

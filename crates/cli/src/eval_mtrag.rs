@@ -10,7 +10,7 @@ use ragctx_core::{Chunk, EmbeddedChunk, Embedder, SessionId, SessionStore, Token
 use ragctx_engine::context::INSTRUCTIONS;
 use ragctx_engine::dedupe::text_hash;
 use ragctx_engine::ingest::{parse_jsonl, text_tokens};
-use ragctx_engine::{Consumption, Engine, Granularity, Strategy, TurnSettings};
+use ragctx_engine::{Consumption, ConversationQuery, Engine, Granularity, Strategy, TurnSettings, MIX_WEIGHTS};
 use ragctx_index::{IndexParams, MemoryVectorStore};
 use ragctx_models::{Cl100kCounter, ExtractiveGenerator, MiniLmEmbedder};
 use ragctx_store::DataDir;
@@ -94,9 +94,6 @@ pub struct MemoEmbedder {
     pub inner: MiniLmEmbedder,
     pub memo: Mutex<HashMap<String, Vec<f32>>>,
 }
-
-/// Weights of the current question and the user turns before it in a `weighted` query.
-pub const MIX_WEIGHTS: [f32; 3] = [1.0, 0.5, 0.25];
 
 impl MemoEmbedder {
     /// Remembers under `key` the normalised weighted sum of the embeddings of `turns`
@@ -259,10 +256,15 @@ fn variants(opts: &MtragOptions, base: &TurnSettings) -> Result<Vec<Variant>> {
                 let mut s = base.clone();
                 if modes {
                     s.memory = if name == "engine" { Memory::Engine } else { Memory::Client };
+                    if q != "last" {
+                        // The eval builds this query itself; the engine must not mix it again.
+                        s.conversation_query = ConversationQuery::Off;
+                    }
                 } else {
                     // The seed's paths as they were measured before memory modes: one chunk
                     // per document, nothing carried, no conversation in the prompt.
                     s.memory = Memory::Client;
+                    s.conversation_query = ConversationQuery::Off;
                     s.group_size = 1;
                     s.group_margin = 0.0;
                     s.granularity = g;

@@ -67,6 +67,10 @@ struct TurnFlags {
     /// client (your app keeps earlier contexts; they are pointed to, not re-sent) [default: engine]
     #[arg(long)]
     memory: Option<String>,
+    /// always (mix the embeddings of the two previous questions into the query), follow_up
+    /// (only for follow-ups) or off [default: always]
+    #[arg(long)]
+    conversation_query: Option<String>,
     /// Context budget in cl100k_base tokens [default: 6000]
     #[arg(long)]
     budget: Option<usize>,
@@ -85,7 +89,7 @@ struct TurnFlags {
     /// Chunks per document at most [default: 3]
     #[arg(long)]
     group_size: Option<usize>,
-    /// A further chunk of a document is kept when it scores within this of the document's best [default: 0.05]
+    /// A further chunk of a document is kept when it scores within this of the document's best [default: 0.1]
     #[arg(long)]
     group_margin: Option<f32>,
     /// exclude (default: exclusion inside the search, plain ranking), full (exclusion and grouping by document), group or none
@@ -178,6 +182,7 @@ fn settings(cli: &Cli, turn: Option<&TurnFlags>) -> Result<Settings> {
         milvus_consistency: cli.milvus_consistency.clone(),
         sessions: cli.sessions.clone(),
         memory: t.memory,
+        conversation_query: t.conversation_query,
         strategy: t.strategy,
         granularity: t.granularity,
         consumption: t.consumption,

@@ -28,6 +28,6 @@ pub use context::{citation_markers, Citation, ContextBlock, Pointer};
 pub use error::{Error, ErrorKind, Result};
 pub use ids::{ChunkId, DocumentId, SessionId};
 pub use search::{ExclusionSet, Grouping, Hit, SearchOutcome, SearchPath, SearchRequest};
-pub use session::{Intent, Memory, Retention, SessionState, TurnCommit, TurnRecord};
+pub use session::{Intent, Memory, QuantizedVector, Retention, SessionState, TurnCommit, TurnRecord};
 pub use trace::{EffectiveSettings, Trace, TraceStats};
 pub use traits::{Embedder, GenerationRequest, Generator, SessionStore, TokenCounter, VectorStore};

@@ -85,6 +85,29 @@ pub struct TurnRecord {
     /// The answer given, so that `engine` memory can put the conversation in the prompt.
     #[serde(default)]
     pub answer: String,
+    /// The embedding of the text this turn searched with, so that later turns can mix it
+    /// into their query without embedding it again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query_vector: Option<QuantizedVector>,
+}
+
+/// A vector in one byte per dimension and one scale: 384 dimensions take about 1.5 KB of
+/// JSON instead of 4.5 KB, at a cosine of ≈ 0.9999 to the original.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct QuantizedVector {
+    pub scale: f32,
+    pub values: Vec<i8>,
+}
+
+impl QuantizedVector {
+    pub fn quantize(v: &[f32]) -> Self {
+        let max = v.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+        let scale = if max > 0.0 && max.is_finite() { max / 127.0 } else { 1.0 };
+        QuantizedVector { scale, values: v.iter().map(|x| (x / scale).round().clamp(-127.0, 127.0) as i8).collect() }
+    }
+    pub fn dequantize(&self) -> Vec<f32> {
+        self.values.iter().map(|&q| q as f32 * self.scale).collect()
+    }
 }
 
 /// A session's memory: the last `window` turns and the session's citation markers.

@@ -19,6 +19,9 @@ pub struct EffectiveSettings {
     /// A document's further chunk is kept when it scores within this of the document's best.
     #[serde(default)]
     pub group_margin: f32,
+    /// `off`, `follow_up` or `always`: when the query mixed in earlier questions.
+    #[serde(default)]
+    pub conversation_query: String,
 }
 
 /// The numbers of one turn: enough to tell "retrieval missed" from "the context did not
@@ -52,6 +55,9 @@ pub struct TraceStats {
     /// Pointers to chunks the caller already holds (`client` memory).
     #[serde(default)]
     pub pointers: usize,
+    /// Earlier questions mixed into the query (`conversation_query`).
+    #[serde(default)]
+    pub mixed_questions: usize,
     pub dropped_by_budget: Vec<DocumentId>,
     pub intent: Intent,
     pub search_path: SearchPath,

@@ -61,6 +61,7 @@ mod tests {
             cited_documents: if cited { vec![doc.into()] } else { vec![] },
             at_unix_ms: 0,
             answer: String::new(),
+            query_vector: None,
         }
     }
 

@@ -25,7 +25,8 @@ pub mod settings;
 
 pub use conversation::Utterance;
 pub use settings::{
-    validate_question, Consumption, Granularity, Strategy, TurnSettings, DEFAULT_GROUP_MARGIN, MAX_QUESTION_CHARS,
+    validate_question, Consumption, ConversationQuery, Granularity, Strategy, TurnSettings, DEFAULT_GROUP_MARGIN,
+    MAX_QUESTION_CHARS, MIX_WEIGHTS,
 };
 
 use ragctx_core::{
@@ -106,6 +107,10 @@ pub struct Assembled {
     /// The question the answer addresses when it is not the one asked (a reshow answers
     /// the previous question again).
     pub answer_question: Option<String>,
+    /// The embedding of `query` alone (before any mix), remembered with the turn.
+    pub query_vector: Vec<f32>,
+    /// Earlier questions mixed into the search vector (0, 1 or 2).
+    pub mixed_questions: usize,
     pub timings: BTreeMap<String, f64>,
 }
 
@@ -201,8 +206,15 @@ impl Engine {
         let mut state = self.sessions.load(session)?.unwrap_or_default();
         state.turns = previous
             .map(|p| {
-                let mut r =
-                    memory::turn_record(&p.question, p.stats.intent, &p.context, &p.citations, &p.answer, p.at_unix_ms);
+                let mut r = memory::turn_record(
+                    &p.question,
+                    p.stats.intent,
+                    &p.context,
+                    &p.citations,
+                    &p.answer,
+                    None,
+                    p.at_unix_ms,
+                );
                 r.turn = p.turn;
                 r
             })
@@ -240,7 +252,8 @@ impl Engine {
         let (citations, invalid) = context::check_citations(&answer, &a.context.blocks, &a.context.pointers);
         a.timings.insert("generate".into(), ms_since(t));
         let at = now_ms();
-        let record = memory::turn_record(question, a.intent, &a.context.blocks, &citations, &answer, at);
+        let record =
+            memory::turn_record(question, a.intent, &a.context.blocks, &citations, &answer, Some(&a.query_vector), at);
         let stats = TraceStats {
             candidates: a.candidates,
             unique_documents: a.unique_documents,
@@ -254,6 +267,7 @@ impl Engine {
             memory: settings.memory,
             carried: a.context.blocks.iter().filter(|b| b.carried_from.is_some()).count(),
             pointers: a.context.pointers.len(),
+            mixed_questions: a.mixed_questions,
             dropped_by_budget: a.context.dropped_by_budget.clone(),
             intent: a.intent,
             search_path: a.search_path,
@@ -313,8 +327,28 @@ impl Engine {
         };
         let query = reshown_question.as_deref().unwrap_or(query);
         let t = Instant::now();
-        let vector =
+        let query_vector =
             self.embedder.embed(&[query])?.pop().ok_or_else(|| Error::Model("no embedding returned".into()))?;
+        // A follow-up's words lean on the questions before it ("What do they eat?"): mix in
+        // their remembered embeddings (no extra embedding work).
+        let mix = match settings.conversation_query {
+            ConversationQuery::Off => false,
+            ConversationQuery::FollowUp => intent == Intent::FollowUp,
+            ConversationQuery::Always => true,
+        };
+        let earlier: Vec<Vec<f32>> = if mix && intent != Intent::Reshow {
+            exclusion::window_turns(state, settings.window)
+                .iter()
+                .rev()
+                .filter(|t| t.intent != Intent::Reshow)
+                .filter_map(|t| t.query_vector.as_ref().map(|v| v.dequantize()))
+                .filter(|v| v.len() == query_vector.len())
+                .take(MIX_WEIGHTS.len() - 1)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let vector = mixed(&query_vector, &earlier);
         timings.insert("embed".into(), ms_since(t));
 
         let t = Instant::now();
@@ -372,8 +406,12 @@ impl Engine {
             dedupe::plain(hits, settings.strategy.excludes())
         };
         let mut fragments = deduped.fragments;
-        for f in &mut fragments {
-            f.carried_from = f.chunks.iter().filter_map(|c| first_shown.get(&c.id)).min().copied();
+        if settings.memory == Memory::Engine {
+            // Marked so the model builds on it; in `client` memory the caller's history shows
+            // it, and the seed's strategies stay as peers run them.
+            for f in &mut fragments {
+                f.carried_from = f.chunks.iter().filter_map(|c| first_shown.get(&c.id)).min().copied();
+            }
         }
         if intent == Intent::Reshow {
             // The reshown documents lead, in their earlier order.
@@ -425,6 +463,8 @@ impl Engine {
             prompt: rendered,
             prompt_tokens,
             answer_question: reshown_question,
+            query_vector,
+            mixed_questions: earlier.len(),
             timings,
         })
     }
@@ -465,4 +505,21 @@ fn pointer_candidates(ranking: Vec<Hit>, first_shown: &HashMap<ChunkId, u64>) ->
         }
     }
     out
+}
+
+/// The question's vector with earlier ones (newest first) mixed in by [`MIX_WEIGHTS`],
+/// normalised.
+fn mixed(question: &[f32], earlier: &[Vec<f32>]) -> Vec<f32> {
+    if earlier.is_empty() {
+        return question.to_vec();
+    }
+    let mut sum: Vec<f32> = question.iter().map(|x| x * MIX_WEIGHTS[0]).collect();
+    for (v, w) in earlier.iter().zip(&MIX_WEIGHTS[1..]) {
+        for (s, x) in sum.iter_mut().zip(v) {
+            *s += w * x;
+        }
+    }
+    let norm = sum.iter().map(|x| x * x).sum::<f32>().sqrt().max(f32::MIN_POSITIVE);
+    sum.iter_mut().for_each(|x| *x /= norm);
+    sum
 }

@@ -19,6 +19,7 @@ pub fn turn_record(
     blocks: &[ContextBlock],
     citations: &[Citation],
     answer: &str,
+    query_vector: Option<&[f32]>,
     at_unix_ms: u64,
 ) -> TurnRecord {
     TurnRecord {
@@ -31,6 +32,7 @@ pub fn turn_record(
         cited_documents: unique(citations.iter().map(|c| c.document_id.clone())),
         at_unix_ms,
         answer: answer.to_owned(),
+        query_vector: query_vector.map(ragctx_core::QuantizedVector::quantize),
     }
 }
 

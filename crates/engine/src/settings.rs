@@ -70,12 +70,40 @@ macro_rules! parse_enum {
 parse_enum!(Strategy, "strategy", "full" => Strategy::Full, "group" => Strategy::Group, "exclude" => Strategy::Exclude, "none" => Strategy::None);
 parse_enum!(Granularity, "granularity", "document" => Granularity::Document, "chunk" => Granularity::Chunk);
 parse_enum!(Consumption, "consumption", "shown" => Consumption::Shown, "cited" => Consumption::Cited);
+parse_enum!(ConversationQuery, "conversation query", "off" => ConversationQuery::Off, "follow_up" => ConversationQuery::FollowUp, "always" => ConversationQuery::Always);
 
 /// Longest question accepted, in characters.
 pub const MAX_QUESTION_CHARS: usize = 4_000;
 
+/// When the query mixes in the user's earlier questions (DESIGN §2.3: "the query for a
+/// follow-up is built from the conversation where measurement shows that it helps").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConversationQuery {
+    /// The question alone.
+    Off,
+    /// Questions classified `follow_up` mix in the two before them.
+    FollowUp,
+    /// Every question with history mixes in the two before it.
+    Always,
+}
+
+impl ConversationQuery {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConversationQuery::Off => "off",
+            ConversationQuery::FollowUp => "follow_up",
+            ConversationQuery::Always => "always",
+        }
+    }
+}
+
+/// Weights of the question and the (up to) two user questions before it in a mixed query:
+/// their embeddings are summed with these weights and normalised.
+pub const MIX_WEIGHTS: [f32; 3] = [1.0, 0.5, 0.25];
+
 /// Default of [`TurnSettings::group_margin`], chosen on MTRAG (bench/README.md).
-pub const DEFAULT_GROUP_MARGIN: f32 = 0.05;
+pub const DEFAULT_GROUP_MARGIN: f32 = 0.1;
 
 /// The settings of one turn, validated.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -103,6 +131,8 @@ pub struct TurnSettings {
     pub ttl_secs: u64,
     /// Forced intent; `None` = classify the question.
     pub mode: Option<Intent>,
+    /// When the search query mixes in the user's earlier questions.
+    pub conversation_query: ConversationQuery,
 }
 
 impl Default for TurnSettings {
@@ -125,6 +155,7 @@ impl Default for TurnSettings {
             budget: 6_000,
             ttl_secs: 86_400,
             mode: None,
+            conversation_query: ConversationQuery::Always,
         }
     }
 }
@@ -170,6 +201,7 @@ impl TurnSettings {
             tokenizer: tokenizer.into(),
             memory: self.memory.as_str().into(),
             group_margin: self.group_margin,
+            conversation_query: self.conversation_query.as_str().into(),
         }
     }
 }

@@ -150,6 +150,8 @@ pub struct TurnRequest {
     pub mode: Option<String>,
     /// `engine` or `client` (DESIGN §2).
     pub memory: Option<String>,
+    /// `always`, `follow_up` or `off`.
+    pub conversation_query: Option<String>,
     pub group_margin: Option<f32>,
     pub budget: Option<usize>,
     pub limit: Option<usize>,
@@ -178,6 +180,9 @@ impl TurnRequest {
         s.group_margin = self.group_margin.unwrap_or(s.group_margin);
         if let Some(m) = &self.memory {
             s.memory = m.parse()?;
+        }
+        if let Some(q) = &self.conversation_query {
+            s.conversation_query = q.parse()?;
         }
         s.window = self.window.unwrap_or(s.window);
         if let Some(g) = &self.granularity {

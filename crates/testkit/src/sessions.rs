@@ -22,6 +22,7 @@ fn commit(question: &str, docs: &[&str], markers: &[(&str, u32)]) -> TurnCommit 
         cited_documents: vec![],
         at_unix_ms: 0,
         answer: format!("answer to {question}"),
+        query_vector: Some(ragctx_core::QuantizedVector::quantize(&[0.5, -0.25, 0.0])),
     };
     let trace = Trace {
         session_id: String::new(),
@@ -48,6 +49,7 @@ fn commit(question: &str, docs: &[&str], markers: &[(&str, u32)]) -> TurnCommit 
             memory: Default::default(),
             carried: 0,
             pointers: 0,
+            mixed_questions: 0,
             dropped_by_budget: vec![],
             intent: Intent::New,
             search_path: SearchPath::Exact,
@@ -66,6 +68,7 @@ fn commit(question: &str, docs: &[&str], markers: &[(&str, u32)]) -> TurnCommit 
                 tokenizer: "cl100k_base".into(),
                 memory: "engine".into(),
                 group_margin: 0.0,
+                conversation_query: "off".into(),
             },
             timings_ms: BTreeMap::new(),
         },
@@ -87,6 +90,8 @@ pub fn session_store_conformance(store: Arc<dyn SessionStore>, prefix: &str) {
     assert_eq!(s.turn_count, 3);
     assert_eq!(s.turns.iter().map(|t| t.turn).collect::<Vec<_>>(), vec![2, 3], "trimmed to the window");
     assert_eq!(s.turns[1].answer, "answer to q3", "the answer is remembered for the conversation");
+    let v = s.turns[1].query_vector.as_ref().expect("the query vector is remembered").dequantize();
+    assert!((v[0] - 0.5).abs() < 1e-6 && (v[1] + 0.25).abs() < 0.003 && v[2] == 0.0, "{v:?}");
     assert_eq!(s.markers.len(), 3, "markers outlive the window");
     assert_eq!(s.markers.get("b \"q\" [x]"), Some(&2), "hostile document ids round-trip");
     let traces = store.traces(&id).unwrap();
