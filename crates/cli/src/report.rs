@@ -24,7 +24,7 @@ const COLUMNS: [(&str, &str); 15] = [
 
 fn cell(v: &Value, key: &str) -> String {
     let x = v[key].as_f64().unwrap_or(0.0);
-    if key.ends_with("_tokens") {
+    if key.ends_with("_tokens") && !key.contains("per_1k") {
         format!("{x:.0}")
     } else {
         format!("{x:.3}")
@@ -57,10 +57,26 @@ fn escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
-const PALETTE: [&str; 12] = [
-    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
-    "#393b79", "#637939",
-];
+/// Colours of the strategies without one of their own (the memory modes and the two
+/// baselines keep theirs in every chart).
+const PALETTE: [&str; 10] =
+    ["#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#637939", "#843c39", "#7b4173"];
+
+/// One colour per strategy, the same in every chart and in the picker.
+fn colour(report: &Value, name: &str) -> &'static str {
+    match name.strip_suffix("@chunk").unwrap_or(name) {
+        "engine" => "#ff7f0e",
+        "client" => "#2ca02c",
+        "none" => "#1f77b4",
+        "history" => "#222266",
+        _ => {
+            let others = report["strategies"].as_object().map(|m| {
+                m.keys().filter(|k| !matches!(k.strip_suffix("@chunk").unwrap_or(k), "engine" | "client" | "none" | "history")).position(|k| k == name)
+            });
+            PALETTE[others.flatten().unwrap_or(0) % PALETTE.len()]
+        }
+    }
+}
 
 /// Strategies drawn in the per-turn charts until the reader picks others.
 const SHOWN_FIRST: [&str; 3] = ["engine", "none", "history"];
@@ -118,17 +134,31 @@ fn pareto(report: &Value) -> String {
         h - 6.0
     );
     let _ = write!(svg, "<text x=\"14\" y=\"{}\" font-size=\"11\" transform=\"rotate(-90 14 {0})\" text-anchor=\"middle\">evidence recall</text>", (h - b) / 2.0);
-    for (i, (name, px, py)) in pts.iter().enumerate() {
-        let color = PALETTE[i % PALETTE.len()];
-        let main = shown_first(name);
+    // Strategies that land on the same point (e.g. `none` at both granularities) share a label.
+    let mut merged: Vec<(String, f64, f64, bool, &str)> = Vec::new();
+    for (name, px, py) in &pts {
+        let same = merged.iter_mut().find(|m| (m.1 - px).abs() < 0.5 && (m.2 - py).abs() < 5e-4);
+        match same {
+            Some(m) => {
+                m.0.push_str(&format!(" = {name}"));
+                m.3 |= shown_first(name);
+            }
+            None => merged.push((name.to_string(), *px, *py, shown_first(name), colour(report, name))),
+        }
+    }
+    for (name, px, py, main, color) in &merged {
+        let main = *main;
+        let right = *px > xmax / 2.0;
+        let anchor = if right { "end" } else { "start" };
         let _ = write!(
             svg,
             "<g class=\"point\" data-name=\"{n}\"><circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"{}\" fill=\"{color}\"><title>{n}: {py:.3} evidence recall, {px:.0} prompt tokens</title></circle>\
-<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"{}\" fill=\"{color}\">{n}</text></g>",
+<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"{}\" fill=\"{color}\" text-anchor=\"{anchor}\">{n}</text></g>",
             x(*px),
             y(*py),
             if main { 6 } else { 4 },
-            x(*px) + 8.0,
+            // Labels of points in the right half go to their left, inside the chart.
+            if right { x(*px) - 8.0 } else { x(*px) + 8.0 },
             y(*py) + 4.0,
             if main { 13 } else { 10 },
             n = escape(name)
@@ -186,8 +216,8 @@ fn chart(report: &Value, metric: &str, title: &str) -> String {
             h - b + 14.0
         );
     }
-    for (i, (name, pts)) in series.iter().enumerate() {
-        let color = PALETTE[i % PALETTE.len()];
+    for (name, pts) in &series {
+        let color = colour(report, name);
         let path: Vec<String> = pts.iter().map(|p| format!("{:.1},{:.1}", x(p.0), y(p.1))).collect();
         let hidden = if shown_first(name) { "" } else { " style=\"display:none\"" };
         let _ = write!(
@@ -206,12 +236,12 @@ fn chart(report: &Value, metric: &str, title: &str) -> String {
 fn series_picker(report: &Value) -> String {
     let Some(map) = report["strategies"].as_object() else { return String::new() };
     let mut s = String::from("<div class=\"picker\">");
-    for (i, name) in map.keys().enumerate() {
+    for name in map.keys() {
         let checked = if shown_first(name) { " checked" } else { "" };
         let _ = write!(
             s,
             "<label style=\"color:{}\"><input type=\"checkbox\" data-series=\"s-{}\"{checked}> {}</label> ",
-            PALETTE[i % PALETTE.len()],
+            colour(report, name),
             series_id(name),
             escape(name)
         );

@@ -519,7 +519,10 @@ fn eval_mtrag_scores_strategies_side_by_side() {
     let dom = chromium_dom(&env, &format!("file://{}", out.join("mtrag.html").display()));
     let pareto = dom.find("id=\"pareto\"").expect("the evidence/tokens view is on the page");
     assert!(pareto < dom.find("<table").unwrap(), "the trade-off comes before the tables");
-    assert_eq!(dom.matches("class=\"point\"").count(), s.as_object().unwrap().len(), "one point per strategy");
+    let figure = &dom[pareto..dom.find("</figure>").unwrap()];
+    for name in s.as_object().unwrap().keys() {
+        assert!(figure.contains(&format!("{name}</text>")) || figure.contains(&format!("{name} = ")), "{name} plotted");
+    }
     let picked = dom.matches("type=\"checkbox\"").count();
     assert_eq!(picked, s.as_object().unwrap().len(), "every strategy can be picked");
     for chart in ["evidence recall", "prompt tokens"] {
