@@ -71,7 +71,11 @@ fn colour(report: &Value, name: &str) -> &'static str {
         "history" => "#222266",
         _ => {
             let others = report["strategies"].as_object().map(|m| {
-                m.keys().filter(|k| !matches!(k.strip_suffix("@chunk").unwrap_or(k), "engine" | "client" | "none" | "history")).position(|k| k == name)
+                m.keys()
+                    .filter(|k| {
+                        !matches!(k.strip_suffix("@chunk").unwrap_or(k), "engine" | "client" | "none" | "history")
+                    })
+                    .position(|k| k == name)
             });
             PALETTE[others.flatten().unwrap_or(0) % PALETTE.len()]
         }

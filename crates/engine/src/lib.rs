@@ -69,6 +69,21 @@ impl From<Trace> for TurnOutcome {
     }
 }
 
+/// What one turn is asked: the question, the text searched with (the question, or a
+/// rewrite), and the conversation when the caller gives it (the OpenAI-compatible front).
+#[derive(Clone, Copy, Debug)]
+struct Asked<'a> {
+    question: &'a str,
+    query: &'a str,
+    conversation: Option<&'a [Utterance]>,
+}
+
+impl<'a> Asked<'a> {
+    fn new(question: &'a str, query: &'a str) -> Self {
+        Asked { question, query, conversation: None }
+    }
+}
+
 /// The backends a turn runs on.
 #[derive(Clone)]
 pub struct Engine {
@@ -173,7 +188,7 @@ impl Engine {
         let query = validate_question(query)?;
         let state = self.sessions.load(session)?.unwrap_or_default();
         let (mut trace, record, new_markers) =
-            self.run(session, &state, question, query, conversation, settings, None)?;
+            self.run(session, &state, Asked { question, query, conversation }, settings, None)?;
         let t = Instant::now();
         if deadline.is_some_and(|d| t >= d) {
             return Err(Error::Unavailable {
@@ -223,7 +238,7 @@ impl Engine {
         let mut s = settings.clone();
         s.mode = s.mode.or(Some(trace.stats.intent));
         let (mut out, _, _) =
-            self.run(session, &state, &trace.question, &trace.query, None, &s, Some(trace.exclusion.clone()))?;
+            self.run(session, &state, Asked::new(&trace.question, &trace.query), &s, Some(trace.exclusion.clone()))?;
         out.turn = trace.turn;
         Ok(TurnOutcome::from(out))
     }
@@ -233,12 +248,11 @@ impl Engine {
         &self,
         session: &SessionId,
         state: &SessionState,
-        question: &str,
-        query: &str,
-        conversation: Option<&[Utterance]>,
+        asked: Asked<'_>,
         settings: &TurnSettings,
         exclusion: Option<ExclusionSet>,
     ) -> Result<(Trace, ragctx_core::TurnRecord, BTreeMap<DocumentId, u32>)> {
+        let Asked { question, query, conversation } = asked;
         let mut a = self.assemble(state, question, query, conversation, settings, exclusion)?;
         let t = Instant::now();
         let answering = a.answer_question.as_deref().unwrap_or(question);
