@@ -10,7 +10,7 @@ use ragctx_core::{Chunk, EmbeddedChunk, Embedder, SessionId, SessionStore, Token
 use ragctx_engine::context::INSTRUCTIONS;
 use ragctx_engine::dedupe::text_hash;
 use ragctx_engine::ingest::{parse_jsonl, text_tokens};
-use ragctx_engine::{Consumption, ConversationQuery, Engine, Granularity, Strategy, TurnSettings, MIX_WEIGHTS};
+use ragctx_engine::{Consumption, ConversationQuery, Engine, Granularity, Strategy, TurnSettings};
 use ragctx_index::{IndexParams, MemoryVectorStore};
 use ragctx_models::{Cl100kCounter, ExtractiveGenerator, MiniLmEmbedder};
 use ragctx_store::DataDir;
@@ -89,6 +89,10 @@ pub fn conversations(path: &Path, domains: &[String]) -> Result<Vec<Conversation
     Ok(by_id.into_values().collect())
 }
 
+/// Weights of the current question and the user turns before it in the eval's own
+/// `weighted` query (the engine's `conversation_query` uses `ragctx_engine::MIX_WEIGHTS`).
+pub const WEIGHTED_QUERY: [f32; 3] = [1.0, 0.5, 0.25];
+
 /// Remembers query embeddings: every strategy asks the same questions.
 pub struct MemoEmbedder {
     pub inner: MiniLmEmbedder,
@@ -101,7 +105,7 @@ impl MemoEmbedder {
     pub fn mix(&self, key: &str, turns: &[&str]) -> ragctx_core::Result<()> {
         let vectors = self.embed(turns)?;
         let mut sum = vec![0.0f32; self.dimension()];
-        for (v, w) in vectors.iter().zip(MIX_WEIGHTS) {
+        for (v, w) in vectors.iter().zip(WEIGHTED_QUERY) {
             for (s, x) in sum.iter_mut().zip(v) {
                 *s += w * x;
             }
