@@ -713,7 +713,9 @@ fn the_trace_page_shows_the_api_numbers_in_headless_chromium() {
             .find(&format!("data-turn=\"{}\"", t["turn"]))
             .unwrap_or_else(|| panic!("turn {} on the page: {dom}", t["turn"]));
         let s = &t["stats"];
-        for k in ["candidates", "unique_documents", "context_fragments", "context_tokens", "excluded"] {
+        for k in
+            ["candidates", "unique_documents", "context_fragments", "context_tokens", "excluded", "carried", "pointers"]
+        {
             assert_eq!(dom_number(&dom, at, k), s[k].as_u64().unwrap(), "turn {} {k}", t["turn"]);
         }
         assert_eq!(
@@ -722,6 +724,14 @@ fn the_trace_page_shows_the_api_numbers_in_headless_chromium() {
         );
     }
     assert!(dom.contains("data-chart=\"prompt tokens\""), "charts across turns");
+    // Each block says whether it is new or carried, and from which turn (the rendered turns
+    // only: the page's script holds the same words).
+    let rendered = &dom[dom.find("data-turn=").unwrap()..];
+    let rendered = &rendered[..rendered.find("<script").unwrap_or(rendered.len())];
+    let carried: usize = turns.iter().map(|t| t["stats"]["carried"].as_u64().unwrap() as usize).sum();
+    assert_eq!(rendered.matches(" · carried, shown in turn ").count(), carried, "carried blocks marked");
+    let blocks: usize = turns.iter().map(|t| t["context"].as_array().unwrap().len()).sum();
+    assert_eq!(rendered.matches("data-carried=\"\"").count(), blocks - carried, "new blocks marked");
 }
 
 #[test]
