@@ -10,7 +10,7 @@ use ragctx_core::{Chunk, EmbeddedChunk, Embedder, SessionId, SessionStore, Token
 use ragctx_engine::context::INSTRUCTIONS;
 use ragctx_engine::dedupe::text_hash;
 use ragctx_engine::ingest::{parse_jsonl, text_tokens};
-use ragctx_engine::{Consumption, ConversationQuery, Engine, Granularity, Strategy, TurnSettings};
+use ragctx_engine::{Consumption, ConversationQuery, Engine, Granularity, Strategy, TurnSettings, Utterance};
 use ragctx_index::{IndexParams, MemoryVectorStore};
 use ragctx_models::{Cl100kCounter, ExtractiveGenerator, MiniLmEmbedder};
 use ragctx_store::DataDir;
@@ -171,12 +171,15 @@ pub struct Means {
     pub turn_tokens: f64,
     pub carried: f64,
     pub pointers: f64,
+    /// Tokens of earlier questions and answers the model reads: the conversation `engine`
+    /// puts in the prompt, or the exchanges a client keeps (`client`, `history`).
+    pub conversation_tokens: f64,
     pub turns: usize,
 }
 
 impl Means {
     /// Every averaged metric, listed once.
-    fn metrics(&mut self) -> [&mut f64; 18] {
+    fn metrics(&mut self) -> [&mut f64; 19] {
         [
             &mut self.evidence_recall,
             &mut self.fresh_recall,
@@ -196,6 +199,7 @@ impl Means {
             &mut self.turn_tokens,
             &mut self.carried,
             &mut self.pointers,
+            &mut self.conversation_tokens,
         ]
     }
 
@@ -384,8 +388,9 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
                 sessions.delete(&session)?;
                 let mut shown_chunks: HashSet<String> = HashSet::new();
                 let mut shown_docs: HashSet<String> = HashSet::new();
-                // Per earlier turn: its chunks and its context tokens (what a client keeps).
-                let mut earlier: Vec<(HashSet<String>, usize)> = Vec::new();
+                // Per earlier turn: its chunks, its context tokens and the tokens of its question
+                // and answer (what a client keeps in the model's history).
+                let mut earlier: Vec<(HashSet<String>, usize, usize)> = Vec::new();
                 for i in 0..conv.messages.len() {
                     let q = query_text(conv, i, &v.query);
                     if v.query == "weighted" {
@@ -400,8 +405,14 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
                     let kept = &earlier[if window == 0 { 0 } else { earlier.len().saturating_sub(window) }..];
                     let in_window: HashSet<&String> = kept.iter().flat_map(|k| k.0.iter()).collect();
                     let kept_tokens: usize = kept.iter().map(|k| k.1).sum();
+                    let kept_exchanges: usize = kept.iter().map(|k| k.2).sum();
+                    let conversation = if v.client_keeps { kept_exchanges } else { out.trace.conversation_tokens };
                     let prompt = out.trace.prompt_tokens
-                        + if v.client_keeps && kept_tokens > 0 { carried_head + kept_tokens } else { 0 };
+                        + if v.client_keeps && kept_tokens > 0 {
+                            carried_head + kept_tokens + kept_exchanges
+                        } else {
+                            0
+                        };
                     let mut seen_in_prompt: HashSet<&str> = HashSet::new();
                     let mut seen_text: HashSet<u64> = HashSet::new();
                     let mut duplicate_tokens = 0usize;
@@ -454,6 +465,7 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
                             resent_rate: ratio(resent, out.context.len()),
                             turn_tokens: out.trace.prompt_tokens as f64,
                             carried: out.trace.carried as f64,
+                            conversation_tokens: conversation as f64,
                             pointers: out.trace.pointers as f64,
                             turns: 1,
                         };
@@ -465,7 +477,9 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
                         t.by_domain.entry(domain.clone()).or_default().add(&m);
                         t.by_turn.entry(i + 1).or_default().add(&m);
                     }
-                    earlier.push((c.clone(), out.trace.context_tokens));
+                    let exchange = Utterance::user(conv.messages[i].as_str()).render()
+                        + &Utterance::assistant(out.answer.as_str()).render();
+                    earlier.push((c.clone(), out.trace.context_tokens, counter.count(&exchange)));
                     shown_chunks.extend(c);
                     shown_docs.extend(cd);
                 }

@@ -4,7 +4,7 @@
 use serde_json::Value;
 use std::fmt::Write;
 
-const COLUMNS: [(&str, &str); 15] = [
+const COLUMNS: [(&str, &str); 16] = [
     ("evidence_recall", "evidence recall"),
     ("fresh_recall", "fresh recall"),
     ("doc_recall", "doc recall"),
@@ -14,6 +14,7 @@ const COLUMNS: [(&str, &str); 15] = [
     ("context_tokens", "context tokens"),
     ("prompt_tokens", "prompt tokens"),
     ("turn_tokens", "turn tokens"),
+    ("conversation_tokens", "conversation tokens"),
     ("new_gold_per_1k_tokens", "new gold / 1k tokens"),
     ("duplicate_tokens", "duplicate tokens"),
     ("resent_rate", "re-sent blocks"),

@@ -161,12 +161,11 @@ pub fn replay(app: &App, session: &SessionId, turn: u64, json: bool) -> Result<(
     let Some(pos) = all.iter().position(|t| t.turn == turn) else {
         bail!(ragctx_core::Error::NotFound(format!("session {session} has no turn {turn}")));
     };
-    let previous = pos.checked_sub(1).map(|p| &all[p]);
     let mut settings = app.settings.turn.clone();
     if settings.mode.is_none() {
         settings.mode = Some(all[pos].stats.intent);
     }
-    let out = app.engine.replay(session, &all[pos], previous, &settings)?;
+    let out = app.engine.replay(session, &all[pos], &all[..pos], &settings)?;
     if json {
         println!("{}", serde_json::json!({"replay": out, "original": all[pos].stats}));
         return Ok(());

@@ -89,6 +89,9 @@ pub struct TurnRecord {
     /// into their query without embedding it again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub query_vector: Option<QuantizedVector>,
+    /// Chunks this turn pointed to (`client` memory): a reshow brings them back too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pointed_chunks: Vec<ChunkId>,
 }
 
 /// A vector in one byte per dimension and one scale: 384 dimensions take about 1.5 KB of

@@ -1,4 +1,4 @@
-use crate::{Citation, ContextBlock, DocumentId, ExclusionSet, Intent, Memory, Pointer, SearchPath};
+use crate::{Citation, ContextBlock, DocumentId, ExclusionSet, Intent, Memory, Pointer, QuantizedVector, SearchPath};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -24,6 +24,10 @@ pub struct EffectiveSettings {
     pub conversation_query: String,
 }
 
+fn memory_before_modes() -> Memory {
+    Memory::Client
+}
+
 /// The numbers of one turn: enough to tell "retrieval missed" from "the context did not
 /// fit" without rerunning anything.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -47,7 +51,8 @@ pub struct TraceStats {
     /// Size of the exclusion set (ids).
     pub excluded: usize,
     /// Who keeps earlier contexts: `engine` (ragctx carries the working set) or `client`.
-    #[serde(default)]
+    /// Traces written before memory modes read as `client`: nothing was carried then.
+    #[serde(default = "memory_before_modes")]
     pub memory: Memory,
     /// Blocks carried from the working set (shown in an earlier turn of the window).
     #[serde(default)]
@@ -83,6 +88,9 @@ pub struct Trace {
     /// `client` memory: one-line pointers to chunks the caller already holds.
     #[serde(default)]
     pub pointers: Vec<Pointer>,
+    /// The embedding of `query`, so a replay can mix it into later turns as the turn did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query_vector: Option<QuantizedVector>,
     /// The exclusion applied to the search, so the turn can be replayed.
     pub exclusion: ExclusionSet,
     pub invalid_markers: Vec<u32>,

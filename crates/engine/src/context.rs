@@ -70,6 +70,9 @@ pub fn build_context(
         };
         pointer.tokens = counter.count(&pointer.render());
         if out.tokens + pointer.tokens > budget {
+            if !out.dropped_by_budget.contains(&p.document_id) {
+                out.dropped_by_budget.push(p.document_id.clone());
+            }
             continue;
         }
         if !known {
@@ -323,6 +326,7 @@ mod tests {
             &counter,
         );
         assert!(tight.pointers.is_empty() && tight.new_markers.is_empty());
+        assert_eq!(tight.dropped_by_budget, vec![DocumentId::from("new")], "a pointer that does not fit is listed");
         let prompt = Prompt {
             question: "q?",
             conversation: "User: hi\nAssistant: hello [3]\n",

@@ -59,10 +59,18 @@ pub fn fit(utterances: &[Utterance], max_tokens: usize, counter: &dyn TokenCount
     let mut lines: Vec<String> = Vec::new();
     let mut used = 0;
     for u in utterances.iter().rev() {
-        let line = u.render();
-        let n = counter.count(&line);
+        let mut line = u.render();
+        let mut n = counter.count(&line);
         if used + n > max_tokens {
-            break;
+            // The newest message alone is longer than the share: its opening words, rather
+            // than no conversation at all.
+            if !lines.is_empty() {
+                break;
+            }
+            match shortened(u, max_tokens, counter) {
+                Some((l, k)) => (line, n) = (l, k),
+                None => break,
+            }
         }
         used += n;
         lines.push(line);
@@ -75,6 +83,27 @@ pub fn fit(utterances: &[Utterance], max_tokens: usize, counter: &dyn TokenCount
     let text = lines.concat();
     // Lines meet after a line break, a split point of cl100k_base: the sum is the count.
     (text, used)
+}
+
+/// `u` cut to its longest opening (whole words, then "…") that fits in `max_tokens`.
+fn shortened(u: &Utterance, max_tokens: usize, counter: &dyn TokenCounter) -> Option<(String, usize)> {
+    let words: Vec<&str> = u.text.split_whitespace().collect();
+    let render = |k: usize| Utterance { speaker: u.speaker, text: format!("{} …", words[..k].join(" ")) }.render();
+    // Binary search on the number of words kept.
+    let (mut lo, mut hi) = (0usize, words.len());
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        if counter.count(&render(mid)) <= max_tokens {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    (lo > 0).then(|| {
+        let line = render(lo);
+        let n = counter.count(&line);
+        (line, n)
+    })
 }
 
 #[cfg(test)]
@@ -101,5 +130,10 @@ mod tests {
         // Room for the last answer alone: it would be an orphan, so nothing is kept.
         let (none, n) = fit(&conv, counter.count(&conv[3].render()), &counter);
         assert_eq!((none.as_str(), n), ("", 0));
+        // A newest question longer than the share keeps its opening words.
+        let long = vec![Utterance::user("word ".repeat(500))];
+        let (cut, n) = fit(&long, 40, &counter);
+        assert!(cut.starts_with("User: word word") && cut.ends_with(" …\n"), "{cut}");
+        assert!(n <= 40 && n > 30 && n == counter.count(&cut), "{n}");
     }
 }

@@ -1,7 +1,7 @@
 //! Stage 2: the ids the session has consumed in its last `window` turns.
 
 use crate::settings::{Consumption, Granularity, TurnSettings};
-use ragctx_core::{ChunkId, ExclusionSet, Intent, SessionState, TurnRecord};
+use ragctx_core::{ChunkId, ExclusionSet, Intent, Memory, SessionState, TurnRecord};
 use std::collections::HashMap;
 
 /// The last `window` remembered turns (0 = all).
@@ -31,7 +31,13 @@ pub fn exclusion_set(state: &SessionState, intent: Intent, settings: &TurnSettin
     if intent == Intent::Reshow || !settings.strategy.excludes() {
         return set;
     }
-    let granularity = if intent == Intent::FollowUp { Granularity::Chunk } else { settings.granularity };
+    // `engine` memory scores the working set's chunks exactly: excluding whole documents
+    // would hide their other chunks from both the search and the scoring.
+    let granularity = if intent == Intent::FollowUp || settings.memory == Memory::Engine {
+        Granularity::Chunk
+    } else {
+        settings.granularity
+    };
     for t in window_turns(state, settings.window) {
         let (chunks, docs) = match settings.consumption {
             Consumption::Shown => (&t.shown_chunks, &t.shown_documents),
@@ -62,6 +68,7 @@ mod tests {
             at_unix_ms: 0,
             answer: String::new(),
             query_vector: None,
+            pointed_chunks: vec![],
         }
     }
 
@@ -72,7 +79,11 @@ mod tests {
             turns: vec![turn(1, "a#1", "a", true), turn(2, "b#1", "b", false), turn(3, "c#1", "c", true)],
             ..Default::default()
         };
-        let mut s = TurnSettings { granularity: Granularity::Document, ..TurnSettings::default() };
+        let mut s =
+            TurnSettings { granularity: Granularity::Document, memory: Memory::Client, ..TurnSettings::default() };
+        let engine = TurnSettings { memory: Memory::Engine, ..s.clone() };
+        let carried = exclusion_set(&state, Intent::New, &engine);
+        assert!(carried.documents.is_empty() && carried.chunks.len() == 3, "engine memory excludes chunks");
         let all = exclusion_set(&state, Intent::New, &s);
         assert_eq!(all.documents.len(), 3);
         assert!(all.chunks.is_empty());

@@ -50,7 +50,6 @@ const RESHOW_WORDS_EN: &[&str] = &[
     "before",
     "same",
     "once",
-    "more",
     "one",
     "time",
     "just",
@@ -214,6 +213,9 @@ const FOLLOW_UP_ZH: &[&str] = &[
     "上一条",
     "上次",
     "之前",
+    "再说",
+    "再发",
+    "重发",
 ];
 /// Pronouns that refer back to what was just discussed.
 const ANAPHORA: &[&str] =
@@ -234,12 +236,25 @@ fn asks_for_earlier_sources(q: &str, words: &[&str]) -> bool {
         for w in RESHOW_ZH {
             rest = rest.replace(w, "");
         }
-        // Latin words beside the Chinese ("把source再发一次") must be reshow words too.
-        return rest.is_empty() && words.iter().all(|w| w.chars().any(is_cjk) || RESHOW_WORDS_EN.contains(w));
+        // Latin words and numbers beside the Chinese ("再说说ESG", "再发一下2023的") are a
+        // subject unless they too ask for the sources ("把source再发一次").
+        return rest.is_empty() && latin_runs(words).all(|w| RESHOW_WORDS_EN.contains(&w.as_str()));
+    }
+    // "Is that the same document?" asks about a source, it does not ask to see it again.
+    if words.first().is_some_and(|w| YES_NO.contains(w)) {
+        return false;
     }
     let back = words.iter().any(|w| BACK_EN.contains(w) || *w == "repeat" || *w == "resend");
     let showing = words.iter().any(|w| SHOW_EN.contains(w) || SOURCE_EN.contains(w));
     back && showing && words.iter().all(|w| RESHOW_WORDS_EN.contains(w))
+}
+
+/// Questions that open with these ask yes or no.
+const YES_NO: &[&str] = &["is", "are", "was", "were", "does", "did", "has", "have"];
+
+/// The runs of non-Chinese letters and digits inside the words of a message.
+fn latin_runs<'a>(words: &'a [&'a str]) -> impl Iterator<Item = String> + 'a {
+    words.iter().flat_map(|w| w.split(is_cjk).filter(|r| !r.is_empty()).map(str::to_owned))
 }
 
 /// Classifies a question. Without history every question is `new`.
@@ -306,6 +321,17 @@ mod tests {
             ["再生能源有哪些类型", "如何重新安装操作系统", "Repeat offenders: what are the sentencing rules in Texas?"]
         {
             assert_eq!(classify(q, true), Intent::New, "{q}");
+        }
+        // A Latin word or a number beside the Chinese is a subject; a yes/no question about a
+        // source does not ask to see it; "more sources" are other sources.
+        for q in [
+            "再说说ESG",
+            "刚才那个visa的呢?",
+            "再发一下2023的",
+            "Is that the same document?",
+            "show me more sources from before",
+        ] {
+            assert_eq!(classify(q, true), Intent::FollowUp, "{q}");
         }
         for q in ["repeat that", "bring back the last sources", "上次的出处再给我看一下", "把source再发一次"]
         {

@@ -208,33 +208,19 @@ impl Engine {
     }
 
     /// Runs turn `trace.turn` again with other settings, against the session as it stood
-    /// then (its exclusion set, the previous turn's sources for a reshow), without
+    /// then (`earlier`: the traces before it, oldest first — the working set, the
+    /// conversation and the query mix come from them; the exclusion from the trace), without
     /// remembering anything. The current markers of the session are kept.
     pub fn replay(
         &self,
         session: &SessionId,
         trace: &Trace,
-        previous: Option<&Trace>,
+        earlier: &[Trace],
         settings: &TurnSettings,
     ) -> Result<TurnOutcome> {
         settings.validate()?;
         let mut state = self.sessions.load(session)?.unwrap_or_default();
-        state.turns = previous
-            .map(|p| {
-                let mut r = memory::turn_record(
-                    &p.question,
-                    p.stats.intent,
-                    &p.context,
-                    &p.citations,
-                    &p.answer,
-                    None,
-                    p.at_unix_ms,
-                );
-                r.turn = p.turn;
-                r
-            })
-            .into_iter()
-            .collect();
+        state.turns = earlier.iter().map(memory::record_of_trace).collect();
         let mut s = settings.clone();
         s.mode = s.mode.or(Some(trace.stats.intent));
         let (mut out, _, _) =
@@ -266,8 +252,17 @@ impl Engine {
         let (citations, invalid) = context::check_citations(&answer, &a.context.blocks, &a.context.pointers);
         a.timings.insert("generate".into(), ms_since(t));
         let at = now_ms();
-        let record =
-            memory::turn_record(question, a.intent, &a.context.blocks, &citations, &answer, Some(&a.query_vector), at);
+        let query_vector = ragctx_core::QuantizedVector::quantize(&a.query_vector);
+        let record = memory::turn_record(memory::Shown {
+            question,
+            intent: a.intent,
+            blocks: &a.context.blocks,
+            pointers: &a.context.pointers,
+            citations: &citations,
+            answer: &answer,
+            query_vector: Some(query_vector.clone()),
+            at_unix_ms: at,
+        });
         let stats = TraceStats {
             candidates: a.candidates,
             unique_documents: a.unique_documents,
@@ -300,6 +295,7 @@ impl Engine {
             citations,
             context: a.context.blocks,
             pointers: a.context.pointers,
+            query_vector: Some(query_vector),
             exclusion: a.exclusion,
             invalid_markers: invalid,
             at_unix_ms: at,
@@ -366,15 +362,31 @@ impl Engine {
         timings.insert("embed".into(), ms_since(t));
 
         let t = Instant::now();
-        let previous = memory::last_documents(state);
+        let mut previous = memory::last_documents(state);
         let mut quotas: HashMap<DocumentId, usize> = HashMap::new();
         let (mut hits, path, rounds, reason) = if intent == Intent::Reshow {
             // "Show me that again": the last turn's chunks, fetched by id; no search, no exclusion.
-            let shown = state.turns.last().map(|t| t.shown_chunks.clone()).unwrap_or_default();
+            // What it showed, and what it pointed to (the caller holds those).
+            let shown: Vec<ChunkId> = state
+                .turns
+                .last()
+                .map(|t| t.pointed_chunks.iter().chain(&t.shown_chunks).cloned().collect())
+                .unwrap_or_default();
+            let hits = self.scored(&vector, &shown)?;
+            // In the earlier prompt's order: the pointers (ranked above the new sources), then
+            // the sources shown.
+            let pointed = state.turns.last().map(|t| t.pointed_chunks.clone()).unwrap_or_default();
+            let mut order: Vec<DocumentId> = Vec::new();
+            for h in hits.iter().filter(|h| pointed.contains(&h.chunk.id)) {
+                if !order.contains(&h.chunk.document_id) {
+                    order.push(h.chunk.document_id.clone());
+                }
+            }
+            order.extend(previous.iter().filter(|d| !order.contains(d)).cloned().collect::<Vec<_>>());
+            previous = order;
             for d in &previous {
                 quotas.insert(d.clone(), shown.len().max(1));
             }
-            let hits = self.scored(&vector, &shown)?;
             (hits, SearchPath::Exact, 0, "reshow: the previous turn's chunks by id".to_string())
         } else {
             if intent == Intent::FollowUp {
@@ -428,7 +440,7 @@ impl Engine {
             }
         }
         if intent == Intent::Reshow {
-            // The reshown documents lead, in their earlier order.
+            // The reshown documents in their earlier order.
             fragments.sort_by_key(|f| previous.iter().position(|d| *d == f.document_id).unwrap_or(usize::MAX));
         }
         timings.insert("dedupe".into(), ms_since(t));

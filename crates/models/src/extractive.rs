@@ -135,7 +135,9 @@ impl Generator for ExtractiveGenerator {
             .iter()
             .filter(|p| p.score >= best_block)
             .max_by(|a, b| a.score.total_cmp(&b.score))
-            .map(|p| format!("As shown in turn {}, {} answers this [{}].", p.shown_in_turn, p.title, p.marker));
+            .map(|p| {
+                format!("As shown in turn {}, {} answers this [{}].", p.shown_in_turn, unbracket(&p.title), p.marker)
+            });
         if picked.is_empty() && lead.is_none() {
             return Ok(NOTHING_FOUND.to_string());
         }

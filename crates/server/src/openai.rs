@@ -91,12 +91,16 @@ pub async fn chat_completions(
     let ns = caller(&state, &headers)?;
     let header = headers.get("x-session-id").and_then(|v| v.to_str().ok());
     let ChatTurn { session, question, conversation, stream, model } = decode_chat(&body(b)?, header)?;
-    let out =
-        run_turn(&state, &ns, &session, TurnRequest { question, ..Default::default() }, Some(conversation)).await?;
+    // A client that sends only the question leaves the conversation to the session.
+    let conversation = (!conversation.is_empty()).then_some(conversation);
+    let out = run_turn(&state, &ns, &session, TurnRequest { question, ..Default::default() }, conversation).await?;
     let created = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let id = format!("chatcmpl-ragctx-{}-{}", out.session_id, out.turn);
     let completion_tokens = state.engine.counter.count(&out.answer);
-    let extra = json!({"session_id": out.session_id, "turn": out.turn, "intent": out.intent, "citations": out.citations, "context": out.context, "pointers": out.pointers, "trace": out.trace});
+    let mut extra = json!({"session_id": out.session_id, "turn": out.turn, "intent": out.intent, "citations": out.citations, "context": out.context, "trace": out.trace});
+    if let Some(p) = &out.pointers {
+        extra["pointers"] = json!(p);
+    }
     if !stream {
         let body = json!({
             "id": id, "object": "chat.completion", "created": created, "model": model,

@@ -23,6 +23,7 @@ fn commit(question: &str, docs: &[&str], markers: &[(&str, u32)]) -> TurnCommit 
         at_unix_ms: 0,
         answer: format!("answer to {question}"),
         query_vector: Some(ragctx_core::QuantizedVector::quantize(&[0.5, -0.25, 0.0])),
+        pointed_chunks: vec![format!("{question}-pointed").into()],
     };
     let trace = Trace {
         session_id: String::new(),
@@ -33,6 +34,7 @@ fn commit(question: &str, docs: &[&str], markers: &[(&str, u32)]) -> TurnCommit 
         citations: vec![],
         context: vec![],
         pointers: vec![],
+        query_vector: None,
         exclusion: Default::default(),
         invalid_markers: vec![],
         at_unix_ms: 0,
@@ -92,6 +94,7 @@ pub fn session_store_conformance(store: Arc<dyn SessionStore>, prefix: &str) {
     assert_eq!(s.turns[1].answer, "answer to q3", "the answer is remembered for the conversation");
     let v = s.turns[1].query_vector.as_ref().expect("the query vector is remembered").dequantize();
     assert!((v[0] - 0.5).abs() < 1e-6 && (v[1] + 0.25).abs() < 0.003 && v[2] == 0.0, "{v:?}");
+    assert_eq!(s.turns[1].pointed_chunks, vec![ragctx_core::ChunkId::from("q3-pointed")], "pointers remembered");
     assert_eq!(s.markers.len(), 3, "markers outlive the window");
     assert_eq!(s.markers.get("b \"q\" [x]"), Some(&2), "hostile document ids round-trip");
     let traces = store.traces(&id).unwrap();
