@@ -608,52 +608,43 @@ fn the_openai_generator_is_used_and_its_citations_are_checked() {
         (200, ragctx_testkit::completion("Quokkas are counted in March [1], says [42]."), 0),
         (200, ragctx_testkit::completion("Volunteers count them [1]."), 0),
     ]);
-    let out = Command::new(env!("CARGO_BIN_EXE_ragctx"))
-        .args([
-            "--data-dir",
-            env.data().to_str().unwrap(),
-            "--model-dir",
-            repo().join("models/all-MiniLM-L6-v2").to_str().unwrap(),
-        ])
-        .args(["ask", "--session", "llm", "--json", "When is the quokka festival?"])
-        .env("RAGCTX_GENERATOR", "openai")
-        .env("RAGCTX_OPENAI_BASE_URL", &double.url)
-        .env("RAGCTX_OPENAI_MODEL", "test-model")
-        .env("RAGCTX_OPENAI_API_KEY", "sk-e2e")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let t: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // One turn through the generator test double, as `ask --json`.
+    let ask = |question: &str| -> Value {
+        let out = Command::new(env!("CARGO_BIN_EXE_ragctx"))
+            .args([
+                "--data-dir",
+                env.data().to_str().unwrap(),
+                "--model-dir",
+                repo().join("models/all-MiniLM-L6-v2").to_str().unwrap(),
+            ])
+            .args(["ask", "--session", "llm", "--json", question])
+            .env("RAGCTX_GENERATOR", "openai")
+            .env("RAGCTX_OPENAI_BASE_URL", &double.url)
+            .env("RAGCTX_OPENAI_MODEL", "test-model")
+            .env("RAGCTX_OPENAI_API_KEY", "sk-e2e")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    // The prompt the double received for request `n`.
+    let prompt_sent = |n: usize| -> String {
+        let seen = double.seen.lock().unwrap();
+        let sent: Value = serde_json::from_str(&seen[n].1).unwrap();
+        sent["messages"][0]["content"].as_str().unwrap().to_owned()
+    };
+    let t = ask("When is the quokka festival?");
     assert_eq!(t["answer"], "Quokkas are counted in March [1], says [42].");
     assert_eq!(t["trace"]["invalid_citations"], 1, "[42] named no block of the context");
     assert_eq!(t["citations"].as_array().unwrap().len(), 1);
-    let seen = double.seen.lock().unwrap();
-    let sent: Value = serde_json::from_str(&seen[0].1).unwrap();
-    let prompt = sent["messages"][0]["content"].as_str().unwrap();
+    let prompt = prompt_sent(0);
     assert!(
         prompt.contains("[1] Odd ids (doc \"quoted\" [bracketed] \\back\\ 文档)"),
         "the cited context was sent: {prompt}"
     );
-    drop(seen);
     // The next turn's prompt carries the conversation so far (`engine` memory, the default).
-    let out = Command::new(env!("CARGO_BIN_EXE_ragctx"))
-        .args([
-            "--data-dir",
-            env.data().to_str().unwrap(),
-            "--model-dir",
-            repo().join("models/all-MiniLM-L6-v2").to_str().unwrap(),
-        ])
-        .args(["ask", "--session", "llm", "--json", "Who counts them?"])
-        .env("RAGCTX_GENERATOR", "openai")
-        .env("RAGCTX_OPENAI_BASE_URL", &double.url)
-        .env("RAGCTX_OPENAI_MODEL", "test-model")
-        .env("RAGCTX_OPENAI_API_KEY", "sk-e2e")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let seen = double.seen.lock().unwrap();
-    let sent: Value = serde_json::from_str(&seen[1].1).unwrap();
-    let prompt = sent["messages"][0]["content"].as_str().unwrap();
+    ask("Who counts them?");
+    let prompt = prompt_sent(1);
     let conversation = "Conversation so far:\nUser: When is the quokka festival?\nAssistant: Quokkas are counted in March [1], says [42].\n";
     assert!(prompt.contains(conversation), "the conversation so far was sent: {prompt}");
 }
