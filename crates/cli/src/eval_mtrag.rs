@@ -407,12 +407,9 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
                     let kept_tokens: usize = kept.iter().map(|k| k.1).sum();
                     let kept_exchanges: usize = kept.iter().map(|k| k.2).sum();
                     let conversation = if v.client_keeps { kept_exchanges } else { out.trace.conversation_tokens };
-                    let prompt = out.trace.prompt_tokens
-                        + if v.client_keeps && kept_tokens > 0 {
-                            carried_head + kept_tokens + kept_exchanges
-                        } else {
-                            0
-                        };
+                    let kept_contexts = if kept_tokens > 0 { carried_head + kept_tokens } else { 0 };
+                    let prompt =
+                        out.trace.prompt_tokens + if v.client_keeps { kept_contexts + kept_exchanges } else { 0 };
                     let mut seen_in_prompt: HashSet<&str> = HashSet::new();
                     let mut seen_text: HashSet<u64> = HashSet::new();
                     let mut duplicate_tokens = 0usize;

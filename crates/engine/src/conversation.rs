@@ -58,17 +58,22 @@ pub fn from_turns(turns: &[TurnRecord]) -> Vec<Utterance> {
 pub fn fit(utterances: &[Utterance], max_tokens: usize, counter: &dyn TokenCounter) -> (String, usize) {
     let mut lines: Vec<String> = Vec::new();
     let mut used = 0;
-    for u in utterances.iter().rev() {
+    for (k, u) in utterances.iter().enumerate().rev() {
         let mut line = u.render();
         let mut n = counter.count(&line);
         if used + n > max_tokens {
-            // The newest message alone is longer than the share: its opening words, rather
-            // than no conversation at all.
+            // The newest message alone is longer than the share: its opening, rather than no
+            // conversation at all. An answer leaves room for the question before it.
             if !lines.is_empty() {
                 break;
             }
-            match shortened(u, max_tokens, counter) {
-                Some((l, k)) => (line, n) = (l, k),
+            let question = match (u.speaker, k.checked_sub(1).map(|j| &utterances[j])) {
+                (Speaker::Assistant, Some(q)) if q.speaker == Speaker::User => counter.count(&q.render()),
+                _ => 0,
+            };
+            let room = if question < max_tokens / 2 { max_tokens - question } else { max_tokens / 2 };
+            match shortened(u, room, counter) {
+                Some((l, c)) => (line, n) = (l, c),
                 None => break,
             }
         }
@@ -85,12 +90,16 @@ pub fn fit(utterances: &[Utterance], max_tokens: usize, counter: &dyn TokenCount
     (text, used)
 }
 
-/// `u` cut to its longest opening (whole words, then "…") that fits in `max_tokens`.
+/// `u` cut to its longest opening (by characters, so text without spaces shortens too, then
+/// "…") that fits in `max_tokens`.
 fn shortened(u: &Utterance, max_tokens: usize, counter: &dyn TokenCounter) -> Option<(String, usize)> {
-    let words: Vec<&str> = u.text.split_whitespace().collect();
-    let render = |k: usize| Utterance { speaker: u.speaker, text: format!("{} …", words[..k].join(" ")) }.render();
-    // Binary search on the number of words kept.
-    let (mut lo, mut hi) = (0usize, words.len());
+    let chars: Vec<char> = u.text.chars().collect();
+    let render = |k: usize| {
+        let opening: String = chars[..k].iter().collect();
+        Utterance { speaker: u.speaker, text: format!("{} …", opening.trim_end()) }.render()
+    };
+    // Binary search on the number of characters kept.
+    let (mut lo, mut hi) = (0usize, chars.len());
     while lo < hi {
         let mid = (lo + hi).div_ceil(2);
         if counter.count(&render(mid)) <= max_tokens {
@@ -135,5 +144,10 @@ mod tests {
         let (cut, n) = fit(&long, 40, &counter);
         assert!(cut.starts_with("User: word word") && cut.ends_with(" …\n"), "{cut}");
         assert!(n <= 40 && n > 30 && n == counter.count(&cut), "{n}");
+        // Chinese has no spaces and is cut too; a long answer leaves room for its question.
+        let zh = vec![Utterance::user("怎么浇水?"), Utterance::assistant("浇水".repeat(400))];
+        let (cut, n) = fit(&zh, 60, &counter);
+        assert!(cut.starts_with("User: 怎么浇水?\nAssistant: 浇水浇水") && cut.ends_with(" …\n"), "{cut}");
+        assert!(n <= 60 && n == counter.count(&cut), "{n}");
     }
 }

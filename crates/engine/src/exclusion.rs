@@ -23,9 +23,9 @@ pub fn first_shown(state: &SessionState, window: usize) -> HashMap<ChunkId, u64>
     out
 }
 
-/// The exclusion set for a turn. `reshow` excludes nothing; `follow_up` excludes at chunk
-/// granularity whatever the setting, so other chunks of the documents just shown may come
-/// back.
+/// The exclusion set for a turn. `reshow` excludes nothing; `follow_up` and `engine` memory
+/// exclude at chunk granularity whatever the setting, so other chunks of the documents just
+/// shown may come back (and, in `engine` memory, the shown ones are scored and carried).
 pub fn exclusion_set(state: &SessionState, intent: Intent, settings: &TurnSettings) -> ExclusionSet {
     let mut set = ExclusionSet::default();
     if intent == Intent::Reshow || !settings.strategy.excludes() {

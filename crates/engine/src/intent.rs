@@ -213,9 +213,6 @@ const FOLLOW_UP_ZH: &[&str] = &[
     "上一条",
     "上次",
     "之前",
-    "再说",
-    "再发",
-    "重发",
 ];
 /// Pronouns that refer back to what was just discussed.
 const ANAPHORA: &[&str] =
@@ -244,9 +241,26 @@ fn asks_for_earlier_sources(q: &str, words: &[&str]) -> bool {
     if words.first().is_some_and(|w| YES_NO.contains(w)) {
         return false;
     }
-    let back = words.iter().any(|w| BACK_EN.contains(w) || *w == "repeat" || *w == "resend");
+    // "more" only in "once more" / "one more time": "show me more sources" asks for others.
+    let again_more = |i: usize| words[i] == "more" && i > 0 && matches!(words[i - 1], "once" | "one");
+    let back = words.iter().any(|w| BACK_EN.contains(w) || *w == "repeat" || *w == "resend")
+        || (0..words.len()).any(again_more);
     let showing = words.iter().any(|w| SHOW_EN.contains(w) || SOURCE_EN.contains(w));
-    back && showing && words.iter().all(|w| RESHOW_WORDS_EN.contains(w))
+    back && showing && (0..words.len()).all(|i| RESHOW_WORDS_EN.contains(&words[i]) || again_more(i))
+}
+
+/// "再说说ESG", "再发一下2023的": Chinese words that ask for the earlier sources again, with a
+/// Latin word or a number that names what about — a follow-up on that subject.
+fn chinese_again_about(q: &str, words: &[&str]) -> bool {
+    let cjk: String = q.chars().filter(|c| is_cjk(*c)).collect();
+    if cjk.is_empty() || !BACK_ZH.iter().any(|b| cjk.contains(b)) {
+        return false;
+    }
+    let mut rest = cjk;
+    for w in RESHOW_ZH {
+        rest = rest.replace(w, "");
+    }
+    rest.is_empty() && latin_runs(words).any(|w| !RESHOW_WORDS_EN.contains(&w.as_str()))
 }
 
 /// Questions that open with these ask yes or no.
@@ -266,6 +280,9 @@ pub fn classify(question: &str, has_history: bool) -> Intent {
     let words: Vec<&str> = q.split(|c: char| !c.is_alphanumeric() && c != '\'').filter(|w| !w.is_empty()).collect();
     if asks_for_earlier_sources(&q, &words) {
         return Intent::Reshow;
+    }
+    if chinese_again_about(&q, &words) {
+        return Intent::FollowUp;
     }
     // A cue opens the question, or sits in a short one ("can you tell me more?").
     let short = words.len() <= 10;
@@ -332,6 +349,15 @@ mod tests {
             "show me more sources from before",
         ] {
             assert_eq!(classify(q, true), Intent::FollowUp, "{q}");
+        }
+        // Ordinary new questions whose characters happen to contain 再发 / 再说 / 重发.
+        for q in ["孩子严重发烧怎么办", "如何避免问题再发生", "老人突然不再说话是什么原因", "重发性流产需要做哪些检查"]
+        {
+            assert_eq!(classify(q, true), Intent::New, "{q}");
+        }
+        for q in ["repeat the sources once more", "show me that once more", "one more time please, show me the sources"]
+        {
+            assert_eq!(classify(q, true), Intent::Reshow, "{q}");
         }
         for q in ["repeat that", "bring back the last sources", "上次的出处再给我看一下", "把source再发一次"]
         {

@@ -210,7 +210,10 @@ impl Engine {
     /// Runs turn `trace.turn` again with other settings, against the session as it stood
     /// then (`earlier`: the traces before it, oldest first — the working set, the
     /// conversation and the query mix come from them; the exclusion from the trace), without
-    /// remembering anything. The current markers of the session are kept.
+    /// remembering anything. The current markers of the session are kept. Not reproduced:
+    /// a `session reset` between the earlier traces and this one (the traces outlive it), a
+    /// conversation that came from an OpenAI client's `messages`, and the query mix of turns
+    /// traced before query vectors were kept.
     pub fn replay(
         &self,
         session: &SessionId,

@@ -193,7 +193,11 @@ impl TurnSettings {
     pub fn effective(&self, tokenizer: &str) -> EffectiveSettings {
         EffectiveSettings {
             strategy: self.strategy.as_str().into(),
-            granularity: format!("{:?}", self.granularity).to_lowercase(),
+            // `engine` memory excludes and scores chunks whatever the setting says.
+            granularity: match self.memory {
+                Memory::Engine => "chunk".into(),
+                Memory::Client => format!("{:?}", self.granularity).to_lowercase(),
+            },
             consumption: format!("{:?}", self.consumption).to_lowercase(),
             window: self.window,
             limit: self.limit,
