@@ -229,7 +229,17 @@ impl MilvusVectorStore {
         match self.call(what, make()) {
             Err(Error::Storage(m)) if needs_load(&m) => {
                 self.load()?;
-                self.call(what, make())
+                // A load is asynchronous on the server: a read right after it can still find
+                // the collection released. Wait a little, then call it what it is — a server
+                // that is recovering (503), not a rejected request.
+                for wait_ms in [0u64, 200, 400, 800] {
+                    std::thread::sleep(Duration::from_millis(wait_ms));
+                    match self.call(what, make()) {
+                        Err(Error::Storage(m)) if needs_load(&m) => continue,
+                        r => return r,
+                    }
+                }
+                Err(unavailable(&self.config, what, "the collection is still loading after a restart; try again"))
             }
             r => r,
         }
