@@ -103,16 +103,10 @@ impl MemoEmbedder {
     /// Remembers under `key` the normalised weighted sum of the embeddings of `turns`
     /// (current question first), so the engine's embed of `key` returns the mix.
     pub fn mix(&self, key: &str, turns: &[&str]) -> ragctx_core::Result<()> {
-        let vectors = self.embed(turns)?;
-        let mut sum = vec![0.0f32; self.dimension()];
-        for (v, w) in vectors.iter().zip(WEIGHTED_QUERY) {
-            for (s, x) in sum.iter_mut().zip(v) {
-                *s += w * x;
-            }
-        }
-        let norm = sum.iter().map(|x| x * x).sum::<f32>().sqrt().max(f32::MIN_POSITIVE);
-        sum.iter_mut().for_each(|x| *x /= norm);
-        self.memo.lock().expect("memo").insert(key.to_owned(), sum);
+        let mut vectors = self.embed(turns)?;
+        let question = vectors.remove(0);
+        let mix = ragctx_engine::mix_vectors(&question, &vectors, &WEIGHTED_QUERY);
+        self.memo.lock().expect("memo").insert(key.to_owned(), mix);
         Ok(())
     }
 }

@@ -685,10 +685,6 @@ fn dom_number(dom: &str, from: usize, key: &str) -> u64 {
 
 #[test]
 fn the_trace_page_shows_the_api_numbers_in_headless_chromium() {
-    let chromium = ["chromium", "chromium-browser"]
-        .iter()
-        .find(|b| Command::new(b).arg("--version").output().is_ok_and(|o| o.status.success()))
-        .expect("chromium is installed by scripts/test");
     let env = Env::new();
     let path = corpus(&env, 60);
     env.ok(&["ingest", path.to_str().unwrap()]);
@@ -701,23 +697,8 @@ fn the_trace_page_shows_the_api_numbers_in_headless_chromium() {
     let mut server = Server::start(&env, &[], &[]);
     let addr = server.addr.clone();
     let api: Value = serde_json::from_str(&http_get(&addr, "/v1/sessions/page/turns")).unwrap();
-    let dom = Command::new(chromium)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
-        ])
-        .arg(format!("--user-data-dir={}", env.dir.path().join("chrome").display()))
-        .args(["--virtual-time-budget=10000", "--dump-dom"])
-        .arg(format!("http://{addr}/?session=page"))
-        .output()
-        .unwrap();
+    let dom = chromium_dom(&env, &format!("http://{addr}/?session=page"));
     server.kill();
-    let dom = String::from_utf8_lossy(&dom.stdout).into_owned();
     let turns = api.as_array().unwrap();
     assert_eq!(turns.len(), 3);
     for t in turns {

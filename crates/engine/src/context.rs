@@ -38,6 +38,34 @@ pub struct BuiltContext {
     pub new_markers: BTreeMap<DocumentId, u32>,
 }
 
+impl BuiltContext {
+    /// Whether a block or pointer of `tokens` fits what is left of `budget`. If it does, its
+    /// tokens are counted and a marker new to the session is handed out (`next` moves on);
+    /// if not, its document is listed as dropped.
+    fn admit(
+        &mut self,
+        document: &DocumentId,
+        marker: u32,
+        known: bool,
+        tokens: usize,
+        budget: usize,
+        next: &mut u32,
+    ) -> bool {
+        if self.tokens + tokens > budget {
+            if !self.dropped_by_budget.contains(document) {
+                self.dropped_by_budget.push(document.clone());
+            }
+            return false;
+        }
+        if !known {
+            self.new_markers.insert(document.clone(), marker);
+            *next += 1;
+        }
+        self.tokens += tokens;
+        true
+    }
+}
+
 /// Fills the budget with pointers, then fragments, in rank order; a fragment that does not
 /// fit is dropped whole (and listed) and smaller ones after it may still fit. `markers` are
 /// the session's. A fragment's `carried_from` is kept on its block and shown in its header.
@@ -69,18 +97,9 @@ pub fn build_context(
             tokens: 0,
         };
         pointer.tokens = counter.count(&pointer.render());
-        if out.tokens + pointer.tokens > budget {
-            if !out.dropped_by_budget.contains(&p.document_id) {
-                out.dropped_by_budget.push(p.document_id.clone());
-            }
-            continue;
+        if out.admit(&p.document_id, marker, known, pointer.tokens, budget, &mut next) {
+            out.pointers.push(pointer);
         }
-        if !known {
-            out.new_markers.insert(p.document_id.clone(), marker);
-            next += 1;
-        }
-        out.tokens += pointer.tokens;
-        out.pointers.push(pointer);
     }
     for f in fragments {
         let (marker, known) = marker_of(&f.document_id, &out, next);
@@ -95,18 +114,9 @@ pub fn build_context(
             text: f.text.clone(),
         };
         block.tokens = block_tokens(&block, f, counter);
-        if out.tokens + block.tokens > budget {
-            if !out.dropped_by_budget.contains(&f.document_id) {
-                out.dropped_by_budget.push(f.document_id.clone());
-            }
-            continue;
+        if out.admit(&f.document_id, marker, known, block.tokens, budget, &mut next) {
+            out.blocks.push(block);
         }
-        if !known {
-            out.new_markers.insert(f.document_id.clone(), marker);
-            next += 1;
-        }
-        out.tokens += block.tokens;
-        out.blocks.push(block);
     }
     // A document listed as dropped may still have another fragment inside.
     let inside: BTreeSet<&DocumentId> = out.blocks.iter().map(|b| &b.document_id).collect();

@@ -224,15 +224,8 @@ fn is_cjk(c: char) -> bool {
 
 /// "Show me that again", "再给我看看刚才那个": asks for the earlier sources, no new subject.
 fn asks_for_earlier_sources(q: &str, words: &[&str]) -> bool {
-    let cjk: String = q.chars().filter(|c| is_cjk(*c)).collect();
-    if !cjk.is_empty() {
-        if !BACK_ZH.iter().any(|b| cjk.contains(b)) {
-            return false;
-        }
-        let mut rest = cjk;
-        for w in RESHOW_ZH {
-            rest = rest.replace(w, "");
-        }
+    if q.chars().any(is_cjk) {
+        let Some(rest) = chinese_rest(q) else { return false };
         // Latin words and numbers beside the Chinese ("再说说ESG", "再发一下2023的") are a
         // subject unless they too ask for the sources ("把source再发一次").
         return rest.is_empty() && latin_runs(words).all(|w| RESHOW_WORDS_EN.contains(&w.as_str()));
@@ -252,15 +245,18 @@ fn asks_for_earlier_sources(q: &str, words: &[&str]) -> bool {
 /// "再说说ESG", "再发一下2023的": Chinese words that ask for the earlier sources again, with a
 /// Latin word or a number that names what about — a follow-up on that subject.
 fn chinese_again_about(q: &str, words: &[&str]) -> bool {
+    chinese_rest(q).is_some_and(|rest| rest.is_empty())
+        && latin_runs(words).any(|w| !RESHOW_WORDS_EN.contains(&w.as_str()))
+}
+
+/// The Chinese characters of `q` left once the words that ask for the earlier sources are
+/// taken out; `None` when it has Chinese but no back-reference (or no Chinese at all).
+fn chinese_rest(q: &str) -> Option<String> {
     let cjk: String = q.chars().filter(|c| is_cjk(*c)).collect();
     if cjk.is_empty() || !BACK_ZH.iter().any(|b| cjk.contains(b)) {
-        return false;
+        return None;
     }
-    let mut rest = cjk;
-    for w in RESHOW_ZH {
-        rest = rest.replace(w, "");
-    }
-    rest.is_empty() && latin_runs(words).any(|w| !RESHOW_WORDS_EN.contains(&w.as_str()))
+    Some(RESHOW_ZH.iter().fold(cjk, |rest, w| rest.replace(w, "")))
 }
 
 /// Questions that open with these ask yes or no.

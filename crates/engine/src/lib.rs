@@ -361,7 +361,7 @@ impl Engine {
         } else {
             Vec::new()
         };
-        let vector = mixed(&query_vector, &earlier);
+        let vector = mix_vectors(&query_vector, &earlier, &MIX_WEIGHTS);
         timings.insert("embed".into(), ms_since(t));
 
         let t = Instant::now();
@@ -536,14 +536,14 @@ fn pointer_candidates(ranking: Vec<Hit>, first_shown: &HashMap<ChunkId, u64>) ->
     out
 }
 
-/// The question's vector with earlier ones (newest first) mixed in by [`MIX_WEIGHTS`],
-/// normalised.
-fn mixed(question: &[f32], earlier: &[Vec<f32>]) -> Vec<f32> {
+/// The question's vector with earlier ones (newest first) mixed in by `weights` (the
+/// question's first), normalised. The engine mixes with [`MIX_WEIGHTS`].
+pub fn mix_vectors(question: &[f32], earlier: &[Vec<f32>], weights: &[f32]) -> Vec<f32> {
     if earlier.is_empty() {
         return question.to_vec();
     }
-    let mut sum: Vec<f32> = question.iter().map(|x| x * MIX_WEIGHTS[0]).collect();
-    for (v, w) in earlier.iter().zip(&MIX_WEIGHTS[1..]) {
+    let mut sum: Vec<f32> = question.iter().map(|x| x * weights[0]).collect();
+    for (v, w) in earlier.iter().zip(&weights[1..]) {
         for (s, x) in sum.iter_mut().zip(v) {
             *s += w * x;
         }
