@@ -1,7 +1,7 @@
 //! The one factory: settings → backends → engine.
 
 use crate::config::{Backend, MilvusSettings, Settings};
-use anyhow::Result;
+use anyhow::{Context, Result};
 use ragctx_core::{Embedder, SessionStore, VectorStore};
 use ragctx_engine::Engine;
 use ragctx_index::IndexParams;
@@ -12,7 +12,9 @@ use std::sync::Arc;
 
 pub struct App {
     pub settings: Settings,
-    pub data: DataDir,
+    /// The data dir, when a backend lives there; `None` with Milvus and Redis (production):
+    /// nothing local is opened or locked, so any number of processes run side by side.
+    pub data: Option<DataDir>,
     pub embedder: Arc<MiniLmEmbedder>,
     pub engine: Engine,
 }
@@ -25,14 +27,23 @@ pub fn index_params(settings: &Settings) -> IndexParams {
     p
 }
 
+/// Whether the settings keep anything in the data dir (vectors or sessions).
+pub fn uses_data_dir(settings: &Settings) -> bool {
+    matches!(settings.backend, Backend::Embedded) || settings.sessions == "embedded"
+}
+
 impl App {
-    /// Loads the model and opens the data dir.
+    /// Loads the model and opens the backends: the data dir only when one of them is in it.
     pub fn open(settings: Settings) -> Result<App> {
         let embedder = Arc::new(MiniLmEmbedder::load(&settings.model_dir)?);
-        let data = DataDir::open_with(&settings.data_dir, Some(embedder.dimension()), index_params(&settings))?;
+        let data = if uses_data_dir(&settings) {
+            Some(DataDir::open_with(&settings.data_dir, Some(embedder.dimension()), index_params(&settings))?)
+        } else {
+            None
+        };
         let engine = Engine {
-            vectors: vector_store(&settings, &data, embedder.dimension())?,
-            sessions: session_store(&settings, &data)?,
+            vectors: vector_store(&settings, data.as_ref(), embedder.dimension())?,
+            sessions: session_store(&settings, data.as_ref())?,
             embedder: embedder.clone(),
             counter: Arc::new(Cl100kCounter::new()),
             generator: match &settings.openai {
@@ -42,12 +53,21 @@ impl App {
         };
         Ok(App { settings, data, embedder, engine })
     }
+
+    /// The data dir, for commands that work on the embedded store only.
+    pub fn data(&self, what: &str) -> Result<&DataDir> {
+        self.data.as_ref().with_context(|| format!("{what} needs the embedded backend (--backend embedded)"))
+    }
+}
+
+fn data_dir(data: Option<&DataDir>) -> Result<&DataDir> {
+    data.context("the data dir was not opened for an embedded backend")
 }
 
 /// The vector store the settings name: the data dir's index, or a Milvus collection.
-pub fn vector_store(settings: &Settings, data: &DataDir, dimension: usize) -> Result<Arc<dyn VectorStore>> {
+pub fn vector_store(settings: &Settings, data: Option<&DataDir>, dimension: usize) -> Result<Arc<dyn VectorStore>> {
     Ok(match &settings.backend {
-        Backend::Embedded => Arc::new(data.vector_store()),
+        Backend::Embedded => Arc::new(data_dir(data)?.vector_store()),
         Backend::Milvus(m) => milvus_store(m, dimension)?,
     })
 }
@@ -67,16 +87,39 @@ fn milvus_store(_: &MilvusSettings, _: usize) -> Result<Arc<dyn VectorStore>> {
     anyhow::bail!("this ragctx was built without Milvus support: rebuild with `--features milvus` (on by default)")
 }
 
-/// The session store the settings name: the data dir's, or Redis.
-pub fn session_store(settings: &Settings, data: &DataDir) -> Result<Arc<dyn SessionStore>> {
+/// The session store the settings name: the data dir's, or Redis (one server or a cluster).
+pub fn session_store(settings: &Settings, data: Option<&DataDir>) -> Result<Arc<dyn SessionStore>> {
     Ok(if settings.sessions == "embedded" {
-        Arc::new(data.session_store())
+        Arc::new(data_dir(data)?.session_store())
     } else {
         Arc::new(RedisSessionStore::connect(&settings.sessions)?)
     })
 }
 
-/// The data dir alone, for commands that embed nothing (trace, session).
-pub fn open_data(settings: &Settings) -> Result<DataDir> {
-    Ok(DataDir::open_with(&settings.data_dir, None, index_params(settings))?)
+/// The session store alone, for commands that embed nothing (trace, session): the data dir
+/// is opened only when the sessions live there.
+pub fn sessions_only(settings: &Settings) -> Result<Arc<dyn SessionStore>> {
+    let data = if settings.sessions == "embedded" {
+        Some(DataDir::open_with(&settings.data_dir, None, index_params(settings))?)
+    } else {
+        None
+    };
+    session_store(settings, data.as_ref())
+}
+
+/// The vector store alone, for commands that embed nothing (documents list and delete).
+pub fn vectors_only(settings: &Settings) -> Result<Arc<dyn VectorStore>> {
+    match &settings.backend {
+        Backend::Embedded => {
+            let data = DataDir::open_with(&settings.data_dir, None, index_params(settings))?;
+            let dim = data.vector_store().dimension();
+            vector_store(settings, Some(&data), dim)
+        }
+        Backend::Milvus(_) => {
+            // The dimension is checked against the collection on connect; the model's
+            // config gives it without loading the weights.
+            let dim = ragctx_models::model_dimension(&settings.model_dir)?;
+            vector_store(settings, None, dim)
+        }
+    }
 }

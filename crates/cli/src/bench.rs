@@ -220,7 +220,7 @@ fn write_f32s(path: &std::path::Path, rows: &mut dyn Iterator<Item = &[f32]>) ->
 
 fn search(app: &App, o: &SearchOptions) -> Result<()> {
     let (queries, k, scale, questions, json, seed) = (o.queries, o.k, o.scale, o.questions.as_ref(), o.json, o.seed);
-    let store = app.data.vector_store();
+    let store = app.data("bench search")?.vector_store();
     let all = store.all()?;
     if all.is_empty() {
         bail!("the store is empty: ingest a corpus first (e.g. ragctx ingest ../shared/data/mtrag/corpus_*.jsonl)");
@@ -410,7 +410,7 @@ fn turn(app: &App, path: &std::path::Path, domain: Option<&str>, conversations: 
         .iter()
         .map(|(k, v)| (k.clone(), serde_json::json!({"p50_ms": percentile(v, 0.5), "p99_ms": percentile(v, 0.99)})))
         .collect();
-    let report = serde_json::json!({"chunks": app.data.vector_store().len()?, "turns": turns, "conversations": convs.len(), "parts": stats});
+    let report = serde_json::json!({"chunks": app.engine.vectors.len()?, "turns": turns, "conversations": convs.len(), "parts": stats});
     if json {
         println!("{report}");
     } else {

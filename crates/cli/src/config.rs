@@ -174,8 +174,15 @@ impl Settings {
             other => bail!("unknown backend {other:?}: use --backend embedded or --backend milvus"),
         };
         let sessions = raw.sessions.clone().unwrap_or_else(|| "embedded".into());
-        if sessions != "embedded" && !sessions.starts_with("redis://") && !sessions.starts_with("rediss://") {
-            bail!("session store {sessions:?}: use --sessions embedded or --sessions redis://HOST:PORT");
+        if sessions.starts_with("rediss://") || sessions.starts_with("rediss+cluster://") {
+            bail!(ragctx_core::Error::InvalidInput(format!(
+                "session store {sessions:?}: TLS to Redis (rediss://) is not built into this ragctx; use redis:// on a trusted network, or a local TLS tunnel (stunnel, spiped) to the server"
+            )));
+        }
+        if sessions != "embedded" && !sessions.starts_with("redis://") && !sessions.starts_with("redis+cluster://") {
+            bail!(
+                "session store {sessions:?}: use --sessions embedded, redis://HOST:PORT or redis+cluster://HOST:PORT[,HOST:PORT...]"
+            );
         }
         let d = TurnSettings::default();
         let turn = TurnSettings {

@@ -1,11 +1,11 @@
 //! `ragctx ingest PATH...`: read everything, validate everything, embed (with the cache),
-//! then upsert in one transaction. Bad input fails before anything is written.
+//! then replace the documents in one transaction. Bad input fails before anything is written.
 
 use crate::app::index_params;
-use crate::config::Settings;
+use crate::config::{Backend, Settings};
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use ragctx_core::{EmbeddedChunk, Embedder};
+use ragctx_core::{DocumentId, EmbeddedChunk, Embedder, Replaced};
 use ragctx_engine::ingest::{check_unique_ids, chunk_document, parse_jsonl, text_tokens, DocumentFormat, SourcedChunk};
 use ragctx_models::{Cl100kCounter, MiniLmEmbedder};
 use ragctx_store::{DataDir, EmbeddingCache};
@@ -90,7 +90,15 @@ fn read_file(path: &Path, document_id: &str, read: &mut Read) -> Result<bool> {
 /// dir is opened for each cache access only.
 pub fn embed_all(embedder: &dyn Embedder, data_dir: &Path, texts: &[&str]) -> Result<(Vec<Vec<f32>>, usize)> {
     let model = embedder.model_id().to_owned();
-    let cached = EmbeddingCache::get(data_dir, &model, texts)?;
+    // The cache saves re-embedding; without it (a read-only or busy data dir, as a
+    // production host running on Milvus may have) ingest still works, only slower.
+    let (cached, mut caching) = match EmbeddingCache::get(data_dir, &model, texts) {
+        Ok(c) => (c, true),
+        Err(e) => {
+            eprintln!("ragctx: embedding cache in {} unavailable ({e}); embedding without it", data_dir.display());
+            (vec![None; texts.len()], false)
+        }
+    };
     // A text that occurs more than once (MTRAG's cloud corpus has 1,743 passages whose text
     // is another id's) is embedded once.
     let mut first: HashMap<&str, usize> = HashMap::new();
@@ -126,7 +134,12 @@ pub fn embed_all(embedder: &dyn Embedder, data_dir: &Path, texts: &[&str]) -> Re
         let batch: Vec<&str> = step.iter().map(|&i| texts[i]).collect();
         let vectors = embedder.embed(&batch)?;
         let items: Vec<(&str, &[f32])> = batch.iter().copied().zip(vectors.iter().map(Vec::as_slice)).collect();
-        EmbeddingCache::put(data_dir, &model, &items)?;
+        if caching {
+            if let Err(e) = EmbeddingCache::put(data_dir, &model, &items) {
+                eprintln!("ragctx: could not write the embedding cache ({e}); going on without it");
+                caching = false;
+            }
+        }
         for (&i, v) in step.iter().zip(vectors) {
             out[i] = Some(v);
         }
@@ -157,7 +170,10 @@ pub fn embed_all(embedder: &dyn Embedder, data_dir: &Path, texts: &[&str]) -> Re
 
 /// The data dir is opened only to read and write the cache and, at the end, to upsert: a
 /// long ingest does not lock out other processes while it embeds.
-pub fn run(settings: &Settings, paths: &[PathBuf]) -> Result<()> {
+///
+/// Each document is replaced whole (chunks it no longer has are removed); with `append`,
+/// chunks are upserted by id and a document's other chunks stay.
+pub fn run(settings: &Settings, paths: &[PathBuf], append: bool) -> Result<()> {
     let started = Instant::now();
     let read = read_paths(paths)?;
     let embedder = MiniLmEmbedder::load(&settings.model_dir)?;
@@ -180,20 +196,33 @@ pub fn run(settings: &Settings, paths: &[PathBuf]) -> Result<()> {
             EmbeddedChunk { chunk, vector }
         })
         .collect();
-    let mut docs: Vec<&str> = chunks.iter().map(|c| c.chunk.document_id.as_str()).collect();
+    let mut docs: Vec<DocumentId> = chunks.iter().map(|c| c.chunk.document_id.clone()).collect();
     docs.sort_unstable();
     docs.dedup();
-    let data = DataDir::open_with(&settings.data_dir, Some(embedder.dimension()), index_params(settings))?;
-    let store = crate::app::vector_store(settings, &data, embedder.dimension())?;
-    let new = store.upsert(&chunks)?;
+    // Only the embedded backend lives in the data dir: with Milvus nothing local is locked.
+    let data = match settings.backend {
+        Backend::Embedded => {
+            Some(DataDir::open_with(&settings.data_dir, Some(embedder.dimension()), index_params(settings))?)
+        }
+        Backend::Milvus(_) => None,
+    };
+    let store = crate::app::vector_store(settings, data.as_ref(), embedder.dimension())?;
+    let r = if append {
+        let new = store.upsert(&chunks)?;
+        Replaced { new, updated: chunks.len() - new, removed: 0 }
+    } else {
+        // Each document as a whole: chunks it no longer has go in the same write.
+        store.replace_documents(&docs, &chunks)?
+    };
     let total = store.len()?;
     println!(
-        "ingested {} chunks of {} documents from {} files: {} new, {} updated; embedded {}, {} from cache; store holds {} chunks ({:.1}s)",
+        "ingested {} chunks of {} documents from {} files: {} new, {} updated, {} removed; embedded {}, {} from cache; store holds {} chunks ({:.1}s)",
         chunks.len(),
         docs.len(),
         read.files,
-        new,
-        chunks.len() - new,
+        r.new,
+        r.updated,
+        r.removed,
         embedded,
         chunks.len() - embedded,
         total,

@@ -6,6 +6,7 @@ mod bench;
 mod bench_http;
 mod bench_window;
 mod config;
+mod documents;
 mod eval;
 mod eval_intent;
 mod eval_mtrag;
@@ -102,10 +103,19 @@ struct TurnFlags {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Ingest .jsonl chunks or .md/.txt/.html documents (files or directories)
+    /// Ingest .jsonl chunks or .md/.txt/.html documents (files or directories); each
+    /// document is replaced whole: chunks it no longer has are removed
     Ingest {
+        /// Upsert chunks by id and keep a document's other chunks (add to documents)
+        #[arg(long)]
+        append: bool,
         #[arg(required = true)]
         paths: Vec<PathBuf>,
+    },
+    /// list the stored documents, or delete documents with all their chunks
+    Documents {
+        #[command(subcommand)]
+        action: DocumentsAction,
     },
     /// Ask one question in a session
     Ask {
@@ -147,11 +157,14 @@ enum Command {
         #[arg(long)]
         session: String,
     },
-    /// The HTTP API, the OpenAI-compatible chat front and the trace page
+    /// The HTTP API, the OpenAI-compatible chat front and the trace page; the turn flags
+    /// set the defaults that each request may override
     Serve {
         /// Address to bind; without API keys only loopback addresses are accepted
         #[arg(long, default_value = "127.0.0.1:8080")]
         addr: String,
+        #[command(flatten)]
+        turn: TurnFlags,
     },
     /// Offline evaluation on real data
     Eval {
@@ -162,6 +175,21 @@ enum Command {
     Bench {
         #[command(subcommand)]
         what: bench::BenchCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum DocumentsAction {
+    /// Every stored document: id, chunks, title
+    List {
+        /// One JSON array
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove documents and all their chunks
+    Delete {
+        #[arg(required = true)]
+        ids: Vec<String>,
     },
 }
 
@@ -206,7 +234,14 @@ fn settings(cli: &Cli, turn: Option<&TurnFlags>) -> Result<Settings> {
 
 fn run(cli: Cli) -> Result<()> {
     match &cli.command {
-        Command::Ingest { paths } => ingest::run(&settings(&cli, None)?, paths),
+        Command::Ingest { paths, append } => ingest::run(&settings(&cli, None)?, paths, *append),
+        Command::Documents { action } => {
+            let store = app::vectors_only(&settings(&cli, None)?)?;
+            match action {
+                DocumentsAction::List { json } => documents::list(store.as_ref(), *json),
+                DocumentsAction::Delete { ids } => documents::delete(store.as_ref(), ids),
+            }
+        }
         Command::Ask { session, json, turn, question } => {
             let s = settings(&cli, Some(turn))?;
             let id = SessionId::parse(session)?;
@@ -227,16 +262,14 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Trace { session, turn, json, .. } => {
             let s = settings(&cli, None)?;
-            let data = app::open_data(&s)?;
-            turn::trace(app::session_store(&s, &data)?.as_ref(), &SessionId::parse(session)?, *turn, *json)
+            turn::trace(app::sessions_only(&s)?.as_ref(), &SessionId::parse(session)?, *turn, *json)
         }
         Command::Session { action, session } => {
             let s = settings(&cli, None)?;
-            let data = app::open_data(&s)?;
-            turn::session(app::session_store(&s, &data)?.as_ref(), action, &SessionId::parse(session)?)
+            turn::session(app::sessions_only(&s)?.as_ref(), action, &SessionId::parse(session)?)
         }
         Command::Bench { what } => bench::run(settings(&cli, None)?, what),
-        Command::Serve { addr } => serve::run(app::App::open(settings(&cli, None)?)?, addr),
+        Command::Serve { addr, turn } => serve::run(app::App::open(settings(&cli, Some(turn))?)?, addr),
         Command::Eval { what } => eval::run(&settings(&cli, None)?, what),
     }
 }
@@ -266,6 +299,7 @@ fn main() {
             Some(ErrorKind::BadInput) => 2,
             Some(ErrorKind::NotFound) => 3,
             Some(ErrorKind::Unavailable) => 4,
+            Some(ErrorKind::Conflict) => 5,
             Some(ErrorKind::Internal) => 1,
             None => 2,
         };

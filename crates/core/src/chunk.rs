@@ -57,3 +57,37 @@ pub struct EmbeddedChunk {
     pub chunk: Chunk,
     pub vector: Vec<f32>,
 }
+
+/// A stored document, as `ragctx documents list` shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DocumentSummary {
+    pub document_id: DocumentId,
+    /// The title of its first chunk (by id).
+    pub title: String,
+    pub chunks: usize,
+}
+
+/// What [`crate::VectorStore::replace_documents`] changed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Replaced {
+    /// Chunk ids that were not stored before.
+    pub new: usize,
+    /// Chunks written again (same id).
+    pub updated: usize,
+    /// Chunks of the replaced documents that are gone (no longer in the document).
+    pub removed: usize,
+}
+
+/// Checks the arguments of [`crate::VectorStore::replace_documents`]: every chunk belongs
+/// to one of the documents being replaced.
+pub fn check_replacement(documents: &[DocumentId], chunks: &[EmbeddedChunk]) -> crate::Result<()> {
+    let named: std::collections::HashSet<&DocumentId> = documents.iter().collect();
+    match chunks.iter().find(|c| !named.contains(&c.chunk.document_id)) {
+        Some(c) => Err(crate::Error::InvalidInput(format!(
+            "chunk {:?} belongs to document {:?}, which is not being replaced",
+            c.chunk.id.as_str(),
+            c.chunk.document_id.as_str()
+        ))),
+        None => Ok(()),
+    }
+}

@@ -20,6 +20,10 @@ pub enum Error {
     Unavailable { backend: String, message: String },
     #[error("storage error: {0}")]
     Storage(String),
+    /// The session moved on while a turn was being planned, and re-planning did not settle
+    /// within the bounded retries (many turns of one session at once).
+    #[error("conflict: {0}")]
+    Conflict(String),
     #[error("unsupported filter for {backend}: {message}")]
     UnsupportedFilter { backend: String, message: String },
 }
@@ -32,6 +36,8 @@ pub enum ErrorKind {
     NotFound,
     /// A backend or model is missing or down: retry later or fix the deployment.
     Unavailable,
+    /// Another request changed the same session at the same time: retry.
+    Conflict,
     Internal,
 }
 
@@ -41,6 +47,7 @@ impl Error {
             Error::InvalidInput(_) | Error::WrongDimension { .. } => ErrorKind::BadInput,
             Error::NotFound(_) => ErrorKind::NotFound,
             Error::ModelMissing { .. } | Error::Unavailable { .. } => ErrorKind::Unavailable,
+            Error::Conflict(_) => ErrorKind::Conflict,
             Error::Model(_) | Error::Storage(_) | Error::UnsupportedFilter { .. } => ErrorKind::Internal,
         }
     }

@@ -23,7 +23,7 @@ mod session;
 mod trace;
 mod traits;
 
-pub use chunk::{Chunk, EmbeddedChunk, CHUNK_TOKENIZER};
+pub use chunk::{check_replacement, Chunk, DocumentSummary, EmbeddedChunk, Replaced, CHUNK_TOKENIZER};
 pub use context::{citation_markers, Citation, ContextBlock, Pointer};
 pub use error::{Error, ErrorKind, Result};
 pub use ids::{ChunkId, DocumentId, SessionId};

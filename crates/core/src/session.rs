@@ -123,6 +123,10 @@ pub struct SessionState {
     /// Marker of every document this session has shown.
     pub markers: BTreeMap<DocumentId, u32>,
     pub updated_at_unix_ms: u64,
+    /// Bumped by every commit and reset: a turn commits only if the session is still at the
+    /// version it was planned against (0 for a session that does not exist).
+    #[serde(default)]
+    pub version: u64,
 }
 
 impl SessionState {
@@ -143,6 +147,10 @@ pub struct Retention {
 /// Everything one turn writes, applied atomically by [`crate::SessionStore::commit_turn`].
 #[derive(Clone, Debug)]
 pub struct TurnCommit {
+    /// The [`SessionState::version`] the turn was planned against: the commit lands only if
+    /// the session is still there, else it fails with [`crate::Error::Conflict`] and writes
+    /// nothing.
+    pub read_version: u64,
     /// `turn` is assigned by the store.
     pub record: TurnRecord,
     /// Markers this turn handed out to documents new to the session.

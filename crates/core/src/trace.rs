@@ -63,6 +63,10 @@ pub struct TraceStats {
     /// Earlier questions mixed into the query (`conversation_query`).
     #[serde(default)]
     pub mixed_questions: usize,
+    /// Times the turn was planned again because another turn of the session committed
+    /// while it was being planned (several servers or clients on one session).
+    #[serde(default)]
+    pub replans: u32,
     pub dropped_by_budget: Vec<DocumentId>,
     pub intent: Intent,
     pub search_path: SearchPath,

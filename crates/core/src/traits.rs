@@ -1,6 +1,6 @@
 use crate::{
-    Chunk, ChunkId, ContextBlock, EmbeddedChunk, Pointer, Result, Retention, SearchOutcome, SearchRequest, SessionId,
-    SessionState, Trace, TurnCommit,
+    Chunk, ChunkId, ContextBlock, DocumentId, DocumentSummary, EmbeddedChunk, Pointer, Replaced, Result, Retention,
+    SearchOutcome, SearchRequest, SessionId, SessionState, Trace, TurnCommit,
 };
 
 /// Stores chunks with their vectors and searches them with grouping and exclusion applied
@@ -17,6 +17,14 @@ pub trait VectorStore: Send + Sync {
     fn dimension(&self) -> usize;
     /// Insert or replace chunks by id. Returns how many ids were new.
     fn upsert(&self, chunks: &[EmbeddedChunk]) -> Result<usize>;
+    /// Replaces whole documents: afterwards each of `documents` holds exactly its chunks
+    /// among `chunks` — a chunk id no longer given is removed, a document given no chunks is
+    /// deleted. Every chunk must belong to one of `documents`. Atomic like `upsert` where
+    /// the backend has transactions; otherwise the new chunks are written before the stale
+    /// ones are removed, so a crash leaves extra chunks (removed by a re-run), never a hole.
+    fn replace_documents(&self, documents: &[DocumentId], chunks: &[EmbeddedChunk]) -> Result<Replaced>;
+    /// Every stored document, by id.
+    fn documents(&self) -> Result<Vec<DocumentSummary>>;
     fn search(&self, request: &SearchRequest) -> Result<SearchOutcome>;
     /// Chunks by id, in the order asked; unknown ids are skipped.
     fn chunks(&self, ids: &[ChunkId]) -> Result<Vec<Chunk>>;
@@ -30,9 +38,12 @@ pub trait VectorStore: Send + Sync {
 
 /// Remembers sessions and their traces.
 ///
-/// `commit_turn` is atomic: the turn record, the window trim, new markers, the TTL refresh
-/// and the trace are all written or none is. Two concurrent commits to one session both
-/// land, with distinct turn numbers.
+/// `commit_turn` is atomic and conditional: the turn record, the window trim, new markers,
+/// the TTL refresh and the trace are all written, and the version bumped, only if the
+/// session is still at `commit.read_version`; otherwise nothing is written and the call
+/// fails with [`crate::Error::Conflict`]. Of two commits planned against one version
+/// exactly one lands; the other turn re-plans against the new state. So the markers and
+/// exclusions a turn computed are exactly what is stored.
 pub trait SessionStore: Send + Sync {
     /// The session's state; `None` when it never existed or expired.
     fn load(&self, id: &SessionId) -> Result<Option<SessionState>>;

@@ -94,6 +94,17 @@ pub struct Engine {
     pub generator: Arc<dyn Generator>,
 }
 
+/// Plans a turn makes before it gives up on a session that keeps moving under it.
+pub const MAX_REPLANS: u32 = 8;
+
+/// A short pause before re-planning, growing and jittered so that turns racing for one
+/// session do not collide again in lockstep.
+fn replan_pause(replans: u32) -> std::time::Duration {
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    let cap_ms = 2u64 << replans.min(6);
+    std::time::Duration::from_micros(u64::from(nanos) % (cap_ms * 1000))
+}
+
 fn ms_since(t: Instant) -> f64 {
     (t.elapsed().as_secs_f64() * 1e6).round() / 1e3
 }
@@ -186,25 +197,45 @@ impl Engine {
         settings.validate()?;
         let question = validate_question(question)?;
         let query = validate_question(query)?;
-        let state = self.sessions.load(session)?.unwrap_or_default();
-        let (mut trace, record, new_markers) =
-            self.run(session, &state, Asked { question, query, conversation }, settings, None)?;
-        let t = Instant::now();
-        if deadline.is_some_and(|d| t >= d) {
-            return Err(Error::Unavailable {
-                backend: "turn".into(),
-                message: format!(
-                    "no answer within the deadline ({:.1} s spent); the turn was not recorded",
-                    started.elapsed().as_secs_f64()
-                ),
-            });
+        let asked = Asked { question, query, conversation };
+        let mut replans = 0;
+        loop {
+            let state = self.sessions.load(session)?.unwrap_or_default();
+            let (mut trace, record, new_markers) = self.run(session, &state, asked, settings, None)?;
+            trace.stats.replans = replans;
+            let t = Instant::now();
+            if deadline.is_some_and(|d| t >= d) {
+                return Err(Error::Unavailable {
+                    backend: "turn".into(),
+                    message: format!(
+                        "no answer within the deadline ({:.1} s spent); the turn was not recorded",
+                        started.elapsed().as_secs_f64()
+                    ),
+                });
+            }
+            let commit = TurnCommit { read_version: state.version, record, new_markers, trace: trace.clone() };
+            match self.sessions.commit_turn(session, commit, settings.retention()) {
+                Ok(turn) => trace.turn = turn,
+                // Another turn of this session committed since the load: plan again against
+                // what it showed, so no chunk is shown twice and no marker handed out twice.
+                Err(Error::Conflict(_)) if replans < MAX_REPLANS => {
+                    replans += 1;
+                    std::thread::sleep(replan_pause(replans));
+                    continue;
+                }
+                Err(Error::Conflict(m)) => {
+                    return Err(Error::Conflict(format!(
+                        "{m}; gave up after {} plans of this turn (too many turns of session {session} at once)",
+                        replans + 1
+                    )))
+                }
+                Err(e) => return Err(e),
+            }
+            // The stored trace carries every timing but its own write.
+            trace.stats.timings_ms.insert("remember".into(), ms_since(t));
+            trace.stats.timings_ms.insert("total".into(), ms_since(started));
+            return Ok(TurnOutcome::from(trace));
         }
-        let commit = TurnCommit { record, new_markers, trace: trace.clone() };
-        trace.turn = self.sessions.commit_turn(session, commit, settings.retention())?;
-        // The stored trace carries every timing but its own write.
-        trace.stats.timings_ms.insert("remember".into(), ms_since(t));
-        trace.stats.timings_ms.insert("total".into(), ms_since(started));
-        Ok(TurnOutcome::from(trace))
     }
 
     /// Runs turn `trace.turn` again with other settings, against the session as it stood
@@ -280,6 +311,7 @@ impl Engine {
             carried: a.context.blocks.iter().filter(|b| b.carried_from.is_some()).count(),
             pointers: a.context.pointers.len(),
             mixed_questions: a.mixed_questions,
+            replans: 0,
             dropped_by_budget: a.context.dropped_by_budget.clone(),
             intent: a.intent,
             search_path: a.search_path,

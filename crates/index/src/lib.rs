@@ -234,6 +234,24 @@ impl VectorIndex {
         is_new
     }
 
+    /// Removes a chunk: its node is retired (still used to navigate, never returned).
+    /// Returns false when the id was not there.
+    pub fn remove(&mut self, chunk_id: &str) -> bool {
+        let Some(node) = self.by_chunk.remove(chunk_id) else { return false };
+        self.deleted[node as usize] = true;
+        let doc = self.doc_of[node as usize] as usize;
+        self.doc_nodes[doc].retain(|&n| n != node);
+        true
+    }
+
+    /// The live chunk ids of a document.
+    pub fn chunks_of(&self, document_id: &str) -> Vec<&str> {
+        match self.by_doc.get(document_id) {
+            Some(&d) => self.doc_nodes[d as usize].iter().map(|&n| self.chunk_id(n)).collect(),
+            None => Vec::new(),
+        }
+    }
+
     /// A copy without retired nodes (rebuilds the graph).
     pub fn compacted(&self) -> VectorIndex {
         let mut fresh = VectorIndex::new(self.dim, self.params);

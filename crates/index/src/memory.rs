@@ -2,7 +2,10 @@
 //! benchmarks that build a corpus per run and persist nothing.
 
 use crate::{IndexParams, VectorIndex};
-use ragctx_core::{Chunk, ChunkId, EmbeddedChunk, Error, Hit, Result, SearchOutcome, SearchRequest, VectorStore};
+use ragctx_core::{
+    check_replacement, Chunk, ChunkId, DocumentId, DocumentSummary, EmbeddedChunk, Error, Hit, Replaced, Result,
+    SearchOutcome, SearchRequest, VectorStore,
+};
 use std::collections::HashMap;
 use std::sync::RwLock;
 
@@ -37,6 +40,46 @@ impl VectorStore for MemoryVectorStore {
             map.insert(c.chunk.id.clone(), c.chunk.clone());
         }
         Ok(new)
+    }
+
+    fn replace_documents(&self, documents: &[DocumentId], chunks: &[EmbeddedChunk]) -> Result<Replaced> {
+        check_replacement(documents, chunks)?;
+        let given: std::collections::HashSet<&str> = chunks.iter().map(|c| c.chunk.id.as_str()).collect();
+        let stale: Vec<String> = {
+            let ix = self.index.read().expect("lock");
+            documents
+                .iter()
+                .flat_map(|d| ix.chunks_of(d.as_str()))
+                .filter(|id| !given.contains(id))
+                .map(str::to_owned)
+                .collect()
+        };
+        let new = self.upsert(chunks)?;
+        let mut ix = self.index.write().expect("lock");
+        let mut map = self.chunks.write().expect("lock");
+        for id in &stale {
+            ix.remove(id);
+            map.remove(id.as_str());
+        }
+        Ok(Replaced { new, updated: chunks.len() - new, removed: stale.len() })
+    }
+
+    fn documents(&self) -> Result<Vec<DocumentSummary>> {
+        let map = self.chunks.read().expect("lock");
+        let mut ids: Vec<&ChunkId> = map.keys().collect();
+        ids.sort();
+        let mut docs: std::collections::BTreeMap<DocumentId, DocumentSummary> = Default::default();
+        for id in ids {
+            let c = &map[id];
+            docs.entry(c.document_id.clone())
+                .or_insert_with(|| DocumentSummary {
+                    document_id: c.document_id.clone(),
+                    title: c.title.clone(),
+                    chunks: 0,
+                })
+                .chunks += 1;
+        }
+        Ok(docs.into_values().collect())
     }
 
     fn search(&self, request: &SearchRequest) -> Result<SearchOutcome> {

@@ -1,5 +1,7 @@
 //! The store itself (feature `sdk`, on by default).
 
+mod documents;
+
 use crate::filter::{self, Filter, DOCUMENT_ID, ID};
 use milvus::v2::prelude::{
     ClientV2, CollectionSchema, ConnectConfig, ConsistencyLevel, CreateCollectionRequest, CreateIndexRequest, DataType,
@@ -8,8 +10,8 @@ use milvus::v2::prelude::{
     SearchRequest as MilvusSearch, SearchVectors, TelemetryConfig, UpsertRequest,
 };
 use ragctx_core::{
-    Chunk, ChunkId, DocumentId, EmbeddedChunk, Error, ExclusionSet, Grouping, Hit, Result, SearchOutcome, SearchPath,
-    SearchRequest, VectorStore,
+    Chunk, ChunkId, DocumentId, DocumentSummary, EmbeddedChunk, Error, ExclusionSet, Grouping, Hit, Replaced, Result,
+    SearchOutcome, SearchPath, SearchRequest, VectorStore,
 };
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -487,26 +489,38 @@ impl MilvusVectorStore {
         Ok(out)
     }
 
-    /// Rows whose id is in `ids` (at most [`BATCH`]), by a filter built like the exclusion
-    /// filter: templated where the server can, escaped literals otherwise.
+    /// Rows whose id is in `ids` (at most [`BATCH`]).
     fn query_ids(
         &self,
         ids: &[&str],
         fields: &[&str],
         consistency: ConsistencyLevel,
     ) -> Result<milvus::v2::prelude::QueryResponse> {
+        self.query_in(ID, ids, fields, consistency, ids.len())
+    }
+
+    /// Up to `limit` rows whose `field` is in `values`, by a filter built like the exclusion
+    /// filter: templated where the server can, escaped literals otherwise.
+    fn query_in(
+        &self,
+        field: &str,
+        values: &[&str],
+        fields: &[&str],
+        consistency: ConsistencyLevel,
+        limit: usize,
+    ) -> Result<milvus::v2::prelude::QueryResponse> {
         let mut builder = QueryRequest::builder()
             .collection_name(self.config.collection.clone())
             .output_fields(fields.iter().copied())
-            .limit(ids.len() as i64)
+            .limit(limit as i64)
             .consistency_level(consistency);
         builder = if self.capabilities.templates {
-            builder.filter(format!("{ID} in {{ids}}")).filter_templates(HashMap::from([(
-                "ids".to_owned(),
-                FilterTemplateValue::StringArray(ids.iter().map(|s| s.to_string()).collect()),
+            builder.filter(format!("{field} in {{values}}")).filter_templates(HashMap::from([(
+                "values".to_owned(),
+                FilterTemplateValue::StringArray(values.iter().map(|s| s.to_string()).collect()),
             )]))
         } else {
-            builder.filter(filter::in_literal(ID, ids.iter().copied()))
+            builder.filter(filter::in_literal(field, values.iter().copied()))
         };
         let request = builder.build().map_err(Error::storage)?;
         self.read("query by id", || {
@@ -734,6 +748,14 @@ impl VectorStore for MilvusVectorStore {
             })?;
         }
         Ok(new)
+    }
+
+    fn replace_documents(&self, documents: &[DocumentId], chunks: &[EmbeddedChunk]) -> Result<Replaced> {
+        self.replace(documents, chunks)
+    }
+
+    fn documents(&self) -> Result<Vec<DocumentSummary>> {
+        self.list()
     }
 
     fn search(&self, request: &SearchRequest) -> Result<SearchOutcome> {

@@ -29,6 +29,16 @@ pub struct MiniLmEmbedder {
     model_id: String,
 }
 
+/// The embedding dimension of the model in `dir`, from its `config.json` alone (for
+/// commands that open a vector store without embedding anything).
+pub fn model_dimension(dir: &Path) -> Result<usize> {
+    let config = dir.join("config.json");
+    let bytes = std::fs::read(&config).map_err(|_| Error::ModelMissing { path: dir.display().to_string() })?;
+    let cfg: BertConfig =
+        serde_json::from_slice(&bytes).map_err(|e| Error::Model(format!("config.json in {}: {e}", dir.display())))?;
+    Ok(cfg.hidden_size)
+}
+
 impl MiniLmEmbedder {
     /// Loads `model.safetensors`, `tokenizer.json` and `config.json` from `dir`. A missing
     /// directory or file is [`Error::ModelMissing`], whose message names the setup command.

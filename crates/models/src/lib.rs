@@ -18,7 +18,7 @@ mod extractive;
 mod openai;
 mod tokens;
 
-pub use embedder::{MiniLmEmbedder, BATCH_TOKENS, MAX_TOKENS};
+pub use embedder::{model_dimension, MiniLmEmbedder, BATCH_TOKENS, MAX_TOKENS};
 pub use extractive::{sentences, terms, ExtractiveGenerator, NOTHING_FOUND};
 #[cfg(feature = "openai")]
 pub use openai::{OpenAiConfig, OpenAiGenerator};

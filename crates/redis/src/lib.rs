@@ -3,9 +3,10 @@
 //! One session is five keys sharing the hash tag `{ragctx:<session id>}` (so they live in
 //! one slot on Redis Cluster): `meta` (turn counter, highest marker), `turns` (the window
 //! of turn records), `markers` (document → marker), `used` (markers handed out) and
-//! `traces` (turn → trace). A turn is committed by one Lua script — append, window trim,
-//! markers, trace and TTL refresh happen atomically, so concurrent turns of one session
-//! all land with distinct numbers.
+//! `traces` (turn → trace). A turn is committed by one Lua script — version check, append,
+//! window trim, markers, trace and TTL refresh happen atomically: a turn planned against a
+//! version the session has left writes nothing (the engine plans it again). One server
+//! (`redis://`) or a Redis Cluster (`redis+cluster://seed1,seed2`).
 //!
 //! ```no_run
 //! let store = ragctx_redis::RedisSessionStore::connect("redis://127.0.0.1:6379")?;
@@ -13,7 +14,8 @@
 //! ```
 
 use ragctx_core::{Error, Result, Retention, SessionId, SessionState, SessionStore, Trace, TurnCommit, TurnRecord};
-use redis::{Client, Connection, Script};
+use redis::cluster::{ClusterClient, ClusterConnection};
+use redis::{Client, Connection, ConnectionLike, Script};
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -23,21 +25,31 @@ pub const TIMEOUT: Duration = Duration::from_secs(3);
 /// Idle connections kept for reuse.
 const POOL: usize = 16;
 
+/// KEYS: meta, turns, markers, used, traces. ARGV: now, record, window, trace, ttl ms,
+/// read version, then (document, marker) pairs. Returns the turn number, or an error reply
+/// `CONFLICT <version>` when the session is no longer at the read version.
 const COMMIT: &str = r#"
+local version = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
+if version ~= tonumber(ARGV[6]) then
+  return redis.error_reply('CONFLICT ' .. version)
+end
+for i = 7, #ARGV, 2 do
+  if redis.call('HEXISTS', KEYS[3], ARGV[i]) == 1 or redis.call('SISMEMBER', KEYS[4], ARGV[i + 1]) == 1 then
+    return redis.error_reply('MARKER ' .. ARGV[i + 1])
+  end
+end
 local turn = redis.call('HINCRBY', KEYS[1], 'turn_count', 1)
+redis.call('HINCRBY', KEYS[1], 'version', 1)
 redis.call('HSET', KEYS[1], 'updated_at', ARGV[1])
 redis.call('RPUSH', KEYS[2], turn .. '\t' .. ARGV[2])
 local window = tonumber(ARGV[3])
 if window > 0 then redis.call('LTRIM', KEYS[2], -window, -1) end
 local maxm = tonumber(redis.call('HGET', KEYS[1], 'max_marker') or '0')
-for i = 6, #ARGV, 2 do
-  local doc, m = ARGV[i], tonumber(ARGV[i + 1])
-  if redis.call('HEXISTS', KEYS[3], doc) == 0 then
-    if redis.call('SISMEMBER', KEYS[4], m) == 1 then m = maxm + 1 end
-    redis.call('HSET', KEYS[3], doc, m)
-    redis.call('SADD', KEYS[4], m)
-    if m > maxm then maxm = m end
-  end
+for i = 7, #ARGV, 2 do
+  local m = tonumber(ARGV[i + 1])
+  redis.call('HSET', KEYS[3], ARGV[i], m)
+  redis.call('SADD', KEYS[4], m)
+  if m > maxm then maxm = m end
 end
 redis.call('HSET', KEYS[1], 'max_marker', maxm)
 redis.call('HSET', KEYS[5], turn, ARGV[4])
@@ -52,15 +64,45 @@ const RESET: &str = r#"
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
 redis.call('HSET', KEYS[1], 'max_marker', 0)
+redis.call('HINCRBY', KEYS[1], 'version', 1)
 return 1
 "#;
 
+/// KEYS: meta, turns, markers. Returns them in one atomic read, so the version read is the
+/// version of these turns and markers (a pipeline would do on one server, but Redis
+/// Cluster connections do not pipeline).
+const LOAD: &str = r#"
+return {redis.call('HGETALL', KEYS[1]), redis.call('LRANGE', KEYS[2], 0, -1), redis.call('HGETALL', KEYS[3])}
+"#;
+
+/// A connection to one server, or to a cluster (which routes each call by its keys'
+/// hash slot and follows redirections and fail-overs).
+enum Conn {
+    Single(Connection),
+    Cluster(Box<ClusterConnection>),
+}
+
+impl Conn {
+    fn get(&mut self) -> &mut dyn ConnectionLike {
+        match self {
+            Conn::Single(c) => c,
+            Conn::Cluster(c) => c.as_mut(),
+        }
+    }
+}
+
+enum Target {
+    Single(Client),
+    Cluster(ClusterClient),
+}
+
 pub struct RedisSessionStore {
-    client: Client,
+    target: Target,
     url: String,
-    idle: Mutex<Vec<Connection>>,
+    idle: Mutex<Vec<Conn>>,
     commit: Script,
     reset: Script,
+    load: Script,
 }
 
 /// The five keys of a session, hash-tagged to one cluster slot.
@@ -73,16 +115,47 @@ fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
+/// `redis+cluster://h1:p1,h2:p2` → the seed nodes as `redis://` URLs.
+fn cluster_nodes(url: &str) -> Option<Vec<String>> {
+    let rest = url.strip_prefix("redis+cluster://")?;
+    Some(rest.split(',').map(str::trim).filter(|n| !n.is_empty()).map(|n| format!("redis://{n}")).collect())
+}
+
 impl RedisSessionStore {
-    /// Checks the URL and that the server answers `PING`.
+    /// Checks the URL and that the server answers `PING`. `redis://HOST:PORT` is one
+    /// server; `redis+cluster://HOST:PORT[,HOST:PORT...]` a Redis Cluster reached through
+    /// those seed nodes. `rediss://` (TLS) is refused: this build has no TLS.
     pub fn connect(url: &str) -> Result<Self> {
-        let client = Client::open(url).map_err(|e| Error::InvalidInput(format!("redis URL {url:?}: {e}")))?;
+        if url.starts_with("rediss") {
+            return Err(Error::InvalidInput(format!(
+                "redis URL {url:?}: TLS (rediss://) is not built into ragctx; use redis:// on a trusted network, or a local TLS tunnel"
+            )));
+        }
+        let target = match cluster_nodes(url) {
+            Some(nodes) if nodes.is_empty() => {
+                return Err(Error::InvalidInput(format!("redis URL {url:?}: name at least one cluster node")))
+            }
+            Some(nodes) => Target::Cluster(
+                ClusterClient::builder(nodes)
+                    .connection_timeout(TIMEOUT)
+                    .response_timeout(TIMEOUT)
+                    .retries(4)
+                    .min_retry_wait(50)
+                    .max_retry_wait(1_000)
+                    .build()
+                    .map_err(|e| Error::InvalidInput(format!("redis URL {url:?}: {e}")))?,
+            ),
+            None => {
+                Target::Single(Client::open(url).map_err(|e| Error::InvalidInput(format!("redis URL {url:?}: {e}")))?)
+            }
+        };
         let store = RedisSessionStore {
-            client,
+            target,
             url: url.to_owned(),
             idle: Mutex::new(Vec::new()),
             commit: Script::new(COMMIT),
             reset: Script::new(RESET),
+            load: Script::new(LOAD),
         };
         store.with(|c| redis::cmd("PING").query::<String>(c))?;
         Ok(store)
@@ -93,22 +166,29 @@ impl RedisSessionStore {
     }
 
     /// Runs `f` on a pooled connection; a connection that failed is dropped, not reused.
-    fn with<T>(&self, f: impl FnOnce(&mut Connection) -> redis::RedisResult<T>) -> Result<T> {
+    fn with<T>(&self, f: impl FnOnce(&mut dyn ConnectionLike) -> redis::RedisResult<T>) -> Result<T> {
         self.with_raw(f).map_err(|e| self.error(e))
     }
 
-    fn with_raw<T>(&self, f: impl FnOnce(&mut Connection) -> redis::RedisResult<T>) -> redis::RedisResult<T> {
+    fn connect_one(&self) -> redis::RedisResult<Conn> {
+        Ok(match &self.target {
+            Target::Single(client) => {
+                let c = client.get_connection_with_timeout(TIMEOUT)?;
+                c.set_read_timeout(Some(TIMEOUT))?;
+                c.set_write_timeout(Some(TIMEOUT))?;
+                Conn::Single(c)
+            }
+            Target::Cluster(client) => Conn::Cluster(Box::new(client.get_connection()?)),
+        })
+    }
+
+    fn with_raw<T>(&self, f: impl FnOnce(&mut dyn ConnectionLike) -> redis::RedisResult<T>) -> redis::RedisResult<T> {
         let pooled = self.idle.lock().expect("pool lock").pop();
         let mut conn = match pooled {
             Some(c) => c,
-            None => {
-                let c = self.client.get_connection_with_timeout(TIMEOUT)?;
-                c.set_read_timeout(Some(TIMEOUT))?;
-                c.set_write_timeout(Some(TIMEOUT))?;
-                c
-            }
+            None => self.connect_one()?,
         };
-        let out = f(&mut conn)?;
+        let out = f(conn.get())?;
         let mut idle = self.idle.lock().expect("pool lock");
         if idle.len() < POOL {
             idle.push(conn);
@@ -117,7 +197,14 @@ impl RedisSessionStore {
     }
 
     fn error(&self, e: redis::RedisError) -> Error {
-        if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal() {
+        if e.is_io_error()
+            || e.is_timeout()
+            || e.is_connection_dropped()
+            || e.is_connection_refusal()
+            // A cluster mid-fail-over: slots moving, no master for a slot, a replica syncing.
+            || e.is_cluster_error()
+            || e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::MasterDown)
+        {
             self.unavailable(e)
         } else {
             Error::Storage(format!("redis at {}: {e}", self.url))
@@ -126,7 +213,7 @@ impl RedisSessionStore {
 
     /// [`Self::with`] for reads, which are safe to repeat: when the connection broke (closed
     /// or reset, not slow) the read runs once more on a fresh connection.
-    fn read<T>(&self, f: impl Fn(&mut Connection) -> redis::RedisResult<T>) -> Result<T> {
+    fn read<T>(&self, f: impl Fn(&mut dyn ConnectionLike) -> redis::RedisResult<T>) -> Result<T> {
         match self.with_raw(&f) {
             Err(e) if !e.is_timeout() && (e.is_connection_dropped() || e.is_io_error()) => self.with(&f),
             r => r.map_err(|e| self.error(e)),
@@ -142,13 +229,14 @@ impl SessionStore for RedisSessionStore {
     fn load(&self, id: &SessionId) -> Result<Option<SessionState>> {
         let k = keys(id);
         let (meta, turns, markers): (BTreeMap<String, String>, Vec<String>, BTreeMap<String, u32>) =
-            self.read(|c| redis::pipe().hgetall(&k[0]).lrange(&k[1], 0, -1).hgetall(&k[2]).query(c))?;
+            self.read(|c| self.load.key(&k[0]).key(&k[1]).key(&k[2]).invoke(c))?;
         if meta.is_empty() {
             return Ok(None);
         }
         let mut state = SessionState {
             turn_count: meta.get("turn_count").and_then(|v| v.parse().ok()).unwrap_or(0),
             updated_at_unix_ms: meta.get("updated_at").and_then(|v| v.parse().ok()).unwrap_or(0),
+            version: meta.get("version").and_then(|v| v.parse().ok()).unwrap_or(0),
             markers: markers.into_iter().map(|(d, m)| (d.into(), m)).collect(),
             turns: Vec::with_capacity(turns.len()),
         };
@@ -165,7 +253,7 @@ impl SessionStore for RedisSessionStore {
         let k = keys(id);
         let record = serde_json::to_string(&commit.record).map_err(Error::storage)?;
         let trace = serde_json::to_string(&commit.trace).map_err(Error::storage)?;
-        self.with(|c| {
+        self.with_raw(|c| {
             let mut inv = self.commit.prepare_invoke();
             for key in &k {
                 inv.key(key);
@@ -174,11 +262,19 @@ impl SessionStore for RedisSessionStore {
                 .arg(record.as_str())
                 .arg(retention.window)
                 .arg(trace.as_str())
-                .arg(retention.ttl_secs * 1000);
+                .arg(retention.ttl_secs * 1000)
+                .arg(commit.read_version);
             for (doc, m) in &commit.new_markers {
                 inv.arg(doc.as_str()).arg(*m);
             }
             inv.invoke::<u64>(c)
+        })
+        .map_err(|e| match e.code() {
+            Some("CONFLICT") => Error::Conflict(format!(
+                "session {id} moved on (from version {}) while the turn was planned",
+                commit.read_version
+            )),
+            _ => self.error(e),
         })
     }
 

@@ -55,3 +55,58 @@ fn a_server_that_is_down_is_a_clear_unavailable_error() {
     let err = RedisSessionStore::connect("not a url").err().unwrap();
     assert!(matches!(err, Error::InvalidInput(_)));
 }
+
+/// The local cluster of `scripts/redis-cluster-up` (3 masters, 3 replicas), or
+/// RAGCTX_TEST_REDIS_CLUSTER.
+fn cluster_url() -> String {
+    std::env::var("RAGCTX_TEST_REDIS_CLUSTER")
+        .unwrap_or_else(|_| "redis+cluster://127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103".into())
+}
+
+fn cluster_store() -> RedisSessionStore {
+    RedisSessionStore::connect(&cluster_url())
+        .unwrap_or_else(|e| panic!("{e}: start the cluster with scripts/redis-cluster-up"))
+}
+
+#[test]
+fn redis_cluster_session_store_conforms() {
+    let s: Arc<dyn SessionStore> = Arc::new(cluster_store());
+    ragctx_testkit::session_store_conformance(s.clone(), &format!("cluster-{}", prefix()));
+    ragctx_testkit::ttl_expiry(s, &format!("cluster-{}", prefix()));
+}
+
+#[test]
+fn on_a_cluster_sessions_spread_over_masters_and_each_stays_in_one_slot() {
+    let s = cluster_store();
+    let nodes: Vec<String> =
+        cluster_url().trim_start_matches("redis+cluster://").split(',').map(|n| format!("redis://{n}")).collect();
+    let mut c = redis::Client::open(nodes[0].as_str()).unwrap().get_connection().unwrap();
+    let mut slots = std::collections::HashSet::new();
+    for i in 0..12 {
+        let id = SessionId::parse(&format!("{}spread-{i}", prefix())).unwrap();
+        s.delete(&id).unwrap();
+        s.commit_turn(
+            &id,
+            ragctx_testkit::sample_commit("q", &["d"]),
+            ragctx_core::Retention { window: 0, ttl_secs: 60 },
+        )
+        .unwrap();
+        let tag = format!("{{ragctx:{id}}}");
+        let slot: i64 = redis::cmd("CLUSTER").arg("KEYSLOT").arg(format!("{tag}:meta")).query(&mut c).unwrap();
+        for k in ["turns", "markers", "used", "traces"] {
+            let other: i64 = redis::cmd("CLUSTER").arg("KEYSLOT").arg(format!("{tag}:{k}")).query(&mut c).unwrap();
+            assert_eq!(slot, other, "{k} shares the session's slot");
+        }
+        slots.insert(slot / 5462); // the three masters' ranges
+        assert_eq!(s.load(&id).unwrap().unwrap().turn_count, 1);
+        s.delete(&id).unwrap();
+    }
+    assert!(slots.len() > 1, "12 sessions all landed on one master: {slots:?}");
+}
+
+#[test]
+fn tls_urls_are_refused_with_a_clear_message() {
+    let err = RedisSessionStore::connect("rediss://127.0.0.1:6380").err().expect("refused");
+    assert!(matches!(err, Error::InvalidInput(_)), "{err:?}");
+    assert!(err.to_string().contains("TLS"), "{err}");
+}

@@ -28,6 +28,7 @@ impl From<Error> for ApiError {
             ErrorKind::BadInput => (StatusCode::BAD_REQUEST, "bad_request"),
             ErrorKind::NotFound => (StatusCode::NOT_FOUND, "not_found"),
             ErrorKind::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+            ErrorKind::Conflict => (StatusCode::CONFLICT, "conflict"),
             ErrorKind::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         };
         ApiError::new(status, code, e.to_string())

@@ -53,7 +53,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
         .route("/openapi.json", get(openapi))
-        .route("/v1/documents", post(documents))
+        .route("/v1/documents", post(documents).get(list_documents))
+        .route("/v1/documents/{id}", axum::routing::delete(delete_document))
         .route("/v1/sessions/{id}/turns", post(turn).get(turns))
         .route("/v1/sessions/{id}/turns/{n}", get(one_turn))
         .route("/v1/sessions/{id}", axum::routing::delete(delete_session))
@@ -303,7 +304,7 @@ async fn delete_session(
     responses((status = 200, description = "chunks ingested, new and updated", body = serde_json::Value),
               (status = 400, description = "invalid chunk (line named)", body = ErrorBody), (status = 413, description = "body over the limit", body = ErrorBody)))]
 /// `POST /v1/documents`: a JSON array of chunks or JSONL, validated as `ragctx ingest`
-/// validates (all or nothing), embedded and upserted.
+/// validates (all or nothing), embedded, and each document replaced whole.
 async fn documents(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
@@ -324,13 +325,12 @@ async fn documents(
         return Err(ApiError::bad_request("no chunks in the body"));
     }
     let engine = state.engine.clone();
-    let (n, new, docs) = blocking(state.ingest_timeout, move || {
+    let (n, r, docs) = blocking(state.ingest_timeout, move || {
         let texts: Vec<&str> = chunks.iter().map(|c| c.chunk.text.as_str()).collect();
         let vectors = engine.embedder.embed(&texts)?;
-        let mut docs: Vec<&str> = chunks.iter().map(|c| c.chunk.document_id.as_str()).collect();
+        let mut docs: Vec<ragctx_core::DocumentId> = chunks.iter().map(|c| c.chunk.document_id.clone()).collect();
         docs.sort_unstable();
         docs.dedup();
-        let docs = docs.len();
         let embedded: Vec<EmbeddedChunk> = chunks
             .into_iter()
             .zip(vectors)
@@ -340,11 +340,44 @@ async fn documents(
                 EmbeddedChunk { chunk, vector }
             })
             .collect();
-        let new = engine.vectors.upsert(&embedded)?;
-        Ok((embedded.len(), new, docs))
+        // Each document as a whole, as `ragctx ingest`: chunks it no longer has are removed.
+        let r = engine.vectors.replace_documents(&docs, &embedded)?;
+        Ok((embedded.len(), r, docs.len()))
     })
     .await?;
-    Ok(Json(serde_json::json!({"chunks": n, "new": new, "updated": n - new, "documents": docs})))
+    Ok(Json(
+        serde_json::json!({"chunks": n, "new": r.new, "updated": r.updated, "removed": r.removed, "documents": docs}),
+    ))
+}
+
+#[utoipa::path(get, path = "/v1/documents", responses((status = 200, description = "every stored document: document_id, title, chunks", body = serde_json::Value)))]
+/// `GET /v1/documents`: every stored document with its chunk count and title.
+async fn list_documents(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+) -> Result<Json<Vec<ragctx_core::DocumentSummary>>, ApiError> {
+    caller(&state, &headers)?;
+    let vectors = state.engine.vectors.clone();
+    Ok(Json(blocking(state.turn_timeout, move || vectors.documents()).await?))
+}
+
+#[utoipa::path(delete, path = "/v1/documents/{id}", params(("id" = String, Path, description = "document id")),
+    responses((status = 204, description = "deleted with all its chunks"), (status = 404, description = "no such document", body = ErrorBody)))]
+/// `DELETE /v1/documents/{id}`: the document and all its chunks. Sessions that showed it
+/// keep their history; no later turn shows it.
+async fn delete_document(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    caller(&state, &headers)?;
+    let vectors = state.engine.vectors.clone();
+    let doc = ragctx_core::DocumentId::from(id.as_str());
+    let removed = blocking(state.ingest_timeout, move || vectors.replace_documents(&[doc], &[])).await?.removed;
+    if removed == 0 {
+        return Err(ApiError::not_found(format!("document {id}")));
+    }
+    Ok(StatusCode::NO_CONTENT)
 }
 
 #[utoipa::path(get, path = "/healthz", responses((status = 200, description = "backends answer", body = serde_json::Value), (status = 503, description = "a backend is down", body = ErrorBody)))]
@@ -387,7 +420,20 @@ pub struct ErrorBody {
         title = "ragctx",
         description = "Multi-turn RAG context engine: no repeats, no crowding, cited and budgeted context."
     ),
-    paths(turn, turns, one_turn, delete_session, documents, healthz, metrics, page, openai::chat_completions, openapi),
+    paths(
+        turn,
+        turns,
+        one_turn,
+        delete_session,
+        documents,
+        list_documents,
+        delete_document,
+        healthz,
+        metrics,
+        page,
+        openai::chat_completions,
+        openapi
+    ),
     components(schemas(TurnRequest, ErrorBody))
 )]
 pub struct ApiDoc;

@@ -1,7 +1,11 @@
 use crate::db::{bytes_to_f32s, db_err, f32s_to_bytes, generation, CHUNKS, META, VECTORS};
-use ragctx_core::{Chunk, ChunkId, EmbeddedChunk, Error, Hit, Result, SearchOutcome, SearchRequest, VectorStore};
+use ragctx_core::{
+    check_replacement, Chunk, ChunkId, DocumentId, DocumentSummary, EmbeddedChunk, Error, Hit, Replaced, Result,
+    SearchOutcome, SearchRequest, VectorStore,
+};
 use ragctx_index::{ForcePath, IndexHits, VectorIndex};
 use redb::{Database, ReadableTable, ReadableTableMetadata};
+use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
@@ -58,41 +62,26 @@ impl VectorStore for EmbeddedVectorStore {
     }
 
     fn upsert(&self, chunks: &[EmbeddedChunk]) -> Result<usize> {
-        for c in chunks {
-            self.check_dim(c.vector.len())?;
-            if c.vector.iter().any(|x| !x.is_finite()) {
-                return Err(Error::InvalidInput(format!("chunk {:?} has a non-finite vector", c.chunk.id.as_str())));
-            }
+        Ok(self.write(&[], chunks)?.new)
+    }
+
+    fn replace_documents(&self, documents: &[DocumentId], chunks: &[EmbeddedChunk]) -> Result<Replaced> {
+        check_replacement(documents, chunks)?;
+        self.write(documents, chunks)
+    }
+
+    fn documents(&self) -> Result<Vec<DocumentSummary>> {
+        let rx = self.db.begin_read().map_err(db_err)?;
+        let t = rx.open_table(CHUNKS).map_err(db_err)?;
+        let mut docs: BTreeMap<DocumentId, DocumentSummary> = BTreeMap::new();
+        for row in t.iter().map_err(db_err)? {
+            let (_, v) = row.map_err(db_err)?;
+            let chunk: Chunk = serde_json::from_slice(v.value()).map_err(db_err)?;
+            docs.entry(chunk.document_id.clone())
+                .or_insert_with(|| DocumentSummary { document_id: chunk.document_id, title: chunk.title, chunks: 0 })
+                .chunks += 1;
         }
-        // Hold the index lock across the transaction so two upserts apply in one order.
-        let mut ix = self.index.write().expect("index lock");
-        let tx = self.db.begin_write().map_err(db_err)?;
-        let mut new = 0;
-        let gen = {
-            let mut ct = tx.open_table(CHUNKS).map_err(db_err)?;
-            let mut vt = tx.open_table(VECTORS).map_err(db_err)?;
-            let mut meta = tx.open_table(META).map_err(db_err)?;
-            for c in chunks {
-                let json = serde_json::to_vec(&c.chunk).map_err(db_err)?;
-                if ct.insert(c.chunk.id.as_str(), json.as_slice()).map_err(db_err)?.is_none() {
-                    new += 1;
-                }
-                vt.insert(c.chunk.id.as_str(), f32s_to_bytes(&c.vector).as_slice()).map_err(db_err)?;
-            }
-            let g = meta.get("generation").map_err(db_err)?.map(|v| v.value()).unwrap_or(0) + 1;
-            meta.insert("generation", g).map_err(db_err)?;
-            g
-        };
-        tx.commit().map_err(db_err)?;
-        for c in chunks {
-            ix.upsert(c.chunk.id.as_str(), c.chunk.document_id.as_str(), c.chunk.weight, &c.vector);
-        }
-        if ix.dead_share() > 0.25 {
-            *ix = ix.compacted();
-        }
-        // If this write fails the next open rebuilds the index from the committed store.
-        ix.save(&self.index_path, gen).map_err(db_err)?;
-        Ok(new)
+        Ok(docs.into_values().collect())
     }
 
     fn search(&self, request: &SearchRequest) -> Result<SearchOutcome> {
@@ -123,6 +112,62 @@ impl VectorStore for EmbeddedVectorStore {
 }
 
 impl EmbeddedVectorStore {
+    /// Writes `chunks` and removes the other chunks of `documents`, in one transaction.
+    fn write(&self, documents: &[DocumentId], chunks: &[EmbeddedChunk]) -> Result<Replaced> {
+        for c in chunks {
+            self.check_dim(c.vector.len())?;
+            if c.vector.iter().any(|x| !x.is_finite()) {
+                return Err(Error::InvalidInput(format!("chunk {:?} has a non-finite vector", c.chunk.id.as_str())));
+            }
+        }
+        // Hold the index lock across the transaction so two writes apply in one order; the
+        // index mirrors the committed store, so it knows each document's chunks.
+        let mut ix = self.index.write().expect("index lock");
+        let given: HashSet<&str> = chunks.iter().map(|c| c.chunk.id.as_str()).collect();
+        let stale: Vec<String> = documents
+            .iter()
+            .flat_map(|d| ix.chunks_of(d.as_str()))
+            .filter(|id| !given.contains(id))
+            .map(str::to_owned)
+            .collect();
+        let tx = self.db.begin_write().map_err(db_err)?;
+        let mut out = Replaced { removed: stale.len(), ..Replaced::default() };
+        let gen = {
+            let mut ct = tx.open_table(CHUNKS).map_err(db_err)?;
+            let mut vt = tx.open_table(VECTORS).map_err(db_err)?;
+            let mut meta = tx.open_table(META).map_err(db_err)?;
+            for c in chunks {
+                let json = serde_json::to_vec(&c.chunk).map_err(db_err)?;
+                if ct.insert(c.chunk.id.as_str(), json.as_slice()).map_err(db_err)?.is_none() {
+                    out.new += 1;
+                } else {
+                    out.updated += 1;
+                }
+                vt.insert(c.chunk.id.as_str(), f32s_to_bytes(&c.vector).as_slice()).map_err(db_err)?;
+            }
+            for id in &stale {
+                ct.remove(id.as_str()).map_err(db_err)?;
+                vt.remove(id.as_str()).map_err(db_err)?;
+            }
+            let g = meta.get("generation").map_err(db_err)?.map(|v| v.value()).unwrap_or(0) + 1;
+            meta.insert("generation", g).map_err(db_err)?;
+            g
+        };
+        tx.commit().map_err(db_err)?;
+        for c in chunks {
+            ix.upsert(c.chunk.id.as_str(), c.chunk.document_id.as_str(), c.chunk.weight, &c.vector);
+        }
+        for id in &stale {
+            ix.remove(id);
+        }
+        if ix.dead_share() > 0.25 {
+            *ix = ix.compacted();
+        }
+        // If this write fails the next open rebuilds the index from the committed store.
+        ix.save(&self.index_path, gen).map_err(db_err)?;
+        Ok(out)
+    }
+
     /// Every stored chunk with its vector, in id order (for export and benchmarks).
     pub fn all(&self) -> Result<Vec<EmbeddedChunk>> {
         let rx = self.db.begin_read().map_err(db_err)?;

@@ -1,5 +1,5 @@
 use crate::db::{db_err, SESSIONS, TRACES};
-use ragctx_core::{Result, Retention, SessionId, SessionState, SessionStore, Trace, TurnCommit};
+use ragctx_core::{Error, Result, Retention, SessionId, SessionState, SessionStore, Trace, TurnCommit};
 use redb::{Database, ReadableTable, WriteTransaction};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -77,6 +77,13 @@ impl SessionStore for EmbeddedSessionStore {
             Some(s) => s.state,
             None => SessionState::default(),
         };
+        if state.version != commit.read_version {
+            // Dropping `tx` unapplied keeps an expired session's traces too.
+            return Err(Error::Conflict(format!(
+                "session {id} moved on (version {} → {}) while the turn was planned",
+                commit.read_version, state.version
+            )));
+        }
         let turn = state.turn_count + 1;
         let mut record = commit.record;
         record.turn = turn;
@@ -86,14 +93,15 @@ impl SessionStore for EmbeddedSessionStore {
             state.turns.drain(..cut);
         }
         for (doc, marker) in commit.new_markers {
-            if state.markers.contains_key(&doc) {
-                continue;
+            // The turn planned against this very state: a taken marker is a planning bug,
+            // and storing it would make the trace disagree with the session.
+            if state.markers.contains_key(&doc) || state.markers.values().any(|&v| v == marker) {
+                return Err(Error::Storage(format!("turn of session {id} hands out marker {marker} twice")));
             }
-            // A concurrent turn may have handed out the same marker: take the next free one.
-            let m = if state.markers.values().any(|&v| v == marker) { state.next_marker() } else { marker };
-            state.markers.insert(doc, m);
+            state.markers.insert(doc, marker);
         }
         state.turn_count = turn;
+        state.version += 1;
         state.updated_at_unix_ms = now;
         let expires = if retention.ttl_secs == 0 { 0 } else { now + retention.ttl_secs * 1000 };
         let mut trace = commit.trace;
@@ -136,6 +144,8 @@ impl SessionStore for EmbeddedSessionStore {
                 Some(mut s) => {
                     s.state.turns.clear();
                     s.state.markers.clear();
+                    // A turn planned before the reset must not commit what it excluded.
+                    s.state.version += 1;
                     t.insert(id.as_str(), serde_json::to_vec(&s).map_err(db_err)?.as_slice()).map_err(db_err)?;
                     true
                 }

@@ -172,4 +172,52 @@ pub fn vector_store_conformance(make: &dyn Fn() -> Box<dyn VectorStore>) {
     assert!(store.upsert(&batch).is_err());
     assert!(store.chunks(&["fresh".into()]).unwrap().is_empty(), "a failed upsert writes nothing");
     assert_eq!(store.len().unwrap(), data.len());
+
+    document_lifecycle(store.as_ref(), data.len());
+}
+
+/// Replacing and deleting whole documents, and listing them (on the conformance corpus).
+fn document_lifecycle(store: &dyn VectorStore, total: usize) {
+    let listed = store.documents().unwrap();
+    assert_eq!(listed.len(), 1 + 12 + HOSTILE_IDS.len(), "every document listed once");
+    assert_eq!(listed.iter().map(|d| d.chunks).sum::<usize>(), total);
+    let dominant = listed.iter().find(|d| d.document_id.as_str() == "dominant").expect("dominant listed");
+    assert_eq!((dominant.chunks, dominant.title.as_str()), (40, "title of dominant"));
+    assert!(listed.iter().any(|d| d.document_id.as_str() == format!("doc {}", HOSTILE_IDS[0])), "hostile ids listed");
+
+    // A document that became shorter: its old chunks beyond the new end are gone at once.
+    let shorter: Vec<EmbeddedChunk> =
+        (0..3).map(|i| chunk(&format!("dominant#{i}"), "dominant", vector(0, 0.01 + i as f32 * 0.001))).collect();
+    let r = store.replace_documents(&["dominant".into()], &shorter).unwrap();
+    assert_eq!((r.new, r.updated, r.removed), (0, 3, 37), "{r:?}");
+    assert_eq!(store.len().unwrap(), total - 37);
+    let hits = search(store, 0, 50, None, ExclusionSet::default());
+    let stale: Vec<&String> =
+        hits.iter().map(|h| &h.0).filter(|id| id.starts_with("dominant#") && id.as_str() >= "dominant#3").collect();
+    assert!(stale.is_empty(), "chunks no longer in the document are never returned: {stale:?}");
+    assert!(store.chunks(&["dominant#39".into()]).unwrap().is_empty(), "nor fetched by id");
+    assert_eq!(store.vectors(&["dominant#39".into()]).unwrap(), vec![None]);
+
+    // A chunk given for a document that is not being replaced is refused, nothing written.
+    let stray = chunk("stray#0", "stray", vector(6, 0.0));
+    assert!(store.replace_documents(&["dominant".into()], &[stray]).is_err());
+    assert!(store.chunks(&["stray#0".into()]).unwrap().is_empty());
+
+    // Deleting a document (hostile id included) removes every chunk of it, and only those.
+    let hostile_doc = DocumentId::from(format!("doc {}", HOSTILE_IDS[0]));
+    let r = store.replace_documents(&["d3".into(), hostile_doc.clone()], &[]).unwrap();
+    assert_eq!(r.removed, 3, "{r:?}");
+    assert_eq!(store.len().unwrap(), total - 40);
+    let hits = search(store, 0, 50, Some(Grouping::new(3)), ExclusionSet::default());
+    assert!(hits.iter().all(|h| h.1 != "d3" && h.1 != hostile_doc.as_str()), "deleted documents never return");
+    let listed = store.documents().unwrap();
+    assert!(!listed.iter().any(|d| d.document_id.as_str() == "d3" || d.document_id == hostile_doc));
+    assert_eq!(listed.iter().find(|d| d.document_id.as_str() == "dominant").unwrap().chunks, 3);
+    let r = store.replace_documents(&["never-stored".into()], &[]).unwrap();
+    assert_eq!(r, Default::default(), "deleting an unknown document changes nothing");
+
+    // Re-adding after a delete works like a first ingest.
+    let back = vec![chunk("d3#0", "d3", vector(0, 0.35))];
+    assert_eq!(store.replace_documents(&["d3".into()], &back).unwrap().new, 1);
+    assert_eq!(store.chunks(&["d3#0".into()]).unwrap().len(), 1);
 }
