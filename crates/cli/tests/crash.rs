@@ -130,3 +130,75 @@ fn killed_ingests_and_turns_leave_whole_states() {
     );
     assert_eq!((lost_or_half, panics), (0, 0), "every committed turn has its record and trace; nothing panicked");
 }
+
+/// A re-ingest that shortens documents (their last chunk gone), killed at random moments:
+/// the store holds every document in its old form or every one in its new form, never new
+/// chunks beside stale ones.
+#[test]
+fn killed_replacing_ingests_leave_old_or_new_documents_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = std::fs::read_to_string(repo().join("../shared/data/mtrag/corpus_govt.jsonl")).unwrap();
+    let lines: Vec<Value> = corpus.lines().take(150).map(|l| serde_json::from_str(l).unwrap()).collect();
+    let v1 = dir.path().join("v1.jsonl");
+    std::fs::write(&v1, lines.iter().map(Value::to_string).collect::<Vec<_>>().join("\n")).unwrap();
+    // Each document of two chunks or more loses its last chunk; what stays is retitled.
+    let mut last: std::collections::HashMap<String, String> = Default::default();
+    for l in &lines {
+        last.insert(l["document_id"].as_str().unwrap().to_owned(), l["_id"].as_str().unwrap().to_owned());
+    }
+    let shorter: Vec<String> = lines
+        .iter()
+        .filter(|l| last[l["document_id"].as_str().unwrap()] != l["_id"].as_str().unwrap())
+        .map(|l| {
+            let mut v = l.clone();
+            v["title"] = Value::from("SHORTENED");
+            v.to_string()
+        })
+        .collect();
+    let mut per_doc: std::collections::HashMap<&str, usize> = Default::default();
+    for l in &lines {
+        *per_doc.entry(l["document_id"].as_str().unwrap()).or_default() += 1;
+    }
+    let short_docs = per_doc.values().filter(|&&n| n >= 2).count();
+    let v2 = dir.path().join("v2.jsonl");
+    std::fs::write(&v2, shorter.join("\n")).unwrap();
+    let base = dir.path().join("base");
+    assert!(ragctx(&base).arg("ingest").arg(&v1).output().unwrap().status.success());
+
+    let (mut killed, mut survived, mut old, mut new, mut half, mut panics) = (0, 0, 0, 0, 0, 0);
+    // Kill moments spread over how long a whole replacing ingest takes here.
+    let timing = dir.path().join("timing");
+    copy_dir(&base, &timing);
+    let t = std::time::Instant::now();
+    assert!(ragctx(&timing).arg("ingest").arg(&v2).output().unwrap().status.success());
+    let span = (t.elapsed().as_millis() as u64 * 6 / 5).max(50);
+    let n = trials(8);
+    for (trial, ms) in randoms(n, span, 0x5DEE_CE66_D1CE_4E5B).into_iter().enumerate() {
+        let data = dir.path().join(format!("trial-{trial}"));
+        copy_dir(&base, &data);
+        let (k, p) = run_and_kill(&data, &["ingest", v2.to_str().unwrap()], ms, &dir.path().join("ingest.err"));
+        killed += usize::from(k);
+        panics += p;
+        let out = ragctx(&data).args(["documents", "list", "--json"]).output().unwrap();
+        assert!(out.status.success(), "trial {trial}: {}", String::from_utf8_lossy(&out.stderr));
+        let docs: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+        let chunks: usize = docs.iter().map(|d| d["chunks"].as_u64().unwrap() as usize).sum();
+        let retitled = docs.iter().filter(|d| d["title"] == "SHORTENED").count();
+        let whole_old = chunks == lines.len() && retitled == 0;
+        // Documents of one chunk are not in the new file, so they are not replaced.
+        let whole_new = chunks == lines.len() - short_docs && retitled == short_docs;
+        if !(whole_old || whole_new) {
+            eprintln!("trial {trial} (kill at {ms} ms): {chunks} chunks, {retitled} documents retitled");
+            half += 1;
+        }
+        old += usize::from(whole_old);
+        new += usize::from(whole_new);
+        survived += usize::from(k && (whole_old || whole_new) && p == 0);
+    }
+    report(
+        "crash: replacing ingest",
+        serde_json::json!({"trials": n, "kills": killed, "kills_survived": survived, "half_present": half, "old_whole": old, "new_whole": new, "ingest_ms": span * 5 / 6, "panics": panics}),
+    );
+    assert!(killed > 0, "some ingests were killed mid-way");
+    assert_eq!((half, panics), (0, 0), "every document is wholly old or wholly new, and nothing panicked");
+}

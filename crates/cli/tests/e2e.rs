@@ -404,6 +404,75 @@ fn bad_input_fails_clearly_and_changes_nothing() {
 }
 
 #[test]
+fn documents_are_replaced_whole_listed_and_deleted() {
+    let env = Env::new();
+    let doc = |n: usize| -> String {
+        // About 1,100 characters a part: more than one chunk's worth (the chunker cuts at 1,000).
+        (0..n)
+            .map(|i| format!("## Part {i}\n\n{}\n\n", format!("The zebra finch of part {i} sings at dawn. ").repeat(30)))
+            .collect()
+    };
+    let dir = env.dir.path().join("notes");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("finch.md"), doc(6)).unwrap();
+    std::fs::write(dir.join("other.md"), "# Kettles\n\nA kettle boils water for tea.\n").unwrap();
+    env.ok(&["ingest", dir.to_str().unwrap()]);
+    let listed: Value = serde_json::from_str(&env.ok(&["documents", "list", "--json"])).unwrap();
+    let chunks_of = |v: &Value, d: &str| {
+        v.as_array().unwrap().iter().find(|x| x["document_id"] == d).map(|x| x["chunks"].as_u64().unwrap())
+    };
+    let before = chunks_of(&listed, "finch.md").expect("finch.md listed");
+    assert!(before >= 2, "the long document has several chunks: {listed}");
+    let first = env.ask("life", &["--memory", "client"], "When does the zebra finch sing?");
+    let shown_first = context_chunks(&first);
+    assert!(!shown_first.is_empty());
+
+    // The document shrinks to one part: re-ingesting it removes its other chunks at once.
+    std::fs::write(dir.join("finch.md"), doc(1)).unwrap();
+    let out = env.ok(&["ingest", dir.to_str().unwrap()]);
+    let listed: Value = serde_json::from_str(&env.ok(&["documents", "list", "--json"])).unwrap();
+    let after = chunks_of(&listed, "finch.md").unwrap();
+    assert!(after < before, "{before} → {after}");
+    assert!(out.contains(&format!("{} removed", before - after)), "{out}");
+    let t = env.ask("fresh", &["--limit", "20", "--group-size", "10"], "When does the zebra finch sing?");
+    let kept: Vec<String> = (0..after).map(|i| format!("finch.md#{i}")).collect();
+    let stale: Vec<String> =
+        context_chunks(&t).into_iter().filter(|c| c.starts_with("finch.md#") && !kept.contains(c)).collect();
+    assert!(stale.is_empty(), "chunks no longer in the document never come back: {stale:?}");
+
+    // Deleted: gone from search, list and fetch; the session that showed it keeps its history.
+    let out = env.ok(&["documents", "delete", "finch.md"]);
+    assert!(out.contains(&format!("deleted finch.md ({after} chunks)")), "{out}");
+    let t = env.ask("fresh2", &["--limit", "20"], "When does the zebra finch sing?");
+    assert!(!context_docs(&t).contains(&"finch.md".to_string()), "a deleted document never returns");
+    let reshow = env.ask("life", &["--mode", "reshow"], "show me that again");
+    assert!(!context_docs(&reshow).contains(&"finch.md".to_string()), "not even on a reshow");
+    let traces: Value = serde_json::from_str(&env.ok(&["trace", "--session", "life", "--json"])).unwrap();
+    assert_eq!(context_chunks(&traces[0]), shown_first, "history keeps what turn 1 showed");
+    let missing = env.run(&["documents", "delete", "finch.md", "other.md"]);
+    assert_eq!(missing.status.code(), Some(3), "an unknown id is 'not found'");
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("no document finch.md"));
+    let listed: Value = serde_json::from_str(&env.ok(&["documents", "list", "--json"])).unwrap();
+    assert!(listed.as_array().unwrap().is_empty(), "other.md was deleted despite the unknown id: {listed}");
+
+    // --append keeps the old behaviour: chunks are added to a document by id.
+    let a = env.write("a.jsonl", "{\"_id\": \"n#0\", \"document_id\": \"n\", \"text\": \"first part\"}\n");
+    let b = env.write("b.jsonl", "{\"_id\": \"n#1\", \"document_id\": \"n\", \"text\": \"second part\"}\n");
+    env.ok(&["ingest", a.to_str().unwrap()]);
+    env.ok(&["ingest", "--append", b.to_str().unwrap()]);
+    let listed: Value = serde_json::from_str(&env.ok(&["documents", "list", "--json"])).unwrap();
+    assert_eq!(chunks_of(&listed, "n"), Some(2));
+    env.ok(&["ingest", b.to_str().unwrap()]);
+    let listed: Value = serde_json::from_str(&env.ok(&["documents", "list", "--json"])).unwrap();
+    assert_eq!(chunks_of(&listed, "n"), Some(1), "without --append the document is replaced");
+
+    // TLS to Redis is refused up front, naming the reason.
+    let tls = env.run(&["--sessions", "rediss://127.0.0.1:6380", "trace", "--session", "x"]);
+    assert_eq!(tls.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&tls.stderr).contains("TLS"), "{}", String::from_utf8_lossy(&tls.stderr));
+}
+
+#[test]
 fn sessions_in_redis_work_unchanged() {
     let env = Env::new();
     let path = corpus(&env, 60);

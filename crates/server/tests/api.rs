@@ -183,6 +183,8 @@ async fn openapi_describes_every_route_the_router_serves() {
         ("get", "/metrics"),
         ("get", "/openapi.json"),
         ("post", "/v1/documents"),
+        ("get", "/v1/documents"),
+        ("delete", "/v1/documents/{id}"),
         ("post", "/v1/sessions/{id}/turns"),
         ("get", "/v1/sessions/{id}/turns"),
         ("get", "/v1/sessions/{id}/turns/{n}"),
@@ -220,4 +222,49 @@ async fn a_turn_past_its_deadline_is_a_503_and_not_recorded() {
     assert!(b["message"].as_str().unwrap().contains("not recorded"), "{b}");
     let (_, turns) = call_json(&app, "GET", "/v1/sessions/late/turns", None, None).await;
     assert_eq!(turns.as_array().map_or(0, Vec::len), 0, "nothing recorded: {turns}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn documents_are_listed_replaced_whole_and_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = router(state(&[], dir.path()));
+    let (s, b) = call_json(&app, "POST", "/v1/documents", None, Some(corpus())).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let (s, t1) = call_json(&app, "POST", "/v1/sessions/d/turns", None, Some(json!({"question": "appeal forms", "limit": 5})))
+        .await;
+    assert_eq!(s, StatusCode::OK, "{t1}");
+
+    // A document sent again with other chunks is replaced whole.
+    let two = json!([
+        {"_id": "f2", "document_id": "forms", "title": "Appeal forms", "text": "Form APP-003 asks for the record."},
+        {"_id": "f3", "document_id": "forms", "title": "Appeal forms", "text": "Form APP-004 lists the parties."}
+    ]);
+    let (s, b) = call_json(&app, "POST", "/v1/documents", None, Some(two)).await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!((b["new"].as_u64(), b["updated"].as_u64(), b["removed"].as_u64()), (Some(2), Some(0), Some(1)), "{b}");
+    let (s, list) = call_json(&app, "GET", "/v1/documents", None, None).await;
+    assert_eq!(s, StatusCode::OK);
+    let forms = list.as_array().unwrap().iter().find(|d| d["document_id"] == "forms").unwrap().clone();
+    assert_eq!(forms["chunks"], 2, "{list}");
+
+    // Deleted: 204, then 404; no later turn shows it, and the session keeps its history.
+    let (s, _) = call_json(&app, "DELETE", "/v1/documents/waiver", None, None).await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    let (s, b) = call_json(&app, "DELETE", "/v1/documents/waiver", None, None).await;
+    assert_eq!((s, b["code"].as_str()), (StatusCode::NOT_FOUND, Some("not_found")), "{b}");
+    let (_, t2) = call_json(
+        &app,
+        "POST",
+        "/v1/sessions/fresh/turns",
+        None,
+        Some(json!({"question": "Can the court waive the fees?", "limit": 5})),
+    )
+    .await;
+    assert!(t2["context"].as_array().unwrap().iter().all(|b| b["document_id"] != "waiver"), "{t2}");
+    let (s, traces) = call_json(&app, "GET", "/v1/sessions/d/turns", None, None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(traces[0]["context"], t1["context"], "the session's history is untouched");
+    // A document id with a slash and quotes, percent-encoded in the path.
+    let (s, _) = call_json(&app, "DELETE", "/v1/documents/fees%20%22A%22", None, None).await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
 }

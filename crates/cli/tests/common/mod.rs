@@ -85,15 +85,13 @@ pub struct Server {
 
 impl Server {
     pub fn start(env: &Env, flags: &[&str], vars: &[(&str, &str)]) -> Server {
-        let mut child = env
-            .cmd()
-            .args(flags)
-            .args(["serve", "--addr", "127.0.0.1:0"])
-            .envs(vars.iter().copied())
-            .stderr(Stdio::piped())
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut cmd = env.cmd();
+        cmd.args(flags).args(["serve", "--addr", "127.0.0.1:0"]).envs(vars.iter().copied());
+        Server::spawn(cmd)
+    }
+    /// Starts `cmd` (a `ragctx ... serve --addr 127.0.0.1:0`) and reads its banner.
+    pub fn spawn(mut cmd: Command) -> Server {
+        let mut child = cmd.stderr(Stdio::piped()).stdout(Stdio::null()).spawn().unwrap();
         let mut reader = std::io::BufReader::new(child.stderr.take().unwrap());
         let mut banner = String::new();
         reader.read_line(&mut banner).unwrap();
