@@ -50,6 +50,7 @@ impl App {
                 Some(c) => Arc::new(OpenAiGenerator::new(c.clone())?),
                 None => Arc::new(ExtractiveGenerator::default()),
             },
+            turn_locks: Default::default(),
         };
         Ok(App { settings, data, embedder, engine })
     }

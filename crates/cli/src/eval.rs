@@ -291,6 +291,7 @@ fn conflicts(settings: &Settings, file: &Path, json: bool) -> Result<()> {
         embedder,
         counter: Arc::new(ragctx_models::Cl100kCounter::new()),
         generator: Arc::new(ragctx_models::ExtractiveGenerator::default()),
+        turn_locks: Default::default(),
     };
     let mut rows = Vec::new();
     for strategy in [Strategy::None, Strategy::Group, Strategy::Full] {

@@ -375,6 +375,7 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
             embedder: embedder.clone(),
             counter: counter.clone(),
             generator: Arc::new(ExtractiveGenerator::default()),
+            turn_locks: Default::default(),
         };
         for conv in convs.iter().filter(|c| &c.domain == domain) {
             for v in &variants {

@@ -409,7 +409,9 @@ fn documents_are_replaced_whole_listed_and_deleted() {
     let doc = |n: usize| -> String {
         // About 1,100 characters a part: more than one chunk's worth (the chunker cuts at 1,000).
         (0..n)
-            .map(|i| format!("## Part {i}\n\n{}\n\n", format!("The zebra finch of part {i} sings at dawn. ").repeat(30)))
+            .map(|i| {
+                format!("## Part {i}\n\n{}\n\n", format!("The zebra finch of part {i} sings at dawn. ").repeat(30))
+            })
             .collect()
     };
     let dir = env.dir.path().join("notes");

@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{http, milvus_lite, redis, report, repo, Server};
+use common::{http, milvus_lite, redis, repo, report, Server};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -43,9 +43,9 @@ fn load() -> Load {
 const WORDS: [&str; 48] = [
     "river", "copper", "lantern", "orchid", "glacier", "harbor", "meadow", "quartz", "saddle", "timber", "velvet",
     "walnut", "amber", "basalt", "canyon", "dune", "ember", "fjord", "granite", "heron", "iris", "juniper", "kelp",
-    "lichen", "marble", "nectar", "oasis", "pepper", "quill", "raven", "sierra", "tundra", "umber", "violet",
-    "willow", "yarrow", "zephyr", "acorn", "bramble", "cedar", "delta", "estuary", "falcon", "gorge", "hollow",
-    "inlet", "jasper", "knoll",
+    "lichen", "marble", "nectar", "oasis", "pepper", "quill", "raven", "sierra", "tundra", "umber", "violet", "willow",
+    "yarrow", "zephyr", "acorn", "bramble", "cedar", "delta", "estuary", "falcon", "gorge", "hollow", "inlet",
+    "jasper", "knoll",
 ];
 
 fn word(x: u64) -> &'static str {
@@ -134,11 +134,21 @@ fn drive(load: Load, prefix: &str, addrs: &Arc<RwLock<Vec<String>>>, during: imp
                         let a = addrs.read().unwrap();
                         a[(c + k) % a.len()].clone()
                     };
-                    let q = format!("what about the {} {} near the {}", word(c as u64 * 7 + k as u64), word(k as u64 * 13 + 5), word(c as u64 + k as u64 * 3));
+                    let q = format!(
+                        "what about the {} {} near the {}",
+                        word(c as u64 * 7 + k as u64),
+                        word(k as u64 * 13 + 5),
+                        word(c as u64 + k as u64 * 3)
+                    );
                     let body = json!({"question": q, "mode": "new", "limit": 4, "group_size": 1}).to_string();
                     let started = Instant::now();
-                    let (status, out) =
-                        http(&addr, "POST", &format!("/v1/sessions/{prefix}{session}/turns"), &body, Duration::from_secs(60));
+                    let (status, out) = http(
+                        &addr,
+                        "POST",
+                        &format!("/v1/sessions/{prefix}{session}/turns"),
+                        &body,
+                        Duration::from_secs(60),
+                    );
                     let mut t = tally.lock().unwrap();
                     match status {
                         200 => {
@@ -254,7 +264,8 @@ fn several_servers_over_milvus_and_redis_share_sessions_race_free() {
         let fresh = serve(&backend);
         addrs.write().unwrap()[victim] = fresh.addr.clone();
         s[victim] = fresh;
-        let out = ragctx(&backend).args(["--data-dir", "/dev/null/ragctx-data", "documents", "list", "--json"]).output();
+        let out =
+            ragctx(&backend).args(["--data-dir", "/dev/null/ragctx-data", "documents", "list", "--json"]).output();
         if out.is_ok_and(|o| o.status.success()) {
             cli_ok.fetch_add(1, Ordering::Relaxed);
         }
@@ -273,7 +284,11 @@ fn several_servers_over_milvus_and_redis_share_sessions_race_free() {
                "killed_restarted": 1, "cli_beside": cli_ok.load(Ordering::Relaxed), "seconds": (secs * 10.0).round() / 10.0,
                "panics": panics}),
     );
-    assert!(tally.other_errors.is_empty(), "unexpected errors: {:?}", &tally.other_errors[..tally.other_errors.len().min(5)]);
+    assert!(
+        tally.other_errors.is_empty(),
+        "unexpected errors: {:?}",
+        &tally.other_errors[..tally.other_errors.len().min(5)]
+    );
     assert_eq!((c.lost, c.duplicated_chunks, c.marker_disagreements, panics), (0, 0, 0, 0), "{c:?}");
     assert_eq!(cli_ok.load(Ordering::Relaxed), 1, "`ragctx documents list` ran beside the servers");
     assert!(tally.acknowledged.len() * 10 >= load.turns * 8, "most turns answered: {}", tally.acknowledged.len());
@@ -311,10 +326,21 @@ fn replaced_and_deleted_documents_never_come_back_under_concurrent_turns() {
                     // Fresh sessions: nothing excluded, every turn searches the whole corpus.
                     let body = json!({"question": q, "mode": "new", "limit": 8}).to_string();
                     let started = Instant::now();
-                    let (status, out) = http(&addrs[(c + k) as usize % 2], "POST", &format!("/v1/sessions/rd-{c}-{k}/turns"), &body, Duration::from_secs(60));
+                    let (status, out) = http(
+                        &addrs[(c + k) as usize % 2],
+                        "POST",
+                        &format!("/v1/sessions/rd-{c}-{k}/turns"),
+                        &body,
+                        Duration::from_secs(60),
+                    );
                     assert_eq!(status, 200, "{out}");
                     let v: Value = serde_json::from_str(&out).unwrap();
-                    let ids: Vec<String> = v["context"].as_array().unwrap().iter().flat_map(|b| b["chunk_ids"].as_array().unwrap().iter().map(|i| i.as_str().unwrap().to_owned())).collect();
+                    let ids: Vec<String> = v["context"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .flat_map(|b| b["chunk_ids"].as_array().unwrap().iter().map(|i| i.as_str().unwrap().to_owned()))
+                        .collect();
                     turns.lock().unwrap().push((started, ids));
                 }
             });
@@ -343,7 +369,8 @@ fn replaced_and_deleted_documents_never_come_back_under_concurrent_turns() {
     for (started, ids) in &turns {
         stale += ids.iter().filter(|id| removed.get(*id).is_some_and(|at| at < started)).count();
     }
-    let listed = ragctx(&backend).args(["--data-dir", "/dev/null/ragctx-data", "documents", "list", "--json"]).output().unwrap();
+    let listed =
+        ragctx(&backend).args(["--data-dir", "/dev/null/ragctx-data", "documents", "list", "--json"]).output().unwrap();
     assert!(listed.status.success(), "{}", String::from_utf8_lossy(&listed.stderr));
     let docs: Vec<Value> = serde_json::from_slice(&listed.stdout).unwrap();
     let chunks: usize = docs.iter().map(|d| d["chunks"].as_u64().unwrap() as usize).sum();
@@ -379,7 +406,8 @@ fn a_master() -> (String, u32) {
         .lines()
         .find(|l| l.contains("master") && !l.contains("fail") && l.split_whitespace().count() > 8)
         .expect("a master with slots");
-    let port = master.split_whitespace().nth(1).unwrap().split('@').next().unwrap().rsplit(':').next().unwrap().to_owned();
+    let port =
+        master.split_whitespace().nth(1).unwrap().split('@').next().unwrap().rsplit(':').next().unwrap().to_owned();
     let pid = cli(&port, &["info", "server"])
         .lines()
         .find_map(|l| l.strip_prefix("process_id:"))
@@ -443,6 +471,10 @@ fn a_redis_cluster_master_killed_mid_run_fails_over_cleanly() {
                "failover_seconds": (failover_s * 10.0).round() / 10.0, "panics": panics}),
     );
     assert!(restarted && cluster_ok(&port), "the killed node rejoined and the cluster is ok");
-    assert!(tally.other_errors.is_empty(), "only 503s while failing over: {:?}", &tally.other_errors[..tally.other_errors.len().min(5)]);
+    assert!(
+        tally.other_errors.is_empty(),
+        "only 503s while failing over: {:?}",
+        &tally.other_errors[..tally.other_errors.len().min(5)]
+    );
     assert_eq!((c.lost, c.duplicated_chunks, c.marker_disagreements, panics), (0, 0, 0, 0), "{c:?}");
 }

@@ -92,17 +92,44 @@ pub struct Engine {
     pub embedder: Arc<dyn Embedder>,
     pub counter: Arc<dyn TokenCounter>,
     pub generator: Arc<dyn Generator>,
+    /// Queues the turns of one session inside this process (share it between clones).
+    pub turn_locks: TurnLocks,
+}
+
+/// Serialises the turns of one session inside a process: concurrent turns of a session wait
+/// here for each other instead of planning against the same session version and planning
+/// again. Across processes the session store's version check keeps turns race-free.
+#[derive(Clone, Default)]
+pub struct TurnLocks(Arc<std::sync::Mutex<HashMap<SessionId, Arc<std::sync::Mutex<()>>>>>);
+
+impl TurnLocks {
+    fn with<T>(&self, session: &SessionId, f: impl FnOnce() -> T) -> T {
+        let lock = {
+            let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            map.entry(session.clone()).or_default().clone()
+        };
+        let out = {
+            let _turn = lock.lock().unwrap_or_else(|e| e.into_inner());
+            f()
+        };
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        // The map's reference and ours: nobody else waits, forget the session.
+        if Arc::strong_count(&lock) == 2 {
+            map.remove(session);
+        }
+        out
+    }
 }
 
 /// Plans a turn makes before it gives up on a session that keeps moving under it.
 pub const MAX_REPLANS: u32 = 8;
 
-/// A short pause before re-planning, growing and jittered so that turns racing for one
-/// session do not collide again in lockstep.
+/// A pause of at most `replans` ms before planning again, jittered so that two processes do
+/// not collide in lockstep. Kept short: the turn that lost has already waited a whole plan,
+/// and a longer pause would hand the next round to the process that just won.
 fn replan_pause(replans: u32) -> std::time::Duration {
     let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-    let cap_ms = 2u64 << replans.min(6);
-    std::time::Duration::from_micros(u64::from(nanos) % (cap_ms * 1000))
+    std::time::Duration::from_micros(u64::from(nanos) % (u64::from(replans.max(1)) * 1000))
 }
 
 fn ms_since(t: Instant) -> f64 {
@@ -198,6 +225,19 @@ impl Engine {
         let question = validate_question(question)?;
         let query = validate_question(query)?;
         let asked = Asked { question, query, conversation };
+        self.turn_locks.with(session, || self.plan_and_commit(session, asked, settings, started, deadline))
+    }
+
+    /// Plans the turn against the session as stored and commits it if the session is still
+    /// there; plans again (up to [`MAX_REPLANS`] times) when another process got there first.
+    fn plan_and_commit(
+        &self,
+        session: &SessionId,
+        asked: Asked<'_>,
+        settings: &TurnSettings,
+        started: Instant,
+        deadline: Option<Instant>,
+    ) -> Result<TurnOutcome> {
         let mut replans = 0;
         loop {
             let state = self.sessions.load(session)?.unwrap_or_default();

@@ -230,8 +230,9 @@ async fn documents_are_listed_replaced_whole_and_deleted() {
     let app = router(state(&[], dir.path()));
     let (s, b) = call_json(&app, "POST", "/v1/documents", None, Some(corpus())).await;
     assert_eq!(s, StatusCode::OK, "{b}");
-    let (s, t1) = call_json(&app, "POST", "/v1/sessions/d/turns", None, Some(json!({"question": "appeal forms", "limit": 5})))
-        .await;
+    let (s, t1) =
+        call_json(&app, "POST", "/v1/sessions/d/turns", None, Some(json!({"question": "appeal forms", "limit": 5})))
+            .await;
     assert_eq!(s, StatusCode::OK, "{t1}");
 
     // A document sent again with other chunks is replaced whole.

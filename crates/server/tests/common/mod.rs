@@ -37,6 +37,7 @@ pub fn state_with_deadline(keys: &[&str], dir: &std::path::Path, turn_timeout: D
             embedder,
             counter: Arc::new(Cl100kCounter::new()),
             generator: Arc::new(ExtractiveGenerator::default()),
+            turn_locks: Default::default(),
         },
         settings: TurnSettings::default(),
         keys: keys.iter().map(|k| k.to_string()).collect(),
