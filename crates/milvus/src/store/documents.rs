@@ -58,8 +58,27 @@ impl MilvusVectorStore {
                 let client = self.client.clone();
                 async move { client.delete(request).await }
             })?;
+            self.await_gone(batch)?;
         }
         Ok(())
+    }
+
+    /// Waits until a strong read no longer finds `ids`: once it returns, every later read
+    /// of this process misses them too — also on servers (2.3.5) whose delete response does
+    /// not advance the SDK's session timestamp.
+    fn await_gone(&self, ids: &[String]) -> Result<()> {
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        for wait_ms in [0u64, 50, 100, 200, 400, 800, 1600] {
+            std::thread::sleep(std::time::Duration::from_millis(wait_ms));
+            let left = self.query_in(ID, &ids, &[ID], ConsistencyLevel::Strong, ids.len())?;
+            if left.results().rows().map_err(Error::storage)?.next().is_none() {
+                return Ok(());
+            }
+        }
+        Err(Error::Unavailable {
+            backend: format!("Milvus at {}", self.config.uri),
+            message: format!("{} deleted chunks are still readable after 3 s; run the command again", ids.len()),
+        })
     }
 
     pub(super) fn replace(&self, documents: &[DocumentId], chunks: &[EmbeddedChunk]) -> Result<Replaced> {
