@@ -165,7 +165,7 @@ impl RedisSessionStore {
         Error::Unavailable { backend: format!("redis at {}", self.url), message: e.to_string() }
     }
 
-    /// Runs `f` on a pooled connection; a connection that failed is dropped, not reused.
+    /// Runs `f` on a pooled connection; a connection that broke is dropped, not reused.
     fn with<T>(&self, f: impl FnOnce(&mut dyn ConnectionLike) -> redis::RedisResult<T>) -> Result<T> {
         self.with_raw(f).map_err(|e| self.error(e))
     }
@@ -188,12 +188,19 @@ impl RedisSessionStore {
             Some(c) => c,
             None => self.connect_one()?,
         };
-        let out = f(conn.get())?;
-        let mut idle = self.idle.lock().expect("pool lock");
-        if idle.len() < POOL {
-            idle.push(conn);
+        let out = f(conn.get());
+        // A reply from the server (a result, or an error such as CONFLICT) leaves the
+        // connection usable; a broken or timed-out one may hold a stray reply: drop it.
+        let broken = out.as_ref().err().is_some_and(|e| {
+            e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal()
+        });
+        if !broken {
+            let mut idle = self.idle.lock().expect("pool lock");
+            if idle.len() < POOL {
+                idle.push(conn);
+            }
         }
-        Ok(out)
+        out
     }
 
     fn error(&self, e: redis::RedisError) -> Error {
