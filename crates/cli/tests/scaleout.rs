@@ -444,8 +444,15 @@ fn a_redis_cluster_master_killed_mid_run_fails_over_cleanly() {
         let t = Instant::now();
         let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
         // Wait for the replica to take over (node timeout 2 s).
-        let other = if port == "7101" { "7102" } else { "7101" };
-        while !cluster_ok(other) || t.elapsed() < Duration::from_millis(2500) {
+        let seeds = cluster_url();
+        let other = seeds
+            .trim_start_matches("redis+cluster://")
+            .split(',')
+            .filter_map(|n| n.rsplit(':').next())
+            .find(|p| *p != port)
+            .expect("a second seed node")
+            .to_owned();
+        while !cluster_ok(&other) || t.elapsed() < Duration::from_millis(2500) {
             if t.elapsed() > Duration::from_secs(30) {
                 break;
             }
