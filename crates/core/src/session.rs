@@ -123,16 +123,11 @@ pub struct SessionState {
     /// Marker of every document this session has shown.
     pub markers: BTreeMap<DocumentId, u32>,
     pub updated_at_unix_ms: u64,
-    /// Bumped by every commit and reset: a turn commits only if the session is still at the
+    /// Moved by every commit and reset (to at least the clock in µs, so a session deleted and
+    /// begun again never reuses one): a turn commits only if the session is still at the
     /// version it was planned against (0 for a session that does not exist).
     #[serde(default)]
     pub version: u64,
-}
-
-impl SessionState {
-    pub fn next_marker(&self) -> u32 {
-        self.markers.values().copied().max().unwrap_or(0) + 1
-    }
 }
 
 /// How much of a session to keep.

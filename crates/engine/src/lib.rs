@@ -239,19 +239,22 @@ impl Engine {
         deadline: Option<Instant>,
     ) -> Result<TurnOutcome> {
         let mut replans = 0;
+        let late = |spent: f64| Error::Unavailable {
+            backend: "turn".into(),
+            message: format!("no answer within the deadline ({spent:.1} s spent); the turn was not recorded"),
+        };
         loop {
+            // A turn that waited its deadline out (queued behind others of its session, or
+            // re-planning) gives up before it plans.
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(late(started.elapsed().as_secs_f64()));
+            }
             let state = self.sessions.load(session)?.unwrap_or_default();
             let (mut trace, record, new_markers) = self.run(session, &state, asked, settings, None)?;
             trace.stats.replans = replans;
             let t = Instant::now();
             if deadline.is_some_and(|d| t >= d) {
-                return Err(Error::Unavailable {
-                    backend: "turn".into(),
-                    message: format!(
-                        "no answer within the deadline ({:.1} s spent); the turn was not recorded",
-                        started.elapsed().as_secs_f64()
-                    ),
-                });
+                return Err(late(started.elapsed().as_secs_f64()));
             }
             let commit = TurnCommit { read_version: state.version, record, new_markers, trace: trace.clone() };
             match self.sessions.commit_turn(session, commit, settings.retention()) {

@@ -25,33 +25,35 @@ pub const TIMEOUT: Duration = Duration::from_secs(3);
 /// Idle connections kept for reuse.
 const POOL: usize = 16;
 
-/// KEYS: meta, turns, markers, used, traces. ARGV: now, record, window, trace, ttl ms,
-/// read version, then (document, marker) pairs. Returns the turn number, or an error reply
-/// `CONFLICT <version>` when the session is no longer at the read version.
+/// KEYS: meta, turns, markers, used, traces. ARGV: now (µs), record, window, trace, ttl ms,
+/// read version, commit id, then (document, marker) pairs. Returns the turn number, or an
+/// error reply `CONFLICT <version>` when the session is no longer at the read version. A
+/// commit id already applied (a cluster client resending after a lost reply) returns its
+/// turn instead of committing twice.
 const COMMIT: &str = r#"
 local version = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
 if version ~= tonumber(ARGV[6]) then
+  if redis.call('HGET', KEYS[1], 'last_commit') == ARGV[7] then
+    return tonumber(redis.call('HGET', KEYS[1], 'turn_count'))
+  end
   return redis.error_reply('CONFLICT ' .. version)
 end
-for i = 7, #ARGV, 2 do
+for i = 8, #ARGV, 2 do
   if redis.call('HEXISTS', KEYS[3], ARGV[i]) == 1 or redis.call('SISMEMBER', KEYS[4], ARGV[i + 1]) == 1 then
     return redis.error_reply('MARKER ' .. ARGV[i + 1])
   end
 end
 local turn = redis.call('HINCRBY', KEYS[1], 'turn_count', 1)
-redis.call('HINCRBY', KEYS[1], 'version', 1)
-redis.call('HSET', KEYS[1], 'updated_at', ARGV[1])
+-- Never a version used before, even by a deleted or expired session of the same id.
+redis.call('HSET', KEYS[1], 'version', math.max(version + 1, tonumber(ARGV[1])), 'last_commit', ARGV[7])
+redis.call('HSET', KEYS[1], 'updated_at', math.floor(tonumber(ARGV[1]) / 1000))
 redis.call('RPUSH', KEYS[2], turn .. '\t' .. ARGV[2])
 local window = tonumber(ARGV[3])
 if window > 0 then redis.call('LTRIM', KEYS[2], -window, -1) end
-local maxm = tonumber(redis.call('HGET', KEYS[1], 'max_marker') or '0')
-for i = 7, #ARGV, 2 do
-  local m = tonumber(ARGV[i + 1])
-  redis.call('HSET', KEYS[3], ARGV[i], m)
-  redis.call('SADD', KEYS[4], m)
-  if m > maxm then maxm = m end
+for i = 8, #ARGV, 2 do
+  redis.call('HSET', KEYS[3], ARGV[i], tonumber(ARGV[i + 1]))
+  redis.call('SADD', KEYS[4], tonumber(ARGV[i + 1]))
 end
-redis.call('HSET', KEYS[1], 'max_marker', maxm)
 redis.call('HSET', KEYS[5], turn, ARGV[4])
 local ttl = tonumber(ARGV[5])
 for i = 1, 5 do
@@ -60,11 +62,12 @@ end
 return turn
 "#;
 
+/// KEYS: meta, turns, markers, used. ARGV: now (µs).
 const RESET: &str = r#"
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
-redis.call('HSET', KEYS[1], 'max_marker', 0)
-redis.call('HINCRBY', KEYS[1], 'version', 1)
+local version = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
+redis.call('HSET', KEYS[1], 'version', math.max(version + 1, tonumber(ARGV[1])))
 return 1
 "#;
 
@@ -111,8 +114,17 @@ fn keys(id: &SessionId) -> [String; 5] {
     ["meta", "turns", "markers", "used", "traces"].map(|k| format!("{tag}:{k}"))
 }
 
-fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+/// Microseconds since the epoch: versions start there (exact in Lua's doubles until 2255).
+fn now_us() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
+}
+
+/// An id for one commit call, unique across processes (pid, clock, counter).
+fn commit_id() -> String {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    format!("{}-{nanos}-{n}", std::process::id())
 }
 
 /// `redis+cluster://h1:p1,h2:p2` → the seed nodes as `redis://` URLs.
@@ -189,11 +201,9 @@ impl RedisSessionStore {
             None => self.connect_one()?,
         };
         let out = f(conn.get());
-        // A reply from the server (a result, or an error such as CONFLICT) leaves the
-        // connection usable; a broken or timed-out one may hold a stray reply: drop it.
-        let broken = out.as_ref().err().is_some_and(|e| {
-            e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal()
-        });
+        // An error reply from the server (CONFLICT, say) leaves the connection usable; any
+        // other error (I/O, time-out, a reply that did not parse) may leave it out of step.
+        let broken = out.as_ref().err().is_some_and(|e| e.code().is_none());
         if !broken {
             let mut idle = self.idle.lock().expect("pool lock");
             if idle.len() < POOL {
@@ -260,17 +270,19 @@ impl SessionStore for RedisSessionStore {
         let k = keys(id);
         let record = serde_json::to_string(&commit.record).map_err(Error::storage)?;
         let trace = serde_json::to_string(&commit.trace).map_err(Error::storage)?;
+        let commit_id = commit_id();
         self.with_raw(|c| {
             let mut inv = self.commit.prepare_invoke();
             for key in &k {
                 inv.key(key);
             }
-            inv.arg(now_ms())
+            inv.arg(now_us())
                 .arg(record.as_str())
                 .arg(retention.window)
                 .arg(trace.as_str())
                 .arg(retention.ttl_secs * 1000)
-                .arg(commit.read_version);
+                .arg(commit.read_version)
+                .arg(commit_id.as_str());
             for (doc, m) in &commit.new_markers {
                 inv.arg(doc.as_str()).arg(*m);
             }
@@ -299,7 +311,8 @@ impl SessionStore for RedisSessionStore {
 
     fn reset(&self, id: &SessionId) -> Result<bool> {
         let k = keys(id);
-        let done: i64 = self.with(|c| self.reset.key(&k[0]).key(&k[1]).key(&k[2]).key(&k[3]).invoke(c))?;
+        let done: i64 =
+            self.with(|c| self.reset.key(&k[0]).key(&k[1]).key(&k[2]).key(&k[3]).arg(now_us()).invoke(c))?;
         Ok(done == 1)
     }
 

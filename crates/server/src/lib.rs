@@ -231,7 +231,8 @@ pub(crate) async fn run_turn(
 #[utoipa::path(post, path = "/v1/sessions/{id}/turns", params(("id" = String, Path, description = "session id")),
     request_body = TurnRequest,
     responses((status = 200, description = "the turn: answer, citations, context, trace", body = serde_json::Value),
-              (status = 400, description = "the caller's mistake", body = ErrorBody), (status = 503, description = "a backend is down", body = ErrorBody)))]
+              (status = 400, description = "the caller's mistake", body = ErrorBody), (status = 409, description = "other turns of the session kept committing while this one re-planned (8 times): retry", body = ErrorBody),
+              (status = 503, description = "a backend is down", body = ErrorBody)))]
 async fn turn(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
@@ -300,16 +301,26 @@ async fn delete_session(
     }
 }
 
-#[utoipa::path(post, path = "/v1/documents", request_body(content = serde_json::Value, description = "a JSON array of chunks or JSONL: _id, text, document_id?, title?, start?, end?, ordinal?, weight?"),
-    responses((status = 200, description = "chunks ingested, new and updated", body = serde_json::Value),
+#[utoipa::path(post, path = "/v1/documents", params(("append" = Option<bool>, Query, description = "true: upsert by id and keep a document's other chunks; default: replace each document whole")),
+    request_body(content = serde_json::Value, description = "a JSON array of chunks or JSONL: _id, text, document_id?, title?, start?, end?, ordinal?, weight?"),
+    responses((status = 200, description = "chunks ingested: new, updated, removed", body = serde_json::Value),
               (status = 400, description = "invalid chunk (line named)", body = ErrorBody), (status = 413, description = "body over the limit", body = ErrorBody)))]
 /// `POST /v1/documents`: a JSON array of chunks or JSONL, validated as `ragctx ingest`
-/// validates (all or nothing), embedded, and each document replaced whole.
+/// validates (all or nothing), embedded, and each document replaced whole (`?append=true`:
+/// upserted by id).
 async fn documents(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
+    axum::extract::RawQuery(query): axum::extract::RawQuery,
     b: Result<Bytes, BytesRejection>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
+    // `?append=true`: upsert by id, keeping a document's other chunks (a document sent in
+    // several requests); by default each document is replaced whole.
+    let append = match query.as_deref() {
+        None | Some("") | Some("append=false") => false,
+        Some("append=true") => true,
+        Some(q) => return Err(ApiError::bad_request(format!("unknown query {q:?}: use append=true or nothing"))),
+    };
     caller(&state, &headers)?;
     let b = body(b)?;
     let first = b.iter().find(|c| !c.is_ascii_whitespace()).copied();
@@ -341,7 +352,12 @@ async fn documents(
             })
             .collect();
         // Each document as a whole, as `ragctx ingest`: chunks it no longer has are removed.
-        let r = engine.vectors.replace_documents(&docs, &embedded)?;
+        let r = if append {
+            let new = engine.vectors.upsert(&embedded)?;
+            ragctx_core::Replaced { new, updated: embedded.len() - new, removed: 0 }
+        } else {
+            engine.vectors.replace_documents(&docs, &embedded)?
+        };
         Ok((embedded.len(), r, docs.len()))
     })
     .await?;

@@ -265,7 +265,24 @@ async fn documents_are_listed_replaced_whole_and_deleted() {
     let (s, traces) = call_json(&app, "GET", "/v1/sessions/d/turns", None, None).await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(traces[0]["context"], t1["context"], "the session's history is untouched");
-    // A document id with a slash and quotes, percent-encoded in the path.
+    // A document id with a space and quotes, percent-encoded in the path; one with a slash.
     let (s, _) = call_json(&app, "DELETE", "/v1/documents/fees%20%22A%22", None, None).await;
     assert_eq!(s, StatusCode::NO_CONTENT);
+    let nested =
+        json!([{"_id": "g/1#0", "document_id": "guides/appeal.md", "title": "Guide", "text": "Appeal guide."}]);
+    let (s, _) = call_json(&app, "POST", "/v1/documents", None, Some(nested)).await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, _) = call_json(&app, "DELETE", "/v1/documents/guides%2Fappeal.md", None, None).await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+
+    // `?append=true` adds to a document instead of replacing it.
+    let more =
+        json!([{"_id": "f4", "document_id": "forms", "title": "Appeal forms", "text": "Form APP-005 is for costs."}]);
+    let (s, b) = call_json(&app, "POST", "/v1/documents?append=true", None, Some(more)).await;
+    assert_eq!((s, b["removed"].as_u64()), (StatusCode::OK, Some(0)), "{b}");
+    let (_, list) = call_json(&app, "GET", "/v1/documents", None, None).await;
+    let forms = list.as_array().unwrap().iter().find(|d| d["document_id"] == "forms").unwrap().clone();
+    assert_eq!(forms["chunks"], 3, "{list}");
+    let (s, _) = call_json(&app, "POST", "/v1/documents?replace=no", None, Some(json!([]))).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
 }

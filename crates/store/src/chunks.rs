@@ -31,12 +31,13 @@ impl EmbeddedVectorStore {
     /// Search with a pinned path (benchmarks, tests).
     pub fn search_forced(&self, request: &SearchRequest, force: Option<ForcePath>) -> Result<SearchOutcome> {
         self.check_dim(request.vector.len())?;
-        let found = self.with_index(|ix| {
+        // The chunks are read under the index's read lock: a write (which removes chunks
+        // under the write lock) cannot commit between the search and the read.
+        self.with_index(|ix| {
             let r = ix.search_with(request, force);
             let ids: Vec<ChunkId> = r.hits.iter().map(|&(n, _)| ChunkId::from(ix.chunk_id(n))).collect();
-            (r, ids)
-        });
-        self.outcome(found)
+            self.outcome((r, ids))
+        })
     }
 
     fn check_dim(&self, got: usize) -> Result<()> {

@@ -24,6 +24,13 @@ pub(crate) fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
+/// The version after a write: above the last one and at least the clock in µs, so a session
+/// deleted (or expired) and begun again never reuses a version a turn may have read before.
+pub(crate) fn next_version(version: u64) -> u64 {
+    let now_us = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0);
+    (version + 1).max(now_us)
+}
+
 impl StoredSession {
     fn live(self, now: u64) -> Option<Self> {
         (self.expires_at_unix_ms == 0 || self.expires_at_unix_ms > now).then_some(self)
@@ -101,7 +108,7 @@ impl SessionStore for EmbeddedSessionStore {
             state.markers.insert(doc, marker);
         }
         state.turn_count = turn;
-        state.version += 1;
+        state.version = next_version(state.version);
         state.updated_at_unix_ms = now;
         let expires = if retention.ttl_secs == 0 { 0 } else { now + retention.ttl_secs * 1000 };
         let mut trace = commit.trace;
@@ -145,7 +152,7 @@ impl SessionStore for EmbeddedSessionStore {
                     s.state.turns.clear();
                     s.state.markers.clear();
                     // A turn planned before the reset must not commit what it excluded.
-                    s.state.version += 1;
+                    s.state.version = next_version(s.state.version);
                     t.insert(id.as_str(), serde_json::to_vec(&s).map_err(db_err)?.as_slice()).map_err(db_err)?;
                     true
                 }

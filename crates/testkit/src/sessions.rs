@@ -103,7 +103,8 @@ pub fn session_store_conformance(store: Arc<dyn SessionStore>, prefix: &str) {
     assert_eq!(commit_now(st, &id, commit("q3", &["c"], &[("c", 3)]), keep_two).unwrap(), 3);
     let s = store.load(&id).unwrap().expect("session exists");
     assert_eq!(s.turn_count, 3);
-    assert_eq!(s.version, 3, "every commit moves the version");
+    let v3 = s.version;
+    assert!(v3 > 1_600_000_000_000_000, "versions start at the clock in µs, never reused: {v3}");
     assert_eq!(s.turns.iter().map(|t| t.turn).collect::<Vec<_>>(), vec![2, 3], "trimmed to the window");
     assert_eq!(s.turns[1].answer, "answer to q3", "the answer is remembered for the conversation");
     let v = s.turns[1].query_vector.as_ref().expect("the query vector is remembered").dequantize();
@@ -121,14 +122,14 @@ pub fn session_store_conformance(store: Arc<dyn SessionStore>, prefix: &str) {
     let err = store.commit_turn(&id, stale, keep_two).unwrap_err();
     assert_eq!(err.kind(), ragctx_core::ErrorKind::Conflict, "{err}");
     let after = store.load(&id).unwrap().unwrap();
-    assert_eq!((after.version, after.turn_count, store.traces(&id).unwrap().len()), (3, 3, 3), "nothing written");
+    assert_eq!((after.version, after.turn_count, store.traces(&id).unwrap().len()), (v3, 3, 3), "nothing written");
     assert!(!after.markers.contains_key("s"));
 
     // A marker already taken by another document is never handed out twice: the commit fails
     // whole, so the trace can never disagree with the session.
     assert!(commit_now(st, &id, commit("q4", &["d"], &[("d", 3)]), keep_two).is_err());
     let s = store.load(&id).unwrap().unwrap();
-    assert_eq!((s.version, s.markers.len()), (3, 3), "nothing of the clashing commit stored");
+    assert_eq!((s.version, s.markers.len()), (v3, 3), "nothing of the clashing commit stored");
     commit_now(st, &id, commit("q4", &["d"], &[("d", 4)]), keep_two).unwrap();
     let s = store.load(&id).unwrap().unwrap();
     let values: HashSet<u32> = s.markers.values().copied().collect();
@@ -145,8 +146,17 @@ pub fn session_store_conformance(store: Arc<dyn SessionStore>, prefix: &str) {
     assert_eq!(store.commit_turn(&id, planned, keep_two).unwrap_err().kind(), ragctx_core::ErrorKind::Conflict);
     assert_eq!(store.traces(&id).unwrap().len(), 4, "reset keeps traces");
     assert_eq!(commit_now(st, &id, commit("q5", &["a"], &[]), keep_two).unwrap(), 5, "numbering continues");
+    let before_delete = store.load(&id).unwrap().unwrap().version;
     assert!(store.delete(&id).unwrap());
     assert!(store.load(&id).unwrap().is_none() && store.traces(&id).unwrap().is_empty(), "delete removes all");
+    // Begun again, the session never reuses a version a turn planned before the delete read.
+    commit_now(st, &id, commit("again", &["a"], &[]), keep_two).unwrap();
+    let mut stale = commit("planned before the delete", &["b"], &[]);
+    stale.read_version = before_delete;
+    let reborn = store.load(&id).unwrap().unwrap().version;
+    assert_ne!(reborn, before_delete, "a new version after delete");
+    assert_eq!(store.commit_turn(&id, stale, keep_two).unwrap_err().kind(), ragctx_core::ErrorKind::Conflict);
+    assert!(store.delete(&id).unwrap());
     assert!(!store.delete(&id).unwrap() && !store.reset(&id).unwrap(), "unknown session: false");
 
     // Two turns planned against one version: exactly one lands.
