@@ -36,11 +36,8 @@ impl App {
     /// Loads the model and opens the backends: the data dir only when one of them is in it.
     pub fn open(settings: Settings) -> Result<App> {
         let embedder = Arc::new(MiniLmEmbedder::load(&settings.model_dir)?);
-        let data = if uses_data_dir(&settings) {
-            Some(DataDir::open_with(&settings.data_dir, Some(embedder.dimension()), index_params(&settings))?)
-        } else {
-            None
-        };
+        let data =
+            if uses_data_dir(&settings) { Some(open_data(&settings, Some(embedder.dimension()))?) } else { None };
         let engine = Engine {
             vectors: vector_store(&settings, data.as_ref(), embedder.dimension())?,
             sessions: session_store(&settings, data.as_ref())?,
@@ -97,14 +94,16 @@ pub fn session_store(settings: &Settings, data: Option<&DataDir>) -> Result<Arc<
     })
 }
 
+/// The data dir of the settings; `dim: None` takes the stored dimension (commands that
+/// embed nothing).
+pub fn open_data(settings: &Settings, dim: Option<usize>) -> Result<DataDir> {
+    Ok(DataDir::open_with(&settings.data_dir, dim, index_params(settings))?)
+}
+
 /// The session store alone, for commands that embed nothing (trace, session): the data dir
 /// is opened only when the sessions live there.
 pub fn sessions_only(settings: &Settings) -> Result<Arc<dyn SessionStore>> {
-    let data = if settings.sessions == "embedded" {
-        Some(DataDir::open_with(&settings.data_dir, None, index_params(settings))?)
-    } else {
-        None
-    };
+    let data = if settings.sessions == "embedded" { Some(open_data(settings, None)?) } else { None };
     session_store(settings, data.as_ref())
 }
 
@@ -112,7 +111,7 @@ pub fn sessions_only(settings: &Settings) -> Result<Arc<dyn SessionStore>> {
 pub fn vectors_only(settings: &Settings) -> Result<Arc<dyn VectorStore>> {
     match &settings.backend {
         Backend::Embedded => {
-            let data = DataDir::open_with(&settings.data_dir, None, index_params(settings))?;
+            let data = open_data(settings, None)?;
             let dim = data.vector_store().dimension();
             vector_store(settings, Some(&data), dim)
         }

@@ -1,14 +1,15 @@
 //! `ragctx ingest PATH...`: read everything, validate everything, embed (with the cache),
 //! then replace the documents in one transaction. Bad input fails before anything is written.
 
-use crate::app::index_params;
 use crate::config::{Backend, Settings};
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use ragctx_core::{DocumentId, EmbeddedChunk, Embedder, Replaced};
-use ragctx_engine::ingest::{check_unique_ids, chunk_document, parse_jsonl, text_tokens, DocumentFormat, SourcedChunk};
+use ragctx_core::{EmbeddedChunk, Embedder};
+use ragctx_engine::ingest::{
+    self, check_unique_ids, chunk_document, parse_jsonl, text_tokens, DocumentFormat, SourcedChunk,
+};
 use ragctx_models::{Cl100kCounter, MiniLmEmbedder};
-use ragctx_store::{DataDir, EmbeddingCache};
+use ragctx_store::EmbeddingCache;
 use std::collections::hash_map::{Entry, HashMap};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -196,29 +197,18 @@ pub fn run(settings: &Settings, paths: &[PathBuf], append: bool) -> Result<()> {
             EmbeddedChunk { chunk, vector }
         })
         .collect();
-    let mut docs: Vec<DocumentId> = chunks.iter().map(|c| c.chunk.document_id.clone()).collect();
-    docs.sort_unstable();
-    docs.dedup();
     // Only the embedded backend lives in the data dir: with Milvus nothing local is locked.
     let data = match settings.backend {
-        Backend::Embedded => {
-            Some(DataDir::open_with(&settings.data_dir, Some(embedder.dimension()), index_params(settings))?)
-        }
+        Backend::Embedded => Some(crate::app::open_data(settings, Some(embedder.dimension()))?),
         Backend::Milvus(_) => None,
     };
     let store = crate::app::vector_store(settings, data.as_ref(), embedder.dimension())?;
-    let r = if append {
-        let new = store.upsert(&chunks)?;
-        Replaced { new, updated: chunks.len() - new, removed: 0 }
-    } else {
-        // Each document as a whole: chunks it no longer has go in the same write.
-        store.replace_documents(&docs, &chunks)?
-    };
+    let (r, docs) = ingest::store(store.as_ref(), &chunks, append)?;
     let total = store.len()?;
     println!(
         "ingested {} chunks of {} documents from {} files: {} new, {} updated, {} removed; embedded {}, {} from cache; store holds {} chunks ({:.1}s)",
         chunks.len(),
-        docs.len(),
+        docs,
         read.files,
         r.new,
         r.updated,

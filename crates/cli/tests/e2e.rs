@@ -8,7 +8,7 @@ use std::process::Command;
 
 mod common;
 
-use common::{http_get, http_post, repo, Env, Server};
+use common::{context_chunks, http_get, http_post, repo, Env, Server};
 
 fn govt_corpus() -> PathBuf {
     let p = repo().join("../shared/data/mtrag/corpus_govt.jsonl");
@@ -45,10 +45,6 @@ fn strs(v: &Value) -> Vec<String> {
 
 fn context_docs(turn: &Value) -> Vec<String> {
     turn["context"].as_array().unwrap().iter().map(|b| b["document_id"].as_str().unwrap().to_owned()).collect()
-}
-
-fn context_chunks(turn: &Value) -> Vec<String> {
-    turn["context"].as_array().unwrap().iter().flat_map(|b| strs(&b["chunk_ids"])).collect()
 }
 
 fn pointers(turn: &Value) -> Vec<Value> {

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{milvus_lite, repo, Env};
+use common::{context_chunks, milvus_lite, repo, Env};
 use serde_json::Value;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -123,12 +123,7 @@ fn milvus_five_mtrag_turns_give_the_same_documents_as_embedded() {
             let t = ask_on(&env, backend, &session, &["--granularity", "document", "--mode", "new"], q);
             assert_eq!(t["turn"], i as u64 + 1);
             let d = context_docs(&t);
-            let chunks: Vec<String> = t["context"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .flat_map(|b| b["chunk_ids"].as_array().unwrap().iter().map(|c| c.as_str().unwrap().to_owned()))
-                .collect();
+            let chunks = context_chunks(&t);
             match t["intent"].as_str().unwrap() {
                 "new" => assert!(d.iter().all(|d| !seen.contains(d)), "backend {b} turn {} repeats a document", i + 1),
                 // A follow-up ("But if parents do?") excludes chunks only: its documents may return.

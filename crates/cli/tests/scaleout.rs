@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{http, milvus_lite, redis, repo, report, Server};
+use common::{context_chunks, http, milvus_lite, redis, repo, report, Server};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -226,6 +226,16 @@ fn check(addr: &str, load: Load, prefix: &str, tally: &Tally) -> Checked {
     out
 }
 
+/// The figures every load run reports, with the run's own in `extra`.
+fn figures(load: Load, tally: &Tally, c: &Checked, extra: Value) -> Value {
+    let mut v = json!({"servers": load.servers, "clients": load.clients, "sessions": load.sessions,
+        "requests": load.turns, "acknowledged": tally.acknowledged.len(), "stored": c.stored_turns,
+        "turns_lost": c.lost, "duplicated_chunks": c.duplicated_chunks, "marker_disagreements": c.marker_disagreements,
+        "replans": c.replans, "conflicts_409": tally.conflicts_409});
+    v.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+    v
+}
+
 fn milvus_backend(port: u16, sessions: &str) -> Vec<String> {
     ["--backend", "milvus", "--milvus-uri", &format!("http://127.0.0.1:{port}"), "--collection", "scaleout"]
         .iter()
@@ -277,12 +287,13 @@ fn several_servers_over_milvus_and_redis_share_sessions_race_free() {
     let panics: usize = servers.iter().map(Server::panics).sum();
     report(
         "scale-out: Milvus Lite + Redis",
-        json!({"servers": load.servers, "clients": load.clients, "sessions": load.sessions, "requests": load.turns,
-               "acknowledged": tally.acknowledged.len(), "stored": c.stored_turns, "turns_lost": c.lost,
-               "duplicated_chunks": c.duplicated_chunks, "marker_disagreements": c.marker_disagreements,
-               "replans": c.replans, "conflicts_409": tally.conflicts_409, "failed_while_down": tally.unavailable,
-               "killed_restarted": 1, "cli_beside": cli_ok.load(Ordering::Relaxed), "seconds": (secs * 10.0).round() / 10.0,
-               "panics": panics}),
+        figures(
+            load,
+            &tally,
+            &c,
+            json!({"failed_while_down": tally.unavailable, "killed_restarted": 1,
+                   "cli_beside": cli_ok.load(Ordering::Relaxed), "seconds": (secs * 10.0).round() / 10.0, "panics": panics}),
+        ),
     );
     assert!(
         tally.other_errors.is_empty(),
@@ -335,13 +346,7 @@ fn replaced_and_deleted_documents_never_come_back_under_concurrent_turns() {
                     );
                     assert_eq!(status, 200, "{out}");
                     let v: Value = serde_json::from_str(&out).unwrap();
-                    let ids: Vec<String> = v["context"]
-                        .as_array()
-                        .unwrap()
-                        .iter()
-                        .flat_map(|b| b["chunk_ids"].as_array().unwrap().iter().map(|i| i.as_str().unwrap().to_owned()))
-                        .collect();
-                    turns.lock().unwrap().push((started, ids));
+                    turns.lock().unwrap().push((started, context_chunks(&v)));
                 }
             });
         }
@@ -471,11 +476,12 @@ fn a_redis_cluster_master_killed_mid_run_fails_over_cleanly() {
     let panics: usize = servers.iter().map(Server::panics).sum();
     report(
         "scale-out: Redis Cluster, a master killed",
-        json!({"servers": load.servers, "clients": load.clients, "sessions": load.sessions, "requests": load.turns,
-               "acknowledged": tally.acknowledged.len(), "stored": c.stored_turns, "turns_lost": c.lost,
-               "duplicated_chunks": c.duplicated_chunks, "marker_disagreements": c.marker_disagreements,
-               "replans": c.replans, "conflicts_409": tally.conflicts_409, "failed_503": tally.unavailable,
-               "failover_seconds": (failover_s * 10.0).round() / 10.0, "panics": panics}),
+        figures(
+            load,
+            &tally,
+            &c,
+            json!({"failed_503": tally.unavailable, "failover_seconds": (failover_s * 10.0).round() / 10.0, "panics": panics}),
+        ),
     );
     assert!(restarted && cluster_ok(&port), "the killed node rejoined and the cluster is ok");
     assert!(

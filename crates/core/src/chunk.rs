@@ -67,6 +67,28 @@ pub struct DocumentSummary {
     pub chunks: usize,
 }
 
+impl DocumentSummary {
+    /// The documents of `(chunk id, document id, title)` rows, by document id, each titled
+    /// by its first chunk (smallest id): how every store lists what it holds.
+    pub fn tally<'a>(rows: impl IntoIterator<Item = (&'a str, &'a str, &'a str)>) -> Vec<DocumentSummary> {
+        let mut docs: std::collections::BTreeMap<&str, (&str, &str, usize)> = Default::default();
+        for (id, doc, title) in rows {
+            let e = docs.entry(doc).or_insert((id, title, 0));
+            if id < e.0 {
+                (e.0, e.1) = (id, title);
+            }
+            e.2 += 1;
+        }
+        docs.into_iter()
+            .map(|(doc, (_, title, chunks))| DocumentSummary {
+                document_id: doc.into(),
+                title: title.to_owned(),
+                chunks,
+            })
+            .collect()
+    }
+}
+
 /// What [`crate::VectorStore::replace_documents`] changed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Replaced {

@@ -252,6 +252,22 @@ impl VectorIndex {
         }
     }
 
+    /// The live chunks of `documents` that `keep` does not hold: what replacing those
+    /// documents by `keep` removes.
+    pub fn stale_chunks(
+        &self,
+        documents: &[ragctx_core::DocumentId],
+        keep: &[ragctx_core::EmbeddedChunk],
+    ) -> Vec<String> {
+        let kept: std::collections::HashSet<&str> = keep.iter().map(|c| c.chunk.id.as_str()).collect();
+        documents
+            .iter()
+            .flat_map(|d| self.chunks_of(d.as_str()))
+            .filter(|id| !kept.contains(id))
+            .map(str::to_owned)
+            .collect()
+    }
+
     /// A copy without retired nodes (rebuilds the graph).
     pub fn compacted(&self) -> VectorIndex {
         let mut fresh = VectorIndex::new(self.dim, self.params);

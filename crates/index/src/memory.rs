@@ -44,16 +44,7 @@ impl VectorStore for MemoryVectorStore {
 
     fn replace_documents(&self, documents: &[DocumentId], chunks: &[EmbeddedChunk]) -> Result<Replaced> {
         check_replacement(documents, chunks)?;
-        let given: std::collections::HashSet<&str> = chunks.iter().map(|c| c.chunk.id.as_str()).collect();
-        let stale: Vec<String> = {
-            let ix = self.index.read().expect("lock");
-            documents
-                .iter()
-                .flat_map(|d| ix.chunks_of(d.as_str()))
-                .filter(|id| !given.contains(id))
-                .map(str::to_owned)
-                .collect()
-        };
+        let stale = self.index.read().expect("lock").stale_chunks(documents, chunks);
         let new = self.upsert(chunks)?;
         let mut ix = self.index.write().expect("lock");
         let mut map = self.chunks.write().expect("lock");
@@ -66,20 +57,7 @@ impl VectorStore for MemoryVectorStore {
 
     fn documents(&self) -> Result<Vec<DocumentSummary>> {
         let map = self.chunks.read().expect("lock");
-        let mut ids: Vec<&ChunkId> = map.keys().collect();
-        ids.sort();
-        let mut docs: std::collections::BTreeMap<DocumentId, DocumentSummary> = Default::default();
-        for id in ids {
-            let c = &map[id];
-            docs.entry(c.document_id.clone())
-                .or_insert_with(|| DocumentSummary {
-                    document_id: c.document_id.clone(),
-                    title: c.title.clone(),
-                    chunks: 0,
-                })
-                .chunks += 1;
-        }
-        Ok(docs.into_values().collect())
+        Ok(DocumentSummary::tally(map.values().map(|c| (c.id.as_str(), c.document_id.as_str(), c.title.as_str()))))
     }
 
     fn search(&self, request: &SearchRequest) -> Result<SearchOutcome> {

@@ -339,9 +339,6 @@ async fn documents(
     let (n, r, docs) = blocking(state.ingest_timeout, move || {
         let texts: Vec<&str> = chunks.iter().map(|c| c.chunk.text.as_str()).collect();
         let vectors = engine.embedder.embed(&texts)?;
-        let mut docs: Vec<ragctx_core::DocumentId> = chunks.iter().map(|c| c.chunk.document_id.clone()).collect();
-        docs.sort_unstable();
-        docs.dedup();
         let embedded: Vec<EmbeddedChunk> = chunks
             .into_iter()
             .zip(vectors)
@@ -351,14 +348,9 @@ async fn documents(
                 EmbeddedChunk { chunk, vector }
             })
             .collect();
-        // Each document as a whole, as `ragctx ingest`: chunks it no longer has are removed.
-        let r = if append {
-            let new = engine.vectors.upsert(&embedded)?;
-            ragctx_core::Replaced { new, updated: embedded.len() - new, removed: 0 }
-        } else {
-            engine.vectors.replace_documents(&docs, &embedded)?
-        };
-        Ok((embedded.len(), r, docs.len()))
+        // As `ragctx ingest`: each document replaced whole, or upserted with `append`.
+        let (r, docs) = ragctx_engine::ingest::store(engine.vectors.as_ref(), &embedded, append)?;
+        Ok((embedded.len(), r, docs))
     })
     .await?;
     Ok(Json(

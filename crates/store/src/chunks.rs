@@ -5,7 +5,6 @@ use ragctx_core::{
 };
 use ragctx_index::{ForcePath, IndexHits, VectorIndex};
 use redb::{Database, ReadableTable, ReadableTableMetadata};
-use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
@@ -74,15 +73,11 @@ impl VectorStore for EmbeddedVectorStore {
     fn documents(&self) -> Result<Vec<DocumentSummary>> {
         let rx = self.db.begin_read().map_err(db_err)?;
         let t = rx.open_table(CHUNKS).map_err(db_err)?;
-        let mut docs: BTreeMap<DocumentId, DocumentSummary> = BTreeMap::new();
+        let mut chunks: Vec<Chunk> = Vec::new();
         for row in t.iter().map_err(db_err)? {
-            let (_, v) = row.map_err(db_err)?;
-            let chunk: Chunk = serde_json::from_slice(v.value()).map_err(db_err)?;
-            docs.entry(chunk.document_id.clone())
-                .or_insert_with(|| DocumentSummary { document_id: chunk.document_id, title: chunk.title, chunks: 0 })
-                .chunks += 1;
+            chunks.push(serde_json::from_slice(row.map_err(db_err)?.1.value()).map_err(db_err)?);
         }
-        Ok(docs.into_values().collect())
+        Ok(DocumentSummary::tally(chunks.iter().map(|c| (c.id.as_str(), c.document_id.as_str(), c.title.as_str()))))
     }
 
     fn search(&self, request: &SearchRequest) -> Result<SearchOutcome> {
@@ -124,13 +119,7 @@ impl EmbeddedVectorStore {
         // Hold the index lock across the transaction so two writes apply in one order; the
         // index mirrors the committed store, so it knows each document's chunks.
         let mut ix = self.index.write().expect("index lock");
-        let given: HashSet<&str> = chunks.iter().map(|c| c.chunk.id.as_str()).collect();
-        let stale: Vec<String> = documents
-            .iter()
-            .flat_map(|d| ix.chunks_of(d.as_str()))
-            .filter(|id| !given.contains(id))
-            .map(str::to_owned)
-            .collect();
+        let stale = ix.stale_chunks(documents, chunks);
         let tx = self.db.begin_write().map_err(db_err)?;
         let mut out = Replaced { removed: stale.len(), ..Replaced::default() };
         let gen = {

@@ -293,6 +293,15 @@ pub fn randoms(n: usize, max: u64, seed: u64) -> Vec<u64> {
         .collect()
 }
 
+/// The chunk ids of a turn's context blocks (`ask --json`, the HTTP turn, a trace).
+pub fn context_chunks(turn: &Value) -> Vec<String> {
+    let blocks = turn["context"].as_array().unwrap();
+    blocks
+        .iter()
+        .flat_map(|b| b["chunk_ids"].as_array().unwrap().iter().map(|c| c.as_str().unwrap().to_owned()))
+        .collect()
+}
+
 /// Emits one machine-readable line that `scripts/reliability` turns into its table.
 pub fn report(suite: &str, figures: Value) {
     let mut v = figures;

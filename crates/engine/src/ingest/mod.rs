@@ -8,7 +8,7 @@ mod jsonl;
 pub use chunker::{chunk_document, html_to_text, DocumentFormat, CHUNK_CHARS};
 pub use jsonl::parse_jsonl;
 
-use ragctx_core::{Chunk, TokenCounter};
+use ragctx_core::{Chunk, DocumentId, EmbeddedChunk, Replaced, TokenCounter, VectorStore};
 use std::collections::HashMap;
 
 /// A problem with the input, located.
@@ -43,6 +43,26 @@ pub fn text_tokens(counter: &dyn TokenCounter, text: &str) -> Option<u32> {
     let starts_clean = text.chars().next().is_some_and(|c| !c.is_whitespace());
     (starts_clean && counter.name() == ragctx_core::CHUNK_TOKENIZER)
         .then(|| counter.count(&format!("{text}\n\n")) as u32)
+}
+
+/// Writes embedded chunks as `ragctx ingest` and `POST /v1/documents` do: each document
+/// they belong to replaced whole, or with `append` upserted by id (a document's other chunks
+/// stay). Returns what changed and how many documents the chunks belong to.
+pub fn store(
+    vectors: &dyn VectorStore,
+    chunks: &[EmbeddedChunk],
+    append: bool,
+) -> ragctx_core::Result<(Replaced, usize)> {
+    let mut docs: Vec<DocumentId> = chunks.iter().map(|c| c.chunk.document_id.clone()).collect();
+    docs.sort_unstable();
+    docs.dedup();
+    let r = if append {
+        let new = vectors.upsert(chunks)?;
+        Replaced { new, updated: chunks.len() - new, removed: 0 }
+    } else {
+        vectors.replace_documents(&docs, chunks)?
+    };
+    Ok((r, docs.len()))
 }
 
 /// A chunk and where it came from, for duplicate reports.

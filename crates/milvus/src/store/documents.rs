@@ -10,7 +10,7 @@ use milvus::v2::prelude::{ConsistencyLevel, DeleteRequest, FilterTemplateValue, 
 use ragctx_core::{
     check_replacement, DocumentId, DocumentSummary, EmbeddedChunk, Error, Replaced, Result, VectorStore,
 };
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 
 /// Milvus's largest query window (`offset + limit`).
 const MAX_QUERY: usize = 16_384;
@@ -94,8 +94,8 @@ impl MilvusVectorStore {
     /// Every document: the collection is walked in primary-key order, a page at a time
     /// (`id > last` — Milvus returns a limited query in key order).
     pub(super) fn list(&self) -> Result<Vec<DocumentSummary>> {
-        let mut docs: BTreeMap<String, DocumentSummary> = BTreeMap::new();
-        let mut first_ids: HashMap<String, String> = HashMap::new();
+        // (chunk id, document id, title) of every row.
+        let mut rows: Vec<(String, String, String)> = Vec::new();
         let mut after: Option<String> = None;
         loop {
             let mut builder = QueryRequest::builder()
@@ -115,31 +115,15 @@ impl MilvusVectorStore {
                 let (client, request) = (self.client.clone(), request.clone());
                 async move { client.query(request).await }
             })?;
-            let mut rows = 0;
-            let mut last: Option<String> = None;
+            let before = rows.len();
             for row in response.results().rows().map_err(Error::storage)? {
-                rows += 1;
-                let (id, doc, title) = (string(&row, ID)?, string(&row, DOCUMENT_ID)?, string(&row, "title")?);
-                let entry = docs.entry(doc.clone()).or_insert_with(|| DocumentSummary {
-                    document_id: doc.into(),
-                    title: String::new(),
-                    chunks: 0,
-                });
-                entry.chunks += 1;
-                // The title of the document's first chunk by id, as the embedded store gives.
-                let first = first_ids.entry(entry.document_id.to_string()).or_insert_with(|| id.clone());
-                if id <= *first {
-                    *first = id.clone();
-                    entry.title = title;
-                }
-                if last.as_ref().is_none_or(|l| id > *l) {
-                    last = Some(id);
-                }
+                rows.push((string(&row, ID)?, string(&row, DOCUMENT_ID)?, string(&row, "title")?));
             }
-            if rows < MAX_QUERY {
-                return Ok(docs.into_values().collect());
+            let page = &rows[before..];
+            if page.len() < MAX_QUERY {
+                return Ok(DocumentSummary::tally(rows.iter().map(|(i, d, t)| (i.as_str(), d.as_str(), t.as_str()))));
             }
-            after = last;
+            after = page.iter().map(|r| &r.0).max().cloned();
         }
     }
 }
