@@ -167,7 +167,7 @@ impl Graph {
         }
         let mut eps = vec![ep];
         loop {
-            let (found, _) = self.search_layer(vectors, q, &eps, self.ef_construction, layer, &|_| true, None);
+            let found = self.search_layer(vectors, q, &eps, self.ef_construction, layer, |_| true);
             let cap = if layer == 0 { self.m0() } else { self.m };
             let chosen = self.select(vectors, &found, self.m);
             self.set_neighbours(node, layer, &chosen);
@@ -232,11 +232,8 @@ impl Graph {
         }
     }
 
-    /// Best-first search of one layer. Returns up to `ef` nodes that pass `allowed`, best
-    /// first, and how many excluded nodes the walk met that score better than the worst
-    /// result (many means the query's neighbourhood is excluded: the walk needs a larger
-    /// `ef` to see past it). `visits`, when given, counts the similarity computations.
-    #[allow(clippy::too_many_arguments)]
+    /// Best-first search of one layer: up to `ef` nodes that pass `allowed`, best first
+    /// (construction uses it with every node allowed).
     pub fn search_layer(
         &self,
         vectors: &Vectors<'_>,
@@ -244,69 +241,17 @@ impl Graph {
         entry: &[Scored],
         ef: usize,
         layer: u8,
-        allowed: &dyn Fn(u32) -> bool,
-        mut visits: Option<&mut usize>,
-    ) -> (Vec<Scored>, usize) {
-        let mut visited = Visited::new(self.len());
-        let mut excluded_scores: Vec<f32> = Vec::new();
-        let mut candidates: BinaryHeap<Scored> = BinaryHeap::new();
-        let mut results: BinaryHeap<Worst> = BinaryHeap::with_capacity(ef + 1);
-        for &e in entry {
-            if visited.insert(e.1) {
-                candidates.push(e);
-                if allowed(e.1) {
-                    results.push(Worst(e));
-                }
-            }
-        }
-        while let Some(c) = candidates.pop() {
-            if results.len() >= ef {
-                if let Some(w) = results.peek() {
-                    if c < w.0 {
-                        break;
-                    }
-                }
-            }
-            for &nb in self.neighbours(c.1, layer) {
-                if !visited.insert(nb) {
-                    continue;
-                }
-                let s = Scored(dot(q, vectors.get(nb)), nb);
-                if let Some(v) = visits.as_deref_mut() {
-                    *v += 1;
-                }
-                let full = results.len() >= ef;
-                if !full || s > results.peek().map(|w| w.0).unwrap_or(s) {
-                    candidates.push(s);
-                    if allowed(nb) {
-                        results.push(Worst(s));
-                        if results.len() > ef {
-                            results.pop();
-                        }
-                    } else {
-                        excluded_scores.push(s.0);
-                    }
-                }
-            }
-        }
-        let worst = results.peek().map_or(f32::NEG_INFINITY, |w| w.0 .0);
-        let excluded_closer = excluded_scores.iter().filter(|&&x| x > worst).count();
-        let mut out: Vec<Scored> = results.into_iter().map(|w| w.0).collect();
-        out.sort_by(|a, b| b.cmp(a));
-        (out, excluded_closer)
+        allowed: impl Fn(u32) -> bool,
+    ) -> Vec<Scored> {
+        let mut walk = Walk::new(self, vectors, q, layer, entry, allowed);
+        walk.run(ef);
+        walk.results()
     }
 
-    /// Filtered k-NN: greedy descent through the upper layers, then a filtered layer-0 search.
-    pub fn search(
-        &self,
-        vectors: &Vectors<'_>,
-        q: &[f32],
-        ef: usize,
-        allowed: &dyn Fn(u32) -> bool,
-        visits: Option<&mut usize>,
-    ) -> (Vec<Scored>, usize) {
+    /// Greedy descent through the upper layers: the entry point of a layer-0 walk.
+    pub fn entry_for(&self, vectors: &Vectors<'_>, q: &[f32]) -> Option<Scored> {
         if self.entry == EMPTY {
-            return (Vec::new(), 0);
+            return None;
         }
         let mut ep = Scored(dot(q, vectors.get(self.entry)), self.entry);
         let mut layer = self.max_level;
@@ -314,6 +259,162 @@ impl Graph {
             ep = self.greedy(vectors, q, ep, layer);
             layer -= 1;
         }
-        self.search_layer(vectors, q, &[ep], ef, 0, allowed, visits)
+        Some(ep)
     }
+}
+
+/// A best-first walk of one layer that can be widened: [`Walk::run`] with a larger `ef`
+/// goes on from where the last run stopped — nothing already scored is scored again, and
+/// the nodes a narrower run passed over (or evicted from its results) are taken up again —
+/// so widening costs only the extra ground, not a second walk from the top.
+///
+/// Excluded nodes (`allowed` false) are walked through — they guide the walk — but never
+/// enter the results; the walk stops once `ef` allowed results are held and no candidate
+/// can improve them.
+pub(crate) struct Walk<'a, F> {
+    graph: &'a Graph,
+    vectors: &'a Vectors<'a>,
+    q: &'a [f32],
+    layer: u8,
+    allowed: F,
+    visited: Visited,
+    candidates: BinaryHeap<Scored>,
+    results: BinaryHeap<Worst>,
+    /// Scored nodes that were not good enough to follow or to keep at the time.
+    passed: Vec<Scored>,
+    /// Scores of excluded nodes the walk followed.
+    excluded: Vec<f32>,
+    ef: usize,
+    /// Similarity computations done.
+    pub visits: usize,
+}
+
+impl<'a, F: Fn(u32) -> bool> Walk<'a, F> {
+    pub fn new(
+        graph: &'a Graph,
+        vectors: &'a Vectors<'a>,
+        q: &'a [f32],
+        layer: u8,
+        entry: &[Scored],
+        allowed: F,
+    ) -> Self {
+        let mut walk = Walk {
+            graph,
+            vectors,
+            q,
+            layer,
+            allowed,
+            visited: Visited::new(graph.len()),
+            candidates: BinaryHeap::new(),
+            results: BinaryHeap::new(),
+            passed: Vec::new(),
+            excluded: Vec::new(),
+            ef: 0,
+            visits: 0,
+        };
+        for &e in entry {
+            if walk.visited.insert(e.1) {
+                walk.passed.push(e);
+            }
+        }
+        walk
+    }
+
+    /// Walks until `ef` allowed results are held and no candidate can improve them (or the
+    /// reachable graph is exhausted). Call again with a larger `ef` to widen.
+    pub fn run(&mut self, ef: usize) {
+        self.ef = self.ef.max(ef);
+        for s in std::mem::take(&mut self.passed) {
+            self.offer(s);
+        }
+        let graph = self.graph;
+        while let Some(c) = self.candidates.pop() {
+            if self.results.len() >= self.ef && self.results.peek().is_some_and(|w| c < w.0) {
+                // Not expanded: a wider run starts here.
+                self.candidates.push(c);
+                break;
+            }
+            let mut fresh = [0u32; 64];
+            let mut n = 0;
+            for &nb in graph.neighbours(c.1, self.layer) {
+                if self.visited.insert(nb) {
+                    prefetch(self.vectors.get(nb));
+                    fresh[n] = nb;
+                    n += 1;
+                    if n == fresh.len() {
+                        break;
+                    }
+                }
+            }
+            self.visits += n;
+            for &nb in &fresh[..n] {
+                self.offer(Scored(dot(self.q, self.vectors.get(nb)), nb));
+            }
+        }
+    }
+
+    /// Takes a scored node into the candidates (and the results, when allowed) if it can
+    /// still matter at the current `ef`; otherwise keeps it for a wider run.
+    #[inline]
+    fn offer(&mut self, s: Scored) {
+        let full = self.results.len() >= self.ef;
+        if full && self.results.peek().is_some_and(|w| s <= w.0) {
+            self.passed.push(s);
+            return;
+        }
+        self.candidates.push(s);
+        if (self.allowed)(s.1) {
+            self.results.push(Worst(s));
+            if self.results.len() > self.ef {
+                // Still in the candidates (or expanded); comes back as a result when wider.
+                // The evicted result may stay among the candidates (or be expanded already);
+                // a wider run offers it again, which re-adds it as a result (a node's
+                // neighbours are expanded at most once: they are all marked visited).
+                let out = self.results.pop().expect("non-empty").0;
+                self.passed.push(out);
+            }
+        } else {
+            self.excluded.push(s.0);
+        }
+    }
+
+    /// Allowed results so far.
+    pub fn len(&self) -> usize {
+        self.results.len()
+    }
+
+    /// Excluded nodes the walk followed that score above the worst result: many means the
+    /// query's neighbourhood is excluded and the walk needs a larger `ef` to see past it.
+    pub fn excluded_closer(&self) -> usize {
+        let worst = self.results.peek().map_or(f32::NEG_INFINITY, |w| w.0 .0);
+        self.excluded.iter().filter(|&&x| x > worst).count()
+    }
+
+    /// The results, best first.
+    pub fn results(&self) -> Vec<Scored> {
+        let mut out: Vec<Scored> = self.results.iter().map(|w| w.0).collect();
+        out.sort_by(|a, b| b.cmp(a));
+        out
+    }
+}
+
+/// Asks the CPU to start loading a vector the walk is about to score (its first lines; the
+/// hardware prefetcher follows the rest).
+#[inline(always)]
+fn prefetch(v: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let p = v.as_ptr() as *const i8;
+        // SAFETY: prefetching is a hint that never faults; `p` and `p + 64` lie inside or
+        // one line past the slice (vectors hold at least 16 floats in practice, and a
+        // prefetch of any address is allowed).
+        #[allow(unused_unsafe)]
+        unsafe {
+            _mm_prefetch(p, _MM_HINT_T0);
+            _mm_prefetch(p.wrapping_add(64), _MM_HINT_T0);
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = v;
 }

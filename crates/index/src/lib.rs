@@ -18,15 +18,19 @@
 //! ```
 
 mod distance;
+mod exact;
+mod exclusion;
 mod hnsw;
 mod memory;
 mod persist;
 
 pub use distance::dot;
+pub use exclusion::{ResolvedCache, ResolvedExclusion};
 pub use memory::MemoryVectorStore;
 pub use persist::IndexError;
 
-use hnsw::{Graph, Scored, Vectors};
+use exclusion::{next_revision, Bits};
+use hnsw::{Graph, Scored, Vectors, Walk};
 use ragctx_core::{Grouping, SearchPath, SearchRequest};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -107,11 +111,14 @@ pub struct VectorIndex {
     doc_of: Vec<u32>,
     docs: Vec<String>,
     weights: Vec<f32>,
-    deleted: Vec<bool>,
+    /// Nodes replaced or removed: still linked in the graph, never returned.
+    retired: Bits,
     graph: Graph,
     by_chunk: FastMap<String, u32>,
     by_doc: FastMap<String, u32>,
     doc_nodes: Vec<Vec<u32>>,
+    /// Changes with every mutation (see [`ResolvedExclusion`]).
+    revision: u64,
 }
 
 impl VectorIndex {
@@ -124,11 +131,12 @@ impl VectorIndex {
             doc_of: Vec::new(),
             docs: Vec::new(),
             weights: Vec::new(),
-            deleted: Vec::new(),
+            retired: Bits::default(),
             graph: Graph::new(params.m, params.ef_construction),
             by_chunk: FastMap::default(),
             by_doc: FastMap::default(),
             doc_nodes: Vec::new(),
+            revision: next_revision(),
         }
     }
 
@@ -196,6 +204,7 @@ impl VectorIndex {
     /// Panics if `vector.len() != dimension()`: callers validate dimensions first.
     pub fn upsert(&mut self, chunk_id: &str, document_id: &str, weight: f32, vector: &[f32]) -> bool {
         assert_eq!(vector.len(), self.dim, "vector dimension");
+        self.revision = next_revision();
         let doc = match self.by_doc.get(document_id) {
             Some(&d) => d,
             None => {
@@ -217,7 +226,7 @@ impl VectorIndex {
                 }
                 return false;
             }
-            self.deleted[old as usize] = true;
+            self.retired.set(old as usize);
             let prev = self.doc_of[old as usize] as usize;
             self.doc_nodes[prev].retain(|&n| n != old);
         }
@@ -226,7 +235,7 @@ impl VectorIndex {
         self.chunk_ids.push(chunk_id.to_owned());
         self.doc_of.push(doc);
         self.weights.push(weight);
-        self.deleted.push(false);
+        self.retired.push(false);
         self.doc_nodes[doc as usize].push(node);
         self.vectors.extend_from_slice(vector);
         let vectors = Vectors { data: &self.vectors, dim: self.dim };
@@ -238,7 +247,8 @@ impl VectorIndex {
     /// Returns false when the id was not there.
     pub fn remove(&mut self, chunk_id: &str) -> bool {
         let Some(node) = self.by_chunk.remove(chunk_id) else { return false };
-        self.deleted[node as usize] = true;
+        self.revision = next_revision();
+        self.retired.set(node as usize);
         let doc = self.doc_of[node as usize] as usize;
         self.doc_nodes[doc].retain(|&n| n != node);
         true
@@ -272,7 +282,7 @@ impl VectorIndex {
     pub fn compacted(&self) -> VectorIndex {
         let mut fresh = VectorIndex::new(self.dim, self.params);
         for node in 0..self.nodes() as u32 {
-            if !self.deleted[node as usize] {
+            if !self.retired.get(node as usize) {
                 fresh.upsert(
                     self.chunk_id(node),
                     self.document_id(node),
@@ -284,40 +294,32 @@ impl VectorIndex {
         fresh
     }
 
-    /// Nodes the request excludes (and retired nodes), as a bitmap, with the count of
-    /// excluded live nodes.
-    fn excluded_nodes(&self, request: &SearchRequest) -> (Vec<bool>, usize) {
-        let mut out = self.deleted.clone();
-        let mut count = 0;
-        for d in &request.exclusion.documents {
-            if let Some(&di) = self.by_doc.get(d.as_str()) {
-                for &n in &self.doc_nodes[di as usize] {
-                    if !out[n as usize] {
-                        out[n as usize] = true;
-                        count += 1;
-                    }
-                }
-            }
-        }
-        for c in &request.exclusion.chunks {
-            if let Some(&n) = self.by_chunk.get(c.as_str()) {
-                if !out[n as usize] {
-                    out[n as usize] = true;
-                    count += 1;
-                }
-            }
-        }
-        (out, count)
-    }
-
     pub fn search(&self, request: &SearchRequest) -> IndexHits {
         self.search_with(request, None)
     }
 
     /// Search with grouping and exclusion applied inside; `force` pins the path.
     pub fn search_with(&self, request: &SearchRequest, force: Option<ForcePath>) -> IndexHits {
+        let ex = self.resolve(&request.exclusion);
+        self.search_resolved(&request.vector, request.limit, request.grouping.as_ref(), &ex, force)
+    }
+
+    /// Search with an exclusion set resolved against this index state
+    /// ([`VectorIndex::resolve`]); `limit` counts documents when `grouping` is set.
+    ///
+    /// Panics when `ex` was resolved against another state of the index (resolve again
+    /// after a mutation; [`ResolvedCache`] does).
+    pub fn search_resolved(
+        &self,
+        vector: &[f32],
+        limit: usize,
+        grouping: Option<&Grouping>,
+        ex: &ResolvedExclusion,
+        force: Option<ForcePath>,
+    ) -> IndexHits {
+        assert_eq!(ex.revision, self.revision, "exclusion resolved against another state of the index");
         let live = self.len();
-        if live == 0 || request.limit == 0 {
+        if live == 0 || limit == 0 {
             return IndexHits {
                 hits: Vec::new(),
                 path: SearchPath::Exact,
@@ -326,18 +328,17 @@ impl VectorIndex {
                 visits: 0,
             };
         }
-        let (excluded, excluded_live) = self.excluded_nodes(request);
-        let allowed_live = live - excluded_live;
+        let allowed_live = live - ex.excluded_live;
         let allowed_share = allowed_live as f64 / live as f64;
-        let per_group = request.grouping.as_ref().map_or(1, |g| g.group_size);
-        let need = request.limit * per_group;
+        let per_group = grouping.map_or(1, |g| g.group_size);
+        let need = limit * per_group;
         let ef0 = self.params.ef_search.max(need * 2);
         // One cost model decides every switch to a scan: a walk must hold `ef` allowed results,
         // so with a share `a` allowed it costs like a walk of ef / a.
         let ratio = self.params.scan_ratio;
         let walk_costs_more = |ef: f64| force.is_none() && ratio > 0 && ef * ratio as f64 > live as f64;
         let scan = |reason: String, rounds: u32, visits: usize| {
-            let (hits, v) = self.exact(request, &excluded);
+            let (hits, v) = self.exact(vector, limit, grouping, ex);
             IndexHits { hits, path: SearchPath::Exact, rounds, reason, visits: visits + v }
         };
         let excluded_pct = 100.0 * (1.0 - allowed_share);
@@ -359,48 +360,51 @@ impl VectorIndex {
             None => format!("{excluded_pct:.1}% excluded, ef {ef0}"),
         };
         let vectors = Vectors { data: &self.vectors, dim: self.dim };
-        let allowed = |n: u32| !excluded[n as usize];
+        let Some(entry) = self.graph.entry_for(&vectors, vector) else {
+            return scan("no graph entry point".into(), 1, 0);
+        };
+        let mut walk = Walk::new(&self.graph, &vectors, vector, 0, &[entry], |n| !ex.blocks(n));
         let mut ef = ef0;
         let mut rounds = 0;
-        let mut visits = 0;
         loop {
             rounds += 1;
-            let (found, excluded_closer) =
-                self.graph.search(&vectors, &request.vector, ef, &allowed, Some(&mut visits));
-            let exhausted = found.len() < ef;
+            walk.run(ef);
+            let exhausted = walk.len() < ef;
+            let excluded_closer = walk.excluded_closer();
             // Exclusions crowd the query's neighbourhood (the consumed ids of a session are the
-            // nearest neighbours of its next question): walk again with room to see past them.
+            // nearest neighbours of its next question): widen the walk to see past them.
             if !exhausted && excluded_closer * 2 > ef && rounds < 3 {
                 ef += 2 * excluded_closer;
                 if walk_costs_more(ef as f64) {
                     return scan(
                         format!("{reason}; {excluded_closer} excluded points closer than the results: exact scan"),
                         rounds + 1,
-                        visits,
+                        walk.visits,
                     );
                 }
                 continue;
             }
-            let hits = match &request.grouping {
-                Some(g) => self.group(&found, request.limit, g),
-                None => found.iter().take(request.limit).copied().collect(),
+            let found = walk.results();
+            let hits = match grouping {
+                Some(g) => self.group(&found, limit, g),
+                None => found.iter().take(limit).copied().collect(),
             };
-            let groups = match &request.grouping {
+            let groups = match grouping {
                 Some(_) => self.count_documents(&hits),
                 None => hits.len(),
             };
-            if groups >= request.limit.min(allowed_live) || exhausted {
+            if groups >= limit.min(allowed_live) || exhausted {
                 let hits = hits.into_iter().map(|s| (s.1, s.0)).collect();
                 let reason = if rounds > 1 { format!("{reason}; widened to ef {ef}") } else { reason };
-                return IndexHits { hits, path: SearchPath::Graph, rounds, reason, visits };
+                return IndexHits { hits, path: SearchPath::Graph, rounds, reason, visits: walk.visits };
             }
             // Too few groups (a document with many near chunks fills the walk): deeper.
             ef *= 4;
             if walk_costs_more(ef as f64) {
                 return scan(
-                    format!("{reason}; {groups} of {} groups at ef {}: exact scan", request.limit, ef / 4),
+                    format!("{reason}; {groups} of {limit} groups at ef {}: exact scan", ef / 4),
                     rounds + 1,
-                    visits,
+                    walk.visits,
                 );
             }
         }
@@ -432,59 +436,6 @@ impl VectorIndex {
             }
         }
         out
-    }
-
-    /// Exact scan with the same exclusion and grouping.
-    fn exact(&self, request: &SearchRequest, excluded: &[bool]) -> (Vec<(u32, f32)>, usize) {
-        let mut scored: Vec<Scored> = (0..self.nodes() as u32)
-            .filter(|&n| !excluded[n as usize])
-            .map(|n| Scored(dot(&request.vector, self.vector(n)), n))
-            .collect();
-        let visits = scored.len();
-        let by_score = |a: &Scored, b: &Scored| b.cmp(a);
-        let hits = match &request.grouping {
-            None => {
-                let k = request.limit.min(scored.len());
-                if k < scored.len() {
-                    scored.select_nth_unstable_by(k, by_score);
-                    scored.truncate(k);
-                }
-                scored.sort_by(by_score);
-                scored
-            }
-            Some(g) => {
-                // The best `limit` documents are decided by their best chunk, so a head of
-                // the ranking that holds `limit` documents decides them; each chosen
-                // document's quota is then filled from all of its own chunks.
-                let head = (request.limit * g.group_size * 16).max(256);
-                let mut part = if head < scored.len() {
-                    let mut part = scored.clone();
-                    part.select_nth_unstable_by(head, by_score);
-                    part.truncate(head);
-                    part
-                } else {
-                    scored.clone()
-                };
-                part.sort_by(by_score);
-                if self.count_documents(&self.group(&part, request.limit, g)) < request.limit.min(scored.len()) {
-                    part = scored;
-                    part.sort_by(by_score);
-                }
-                let chosen = self.group(&part, request.limit, g);
-                let mut docs: Vec<u32> = chosen.iter().map(|s| self.doc_of[s.1 as usize]).collect();
-                docs.sort_unstable();
-                docs.dedup();
-                let mut filled: Vec<Scored> = docs
-                    .iter()
-                    .flat_map(|&d| self.doc_nodes[d as usize].iter().copied())
-                    .filter(|&n| !excluded[n as usize])
-                    .map(|n| Scored(dot(&request.vector, self.vector(n)), n))
-                    .collect();
-                filled.sort_by(by_score);
-                self.group(&filled, request.limit, g)
-            }
-        };
-        (hits.into_iter().map(|s| (s.1, s.0)).collect(), visits)
     }
 }
 

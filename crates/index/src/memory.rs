@@ -1,7 +1,7 @@
 //! The index with its chunks held in memory: a [`VectorStore`] for evaluations and
 //! benchmarks that build a corpus per run and persist nothing.
 
-use crate::{IndexParams, VectorIndex};
+use crate::{IndexParams, ResolvedCache, VectorIndex};
 use ragctx_core::{
     check_replacement, Chunk, ChunkId, DocumentId, DocumentSummary, EmbeddedChunk, Error, Hit, Replaced, Result,
     SearchOutcome, SearchRequest, VectorStore,
@@ -12,11 +12,16 @@ use std::sync::RwLock;
 pub struct MemoryVectorStore {
     index: RwLock<VectorIndex>,
     chunks: RwLock<HashMap<ChunkId, Chunk>>,
+    resolved: ResolvedCache,
 }
 
 impl MemoryVectorStore {
     pub fn new(dim: usize, params: IndexParams) -> Self {
-        MemoryVectorStore { index: RwLock::new(VectorIndex::new(dim, params)), chunks: RwLock::new(HashMap::new()) }
+        MemoryVectorStore {
+            index: RwLock::new(VectorIndex::new(dim, params)),
+            chunks: RwLock::new(HashMap::new()),
+            resolved: ResolvedCache::default(),
+        }
     }
 }
 
@@ -67,7 +72,8 @@ impl VectorStore for MemoryVectorStore {
         }
         let ix = self.index.read().expect("lock");
         let map = self.chunks.read().expect("lock");
-        let r = ix.search(request);
+        let ex = self.resolved.get(&ix, &request.exclusion);
+        let r = ix.search_resolved(&request.vector, request.limit, request.grouping.as_ref(), &ex, None);
         let hits = r.hits.iter().map(|&(n, score)| Hit { chunk: map[ix.chunk_id(n)].clone(), score }).collect();
         Ok(SearchOutcome { hits, path: r.path, rounds: r.rounds, reason: r.reason })
     }

@@ -108,7 +108,7 @@ impl VectorIndex {
             w.f32s(&self.vectors)?;
             w.f32s(&self.weights)?;
             for n in 0..self.nodes() {
-                w.u8(self.deleted[n] as u8)?;
+                w.u8(self.retired.get(n) as u8)?;
                 w.u8(g.levels[n])?;
                 w.u32(self.doc_of[n])?;
                 w.str(&self.chunk_ids[n])?;
@@ -173,11 +173,11 @@ impl VectorIndex {
         ix.weights = weights;
         let mut doc_of = Vec::with_capacity(n);
         for node in 0..n {
-            ix.deleted.push(r.u8()? != 0);
+            ix.retired.push(r.u8()? != 0);
             ix.graph.levels.push(r.u8()?);
             doc_of.push(r.u32()?);
             ix.chunk_ids.push(r.string()?);
-            if !ix.deleted[node] {
+            if !ix.retired.get(node) {
                 ix.by_chunk.insert(ix.chunk_ids[node].clone(), node as u32);
             }
         }
@@ -192,7 +192,7 @@ impl VectorIndex {
             if d as usize >= ndocs {
                 return Err("document index out of range".into());
             }
-            if !ix.deleted[node] {
+            if !ix.retired.get(node) {
                 ix.doc_nodes[d as usize].push(node as u32);
             }
         }

@@ -183,3 +183,118 @@ fn memory_store_conforms() {
         Box::new(MemoryVectorStore::new(8, IndexParams { exact_below: 0, ..IndexParams::default() }))
     });
 }
+
+/// What the exact path must return, computed the slow way: every allowed chunk scored and
+/// sorted, the best `limit` documents by their best chunk, each filled to its quota.
+fn reference(ix: &VectorIndex, req: &SearchRequest) -> Vec<String> {
+    let mut all: Vec<(f32, u32)> = (0..ix.nodes() as u32)
+        .filter(|&n| ix.contains(ix.chunk_id(n)) && ix.by_chunk[ix.chunk_id(n)] == n)
+        .filter(|&n| !req.exclusion.excludes(&ix.chunk_id(n).into(), &ix.document_id(n).into()))
+        .map(|n| (dot(&req.vector, ix.vector(n)), n))
+        .collect();
+    all.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    let Some(g) = &req.grouping else {
+        return all.iter().take(req.limit).map(|&(_, n)| ix.chunk_id(n).to_string()).collect();
+    };
+    let mut docs: Vec<&str> = Vec::new();
+    let mut taken: HashMap<&str, usize> = HashMap::new();
+    let mut out = Vec::new();
+    for &(_, n) in &all {
+        let d = ix.document_id(n);
+        if !docs.contains(&d) {
+            if docs.len() == req.limit {
+                continue;
+            }
+            docs.push(d);
+        }
+        let t = taken.entry(d).or_default();
+        if *t < g.quota(d, 1.0) {
+            *t += 1;
+            out.push(ix.chunk_id(n).to_string());
+        }
+    }
+    out
+}
+
+#[test]
+fn exact_path_matches_a_brute_force_reference() {
+    let data = corpus(120, 5, 16, 11);
+    let mut ix = build(&data, 0);
+    // Retired nodes (replaced and removed chunks) must never come back.
+    let moved: Vec<f32> = data[3].2.iter().map(|x| -x).collect();
+    ix.upsert("d0#3", "d0", 1.0, &moved);
+    ix.remove("d1#0");
+    for (i, q) in [&data[7].2, &data[200].2, &data[451].2].into_iter().enumerate() {
+        let mut ex = ExclusionSet::default();
+        ex.documents.insert(format!("d{}", i + 40).as_str().into());
+        for c in 0..(i * 30) {
+            ex.chunks.insert(data[(c * 7) % data.len()].0.as_str().into());
+        }
+        ex.chunks.insert("no-such-chunk".into());
+        for grouping in [None, Some(Grouping::new(1)), Some(Grouping::new(2))] {
+            let req = request(q, 10, grouping, ex.clone());
+            let got = ix.search_with(&req, Some(ForcePath::Exact));
+            assert_eq!(ids(&ix, &got), reference(&ix, &req), "query {i}, grouping {:?}", req.grouping);
+        }
+    }
+}
+
+#[test]
+fn a_widened_walk_holds_what_a_walk_started_wide_holds() {
+    let data = corpus(400, 3, 24, 5);
+    let ix = build(&data, 0);
+    let vectors = Vectors { data: &ix.vectors, dim: ix.dim };
+    for q in [&data[17].2, &data[600].2] {
+        let entry = ix.graph.entry_for(&vectors, q).expect("entry");
+        let allowed = |n: u32| n % 3 != 0;
+        let mut widened = Walk::new(&ix.graph, &vectors, q, 0, &[entry], allowed);
+        widened.run(20);
+        let narrow_visits = widened.visits;
+        widened.run(120);
+        let mut wide = Walk::new(&ix.graph, &vectors, q, 0, &[entry], allowed);
+        wide.run(120);
+        let (a, b) = (widened.results(), wide.results());
+        assert_eq!(a.len(), 120);
+        assert!(a.iter().all(|s| allowed(s.1)));
+        // Same best results (the walks may differ in the tail, as any two walks may).
+        let overlap = a.iter().take(30).filter(|s| b.iter().take(30).any(|t| t.1 == s.1)).count();
+        assert!(overlap >= 29, "overlap {overlap} of 30");
+        // Widening went on from where it stopped: it cost less than the two walks together.
+        assert!(
+            widened.visits < narrow_visits + wide.visits,
+            "{} vs {} + {}",
+            widened.visits,
+            narrow_visits,
+            wide.visits
+        );
+    }
+}
+
+#[test]
+fn resolved_sets_are_reused_only_for_the_same_set_and_index_state() {
+    let data = corpus(50, 2, 8, 3);
+    let mut ix = build(&data, 0);
+    let cache = ResolvedCache::default();
+    let mut ex = ExclusionSet::default();
+    ex.chunks.insert("d0#0".into());
+    let a = cache.get(&ix, &ex);
+    assert!(std::sync::Arc::ptr_eq(&a, &cache.get(&ix, &ex)), "same set, same state: reused");
+    assert_eq!(a.excluded(), 1);
+    ex.chunks.insert("d0#1".into());
+    assert_eq!(cache.get(&ix, &ex).excluded(), 2, "another set is resolved again");
+    ix.remove("d0#1");
+    let after = cache.get(&ix, &ex);
+    assert_eq!(after.excluded(), 1, "after a mutation the set is resolved against the new state");
+    let hits = ix.search_resolved(&data[0].2, 5, None, &after, Some(ForcePath::Exact));
+    assert!(hits.hits.iter().all(|&(n, _)| !["d0#0", "d0#1"].contains(&ix.chunk_id(n))));
+}
+
+#[test]
+#[should_panic(expected = "another state")]
+fn a_set_resolved_against_an_older_state_is_refused() {
+    let data = corpus(10, 2, 8, 3);
+    let mut ix = build(&data, 0);
+    let old = ix.resolve(&ExclusionSet::default());
+    ix.remove("d0#0");
+    ix.search_resolved(&data[0].2, 3, None, &old, None);
+}

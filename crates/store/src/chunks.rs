@@ -3,7 +3,7 @@ use ragctx_core::{
     check_replacement, Chunk, ChunkId, DocumentId, DocumentSummary, EmbeddedChunk, Error, Hit, Replaced, Result,
     SearchOutcome, SearchRequest, VectorStore,
 };
-use ragctx_index::{ForcePath, IndexHits, VectorIndex};
+use ragctx_index::{ForcePath, IndexHits, ResolvedCache, VectorIndex};
 use redb::{Database, ReadableTable, ReadableTableMetadata};
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
@@ -13,13 +13,20 @@ use std::sync::{Arc, RwLock};
 pub struct EmbeddedVectorStore {
     db: Arc<Database>,
     index: Arc<RwLock<VectorIndex>>,
+    resolved: Arc<ResolvedCache>,
     index_path: PathBuf,
     dim: usize,
 }
 
 impl EmbeddedVectorStore {
-    pub(crate) fn new(db: Arc<Database>, index: Arc<RwLock<VectorIndex>>, index_path: PathBuf, dim: usize) -> Self {
-        EmbeddedVectorStore { db, index, index_path, dim }
+    pub(crate) fn new(
+        db: Arc<Database>,
+        index: Arc<RwLock<VectorIndex>>,
+        resolved: Arc<ResolvedCache>,
+        index_path: PathBuf,
+        dim: usize,
+    ) -> Self {
+        EmbeddedVectorStore { db, index, resolved, index_path, dim }
     }
 
     /// Runs `f` with read access to the index (benchmarks use it to force a path).
@@ -33,7 +40,8 @@ impl EmbeddedVectorStore {
         // The chunks are read under the index's read lock: a write (which removes chunks
         // under the write lock) cannot commit between the search and the read.
         self.with_index(|ix| {
-            let r = ix.search_with(request, force);
+            let ex = self.resolved.get(ix, &request.exclusion);
+            let r = ix.search_resolved(&request.vector, request.limit, request.grouping.as_ref(), &ex, force);
             let ids: Vec<ChunkId> = r.hits.iter().map(|&(n, _)| ChunkId::from(ix.chunk_id(n))).collect();
             self.outcome((r, ids))
         })

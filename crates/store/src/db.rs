@@ -1,6 +1,6 @@
 use crate::{EmbeddedSessionStore, EmbeddedVectorStore};
 use ragctx_core::{Error, Result};
-use ragctx_index::{IndexParams, VectorIndex};
+use ragctx_index::{IndexParams, ResolvedCache, VectorIndex};
 use redb::{Database, DatabaseError, ReadableTable, TableDefinition};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -31,6 +31,8 @@ pub struct DataDir {
     path: PathBuf,
     db: Arc<Database>,
     index: Arc<RwLock<VectorIndex>>,
+    /// Exclusion sets resolved lately, shared by every handle on this index.
+    resolved: Arc<ResolvedCache>,
     dim: usize,
 }
 
@@ -68,7 +70,7 @@ impl DataDir {
         };
         let db = Arc::new(db);
         let index = load_or_rebuild_index(&db, path, dim, params)?;
-        Ok(DataDir { path: path.to_owned(), db, index: Arc::new(RwLock::new(index)), dim })
+        Ok(DataDir { path: path.to_owned(), db, index: Arc::new(RwLock::new(index)), resolved: Arc::default(), dim })
     }
 
     pub fn path(&self) -> &Path {
@@ -76,7 +78,13 @@ impl DataDir {
     }
 
     pub fn vector_store(&self) -> EmbeddedVectorStore {
-        EmbeddedVectorStore::new(self.db.clone(), self.index.clone(), self.path.join("index.bin"), self.dim)
+        EmbeddedVectorStore::new(
+            self.db.clone(),
+            self.index.clone(),
+            self.resolved.clone(),
+            self.path.join("index.bin"),
+            self.dim,
+        )
     }
 
     pub fn session_store(&self) -> EmbeddedSessionStore {

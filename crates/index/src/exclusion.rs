@@ -1,0 +1,127 @@
+//! Exclusion sets resolved into the index's own integer space: one bit per node, set for
+//! the nodes a session excludes and for retired ones. Resolving turns every excluded id
+//! into a node number once (hash look-ups); the searches that follow test a bit.
+
+use crate::VectorIndex;
+use ragctx_core::ExclusionSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// A growable bit set over node numbers.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Bits {
+    words: Vec<u64>,
+    len: usize,
+}
+
+impl Bits {
+    pub fn push(&mut self, bit: bool) {
+        if self.len % 64 == 0 {
+            self.words.push(0);
+        }
+        if bit {
+            self.words[self.len / 64] |= 1 << (self.len % 64);
+        }
+        self.len += 1;
+    }
+    pub fn words(&self) -> &[u64] {
+        &self.words
+    }
+    #[inline]
+    pub fn get(&self, i: usize) -> bool {
+        self.words[i / 64] & (1 << (i % 64)) != 0
+    }
+    /// Sets bit `i`; returns whether it was clear.
+    #[inline]
+    pub fn set(&mut self, i: usize) -> bool {
+        let (w, b) = (i / 64, 1u64 << (i % 64));
+        let was_clear = self.words[w] & b == 0;
+        self.words[w] |= b;
+        was_clear
+    }
+}
+
+/// Revisions tell index states apart: every mutation of any index takes a fresh one, so a
+/// resolved set is used only with the index state it was resolved against.
+static NEXT_REVISION: AtomicU64 = AtomicU64::new(1);
+
+pub(crate) fn next_revision() -> u64 {
+    NEXT_REVISION.fetch_add(1, Ordering::Relaxed)
+}
+
+/// An [`ExclusionSet`] resolved against one state of a [`VectorIndex`]
+/// ([`VectorIndex::resolve`]): what FAISS calls a prepared ID selector.
+#[derive(Clone, Debug)]
+pub struct ResolvedExclusion {
+    pub(crate) revision: u64,
+    /// Excluded or retired nodes.
+    pub(crate) blocked: Bits,
+    /// Live nodes the set excludes.
+    pub(crate) excluded_live: usize,
+}
+
+impl ResolvedExclusion {
+    /// Live points the set excludes (ids the index does not hold are not counted).
+    pub fn excluded(&self) -> usize {
+        self.excluded_live
+    }
+    #[inline]
+    pub(crate) fn blocks(&self, node: u32) -> bool {
+        self.blocked.get(node as usize)
+    }
+}
+
+impl VectorIndex {
+    /// Resolves `set` into node numbers once; searches with the result
+    /// ([`VectorIndex::search_resolved`]) test one bit per node instead of looking ids up.
+    pub fn resolve(&self, set: &ExclusionSet) -> ResolvedExclusion {
+        let mut blocked = self.retired.clone();
+        let mut excluded_live = 0;
+        for d in &set.documents {
+            if let Some(&di) = self.by_doc.get(d.as_str()) {
+                for &n in &self.doc_nodes[di as usize] {
+                    excluded_live += blocked.set(n as usize) as usize;
+                }
+            }
+        }
+        for c in &set.chunks {
+            if let Some(&n) = self.by_chunk.get(c.as_str()) {
+                excluded_live += blocked.set(n as usize) as usize;
+            }
+        }
+        ResolvedExclusion { revision: self.revision, blocked, excluded_live }
+    }
+}
+
+/// The sets a store resolved lately, reused while the index is unchanged and the set is
+/// equal: a turn searches more than once with one set (deeper searches, the working set),
+/// and comparing two sets in order costs a fraction of resolving one.
+#[derive(Default)]
+pub struct ResolvedCache {
+    slots: Mutex<Vec<(ExclusionSet, Arc<ResolvedExclusion>)>>,
+}
+
+/// Sets kept: a few sessions' turns in flight at once.
+const SLOTS: usize = 8;
+
+impl ResolvedCache {
+    /// The resolved form of `set` against `index`, from the cache when possible.
+    pub fn get(&self, index: &VectorIndex, set: &ExclusionSet) -> Arc<ResolvedExclusion> {
+        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        slots.retain(|(_, r)| r.revision == index.revision);
+        if let Some(i) = slots.iter().position(|(s, _)| s == set) {
+            let hit = slots.remove(i);
+            let resolved = hit.1.clone();
+            slots.push(hit);
+            return resolved;
+        }
+        drop(slots);
+        let resolved = Arc::new(index.resolve(set));
+        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        if slots.len() >= SLOTS {
+            slots.remove(0);
+        }
+        slots.push((set.clone(), resolved.clone()));
+        resolved
+    }
+}
