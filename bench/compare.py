@@ -6,7 +6,10 @@ numbers beside FAISS (HNSW with an ID-exclusion selector, and exact flat) and Mi
     bench/compare.py DIR [--milvus http://127.0.0.1:19530] [--json]
 
 Recall@k of every engine is measured against FAISS's exact flat search with the same
-exclusion. Latency is per query, one thread, client side.
+exclusion. Latency is per query, one thread, client side (FAISS through its Python binding:
+each call carries a few microseconds of binding overhead that ragctx's Rust timing does not).
+The last columns name the fastest peer whose recall@k in the row is >= 0.95 and divide its
+p50 by ragctx's: >= 1.0 means ragctx is at least as fast as the best peer that keeps recall.
 """
 import argparse
 import json
@@ -17,6 +20,9 @@ import time
 
 import faiss
 import numpy as np
+
+
+RECALL_BAR = 0.95
 
 
 def pct(xs, p):
@@ -101,6 +107,13 @@ def main():
             res[eng] = {"p50_ms": p50, "p99_ms": pct(lat[eng], 0.99),
                         "recall@10": statistics.mean(rec[eng]) if eng in rec and rec[eng] else 1.0,
                         "p50_vs_ragctx": p50 / rr["p50_ms"] if rr["p50_ms"] > 0 else None}
+        # The bar ragctx is held to: the fastest peer whose recall in this row is >= 0.95.
+        fast = [(res[e]["p50_ms"], e) for e in ["faiss_hnsw", "faiss_flat", "milvus"]
+                if e in res and res[e]["recall@10"] >= RECALL_BAR]
+        if fast:
+            p50, e = min(fast)
+            res["fastest_peer"] = {"engine": e, "p50_ms": p50,
+                                   "ratio": p50 / rr["p50_ms"] if rr["p50_ms"] > 0 else None}
         out.append(res)
         log(f"done {row['exclusion']} {row['excluded']}")
     if milvus:
@@ -110,16 +123,19 @@ def main():
         return
     engines = [e for e in ["faiss_hnsw", "faiss_flat", "milvus"] if e in out[0]]
     head = "| exclusion | excluded | ragctx p50 / p99 ms | ragctx recall | " + " | ".join(
-        f"{e} p50 / p99 ms | {e} recall | {e} p50 ÷ ragctx" for e in engines) + " |"
+        f"{e} p50 / p99 ms | {e} recall | {e} p50 ÷ ragctx" for e in engines) + \
+        f" | fastest peer at recall ≥ {RECALL_BAR} | its p50 ÷ ragctx |"
     print(f"{len(X)} vectors × {dim}, {len(Q)} queries, k={k}, HNSW M={m} ef={ef}")
     print(head)
-    print("|" + "---|" * (4 + 3 * len(engines)))
+    print("|" + "---|" * (6 + 3 * len(engines)))
     for r in out:
         g = r["ragctx"]
         cells = [r["exclusion"], str(r["excluded"]), f"{g['p50_ms']:.3f} / {g['p99_ms']:.3f} ({g['path']})", f"{g['recall@10']:.3f}"]
         for e in engines:
             x = r[e]
             cells += [f"{x['p50_ms']:.3f} / {x['p99_ms']:.3f}", f"{x['recall@10']:.3f}", f"{x['p50_vs_ragctx']:.2f}"]
+        f = r.get("fastest_peer")
+        cells += [f["engine"], f"**{f['ratio']:.2f}**"] if f else ["none", "-"]
         print("| " + " | ".join(cells) + " |")
 
 

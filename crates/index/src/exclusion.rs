@@ -16,7 +16,7 @@ pub(crate) struct Bits {
 
 impl Bits {
     pub fn push(&mut self, bit: bool) {
-        if self.len % 64 == 0 {
+        if self.len.is_multiple_of(64) {
             self.words.push(0);
         }
         if bit {

@@ -245,7 +245,7 @@ impl Graph {
     ) -> Vec<Scored> {
         let mut walk = Walk::new(self, vectors, q, layer, entry, allowed);
         walk.run(ef);
-        walk.results()
+        walk.results(ef)
     }
 
     /// Greedy descent through the upper layers: the entry point of a layer-0 walk.
@@ -265,12 +265,13 @@ impl Graph {
 
 /// A best-first walk of one layer that can be widened: [`Walk::run`] with a larger `ef`
 /// goes on from where the last run stopped — nothing already scored is scored again, and
-/// the nodes a narrower run passed over (or evicted from its results) are taken up again —
-/// so widening costs only the extra ground, not a second walk from the top.
+/// the nodes a narrower run passed over are taken up again — so widening costs only the
+/// extra ground, not a second walk from the top.
 ///
-/// Excluded nodes (`allowed` false) are walked through — they guide the walk — but never
-/// enter the results; the walk stops once `ef` allowed results are held and no candidate
-/// can improve them.
+/// The walk explores the `ef` nodes nearest the query whether they are allowed or not
+/// (excluded nodes guide it), as FAISS's filtered HNSW does: exclusions scattered over the
+/// corpus cost the walk nothing extra. Only allowed nodes become results; when exclusions
+/// crowd the neighbourhood, [`Walk::allowed_near`] says so and the caller widens.
 pub(crate) struct Walk<'a, F> {
     graph: &'a Graph,
     vectors: &'a Vectors<'a>,
@@ -279,11 +280,15 @@ pub(crate) struct Walk<'a, F> {
     allowed: F,
     visited: Visited,
     candidates: BinaryHeap<Scored>,
-    results: BinaryHeap<Worst>,
-    /// Scored nodes that were not good enough to follow or to keep at the time.
+    /// The best `ef` nodes taken so far, allowed or not: the walk stops when no candidate
+    /// can enter it.
+    frontier: BinaryHeap<Worst>,
+    /// Allowed nodes taken (best first on [`Walk::results`]).
+    found: Vec<Scored>,
+    /// Scored nodes not taken yet (not better than the frontier at the time).
     passed: Vec<Scored>,
-    /// Scores of excluded nodes the walk followed.
-    excluded: Vec<f32>,
+    /// Taken nodes pushed out of the frontier: they come back into it when it widens.
+    evicted: Vec<Scored>,
     ef: usize,
     /// Similarity computations done.
     pub visits: usize,
@@ -306,9 +311,10 @@ impl<'a, F: Fn(u32) -> bool> Walk<'a, F> {
             allowed,
             visited: Visited::new(graph.len()),
             candidates: BinaryHeap::new(),
-            results: BinaryHeap::new(),
+            frontier: BinaryHeap::new(),
+            found: Vec::new(),
             passed: Vec::new(),
-            excluded: Vec::new(),
+            evicted: Vec::new(),
             ef: 0,
             visits: 0,
         };
@@ -320,16 +326,19 @@ impl<'a, F: Fn(u32) -> bool> Walk<'a, F> {
         walk
     }
 
-    /// Walks until `ef` allowed results are held and no candidate can improve them (or the
+    /// Walks until the frontier holds `ef` nodes and no candidate can improve it (or the
     /// reachable graph is exhausted). Call again with a larger `ef` to widen.
     pub fn run(&mut self, ef: usize) {
         self.ef = self.ef.max(ef);
+        for s in std::mem::take(&mut self.evicted) {
+            self.keep(s);
+        }
         for s in std::mem::take(&mut self.passed) {
             self.offer(s);
         }
         let graph = self.graph;
         while let Some(c) = self.candidates.pop() {
-            if self.results.len() >= self.ef && self.results.peek().is_some_and(|w| c < w.0) {
+            if self.frontier.len() >= self.ef && self.frontier.peek().is_some_and(|w| c < w.0) {
                 // Not expanded: a wider run starts here.
                 self.candidates.push(c);
                 break;
@@ -353,47 +362,55 @@ impl<'a, F: Fn(u32) -> bool> Walk<'a, F> {
         }
     }
 
-    /// Takes a scored node into the candidates (and the results, when allowed) if it can
-    /// still matter at the current `ef`; otherwise keeps it for a wider run.
+    /// Takes a newly scored node if it can enter the frontier; otherwise keeps it for a
+    /// wider run.
     #[inline]
     fn offer(&mut self, s: Scored) {
-        let full = self.results.len() >= self.ef;
-        if full && self.results.peek().is_some_and(|w| s <= w.0) {
+        if self.frontier.len() >= self.ef && self.frontier.peek().is_some_and(|w| s <= w.0) {
             self.passed.push(s);
             return;
         }
         self.candidates.push(s);
         if (self.allowed)(s.1) {
-            self.results.push(Worst(s));
-            if self.results.len() > self.ef {
-                // Still in the candidates (or expanded); comes back as a result when wider.
-                // The evicted result may stay among the candidates (or be expanded already);
-                // a wider run offers it again, which re-adds it as a result (a node's
-                // neighbours are expanded at most once: they are all marked visited).
-                let out = self.results.pop().expect("non-empty").0;
-                self.passed.push(out);
-            }
-        } else {
-            self.excluded.push(s.0);
+            self.found.push(s);
+        }
+        self.keep(s);
+    }
+
+    /// Puts a taken node into the frontier, pushing its worst node out when full.
+    #[inline]
+    fn keep(&mut self, s: Scored) {
+        self.frontier.push(Worst(s));
+        if self.frontier.len() > self.ef {
+            // Still among the candidates (or expanded already): only the frontier lost it.
+            let out = self.frontier.pop().expect("non-empty").0;
+            self.evicted.push(out);
         }
     }
 
-    /// Allowed results so far.
-    pub fn len(&self) -> usize {
-        self.results.len()
+    /// Allowed nodes among the frontier: how much of the query's neighbourhood the walk may
+    /// return. Far below `ef` means exclusions crowd the neighbourhood.
+    pub fn allowed_near(&self) -> usize {
+        match self.frontier.peek() {
+            Some(w) if self.frontier.len() >= self.ef => self.found.iter().filter(|s| **s >= w.0).count(),
+            _ => self.found.len(),
+        }
     }
 
-    /// Excluded nodes the walk followed that score above the worst result: many means the
-    /// query's neighbourhood is excluded and the walk needs a larger `ef` to see past it.
-    pub fn excluded_closer(&self) -> usize {
-        let worst = self.results.peek().map_or(f32::NEG_INFINITY, |w| w.0 .0);
-        self.excluded.iter().filter(|&&x| x > worst).count()
+    /// Whether the walk ran out of graph before its frontier filled.
+    pub fn exhausted(&self) -> bool {
+        self.frontier.len() < self.ef
     }
 
-    /// The results, best first.
-    pub fn results(&self) -> Vec<Scored> {
-        let mut out: Vec<Scored> = self.results.iter().map(|w| w.0).collect();
-        out.sort_by(|a, b| b.cmp(a));
+    /// Allowed nodes taken, best first (at most `limit`).
+    pub fn results(&self, limit: usize) -> Vec<Scored> {
+        let mut out = self.found.clone();
+        let by_score = |a: &Scored, b: &Scored| b.cmp(a);
+        if limit < out.len() {
+            out.select_nth_unstable_by(limit, by_score);
+            out.truncate(limit);
+        }
+        out.sort_by(by_score);
         out
     }
 }

@@ -20,6 +20,7 @@
 mod distance;
 mod exact;
 mod exclusion;
+mod half;
 mod hnsw;
 mod memory;
 mod persist;
@@ -59,6 +60,13 @@ impl Hasher for FxHasher {
 
 type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 
+/// A first walk is crowded — exclusions sit where the results should be, and it widens —
+/// when fewer than this share of its `ef` nearest points are allowed. At 0.4 a walk at the
+/// default ef keeps ≥ 38 allowed points for k = 10; `bench search` over the 37.5k MTRAG
+/// vectors measured recall@10 0.961 with 50 of the query's nearest excluded and no widening
+/// (0.966 at 0.5, which widens there and costs 1.6× the time).
+const CROWDED_BELOW: f64 = 0.4;
+
 /// Graph and planning parameters.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct IndexParams {
@@ -70,10 +78,12 @@ pub struct IndexParams {
     /// Corpora with at most this many live points are always scanned exactly.
     pub exact_below: usize,
     /// A graph walk with a given `ef` costs about as much as a scan of `scan_ratio × ef`
-    /// points; the planner scans whenever the walk it would need costs more. Measured on
-    /// MiniLM vectors, one core: ef 496 over 37.5k ≈ 1.85 ms vs scan 1.96 ms; ef 2096 over
-    /// 100k ≈ 8.9 ms vs scan 6.0 ms — both put the break-even near 70. 0 = never scan on
-    /// cost (tests that must exercise the walk).
+    /// points; the planner scans whenever the walk it would need costs more. Measured with
+    /// `bench search` on the 37.5k MTRAG MiniLM vectors, one core: a walk at ef 96 ≈ 0.22 ms,
+    /// the half-precision scan ≈ 0.84 ms (linear: break-even near 100), and a walk widened
+    /// past 200 excluded neighbours to ef 384 ≈ 0.70 ms (widened walks cost less than
+    /// linear): 70 keeps both choices right on that data. 0 = never scan on cost (tests that
+    /// must exercise the walk).
     pub scan_ratio: usize,
 }
 
@@ -107,6 +117,12 @@ pub struct VectorIndex {
     params: IndexParams,
     dim: usize,
     vectors: Vec<f32>,
+    /// The vectors in half precision, for the exact path's first pass.
+    halves: Vec<u16>,
+    /// Largest vector norm, for the half pass's error bound.
+    max_norm: f32,
+    /// Whether every vector fits half precision (else the exact path reads f32 only).
+    half_ok: bool,
     chunk_ids: Vec<String>,
     doc_of: Vec<u32>,
     docs: Vec<String>,
@@ -127,6 +143,9 @@ impl VectorIndex {
             params,
             dim,
             vectors: Vec::new(),
+            halves: Vec::new(),
+            max_norm: 0.0,
+            half_ok: true,
             chunk_ids: Vec::new(),
             doc_of: Vec::new(),
             docs: Vec::new(),
@@ -238,9 +257,20 @@ impl VectorIndex {
         self.retired.push(false);
         self.doc_nodes[doc as usize].push(node);
         self.vectors.extend_from_slice(vector);
+        self.push_half(node);
         let vectors = Vectors { data: &self.vectors, dim: self.dim };
         self.graph.insert(&vectors, node);
         is_new
+    }
+
+    /// Appends the half-precision copy of a node's vector (nodes are added in order).
+    pub(crate) fn push_half(&mut self, node: u32) {
+        let i = node as usize * self.dim;
+        let v = &self.vectors[i..i + self.dim];
+        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        self.half_ok &= half::representable(v);
+        self.halves.extend(v.iter().map(|&x| half::to_half(x)));
+        self.max_norm = self.max_norm.max(norm);
     }
 
     /// Removes a chunk: its node is retired (still used to navigate, never returned).
@@ -369,25 +399,33 @@ impl VectorIndex {
         loop {
             rounds += 1;
             walk.run(ef);
-            let exhausted = walk.len() < ef;
-            let excluded_closer = walk.excluded_closer();
+            let exhausted = walk.exhausted();
+            let near = walk.allowed_near();
             // Exclusions crowd the query's neighbourhood (the consumed ids of a session are the
             // nearest neighbours of its next question): widen the walk to see past them.
-            if !exhausted && excluded_closer * 2 > ef && rounds < 3 {
-                ef += 2 * excluded_closer;
-                if walk_costs_more(ef as f64) {
+            // A first walk that finds fewer than half of its `ef` nearest points allowed is
+            // crowded; once widening, the walk goes on until it holds `ef0` allowed points.
+            let want = if rounds == 1 { (ef0 as f64 * CROWDED_BELOW) as usize } else { ef0 };
+            if !exhausted && near < want && rounds < 3 {
+                let excluded_near = ef - near;
+                let from = ef;
+                ef += 2 * excluded_near + ef0.saturating_sub(near);
+                // The crowd is at most the whole exclusion set: when even that bound leaves the
+                // walk costlier than a scan, and nothing near is allowed, scan now.
+                let bound = ex.excluded_live.min(live) + ef0;
+                if walk_costs_more(ef as f64) || (near == 0 && walk_costs_more(bound as f64)) {
                     return scan(
-                        format!("{reason}; {excluded_closer} excluded points closer than the results: exact scan"),
+                        format!("{reason}; {excluded_near} of the {from} nearest points excluded: exact scan"),
                         rounds + 1,
                         walk.visits,
                     );
                 }
                 continue;
             }
-            let found = walk.results();
+            let found = walk.results(if grouping.is_some() { usize::MAX } else { limit });
             let hits = match grouping {
                 Some(g) => self.group(&found, limit, g),
-                None => found.iter().take(limit).copied().collect(),
+                None => found,
             };
             let groups = match grouping {
                 Some(_) => self.count_documents(&hits),

@@ -197,6 +197,9 @@ impl VectorIndex {
             }
         }
         ix.doc_of = doc_of;
+        for node in 0..n as u32 {
+            ix.push_half(node);
+        }
         ix.graph.layer0 = r.u32s()?;
         if ix.graph.layer0.len() != n * 2 * m {
             return Err("layer 0 size".into());

@@ -246,14 +246,14 @@ fn a_widened_walk_holds_what_a_walk_started_wide_holds() {
     let vectors = Vectors { data: &ix.vectors, dim: ix.dim };
     for q in [&data[17].2, &data[600].2] {
         let entry = ix.graph.entry_for(&vectors, q).expect("entry");
-        let allowed = |n: u32| n % 3 != 0;
+        let allowed = |n: u32| !n.is_multiple_of(3);
         let mut widened = Walk::new(&ix.graph, &vectors, q, 0, &[entry], allowed);
         widened.run(20);
         let narrow_visits = widened.visits;
         widened.run(120);
         let mut wide = Walk::new(&ix.graph, &vectors, q, 0, &[entry], allowed);
         wide.run(120);
-        let (a, b) = (widened.results(), wide.results());
+        let (a, b) = (widened.results(120), wide.results(120));
         assert_eq!(a.len(), 120);
         assert!(a.iter().all(|s| allowed(s.1)));
         // Same best results (the walks may differ in the tail, as any two walks may).
@@ -297,4 +297,21 @@ fn a_set_resolved_against_an_older_state_is_refused() {
     let old = ix.resolve(&ExclusionSet::default());
     ix.remove("d0#0");
     ix.search_resolved(&data[0].2, 3, None, &old, None);
+}
+
+#[test]
+fn exact_path_ranks_by_f32_where_half_precision_cannot_tell_apart() {
+    // 40 vectors whose products with q rise by 2e-6 a step, far below what half precision
+    // resolves (its rounding jitters each component by up to 2.4e-4, so the half pass ranks
+    // them almost at random); the f32 order must come out.
+    let mut ix = VectorIndex::new(2, IndexParams { exact_below: 10_000, ..IndexParams::default() });
+    for i in 0..40 {
+        let v = [0.6 + (i as f32) * 1e-4, 0.8 - (i as f32) * 0.98e-4];
+        ix.upsert(&format!("c{i}"), &format!("d{i}"), 1.0, &v);
+    }
+    let q = [1.0, 1.0];
+    for grouping in [None, Some(Grouping::new(1))] {
+        let got = ix.search(&request(&q, 5, grouping.clone(), ExclusionSet::default()));
+        assert_eq!(ids(&ix, &got), ["c39", "c38", "c37", "c36", "c35"], "grouping {grouping:?}");
+    }
 }
