@@ -79,17 +79,17 @@ pub struct IndexParams {
     pub exact_below: usize,
     /// A graph walk with a given `ef` costs about as much as a scan of `scan_ratio × ef`
     /// points; the planner scans whenever the walk it would need costs more. Measured with
-    /// `bench search` on the 37.5k MTRAG MiniLM vectors, one core: a walk at ef 96 ≈ 0.22 ms,
-    /// the half-precision scan ≈ 0.84 ms (linear: break-even near 100), and a walk widened
-    /// past 200 excluded neighbours to ef 384 ≈ 0.70 ms (widened walks cost less than
-    /// linear): 70 keeps both choices right on that data. 0 = never scan on cost (tests that
-    /// must exercise the walk).
+    /// `bench search` on the 37.5k MTRAG MiniLM vectors, one core: a walk at ef 96 ≈ 0.22 ms
+    /// and the half-precision scan ≈ 0.84 ms put the break-even near 100 (at 100k: 0.26 vs
+    /// 2.4 ms). Walks widened past a large crowd of excluded neighbours also lose recall (0.90
+    /// past 1,000 at 100k), so the scan is taken at the break-even, not later. 0 = never scan
+    /// on cost (tests that must exercise the walk).
     pub scan_ratio: usize,
 }
 
 impl Default for IndexParams {
     fn default() -> Self {
-        IndexParams { m: 16, ef_construction: 128, ef_search: 96, exact_below: 2_000, scan_ratio: 70 }
+        IndexParams { m: 16, ef_construction: 128, ef_search: 96, exact_below: 2_000, scan_ratio: 100 }
     }
 }
 
@@ -406,7 +406,9 @@ impl VectorIndex {
             // A first walk that finds fewer than half of its `ef` nearest points allowed is
             // crowded; once widening, the walk goes on until it holds `ef0` allowed points.
             let want = if rounds == 1 { (ef0 as f64 * CROWDED_BELOW) as usize } else { ef0 };
-            if !exhausted && near < want && rounds < 3 {
+            // Widening ends by itself: each round grows `ef`, and a walk that would cost more
+            // than a scan is not run.
+            if !exhausted && near < want {
                 let excluded_near = ef - near;
                 let from = ef;
                 ef += 2 * excluded_near + ef0.saturating_sub(near);
