@@ -162,10 +162,10 @@ fn upsert_replaces_and_save_load_round_trips_odd_ids() {
 
 #[test]
 fn planner_scans_exactly_when_most_points_are_excluded() {
-    // 7,500 points: a walk with ef 96 costs less than a scan (96 × 70 < 7,500) until most
-    // points are excluded.
+    // 7,500 points, a walk at ef 96 costing like a scan of 96 × 50 points: the walk is
+    // cheaper until most points are excluded.
     let data = corpus(1500, 5, 16, 13);
-    let ix = build_with(&data, IndexParams { exact_below: 0, ..IndexParams::default() });
+    let ix = build_with(&data, IndexParams { exact_below: 0, scan_ratio: 50, ..IndexParams::default() });
     let mut ex = ExclusionSet::default();
     for d in 0..1460 {
         ex.documents.insert(format!("d{d}").into());
