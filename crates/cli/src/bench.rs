@@ -35,6 +35,9 @@ pub enum BenchCommand {
         /// bench/compare.py to run the peers on exactly the same input
         #[arg(long)]
         export: Option<PathBuf>,
+        /// Only these rows, e.g. `--rows correlated:1000` (for profiling one path)
+        #[arg(long, value_delimiter = ',')]
+        rows: Vec<String>,
     },
     /// Sliding-window sweep: search latency and repeat rate per window size N
     Window {
@@ -115,8 +118,9 @@ pub fn run(settings: Settings, what: &BenchCommand) -> Result<()> {
     }
     let app = App::open(settings)?;
     match what {
-        BenchCommand::Search { queries, k, scale, questions, json, seed, export } => {
+        BenchCommand::Search { queries, k, scale, questions, json, seed, export, rows } => {
             let opts = SearchOptions {
+                rows: rows.clone(),
                 queries: *queries,
                 k: *k,
                 scale: *scale,
@@ -204,6 +208,8 @@ struct SearchRow {
 }
 
 pub struct SearchOptions {
+    /// Only these rows (`random:10000`, `correlated:1000`); empty = all.
+    pub rows: Vec<String>,
     pub queries: usize,
     pub k: usize,
     pub scale: usize,
@@ -277,7 +283,14 @@ fn search(app: &App, o: &SearchOptions) -> Result<()> {
         .map(|e| ("random", e))
         .chain([10, 50, 200, 1_000].into_iter().map(|e| ("correlated", e)))
         .filter(|&(_, e)| e < n / 2)
+        .filter(|(kind, e)| o.rows.is_empty() || o.rows.iter().any(|r| *r == format!("{kind}:{e}")))
         .collect();
+    if plan.is_empty() {
+        bail!(
+            "no row matches --rows {} (rows are random:0|10|100|1000|10000, correlated:10|50|200|1000)",
+            o.rows.join(",")
+        );
+    }
     let mut exported_plan = Vec::new();
     for (kind, excluded) in plan {
         let mut sets: Vec<Vec<u32>> = Vec::new();
