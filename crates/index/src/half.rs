@@ -65,11 +65,22 @@ pub(crate) fn representable(v: &[f32]) -> bool {
     v.iter().all(|x| x.is_finite() && x.abs() < 65_000.0)
 }
 
-/// The bound on `|q·y − q·half(y)|` for every stored `y` with `‖y‖ <= max_norm`.
+/// The bound on the difference between `q·half(y)` as [`dot_half`] computes it and `q·y` as
+/// the f32 `dot` computes it, for every stored `y` with `‖y‖ <= max_norm`.
 pub(crate) fn error_bound(q: &[f32], max_norm: f32) -> f32 {
     let qn = q.iter().map(|x| x * x).sum::<f32>().sqrt();
-    // A little above the proof's constants: the f32 sums themselves round too.
-    qn * (max_norm * (1.0 / 2048.0) + (q.len() as f32).sqrt() * (1.0 / 33_554_432.0)) * 1.01 + 1e-6
+    let d = q.len() as f32;
+    // The conversion: each component rounds by at most 2^-11 of itself (normal range) or
+    // 2^-25 (subnormal), so |q·y − q·half(y)| ≤ ‖q‖(‖y‖·2^-11 + √d·2^-25) by Cauchy–Schwarz.
+    let conversion = max_norm * (1.0 / 2048.0) + d.sqrt() * (1.0 / 33_554_432.0);
+    // The sums: a dot product of d terms in f32 (any order, with or without FMA) is off by at
+    // most γ_d·Σ|q_i y_i| ≤ γ_d·‖q‖‖y‖, γ_d = d·u / (1 − d·u), u = 2^-24 (Higham, §3.1); once
+    // in the half dot (‖half(y)‖ ≤ ‖y‖(1 + 2^-11)) and once in the f32 dot.
+    let u = f32::EPSILON / 2.0;
+    let gamma = d * u / (1.0 - d * u).max(f32::EPSILON);
+    let sums = gamma * max_norm * (2.0 + 1.0 / 2048.0);
+    // 1.001 covers the rounding of this computation; the constant, products of zero.
+    qn * (conversion + sums) * 1.001 + f32::MIN_POSITIVE
 }
 
 /// `q · y` with `y` in binary16; AVX2 + F16C where the running CPU has them.
@@ -83,6 +94,10 @@ pub(crate) fn dot_half(q: &[f32], y: &[u16]) -> f32 {
             return unsafe { dot_half_avx2(q, y) };
         }
     }
+    dot_half_scalar(q, y)
+}
+
+fn dot_half_scalar(q: &[f32], y: &[u16]) -> f32 {
     q.iter().zip(y).map(|(a, &b)| a * from_half(b)).sum()
 }
 
@@ -168,8 +183,11 @@ mod tests {
                 let h: Vec<u16> = y.iter().map(|&x| to_half(x)).collect();
                 let exact: f64 = q.iter().zip(&y).map(|(a, b)| *a as f64 * *b as f64).sum();
                 let norm = y.iter().map(|x| x * x).sum::<f32>().sqrt();
-                let got = dot_half(&q, &h) as f64;
-                assert!((got - exact).abs() <= error_bound(&q, norm) as f64, "len {len}: {got} vs {exact}");
+                // Both kernels: the dispatching one (AVX2 + F16C here) and the scalar fallback.
+                for got in [dot_half(&q, &h), dot_half_scalar(&q, &h)] {
+                    let got = got as f64;
+                    assert!((got - exact).abs() <= error_bound(&q, norm) as f64, "len {len}: {got} vs {exact}");
+                }
             }
         }
     }

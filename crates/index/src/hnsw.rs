@@ -289,6 +289,8 @@ pub(crate) struct Walk<'a, F> {
     passed: Vec<Scored>,
     /// Taken nodes pushed out of the frontier: they come back into it when it widens.
     evicted: Vec<Scored>,
+    /// Unvisited neighbours of the node being expanded (reused: no allocation per step).
+    fresh: Vec<u32>,
     ef: usize,
     /// Similarity computations done.
     pub visits: usize,
@@ -315,6 +317,7 @@ impl<'a, F: Fn(u32) -> bool> Walk<'a, F> {
             found: Vec::new(),
             passed: Vec::new(),
             evicted: Vec::new(),
+            fresh: Vec::new(),
             ef: 0,
             visits: 0,
         };
@@ -343,22 +346,21 @@ impl<'a, F: Fn(u32) -> bool> Walk<'a, F> {
                 self.candidates.push(c);
                 break;
             }
-            let mut fresh = [0u32; 64];
-            let mut n = 0;
+            // Every unvisited neighbour (layer 0 holds 2·m links, whatever m is), prefetched
+            // before any is scored.
+            let mut fresh = std::mem::take(&mut self.fresh);
+            fresh.clear();
             for &nb in graph.neighbours(c.1, self.layer) {
                 if self.visited.insert(nb) {
                     prefetch(self.vectors.get(nb));
-                    fresh[n] = nb;
-                    n += 1;
-                    if n == fresh.len() {
-                        break;
-                    }
+                    fresh.push(nb);
                 }
             }
-            self.visits += n;
-            for &nb in &fresh[..n] {
+            self.visits += fresh.len();
+            for &nb in &fresh {
                 self.offer(Scored(dot(self.q, self.vectors.get(nb)), nb));
             }
+            self.fresh = fresh;
         }
     }
 

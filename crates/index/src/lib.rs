@@ -36,8 +36,9 @@ use ragctx_core::{Grouping, SearchPath, SearchRequest};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-/// FxHash (rustc's hasher): id lookups turn every exclusion set into node numbers on each
-/// search, so hashing speed shows up in latency; these maps hold no attacker-chosen keys
+/// FxHash (rustc's hasher): id lookups turn exclusion sets into node numbers (once per set
+/// and index revision, [`ResolvedCache`]) and serve fetches by id, so hashing speed shows up
+/// in latency; these maps hold no attacker-chosen keys
 /// whose collisions could hurt (ids come from the operator's own corpus).
 #[derive(Default, Clone, Copy)]
 pub struct FxHasher(u64);
@@ -75,7 +76,9 @@ pub struct IndexParams {
     pub ef_construction: usize,
     /// Allowed results the graph walk collects at least.
     pub ef_search: usize,
-    /// Corpora with at most this many live points are always scanned exactly.
+    /// Corpora with at most this many live points are always scanned exactly. Larger ones are
+    /// scanned too when the cost model says a walk costs more: at the default `scan_ratio`,
+    /// every corpus under about `ef_search × scan_ratio` (9,600) points.
     pub exact_below: usize,
     /// A graph walk with a given `ef` costs about as much as a scan of `scan_ratio × ef`
     /// points; the planner scans whenever the walk it would need costs more. Measured with
@@ -403,8 +406,9 @@ impl VectorIndex {
             let near = walk.allowed_near();
             // Exclusions crowd the query's neighbourhood (the consumed ids of a session are the
             // nearest neighbours of its next question): widen the walk to see past them.
-            // A first walk that finds fewer than half of its `ef` nearest points allowed is
-            // crowded; once widening, the walk goes on until it holds `ef0` allowed points.
+            // A first walk that finds fewer than `CROWDED_BELOW` (40%) of its `ef` nearest points
+            // allowed is crowded; once widening, the walk goes on until it holds `ef0` allowed
+            // points.
             let want = if rounds == 1 { (ef0 as f64 * CROWDED_BELOW) as usize } else { ef0 };
             // Widening ends by itself: each round grows `ef`, and a walk that would cost more
             // than a scan is not run.
