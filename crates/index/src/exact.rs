@@ -83,7 +83,7 @@ impl VectorIndex {
     }
 
     /// `nodes` scored in f32, best first.
-    fn rescored(&self, q: &[f32], nodes: impl Iterator<Item = u32>) -> Vec<Scored> {
+    pub(crate) fn rescored(&self, q: &[f32], nodes: impl Iterator<Item = u32>) -> Vec<Scored> {
         let mut out: Vec<Scored> = nodes.map(|n| Scored(dot(q, self.vector(n)), n)).collect();
         out.sort_by(|a, b| b.cmp(a));
         out

@@ -8,6 +8,7 @@
 //! instead of stopping inside it.
 
 use crate::distance::dot;
+use crate::half::dot_half;
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
 
@@ -59,12 +60,37 @@ pub(crate) struct Graph {
 pub(crate) struct Vectors<'a> {
     pub data: &'a [f32],
     pub dim: usize,
+    /// Binary16 copies of `data`: when set, [`Walk`] scores with them (half the memory read
+    /// per node), and its caller re-scores the results in f32.
+    pub halves: Option<&'a [u16]>,
 }
 impl Vectors<'_> {
     #[inline]
     pub fn get(&self, node: u32) -> &[f32] {
         let i = node as usize * self.dim;
         &self.data[i..i + self.dim]
+    }
+
+    /// The similarity the walk ranks by: f32, or from the binary16 copy when there is one.
+    #[inline]
+    fn score(&self, q: &[f32], node: u32) -> f32 {
+        match self.halves {
+            Some(h) => {
+                let i = node as usize * self.dim;
+                dot_half(q, &h[i..i + self.dim])
+            }
+            None => dot(q, self.get(node)),
+        }
+    }
+
+    /// Asks the CPU to start loading what [`Vectors::score`] will read of `node`.
+    #[inline(always)]
+    fn prefetch(&self, node: u32) {
+        let i = node as usize * self.dim;
+        match self.halves {
+            Some(h) => prefetch(h[i..].as_ptr() as *const i8),
+            None => prefetch(self.data[i..].as_ptr() as *const i8),
+        }
     }
 }
 
@@ -352,13 +378,13 @@ impl<'a, F: Fn(u32) -> bool> Walk<'a, F> {
             fresh.clear();
             for &nb in graph.neighbours(c.1, self.layer) {
                 if self.visited.insert(nb) {
-                    prefetch(self.vectors.get(nb));
+                    self.vectors.prefetch(nb);
                     fresh.push(nb);
                 }
             }
             self.visits += fresh.len();
             for &nb in &fresh {
-                self.offer(Scored(dot(self.q, self.vectors.get(nb)), nb));
+                self.offer(Scored(self.vectors.score(self.q, nb), nb));
             }
             self.fresh = fresh;
         }
@@ -420,11 +446,10 @@ impl<'a, F: Fn(u32) -> bool> Walk<'a, F> {
 /// Asks the CPU to start loading a vector the walk is about to score (its first lines; the
 /// hardware prefetcher follows the rest).
 #[inline(always)]
-fn prefetch(v: &[f32]) {
+fn prefetch(p: *const i8) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let p = v.as_ptr() as *const i8;
         // SAFETY: prefetching is a hint that never faults; `p` and `p + 64` lie inside or
         // one line past the slice (vectors hold at least 16 floats in practice, and a
         // prefetch of any address is allowed).
@@ -435,5 +460,5 @@ fn prefetch(v: &[f32]) {
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = v;
+    let _ = p;
 }

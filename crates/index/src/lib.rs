@@ -261,7 +261,7 @@ impl VectorIndex {
         self.doc_nodes[doc as usize].push(node);
         self.vectors.extend_from_slice(vector);
         self.push_half(node);
-        let vectors = Vectors { data: &self.vectors, dim: self.dim };
+        let vectors = Vectors { data: &self.vectors, dim: self.dim, halves: None };
         self.graph.insert(&vectors, node);
         is_new
     }
@@ -392,7 +392,10 @@ impl VectorIndex {
             }
             None => format!("{excluded_pct:.1}% excluded, ef {ef0}"),
         };
-        let vectors = Vectors { data: &self.vectors, dim: self.dim };
+        // The walk reads the binary16 copy (half the bytes per node); what it finds is
+        // re-scored in f32 below.
+        let halves = self.half_ok.then_some(&self.halves[..]);
+        let vectors = Vectors { data: &self.vectors, dim: self.dim, halves };
         let Some(entry) = self.graph.entry_for(&vectors, vector) else {
             return scan("no graph entry point".into(), 1, 0);
         };
@@ -428,7 +431,8 @@ impl VectorIndex {
                 }
                 continue;
             }
-            let found = walk.results(if grouping.is_some() { usize::MAX } else { limit });
+            let found =
+                self.rescore_walk(vector, walk.results(usize::MAX), grouping.is_some(), limit, halves.is_some());
             let hits = match grouping {
                 Some(g) => self.group(&found, limit, g),
                 None => found,
@@ -452,6 +456,24 @@ impl VectorIndex {
                 );
             }
         }
+    }
+
+    /// The walk's allowed nodes (best first by the walk's scores) with f32 scores: when the
+    /// walk ranked by the binary16 copy, every node that could be among the best `limit` in
+    /// f32 (all of them when grouping) is re-scored, as in the exact path. At most `limit`
+    /// without grouping.
+    fn rescore_walk(&self, q: &[f32], found: Vec<Scored>, grouping: bool, limit: usize, half: bool) -> Vec<Scored> {
+        let mut out = if half {
+            let slack = 2.0 * half::error_bound(q, self.max_norm);
+            let floor = if grouping || found.len() <= limit { f32::NEG_INFINITY } else { found[limit - 1].0 };
+            self.rescored(q, found.into_iter().filter(|s| s.0 >= floor - slack).map(|s| s.1))
+        } else {
+            found
+        };
+        if !grouping {
+            out.truncate(limit);
+        }
+        out
     }
 
     fn count_documents(&self, hits: &[Scored]) -> usize {

@@ -243,7 +243,7 @@ fn exact_path_matches_a_brute_force_reference() {
 fn a_widened_walk_holds_what_a_walk_started_wide_holds() {
     let data = corpus(400, 3, 24, 5);
     let ix = build(&data, 0);
-    let vectors = Vectors { data: &ix.vectors, dim: ix.dim };
+    let vectors = Vectors { data: &ix.vectors, dim: ix.dim, halves: None };
     for q in [&data[17].2, &data[600].2] {
         let entry = ix.graph.entry_for(&vectors, q).expect("entry");
         let allowed = |n: u32| !n.is_multiple_of(3);
@@ -313,5 +313,24 @@ fn exact_path_ranks_by_f32_where_half_precision_cannot_tell_apart() {
     for grouping in [None, Some(Grouping::new(1))] {
         let got = ix.search(&request(&q, 5, grouping.clone(), ExclusionSet::default()));
         assert_eq!(ids(&ix, &got), ["c39", "c38", "c37", "c36", "c35"], "grouping {grouping:?}");
+    }
+}
+
+/// The walk ranks by the binary16 copy; what it returns carries f32 scores (re-scored), in
+/// f32 order, grouped or not.
+#[test]
+fn walk_hits_carry_f32_scores() {
+    let data = corpus(200, 5, 32, 23);
+    let ix = build(&data, 0);
+    assert!(ix.half_ok);
+    for (qi, grouping) in [(3, None), (77, Some(Grouping::new(2)))] {
+        let q = &data[qi].2;
+        let hits = ix.search_with(&request(q, 10, grouping, ExclusionSet::default()), Some(ForcePath::Graph));
+        assert_eq!(hits.path, SearchPath::Graph);
+        assert!(hits.hits.len() >= 10);
+        for &(n, s) in &hits.hits {
+            assert_eq!(s, distance::dot(q, ix.vector(n)), "node {n}");
+        }
+        assert!(hits.hits.windows(2).all(|w| w[0].1 >= w[1].1));
     }
 }
