@@ -5,7 +5,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use tokenizers::{Tokenizer, TruncationParams};
 
-/// Tokens per text, as sentence-transformers uses for this model (its `max_seq_length`).
+/// Tokens per text when the model directory does not say (`sentence_bert_config.json`'s
+/// `max_seq_length`; 256 for all-MiniLM-L6-v2).
 pub const MAX_TOKENS: usize = 256;
 /// Tokens per forward pass when embedding many texts: the texts of a batch are packed
 /// into one matrix, so this bounds the batch's memory, not its padding.
@@ -60,6 +61,7 @@ impl MiniLmEmbedder {
         if cfg.hidden_act.as_deref().is_some_and(|a| a != "gelu") {
             return Err(model_err("config.json", &"only the gelu activation is supported"));
         }
+        let max_tokens = sentence_transformers_layout(dir, cfg.hidden_size)?;
         let file = std::fs::File::open(&weights).map_err(|e| model_err("model.safetensors", &e))?;
         // SAFETY: the weights file is mapped read-only and copied into the model before the
         // map is dropped; ragctx never writes to it and the setup script replaces the model
@@ -70,12 +72,12 @@ impl MiniLmEmbedder {
         // The shipped tokenizer.json pads and truncates at 128; sentence-transformers
         // truncates at 256 (and the encoder needs no padding).
         tokenizer.with_padding(None);
-        let max = MAX_TOKENS.min(model.max_positions());
+        let max = max_tokens.min(model.max_positions());
         tokenizer
             .with_truncation(Some(TruncationParams { max_length: max, ..Default::default() }))
             .map_err(|e| model_err("tokenizer.json", &e))?;
         let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        Ok(MiniLmEmbedder { model, tokenizer, dim: cfg.hidden_size, model_id: format!("{name}/{MAX_TOKENS}/mean/l2") })
+        Ok(MiniLmEmbedder { model, tokenizer, dim: cfg.hidden_size, model_id: format!("{name}/{max_tokens}/mean/l2") })
     }
 
     /// Tokens the encoder sees for each text (special tokens included, after truncation).
@@ -90,6 +92,62 @@ impl MiniLmEmbedder {
             return Err(Error::Model(format!("text {i} has no tokens")));
         }
         Ok(enc)
+    }
+}
+
+/// Checks what the model directory's sentence-transformers files say against what this
+/// encoder runs — a BERT transformer, mean pooling over the attention mask, L2 normalisation
+/// — and returns the sequence length to truncate at (`sentence_bert_config.json`'s
+/// `max_seq_length`, else [`MAX_TOKENS`]). A model described otherwise (CLS or max pooling,
+/// no normalisation, extra modules such as a dense projection) is refused: run with this
+/// encoder it would give other vectors than sentence-transformers, without any error.
+/// Files that are absent are not checked (a bare BERT directory is taken as mean + L2).
+fn sentence_transformers_layout(dir: &Path, hidden: usize) -> Result<usize> {
+    let refuse = |file: &str, why: String| {
+        Error::Model(format!(
+            "{file} in {}: {why}; ragctx's in-process encoder runs BERT models with mean pooling and L2 \
+             normalisation only",
+            dir.display()
+        ))
+    };
+    let read = |file: &str| -> Result<Option<serde_json::Value>> {
+        match std::fs::read(dir.join(file)) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| refuse(file, e.to_string())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(refuse(file, e.to_string())),
+        }
+    };
+    if let Some(modules) = read("modules.json")? {
+        let kinds: Vec<&str> = modules
+            .as_array()
+            .ok_or_else(|| refuse("modules.json", "not a list".into()))?
+            .iter()
+            .map(|m| m["type"].as_str().unwrap_or("").rsplit('.').next().unwrap_or(""))
+            .collect();
+        if kinds != ["Transformer", "Pooling", "Normalize"] {
+            return Err(refuse("modules.json", format!("modules {kinds:?}, expected Transformer, Pooling, Normalize")));
+        }
+    }
+    if let Some(pooling) = read("1_Pooling/config.json")? {
+        let on = |k: &str| pooling[k].as_bool().unwrap_or(false);
+        let modes = ["pooling_mode_cls_token", "pooling_mode_max_tokens", "pooling_mode_mean_sqrt_len_tokens"];
+        if !on("pooling_mode_mean_tokens") || modes.iter().any(|m| on(m)) {
+            return Err(refuse("1_Pooling/config.json", format!("pooling {pooling}, expected mean tokens only")));
+        }
+        if pooling["word_embedding_dimension"].as_u64().is_some_and(|d| d as usize != hidden) {
+            return Err(refuse("1_Pooling/config.json", format!("dimension differs from config.json's {hidden}")));
+        }
+    }
+    match read("sentence_bert_config.json")? {
+        Some(st) => match st.get("max_seq_length") {
+            None => Ok(MAX_TOKENS),
+            Some(v) => v
+                .as_u64()
+                .filter(|&n| n > 0)
+                .map(|n| n as usize)
+                .ok_or_else(|| refuse("sentence_bert_config.json", format!("max_seq_length {v}"))),
+        },
+        None => Ok(MAX_TOKENS),
     }
 }
 

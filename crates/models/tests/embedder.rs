@@ -50,3 +50,50 @@ fn cl100k_counts_real_tokens() {
     assert_eq!(c.count(""), 0);
     assert!(c.count("再给我看看刚才那个") > 5);
 }
+
+/// A copy of the installed model directory with `edit` applied to one of its description
+/// files (the weights linked, not copied).
+fn model_variant(name: &str, file: &str, edit: impl Fn(&mut serde_json::Value)) -> PathBuf {
+    let src = model_dir();
+    let dst = std::env::temp_dir().join(format!("ragctx-model-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dst);
+    std::fs::create_dir_all(dst.join("1_Pooling")).unwrap();
+    for f in ["model.safetensors", "tokenizer.json", "config.json", "modules.json", "sentence_bert_config.json"] {
+        std::os::unix::fs::symlink(src.join(f), dst.join(f)).unwrap();
+    }
+    std::fs::copy(src.join("1_Pooling/config.json"), dst.join("1_Pooling/config.json")).unwrap();
+    let path = dst.join(file);
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    edit(&mut v);
+    std::fs::remove_file(&path).unwrap();
+    std::fs::write(&path, serde_json::to_vec(&v).unwrap()).unwrap();
+    dst
+}
+
+/// A model whose own files describe pooling or modules this encoder does not run is refused
+/// at load with a message naming the file, never run with the wrong pooling.
+#[test]
+fn models_described_otherwise_are_refused() {
+    let cls = model_variant("cls", "1_Pooling/config.json", |v| {
+        v["pooling_mode_mean_tokens"] = false.into();
+        v["pooling_mode_cls_token"] = true.into();
+    });
+    let no_norm = model_variant("nonorm", "modules.json", |v| {
+        v.as_array_mut().unwrap().pop();
+    });
+    for (dir, file) in [(&cls, "1_Pooling/config.json"), (&no_norm, "modules.json")] {
+        let err = MiniLmEmbedder::load(dir).err().expect("refused");
+        assert!(matches!(err, Error::Model(_)), "{err}");
+        assert!(err.to_string().contains(file) && err.to_string().contains("mean pooling"), "{err}");
+    }
+    // The sequence length is the model's own: 128 here, so a long text is cut at 128 tokens.
+    let short = model_variant("len128", "sentence_bert_config.json", |v| v["max_seq_length"] = 128.into());
+    let e = MiniLmEmbedder::load(&short).expect("loads");
+    let long = "word ".repeat(400);
+    assert_eq!(e.token_counts(&[&long]).unwrap(), [128]);
+    assert!(e.model_id().contains("/128/"), "{}", e.model_id());
+    assert_eq!(MiniLmEmbedder::load(&model_dir()).unwrap().token_counts(&[&long]).unwrap(), [256]);
+    for d in [cls, no_norm, short] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
