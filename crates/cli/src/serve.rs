@@ -23,7 +23,11 @@ pub fn run(app: App, addr: &str) -> Result<()> {
     });
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot bind {addr}"))?;
+        // A taken or forbidden address is the deployment's problem, not bad input: exit 4.
+        let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| ragctx_core::Error::Unavailable {
+            backend: format!("address {addr}"),
+            message: format!("cannot bind it: {e}"),
+        })?;
         let auth = if state.keys.is_empty() {
             "no API keys: loopback only".to_string()
         } else {

@@ -378,6 +378,13 @@ fn bad_input_fails_clearly_and_changes_nothing() {
         assert_eq!(out.status.code(), Some(code), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
         assert!(String::from_utf8_lossy(&out.stderr).starts_with("error: "));
     }
+    // An address `serve` cannot bind (taken here) is "unavailable", not bad input.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let out = env.run(&["serve", "--addr", &addr]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(stderr.contains(&format!("address {addr} is unavailable: cannot bind it")), "{stderr}");
     let long = "why ".repeat(1200);
     let out = env.run(&["ask", "--session", "s", &long]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("limit is 4000"));
