@@ -2,7 +2,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use ragctx_core::{Error, ErrorKind};
 
-/// Every error the API returns: `{"code","message"}` with a status from one mapping.
+/// Every error the API returns: `{"code","message"}` with a status from one mapping. An
+/// internal failure (500) is answered without its text — which may name files, servers or
+/// queries — but with a `request_id`; the server log has the cause under the same id.
 #[derive(Debug)]
 pub struct ApiError {
     pub status: StatusCode,
@@ -37,7 +39,58 @@ impl From<Error> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        if self.status.is_server_error() && self.code == "internal" {
+            let id = request_id();
+            eprintln!("ragctx serve: request {id}: internal error: {}", self.message);
+            let body = serde_json::json!({
+                "code": self.code,
+                "message": format!("internal error; the server log has the cause under request {id}"),
+                "request_id": id,
+            });
+            return (self.status, axum::Json(body)).into_response();
+        }
         let body = serde_json::json!({"code": self.code, "message": self.message});
         (self.status, axum::Json(body)).into_response()
+    }
+}
+
+/// A process-unique id: the process start (ns since the epoch, hex) and a counter.
+fn request_id() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::OnceLock;
+    static START: OnceLock<u64> = OnceLock::new();
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let start = *START.get_or_init(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+    });
+    format!("{:x}-{}", start & 0xffff_ffff_ffff, NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn body(e: ApiError) -> (StatusCode, serde_json::Value) {
+        let r = e.into_response();
+        let status = r.status();
+        let bytes = axum::body::to_bytes(r.into_body(), 1 << 16).await.unwrap();
+        (status, serde_json::from_slice(&bytes).unwrap())
+    }
+
+    #[tokio::test]
+    async fn internal_errors_hide_their_text_and_carry_a_request_id() {
+        let (status, b) = body(Error::Storage("redb: /srv/secret/ragctx.redb corrupted".into()).into()).await;
+        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(b["code"], "internal");
+        let id = b["request_id"].as_str().expect("request_id");
+        assert!(!b.to_string().contains("secret"), "{b}");
+        assert!(b["message"].as_str().unwrap().contains(id));
+        let (_, other) = body(Error::Storage("x".into()).into()).await;
+        assert_ne!(other["request_id"], b["request_id"], "ids differ per request");
+        // Errors the caller can act on keep their message and have no id.
+        let (status, b) = body(Error::InvalidInput("question is empty".into()).into()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert_eq!(b["message"], "invalid input: question is empty");
+        assert!(b.get("request_id").is_none());
     }
 }
