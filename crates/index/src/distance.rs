@@ -15,7 +15,7 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
 }
 
 #[cfg(target_arch = "x86_64")]
-fn has_avx2_fma() -> bool {
+pub(crate) fn has_avx2_fma() -> bool {
     use std::sync::OnceLock;
     static HAS: OnceLock<bool> = OnceLock::new();
     *HAS.get_or_init(|| is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"))
@@ -46,17 +46,25 @@ unsafe fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
             acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i)), _mm256_loadu_ps(pb.add(i)), acc[0]);
             i += 8;
         }
-        let v = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
-        let quad = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-        let pair = _mm_add_ps(quad, _mm_movehl_ps(quad, quad));
-        let one = _mm_add_ss(pair, _mm_shuffle_ps(pair, pair, 1));
-        let mut s = _mm_cvtss_f32(one);
+        let mut s = hsum4(acc);
         while i < n {
             s += a[i] * b[i];
             i += 1;
         }
         s
     }
+}
+
+/// The sum of the 32 lanes of four 8-wide accumulators, as a tree (the kernels' last step).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+pub(crate) fn hsum4(acc: [std::arch::x86_64::__m256; 4]) -> f32 {
+    use std::arch::x86_64::*;
+    let v = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+    let quad = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    let pair = _mm_add_ps(quad, _mm_movehl_ps(quad, quad));
+    _mm_cvtss_f32(_mm_add_ss(pair, _mm_shuffle_ps(pair, pair, 1)))
 }
 
 fn dot_portable(a: &[f32], b: &[f32]) -> f32 {

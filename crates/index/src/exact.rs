@@ -7,8 +7,8 @@
 //! decided by it), then the chosen documents' quotas are filled from their own chunks.
 
 use crate::distance::dot;
-use crate::half::{dot_half, error_bound};
-use crate::hnsw::Scored;
+use crate::half::error_bound;
+use crate::hnsw::{Scored, Vectors};
 use crate::{ResolvedExclusion, VectorIndex};
 use ragctx_core::Grouping;
 use std::cmp::Reverse;
@@ -24,17 +24,24 @@ impl VectorIndex {
         grouping: Option<&Grouping>,
         ex: &ResolvedExclusion,
     ) -> (Vec<(u32, f32)>, usize) {
-        // Two half scores within `slack` of each other may rank either way in f32.
-        let slack = if self.half_ok { 2.0 * error_bound(q, self.max_norm) } else { 0.0 };
+        let slack = self.slack(q);
         let mut visits = 0;
         let hits = match grouping {
             None => {
                 let mut best: BinaryHeap<Reverse<Scored>> = BinaryHeap::with_capacity(limit + 1);
+                let floor = |best: &BinaryHeap<Reverse<Scored>>| {
+                    if best.len() < limit {
+                        f32::NEG_INFINITY
+                    } else {
+                        best.peek().expect("full").0 .0
+                    }
+                };
+                // Scored from the binary16 copy: every node that may still be among the best
+                // in f32 (within `slack` of the running floor) is kept for the re-score.
                 let mut shortlist: Vec<Scored> = Vec::new();
                 self.scan(q, ex, |s| {
                     visits += 1;
-                    let floor = if best.len() < limit { f32::NEG_INFINITY } else { best.peek().expect("full").0 .0 };
-                    if s.0 >= floor - slack {
+                    if slack.is_some_and(|slack| s.0 >= floor(&best) - slack) {
                         shortlist.push(s);
                     }
                     if best.len() < limit {
@@ -44,11 +51,20 @@ impl VectorIndex {
                         best.push(Reverse(s));
                     }
                 });
-                let floor = if best.len() < limit { f32::NEG_INFINITY } else { best.peek().expect("full").0 .0 };
-                let mut out = self.rescored(q, shortlist.into_iter().filter(|s| s.0 >= floor - slack).map(|s| s.1));
-                visits += out.len();
-                out.truncate(limit);
-                out
+                match slack {
+                    Some(slack) => {
+                        let mut out = self.rescore_above(q, shortlist, floor(&best), slack);
+                        visits += out.len();
+                        out.truncate(limit);
+                        out
+                    }
+                    // Scored in f32 already: the heap is the answer.
+                    None => {
+                        let mut out: Vec<Scored> = best.into_iter().map(|r| r.0).collect();
+                        out.sort_by(|a, b| b.cmp(a));
+                        out
+                    }
+                }
             }
             Some(g) => {
                 let none = Scored(f32::NEG_INFINITY, u32::MAX);
@@ -70,7 +86,7 @@ impl VectorIndex {
                 if limit < docs.len() {
                     docs.select_nth_unstable_by(limit - 1, by_best);
                     // Documents whose best chunk may beat the `limit`-th in f32.
-                    let floor = docs[limit - 1].0 .0 - slack;
+                    let floor = docs[limit - 1].0 .0 - slack.unwrap_or(0.0);
                     docs.retain(|(s, _)| s.0 >= floor);
                 }
                 let nodes = docs.iter().flat_map(|&(_, d)| self.doc_nodes[d as usize].iter().copied());
@@ -83,18 +99,42 @@ impl VectorIndex {
     }
 
     /// `nodes` scored in f32, best first.
-    pub(crate) fn rescored(&self, q: &[f32], nodes: impl Iterator<Item = u32>) -> Vec<Scored> {
+    fn rescored(&self, q: &[f32], nodes: impl Iterator<Item = u32>) -> Vec<Scored> {
         let mut out: Vec<Scored> = nodes.map(|n| Scored(dot(q, self.vector(n)), n)).collect();
         out.sort_by(|a, b| b.cmp(a));
         out
     }
 
-    /// Scores every node `ex` does not block, in node order: from the half-precision copy
-    /// when every vector fits it, else in f32.
+    /// How far apart a binary16 score and the f32 score of the same node may be, both ways
+    /// summed (two nodes whose binary16 scores differ by less may rank either way in f32);
+    /// `None` when the index scores in f32 (a vector did not fit binary16).
+    pub(crate) fn slack(&self, q: &[f32]) -> Option<f32> {
+        self.half_ok.then(|| 2.0 * error_bound(q, self.max_norm))
+    }
+
+    /// Candidates with binary16 scores → every one that may rank at or above `floor` (a
+    /// binary16 score) in f32, re-scored in f32, best first. The walk and the exact path
+    /// both end here.
+    pub(crate) fn rescore_above(
+        &self,
+        q: &[f32],
+        candidates: impl IntoIterator<Item = Scored>,
+        floor: f32,
+        slack: f32,
+    ) -> Vec<Scored> {
+        self.rescored(q, candidates.into_iter().filter(|s| s.0 >= floor - slack).map(|s| s.1))
+    }
+
+    /// The vectors searches score with: the binary16 copy when every vector fits it, else f32.
+    pub(crate) fn search_vectors(&self) -> Vectors<'_> {
+        Vectors { data: &self.vectors, dim: self.dim, halves: self.half_ok.then_some(&self.halves[..]) }
+    }
+
+    /// Scores every node `ex` does not block, in node order, with [`VectorIndex::search_vectors`].
     #[inline]
     fn scan(&self, q: &[f32], ex: &ResolvedExclusion, mut each: impl FnMut(Scored)) {
         let nodes = self.nodes();
-        let dim = self.dim;
+        let vectors = self.search_vectors();
         for (w, &word) in ex.blocked.words().iter().enumerate() {
             let mut open = !word;
             while open != 0 {
@@ -103,12 +143,7 @@ impl VectorIndex {
                 if n >= nodes {
                     return;
                 }
-                let score = if self.half_ok {
-                    dot_half(q, &self.halves[n * dim..(n + 1) * dim])
-                } else {
-                    dot(q, self.vector(n as u32))
-                };
-                each(Scored(score, n as u32));
+                each(Scored(vectors.score(q, n as u32), n as u32));
             }
         }
     }

@@ -105,9 +105,7 @@ fn dot_half_scalar(q: &[f32], y: &[u16]) -> f32 {
 fn has_f16c() -> bool {
     use std::sync::OnceLock;
     static HAS: OnceLock<bool> = OnceLock::new();
-    *HAS.get_or_init(|| {
-        is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c")
-    })
+    *HAS.get_or_init(|| crate::distance::has_avx2_fma() && is_x86_feature_detected!("f16c"))
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -133,10 +131,7 @@ unsafe fn dot_half_avx2(q: &[f32], y: &[u16]) -> f32 {
             acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(pq.add(i)), h, acc[0]);
             i += 8;
         }
-        let v = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
-        let quad = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-        let pair = _mm_add_ps(quad, _mm_movehl_ps(quad, quad));
-        let mut s = _mm_cvtss_f32(_mm_add_ss(pair, _mm_shuffle_ps(pair, pair, 1)));
+        let mut s = crate::distance::hsum4(acc);
         while i < n {
             s += q[i] * from_half(y[i]);
             i += 1;

@@ -73,7 +73,7 @@ impl Vectors<'_> {
 
     /// The similarity the walk ranks by: f32, or from the binary16 copy when there is one.
     #[inline]
-    fn score(&self, q: &[f32], node: u32) -> f32 {
+    pub fn score(&self, q: &[f32], node: u32) -> f32 {
         match self.halves {
             Some(h) => {
                 let i = node as usize * self.dim;

@@ -84,9 +84,11 @@ pub struct IndexParams {
     /// points; the planner scans whenever the walk it would need costs more. Measured with
     /// `bench search` on the 37.5k MTRAG MiniLM vectors, one core: a walk at ef 96 ≈ 0.22 ms
     /// and the half-precision scan ≈ 0.84 ms put the break-even near 100 (at 100k: 0.26 vs
-    /// 2.4 ms). Walks widened past a large crowd of excluded neighbours also lose recall (0.90
-    /// past 1,000 at 100k), so the scan is taken at the break-even, not later. 0 = never scan
-    /// on cost (tests that must exercise the walk).
+    /// 2.4 ms; 2026-11-30, walk in f32). The break-even depends on the machine: on 2026-12-01's
+    /// AMD EPYC, with the walk reading the binary16 copy, it was nearer 50 (bench/README.md,
+    /// "Issue 16"). Walks widened past a large crowd of excluded neighbours also lose recall
+    /// (0.91 past 1,000 at 100k), so the scan is not taken later than this. 0 = never scan on
+    /// cost (tests that must exercise the walk).
     pub scan_ratio: usize,
 }
 
@@ -394,8 +396,7 @@ impl VectorIndex {
         };
         // The walk reads the binary16 copy (half the bytes per node); what it finds is
         // re-scored in f32 below.
-        let halves = self.half_ok.then_some(&self.halves[..]);
-        let vectors = Vectors { data: &self.vectors, dim: self.dim, halves };
+        let vectors = self.search_vectors();
         let Some(entry) = self.graph.entry_for(&vectors, vector) else {
             return scan("no graph entry point".into(), 1, 0);
         };
@@ -431,8 +432,7 @@ impl VectorIndex {
                 }
                 continue;
             }
-            let found =
-                self.rescore_walk(vector, walk.results(usize::MAX), grouping.is_some(), limit, halves.is_some());
+            let found = self.walk_hits_in_f32(vector, walk.results(usize::MAX), grouping.is_some(), limit);
             let hits = match grouping {
                 Some(g) => self.group(&found, limit, g),
                 None => found,
@@ -462,13 +462,13 @@ impl VectorIndex {
     /// walk ranked by the binary16 copy, every node that could be among the best `limit` in
     /// f32 (all of them when grouping) is re-scored, as in the exact path. At most `limit`
     /// without grouping.
-    fn rescore_walk(&self, q: &[f32], found: Vec<Scored>, grouping: bool, limit: usize, half: bool) -> Vec<Scored> {
-        let mut out = if half {
-            let slack = 2.0 * half::error_bound(q, self.max_norm);
-            let floor = if grouping || found.len() <= limit { f32::NEG_INFINITY } else { found[limit - 1].0 };
-            self.rescored(q, found.into_iter().filter(|s| s.0 >= floor - slack).map(|s| s.1))
-        } else {
-            found
+    fn walk_hits_in_f32(&self, q: &[f32], found: Vec<Scored>, grouping: bool, limit: usize) -> Vec<Scored> {
+        let mut out = match self.slack(q) {
+            Some(slack) => {
+                let floor = if grouping || found.len() <= limit { f32::NEG_INFINITY } else { found[limit - 1].0 };
+                self.rescore_above(q, found, floor, slack)
+            }
+            None => found,
         };
         if !grouping {
             out.truncate(limit);

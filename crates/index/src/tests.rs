@@ -334,3 +334,28 @@ fn walk_hits_carry_f32_scores() {
         assert!(hits.hits.windows(2).all(|w| w[0].1 >= w[1].1));
     }
 }
+
+/// A vector beyond binary16's range turns the half copy off: both paths then score in f32
+/// alone and still give the reference answer with f32 scores.
+#[test]
+fn an_index_beyond_half_range_searches_in_f32() {
+    let data = corpus(80, 4, 16, 29);
+    let mut ix = build(&data, 0);
+    let huge: Vec<f32> = data[40].2.iter().map(|x| x * 1e6).collect();
+    ix.upsert("huge", "dh", 1.0, &huge);
+    assert!(!ix.half_ok);
+    let q = &data[40].2;
+    for grouping in [None, Some(Grouping::new(2))] {
+        let req = request(q, 8, grouping, ExclusionSet::default());
+        for force in [ForcePath::Exact, ForcePath::Graph] {
+            let got = ix.search_with(&req, Some(force));
+            if force == ForcePath::Exact {
+                assert_eq!(ids(&ix, &got), reference(&ix, &req), "grouping {:?}", req.grouping);
+            }
+            assert_eq!(got.hits[0].0, ix.by_chunk["huge"], "the huge vector scores highest");
+            for &(n, s) in &got.hits {
+                assert_eq!(s, distance::dot(q, ix.vector(n)), "node {n}");
+            }
+        }
+    }
+}

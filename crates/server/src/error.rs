@@ -39,7 +39,7 @@ impl From<Error> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        if self.status.is_server_error() && self.code == "internal" {
+        if self.code == "internal" {
             let id = request_id();
             eprintln!("ragctx serve: request {id}: internal error: {}", self.message);
             let body = serde_json::json!({
