@@ -1,11 +1,11 @@
 //! The one factory: settings → backends → engine.
 
-use crate::config::{Backend, MilvusSettings, Settings};
+use crate::config::{Backend, EmbedderSettings, MilvusSettings, Settings};
 use anyhow::{Context, Result};
 use ragctx_core::{Embedder, SessionStore, VectorStore};
 use ragctx_engine::Engine;
 use ragctx_index::IndexParams;
-use ragctx_models::{Cl100kCounter, ExtractiveGenerator, MiniLmEmbedder, OpenAiGenerator};
+use ragctx_models::{Cl100kCounter, ExtractiveGenerator, MiniLmEmbedder, OpenAiGenerator, RemoteEmbedder};
 use ragctx_redis::RedisSessionStore;
 use ragctx_store::DataDir;
 use std::sync::Arc;
@@ -15,8 +15,35 @@ pub struct App {
     /// The data dir, when a backend lives there; `None` with Milvus and Redis (production):
     /// nothing local is opened or locked, so any number of processes run side by side.
     pub data: Option<DataDir>,
-    pub embedder: Arc<MiniLmEmbedder>,
+    pub embedder: Arc<dyn Embedder>,
+    /// The same embedder when it runs in process (for what only it can tell: its tokens).
+    pub local: Option<Arc<MiniLmEmbedder>>,
     pub engine: Engine,
+}
+
+/// The embedder the settings name: the model in `model_dir` run in process, or an
+/// OpenAI-compatible server (asked once for a query embedding, which gives its dimension).
+pub fn embedder(settings: &Settings) -> Result<Arc<dyn Embedder>> {
+    Ok(embedders(settings)?.0)
+}
+
+/// The embedder, and the same one as the in-process model when it is that.
+type Embedders = (Arc<dyn Embedder>, Option<Arc<MiniLmEmbedder>>);
+
+fn embedders(settings: &Settings) -> Result<Embedders> {
+    Ok(match &settings.embedder {
+        EmbedderSettings::Local { prefixes } => {
+            let local = Arc::new(MiniLmEmbedder::load(&settings.model_dir)?.with_prefixes(prefixes.clone()));
+            (local.clone(), Some(local))
+        }
+        EmbedderSettings::OpenAi(c) => (Arc::new(RemoteEmbedder::connect(c.clone())?), None),
+    })
+}
+
+/// Ties the data dir to the embedder's model (refused when it holds another model's vectors).
+pub fn bind_model(settings: &Settings, data: &DataDir, embedder: &dyn Embedder) -> Result<()> {
+    let local = matches!(settings.embedder, EmbedderSettings::Local { .. });
+    Ok(data.bind_model(embedder.model_id(), local)?)
 }
 
 pub fn index_params(settings: &Settings) -> IndexParams {
@@ -35,9 +62,12 @@ pub fn uses_data_dir(settings: &Settings) -> bool {
 impl App {
     /// Loads the model and opens the backends: the data dir only when one of them is in it.
     pub fn open(settings: Settings) -> Result<App> {
-        let embedder = Arc::new(MiniLmEmbedder::load(&settings.model_dir)?);
+        let (embedder, local) = embedders(&settings)?;
         let data =
             if uses_data_dir(&settings) { Some(open_data(&settings, Some(embedder.dimension()))?) } else { None };
+        if let (Some(d), Backend::Embedded) = (&data, &settings.backend) {
+            bind_model(&settings, d, embedder.as_ref())?;
+        }
         let engine = Engine {
             vectors: vector_store(&settings, data.as_ref(), embedder.dimension())?,
             sessions: session_store(&settings, data.as_ref())?,
@@ -49,7 +79,7 @@ impl App {
             },
             turn_locks: Default::default(),
         };
-        Ok(App { settings, data, embedder, engine })
+        Ok(App { settings, data, embedder, local, engine })
     }
 
     /// The data dir, for commands that work on the embedded store only.
@@ -118,7 +148,10 @@ pub fn vectors_only(settings: &Settings) -> Result<Arc<dyn VectorStore>> {
         Backend::Milvus(_) => {
             // The dimension is checked against the collection on connect; the model's
             // config gives it without loading the weights.
-            let dim = ragctx_models::model_dimension(&settings.model_dir)?;
+            let dim = match &settings.embedder {
+                EmbedderSettings::Local { .. } => ragctx_models::model_dimension(&settings.model_dir)?,
+                EmbedderSettings::OpenAi(_) => embedder(settings)?.dimension(),
+            };
             vector_store(settings, None, dim)
         }
     }

@@ -5,7 +5,7 @@ use crate::app::App;
 use crate::config::Settings;
 use anyhow::{bail, Context, Result};
 use clap::Subcommand;
-use ragctx_core::{Embedder, ExclusionSet, SearchPath, SearchRequest, SessionId, VectorStore};
+use ragctx_core::{ExclusionSet, SearchPath, SearchRequest, SessionId, VectorStore};
 use ragctx_index::{ForcePath, IndexParams, VectorIndex};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -272,7 +272,7 @@ fn search(app: &App, o: &SearchOptions) -> Result<()> {
                 .take(queries)
                 .collect();
             let refs: Vec<&str> = qs.iter().map(String::as_str).collect();
-            app.embedder.embed(&refs)?
+            app.embedder.embed_queries(&refs)?
         }
         None => (0..queries).map(|_| noisy(&all[rng.below(all.len())].vector, &mut rng, 0.05)).collect(),
     };
@@ -490,13 +490,21 @@ fn embed(app: &App, corpus: &std::path::Path, n: usize, single: bool, json: bool
     if texts.is_empty() {
         bail!("{} has no passages", corpus.display());
     }
-    let tokens: usize = app.embedder.token_counts(&texts)?.iter().sum();
-    let mean_tokens = tokens as f64 / texts.len() as f64;
+    // Tokens as the encoder sees them: known for the in-process model only.
+    let tokens: Option<usize> = match &app.local {
+        Some(local) => Some(local.token_counts(&texts)?.iter().sum()),
+        None => None,
+    };
+    let mean_tokens = tokens.map(|t| t as f64 / texts.len() as f64);
+    let about = match mean_tokens {
+        Some(m) => format!("{m:.0} tokens on average"),
+        None => format!("via {}", app.embedder.model_id()),
+    };
     if single {
         let mut ms = Vec::with_capacity(texts.len());
         for text in &texts {
             let t = Instant::now();
-            app.embedder.embed(&[text])?;
+            app.embedder.embed_queries(&[text])?;
             ms.push(t.elapsed().as_secs_f64() * 1e3);
         }
         ms.sort_by(f64::total_cmp);
@@ -505,10 +513,7 @@ fn embed(app: &App, corpus: &std::path::Path, n: usize, single: bool, json: bool
             let out = serde_json::json!({"texts": ms.len(), "mean_tokens": mean_tokens, "p50_ms": p50, "p99_ms": p99});
             println!("{}", serde_json::to_string_pretty(&out)?);
         } else {
-            println!(
-                "{} texts one at a time ({mean_tokens:.0} tokens on average): p50 {p50:.2} ms, p99 {p99:.2} ms",
-                ms.len()
-            );
+            println!("{} texts one at a time ({about}): p50 {p50:.2} ms, p99 {p99:.2} ms", ms.len());
         }
         return Ok(());
     }
@@ -518,15 +523,12 @@ fn embed(app: &App, corpus: &std::path::Path, n: usize, single: bool, json: bool
     let rate = vectors.len() as f64 / secs;
     if json {
         let out = serde_json::json!({"passages": vectors.len(), "seconds": secs, "passages_per_s": rate,
-            "tokens": tokens, "tokens_per_s": tokens as f64 / secs, "mean_tokens": mean_tokens});
+            "tokens": tokens, "tokens_per_s": tokens.map(|t| t as f64 / secs), "mean_tokens": mean_tokens,
+            "model": app.embedder.model_id()});
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
-        println!(
-            "{} passages ({mean_tokens:.0} tokens each on average, at most {}) in {secs:.2} s: {rate:.1} passages/s, {:.0} tokens/s",
-            vectors.len(),
-            ragctx_models::MAX_TOKENS,
-            tokens as f64 / secs
-        );
+        let tokens_per_s = tokens.map(|t| format!(", {:.0} tokens/s", t as f64 / secs)).unwrap_or_default();
+        println!("{} passages ({about}) in {secs:.2} s: {rate:.1} passages/s{tokens_per_s}", vectors.len());
     }
     Ok(())
 }

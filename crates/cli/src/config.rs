@@ -12,6 +12,27 @@ use std::path::{Path, PathBuf};
 pub struct RawConfig {
     pub data_dir: Option<PathBuf>,
     pub model_dir: Option<PathBuf>,
+    /// `local` (default: the model in `model_dir`, in process) or `openai` (an
+    /// OpenAI-compatible `/v1/embeddings` server at `embedder_url`).
+    pub embedder: Option<String>,
+    /// e.g. `http://127.0.0.1:8000/v1` (what `scripts/embedder-up` prints).
+    pub embedder_url: Option<String>,
+    pub embedder_model: Option<String>,
+    /// Also read from RAGCTX_EMBEDDER_API_KEY.
+    pub embedder_api_key: Option<String>,
+    /// Send `input_type` query/passage (default true; OpenAI's own API wants false).
+    pub embedder_input_type: Option<bool>,
+    /// Put before each query / passage before embedding (e5: `query: ` / `passage: `).
+    pub embedder_query_prefix: Option<String>,
+    pub embedder_passage_prefix: Option<String>,
+    /// Texts per request (default 16).
+    pub embedder_batch: Option<usize>,
+    /// Requests in flight at once (default 2).
+    pub embedder_concurrency: Option<usize>,
+    /// Deadline of one request in seconds (default 120).
+    pub embedder_timeout_secs: Option<u64>,
+    /// Retries after a failed request, with back-off (default 4).
+    pub embedder_retries: Option<u32>,
     pub backend: Option<String>,
     /// Milvus server, e.g. `http://127.0.0.1:19530` (backend `milvus`).
     pub milvus_uri: Option<String>,
@@ -65,6 +86,17 @@ impl RawConfig {
         pick!(
             data_dir,
             model_dir,
+            embedder,
+            embedder_url,
+            embedder_model,
+            embedder_api_key,
+            embedder_input_type,
+            embedder_query_prefix,
+            embedder_passage_prefix,
+            embedder_batch,
+            embedder_concurrency,
+            embedder_timeout_secs,
+            embedder_retries,
             backend,
             milvus_uri,
             collection,
@@ -108,13 +140,28 @@ impl RawConfig {
         }
         fn num<T: std::str::FromStr>(name: &str) -> Result<Option<T>> {
             match var(name) {
-                Some(v) => v.parse().map(Some).map_err(|_| anyhow::anyhow!("RAGCTX_{name}={v:?} is not a number")),
+                Some(v) => v.parse().map(Some).map_err(|_| anyhow::anyhow!("RAGCTX_{name}={v:?} is not a valid value")),
                 None => Ok(None),
             }
+        }
+        // Prefixes keep their spaces ("query: "), and an empty one is a value.
+        fn raw_var(name: &str) -> Option<String> {
+            std::env::var(format!("RAGCTX_{name}")).ok()
         }
         Ok(RawConfig {
             data_dir: var("DATA_DIR").map(PathBuf::from),
             model_dir: var("MODEL_DIR").map(PathBuf::from),
+            embedder: var("EMBEDDER"),
+            embedder_url: var("EMBEDDER_URL"),
+            embedder_model: var("EMBEDDER_MODEL"),
+            embedder_api_key: var("EMBEDDER_API_KEY"),
+            embedder_input_type: num("EMBEDDER_INPUT_TYPE")?,
+            embedder_query_prefix: raw_var("EMBEDDER_QUERY_PREFIX"),
+            embedder_passage_prefix: raw_var("EMBEDDER_PASSAGE_PREFIX"),
+            embedder_batch: num("EMBEDDER_BATCH")?,
+            embedder_concurrency: num("EMBEDDER_CONCURRENCY")?,
+            embedder_timeout_secs: num("EMBEDDER_TIMEOUT_SECS")?,
+            embedder_retries: num("EMBEDDER_RETRIES")?,
             backend: var("BACKEND"),
             milvus_uri: var("MILVUS_URI"),
             collection: var("COLLECTION"),
@@ -154,6 +201,8 @@ impl RawConfig {
 pub struct Settings {
     pub data_dir: PathBuf,
     pub model_dir: PathBuf,
+    /// Where embeddings come from.
+    pub embedder: EmbedderSettings,
     pub turn: TurnSettings,
     pub ef_search: Option<usize>,
     /// Where vectors live: the data dir, or a Milvus collection.
@@ -206,9 +255,11 @@ impl Settings {
             mode: None,
         };
         turn.validate()?;
+        let embedder = EmbedderSettings::from_raw(&raw)?;
         Ok(Settings {
             data_dir: raw.data_dir.unwrap_or_else(|| PathBuf::from("ragctx-data")),
             model_dir: raw.model_dir.unwrap_or_else(default_model_dir),
+            embedder,
             turn,
             ef_search: raw.ef_search,
             backend,
@@ -230,6 +281,76 @@ impl Settings {
                 other => bail!("unknown generator {other:?}: use extractive or openai"),
             },
         })
+    }
+}
+
+/// Where embeddings come from, validated.
+#[derive(Clone, Debug)]
+pub enum EmbedderSettings {
+    /// The model in `model_dir`, run in process.
+    Local { prefixes: ragctx_models::Prefixes },
+    /// An OpenAI-compatible `/v1/embeddings` server.
+    OpenAi(ragctx_models::RemoteEmbedderConfig),
+}
+
+impl EmbedderSettings {
+    fn from_raw(raw: &RawConfig) -> Result<EmbedderSettings> {
+        let prefixes = ragctx_models::Prefixes {
+            query: raw.embedder_query_prefix.clone().unwrap_or_default(),
+            passage: raw.embedder_passage_prefix.clone().unwrap_or_default(),
+        };
+        let remote_only = [
+            ("embedder_url", raw.embedder_url.is_some()),
+            ("embedder_model", raw.embedder_model.is_some()),
+            ("embedder_api_key", raw.embedder_api_key.is_some()),
+            ("embedder_input_type", raw.embedder_input_type.is_some()),
+            ("embedder_batch", raw.embedder_batch.is_some()),
+            ("embedder_concurrency", raw.embedder_concurrency.is_some()),
+            ("embedder_timeout_secs", raw.embedder_timeout_secs.is_some()),
+            ("embedder_retries", raw.embedder_retries.is_some()),
+        ];
+        match raw.embedder.as_deref().unwrap_or("local") {
+            "local" => {
+                if let Some((key, _)) = remote_only.iter().find(|(_, set)| *set) {
+                    bail!(ragctx_core::Error::InvalidInput(format!(
+                        "{key} is set, but the embedder is local (the model in --model-dir): use --embedder openai to embed with a server"
+                    )));
+                }
+                Ok(EmbedderSettings::Local { prefixes })
+            }
+            "openai" => {
+                let url = raw.embedder_url.clone().context(
+                    "--embedder openai needs --embedder-url (e.g. http://127.0.0.1:8000/v1; RAGCTX_EMBEDDER_URL)",
+                )?;
+                let model = raw
+                    .embedder_model
+                    .clone()
+                    .context("--embedder openai needs --embedder-model (RAGCTX_EMBEDDER_MODEL)")?;
+                let mut c = ragctx_models::RemoteEmbedderConfig::new(&url, &model);
+                c.api_key = raw.embedder_api_key.clone();
+                c.input_type = raw.embedder_input_type.unwrap_or(true);
+                c.prefixes = prefixes;
+                c.batch = raw.embedder_batch.unwrap_or(c.batch);
+                c.concurrency = raw.embedder_concurrency.unwrap_or(c.concurrency);
+                if c.batch == 0 || c.concurrency == 0 {
+                    bail!(ragctx_core::Error::InvalidInput(
+                        "embedder_batch and embedder_concurrency must be at least 1".into()
+                    ));
+                }
+                match raw.embedder_timeout_secs {
+                    Some(0) => {
+                        bail!(ragctx_core::Error::InvalidInput("embedder_timeout_secs must be at least 1".into()))
+                    }
+                    Some(t) => c.timeout = std::time::Duration::from_secs(t),
+                    None => {}
+                }
+                c.retries = raw.embedder_retries.unwrap_or(c.retries);
+                Ok(EmbedderSettings::OpenAi(c))
+            }
+            other => bail!(ragctx_core::Error::InvalidInput(format!(
+                "unknown embedder {other:?}: use local (the model in --model-dir) or openai (a /v1/embeddings server)"
+            ))),
+        }
     }
 }
 

@@ -9,7 +9,6 @@ use clap::Subcommand;
 use ragctx_core::{Embedder, ExclusionSet, SearchRequest};
 use ragctx_engine::Granularity;
 use ragctx_index::{IndexParams, VectorIndex};
-use ragctx_models::MiniLmEmbedder;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -88,7 +87,7 @@ pub fn run(settings: &Settings, what: &EvalCommand) -> Result<()> {
         EvalCommand::Intent { cases, min_accuracy, json } => crate::eval_intent::run(cases, *min_accuracy, *json),
         EvalCommand::Conflicts { file, json } => conflicts(settings, file, *json),
         EvalCommand::Beir { data, json } => {
-            beir(&MiniLmEmbedder::load(&settings.model_dir)?, &settings.data_dir, data, *json)
+            beir(crate::app::embedder(settings)?.as_ref(), &settings.data_dir, data, *json)
         }
         EvalCommand::Mtrag {
             data,
@@ -180,7 +179,7 @@ pub fn recall_at(ranked: &[String], rel: &HashMap<String, f64>, k: usize) -> f64
     ranked.iter().take(k).filter(|d| relevant.contains(d)).count() as f64 / relevant.len() as f64
 }
 
-fn beir(embedder: &MiniLmEmbedder, data_dir: &Path, dir: &Path, json: bool) -> Result<()> {
+fn beir(embedder: &dyn Embedder, data_dir: &Path, dir: &Path, json: bool) -> Result<()> {
     let started = Instant::now();
     let corpus = read_jsonl(&dir.join("corpus.jsonl"))?;
     let queries_path = [dir.join("queries_test.jsonl"), dir.join("queries.jsonl")].into_iter().find(|p| p.is_file());
@@ -212,7 +211,7 @@ fn beir(embedder: &MiniLmEmbedder, data_dir: &Path, dir: &Path, json: bool) -> R
     let judged: Vec<&serde_json::Value> =
         queries.iter().filter(|q| q["_id"].as_str().is_some_and(|id| qrels.contains_key(id))).collect();
     let qtexts: Vec<&str> = judged.iter().map(|q| q["text"].as_str().unwrap_or("")).collect();
-    let qvecs = embedder.embed(&qtexts)?;
+    let qvecs = embedder.embed_queries(&qtexts)?;
     let (mut ndcg, mut r10, mut r100) = (0.0, 0.0, 0.0);
     let mut lat = Vec::new();
     for (q, v) in judged.iter().zip(qvecs) {
@@ -256,7 +255,7 @@ fn conflicts(settings: &Settings, file: &Path, json: bool) -> Result<()> {
     let mut docs: Vec<&serde_json::Value> =
         cases.iter().flat_map(|c| c["sides"].as_array().into_iter().flatten()).collect();
     docs.extend(v["distractors"].as_array().into_iter().flatten());
-    let embedder = Arc::new(MiniLmEmbedder::load(&settings.model_dir)?);
+    let embedder = crate::app::embedder(settings)?;
     let texts: Vec<&str> = docs.iter().map(|d| d["text"].as_str().unwrap_or_default()).collect();
     let vectors = embedder.embed(&texts)?;
     let store = ragctx_index::MemoryVectorStore::new(embedder.dimension(), IndexParams::default());

@@ -12,7 +12,7 @@ use ragctx_engine::dedupe::text_hash;
 use ragctx_engine::ingest::{parse_jsonl, text_tokens};
 use ragctx_engine::{Consumption, ConversationQuery, Engine, Granularity, Strategy, TurnSettings, Utterance};
 use ragctx_index::{IndexParams, MemoryVectorStore};
-use ragctx_models::{Cl100kCounter, ExtractiveGenerator, MiniLmEmbedder};
+use ragctx_models::{Cl100kCounter, ExtractiveGenerator};
 use ragctx_store::DataDir;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -95,7 +95,7 @@ pub const WEIGHTED_QUERY: [f32; 3] = [1.0, 0.5, 0.25];
 
 /// Remembers query embeddings: every strategy asks the same questions.
 pub struct MemoEmbedder {
-    pub inner: MiniLmEmbedder,
+    pub inner: Arc<dyn Embedder>,
     pub memo: Mutex<HashMap<String, Vec<f32>>>,
 }
 
@@ -103,7 +103,7 @@ impl MemoEmbedder {
     /// Remembers under `key` the normalised weighted sum of the embeddings of `turns`
     /// (current question first), so the engine's embed of `key` returns the mix.
     pub fn mix(&self, key: &str, turns: &[&str]) -> ragctx_core::Result<()> {
-        let mut vectors = self.embed(turns)?;
+        let mut vectors = self.embed_queries(turns)?;
         let question = vectors.remove(0);
         let mix = ragctx_engine::mix_vectors(&question, &vectors, &WEIGHTED_QUERY);
         self.memo.lock().expect("memo").insert(key.to_owned(), mix);
@@ -119,12 +119,15 @@ impl Embedder for MemoEmbedder {
         self.inner.model_id()
     }
     fn embed(&self, texts: &[&str]) -> ragctx_core::Result<Vec<Vec<f32>>> {
+        self.inner.embed(texts)
+    }
+    fn embed_queries(&self, texts: &[&str]) -> ragctx_core::Result<Vec<Vec<f32>>> {
         let missing: Vec<&str> = {
             let memo = self.memo.lock().expect("memo");
             texts.iter().copied().filter(|t| !memo.contains_key(*t)).collect()
         };
         if !missing.is_empty() {
-            let v = self.inner.embed(&missing)?;
+            let v = self.inner.embed_queries(&missing)?;
             let mut memo = self.memo.lock().expect("memo");
             for (t, v) in missing.into_iter().zip(v) {
                 memo.insert(t.to_owned(), v);
@@ -342,8 +345,7 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
     }
     base.validate()?;
     let variants = variants(opts, &base)?;
-    let embedder =
-        Arc::new(MemoEmbedder { inner: MiniLmEmbedder::load(&settings.model_dir)?, memo: Mutex::new(HashMap::new()) });
+    let embedder = Arc::new(MemoEmbedder { inner: crate::app::embedder(settings)?, memo: Mutex::new(HashMap::new()) });
     let counter = Arc::new(Cl100kCounter::new());
     let carried_head = counter.count("Earlier sources:\n");
     let sessions_dir = std::env::temp_dir().join(format!("ragctx-eval-{}", std::process::id()));
@@ -361,7 +363,7 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
         if !opts.json {
             eprintln!("{domain}: {} passages (embeddings cached in {})", chunks.len(), settings.data_dir.display());
         }
-        let (vectors, _) = embed_all(&embedder.inner, &settings.data_dir, &texts)?;
+        let (vectors, _) = embed_all(embedder.inner.as_ref(), &settings.data_dir, &texts)?;
         let doc_of: HashMap<String, String> =
             chunks.iter().map(|c| (c.id.0.clone(), c.document_id.0.clone())).collect();
         let store = MemoryVectorStore::new(embedder.dimension(), IndexParams::default());

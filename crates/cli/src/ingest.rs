@@ -8,7 +8,7 @@ use ragctx_core::{EmbeddedChunk, Embedder};
 use ragctx_engine::ingest::{
     self, check_unique_ids, chunk_document, parse_jsonl, text_tokens, DocumentFormat, SourcedChunk,
 };
-use ragctx_models::{Cl100kCounter, MiniLmEmbedder};
+use ragctx_models::Cl100kCounter;
 use ragctx_store::EmbeddingCache;
 use std::collections::hash_map::{Entry, HashMap};
 use std::io::IsTerminal;
@@ -177,15 +177,20 @@ pub fn embed_all(embedder: &dyn Embedder, data_dir: &Path, texts: &[&str]) -> Re
 pub fn run(settings: &Settings, paths: &[PathBuf], append: bool) -> Result<()> {
     let started = Instant::now();
     let read = read_paths(paths)?;
-    let embedder = MiniLmEmbedder::load(&settings.model_dir)?;
     if read.chunks.is_empty() {
         bail!(
             "no chunks found in {} (nothing was changed)",
             paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
         );
     }
+    let embedder = crate::app::embedder(settings)?;
+    if let Backend::Embedded = settings.backend {
+        // Before hours of embedding: a store of another model's vectors is refused now.
+        let local = matches!(settings.embedder, crate::config::EmbedderSettings::Local { .. });
+        ragctx_store::DataDir::bind_model_at(&settings.data_dir, embedder.model_id(), local)?;
+    }
     let texts: Vec<&str> = read.chunks.iter().map(|c| c.chunk.text.as_str()).collect();
-    let (vectors, embedded) = embed_all(&embedder, &settings.data_dir, &texts)?;
+    let (vectors, embedded) = embed_all(embedder.as_ref(), &settings.data_dir, &texts)?;
     let counter = Cl100kCounter::new();
     let chunks: Vec<EmbeddedChunk> = read
         .chunks
@@ -199,7 +204,11 @@ pub fn run(settings: &Settings, paths: &[PathBuf], append: bool) -> Result<()> {
         .collect();
     // Only the embedded backend lives in the data dir: with Milvus nothing local is locked.
     let data = match settings.backend {
-        Backend::Embedded => Some(crate::app::open_data(settings, Some(embedder.dimension()))?),
+        Backend::Embedded => {
+            let data = crate::app::open_data(settings, Some(embedder.dimension()))?;
+            crate::app::bind_model(settings, &data, embedder.as_ref())?;
+            Some(data)
+        }
         Backend::Milvus(_) => None,
     };
     let store = crate::app::vector_store(settings, data.as_ref(), embedder.dimension())?;

@@ -37,6 +37,17 @@ struct Cli {
     /// Embedding model directory [env: RAGCTX_MODEL_DIR] [default: ./models/all-MiniLM-L6-v2]
     #[arg(long, global = true)]
     model_dir: Option<PathBuf>,
+    /// Embeddings from: local (the model in --model-dir, in process) or openai (an
+    /// OpenAI-compatible /v1/embeddings server) [env: RAGCTX_EMBEDDER] [default: local]
+    #[arg(long, global = true)]
+    embedder: Option<String>,
+    /// The embedding server's base URL for --embedder openai, e.g. http://127.0.0.1:8000/v1
+    /// (key from RAGCTX_EMBEDDER_API_KEY) [env: RAGCTX_EMBEDDER_URL]
+    #[arg(long, global = true)]
+    embedder_url: Option<String>,
+    /// The model name sent to the embedding server [env: RAGCTX_EMBEDDER_MODEL]
+    #[arg(long, global = true)]
+    embedder_model: Option<String>,
     /// Vector backend: embedded or milvus [env: RAGCTX_BACKEND]
     #[arg(long, global = true)]
     backend: Option<String>,
@@ -203,6 +214,9 @@ fn settings(cli: &Cli, turn: Option<&TurnFlags>) -> Result<Settings> {
     raw = raw.merge(RawConfig {
         data_dir: cli.data_dir.clone(),
         model_dir: cli.model_dir.clone(),
+        embedder: cli.embedder.clone(),
+        embedder_url: cli.embedder_url.clone(),
+        embedder_model: cli.embedder_model.clone(),
         backend: cli.backend.clone(),
         milvus_uri: cli.milvus_uri.clone(),
         collection: cli.collection.clone(),

@@ -16,6 +16,14 @@ pub enum Error {
     ModelMissing { path: String },
     #[error("model error: {0}")]
     Model(String),
+    /// The store holds vectors of another embedding model: searching them with this one's
+    /// query vectors, or adding this one's vectors beside them, would rank by noise.
+    #[error(
+        "this store's vectors were made by embedding model {stored:?}, but ragctx is set to embed with {configured:?}; \
+         vectors of two models cannot be mixed: go back to the first model, or ingest the documents again into a new \
+         data dir (--data-dir) or collection (--collection) with the new one"
+    )]
+    ModelMismatch { stored: String, configured: String },
     #[error("{backend} is unavailable: {message}")]
     Unavailable { backend: String, message: String },
     #[error("storage error: {0}")]
@@ -44,7 +52,7 @@ pub enum ErrorKind {
 impl Error {
     pub fn kind(&self) -> ErrorKind {
         match self {
-            Error::InvalidInput(_) | Error::WrongDimension { .. } => ErrorKind::BadInput,
+            Error::InvalidInput(_) | Error::WrongDimension { .. } | Error::ModelMismatch { .. } => ErrorKind::BadInput,
             Error::NotFound(_) => ErrorKind::NotFound,
             Error::ModelMissing { .. } | Error::Unavailable { .. } => ErrorKind::Unavailable,
             Error::Conflict(_) => ErrorKind::Conflict,

@@ -60,9 +60,18 @@ pub trait SessionStore: Send + Sync {
 /// Turns text into L2-normalised vectors.
 pub trait Embedder: Send + Sync {
     fn dimension(&self) -> usize;
-    /// A stable name of the model, used to key embedding caches.
+    /// A stable name of the model and of everything that changes its vectors (provider,
+    /// prefixes, sequence length), used to key embedding caches and to refuse mixing two
+    /// models' vectors in one store.
     fn model_id(&self) -> &str;
+    /// Embeds passages: what is stored and searched.
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>>;
+    /// Embeds search queries. Models trained with a query/passage distinction (e5's
+    /// `query: ` / `passage: `, bge's instruction) embed the two differently; for the others
+    /// this is [`Embedder::embed`].
+    fn embed_queries(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        self.embed(texts)
+    }
 }
 
 /// Counts tokens the way the model will.

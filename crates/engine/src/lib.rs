@@ -416,7 +416,7 @@ impl Engine {
         let query = reshown_question.as_deref().unwrap_or(query);
         let t = Instant::now();
         let query_vector =
-            self.embedder.embed(&[query])?.pop().ok_or_else(|| Error::Model("no embedding returned".into()))?;
+            self.embedder.embed_queries(&[query])?.pop().ok_or_else(|| Error::Model("no embedding returned".into()))?;
         // A follow-up's words lean on the questions before it ("What do they eat?"): mix in
         // their remembered embeddings (no extra embedding work).
         let mix = match settings.conversation_query {

