@@ -843,6 +843,101 @@ print(json.dumps({"content": r.choices[0].message.content, "citations": extra.ge
     assert_eq!(r["finish"], "stop");
 }
 
+/// `stream: true` forwards the model's pieces as it writes them: through a generator test
+/// double that writes four pieces 700 ms apart, the OpenAI Python client, LangChain's
+/// `ChatOpenAI` and `curl -N` each see the first piece well before the model has finished,
+/// the whole answer in order, and the citations in the last chunk. No client names a
+/// session: each is derived from the first message.
+#[test]
+fn answers_stream_from_the_model_as_it_writes_them() {
+    use std::io::BufRead;
+    let python = repo().join("bench/.venv/bin/python");
+    assert!(python.is_file(), "the OpenAI Python client is installed by bench/setup (scripts/test runs it)");
+    let env = Env::new();
+    let path = corpus(&env, 40);
+    env.ok(&["ingest", path.to_str().unwrap()]);
+    let pieces = ["Quokkas ", "are counted ", "in March ", "[1]."];
+    let double = ragctx_testkit::OpenAiTestDouble::streaming(pieces.iter().map(|p| p.to_string()).collect(), 700, 3);
+    let vars =
+        [("RAGCTX_GENERATOR", "openai"), ("RAGCTX_OPENAI_BASE_URL", &double.url), ("RAGCTX_OPENAI_MODEL", "slow")];
+    let mut server = Server::start(&env, &[], &vars);
+    let addr = server.addr.clone();
+    // Each client prints {"content", "first", "last", "ragctx"}: seconds from the request to
+    // the first and the last content piece.
+    let script = r#"
+import json, sys, time
+from openai import OpenAI
+base = f"http://{sys.argv[1]}/v1"
+question = "When is the quokka festival on Rottnest Island?"
+start = time.monotonic()
+times, content, extra = [], "", {}
+if sys.argv[2] == "openai":
+    client = OpenAI(base_url=base, api_key="unused")
+    assert [m.id for m in client.models.list()] == ["ragctx"]
+    start = time.monotonic()
+    for c in client.chat.completions.create(model="ragctx", messages=[{"role": "user", "content": question}], stream=True):
+        if c.choices and c.choices[0].delta.content:
+            times.append(time.monotonic() - start); content += c.choices[0].delta.content
+        extra = (c.model_extra or {}).get("ragctx") or extra
+else:
+    from langchain_openai import ChatOpenAI
+    llm = ChatOpenAI(base_url=base, api_key="unused", model="ragctx")
+    for c in llm.stream("For LangChain: " + question):
+        if c.content:
+            times.append(time.monotonic() - start); content += c.content
+print(json.dumps({"content": content, "first": times[0], "last": times[-1], "ragctx": extra}))
+"#;
+    for client in ["openai", "langchain"] {
+        let out = Command::new(&python).arg("-c").arg(script).arg(&addr).arg(client).output().unwrap();
+        assert!(out.status.success(), "{client}: {}", String::from_utf8_lossy(&out.stderr));
+        let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(r["content"], pieces.concat(), "{client}: {r}");
+        let (first, last) = (r["first"].as_f64().unwrap(), r["last"].as_f64().unwrap());
+        assert!(
+            last - first > 1.5,
+            "{client}: the first piece came {first:.2} s in, the last {last:.2} s: not streamed"
+        );
+        if client == "openai" {
+            let extra = &r["ragctx"];
+            assert_eq!(extra["answer"], pieces.concat());
+            assert!(extra["session_id"].as_str().unwrap().starts_with("chat-"), "a derived session: {extra}");
+            assert_eq!(extra["citations"].as_array().unwrap().len(), 1, "[1] is checked against the context: {extra}");
+        }
+    }
+    // curl -N: the bytes as they leave the server.
+    let body = r#"{"model":"ragctx","stream":true,"messages":[{"role":"user","content":"Who counts the quokkas?"}]}"#;
+    let mut curl = Command::new("curl")
+        .args(["-sN", "-H", "Content-Type: application/json", "-d", body])
+        .arg(format!("http://{addr}/v1/chat/completions"))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("curl");
+    let start = std::time::Instant::now();
+    let (mut first, mut last, mut streamed) = (None, 0.0, String::new());
+    for line in std::io::BufReader::new(curl.stdout.take().unwrap()).lines().map_while(Result::ok) {
+        let Some(data) = line.strip_prefix("data: ").filter(|d| *d != "[DONE]") else { continue };
+        let event: Value = serde_json::from_str(data).unwrap();
+        if let Some(piece) = event["choices"][0]["delta"]["content"].as_str().filter(|p| !p.is_empty()) {
+            let at = start.elapsed().as_secs_f64();
+            first.get_or_insert(at);
+            last = at;
+            streamed.push_str(piece);
+        }
+    }
+    assert!(curl.wait().unwrap().success());
+    server.kill();
+    assert_eq!(streamed, pieces.concat());
+    assert!(last - first.unwrap() > 1.5, "curl: first piece {first:?} s, last {last:.2} s: not streamed");
+    // The prompts the model got carried the retrieved context.
+    let seen = double.seen.lock().unwrap();
+    assert_eq!(seen.len(), 3);
+    for (_, request) in seen.iter() {
+        let sent: Value = serde_json::from_str(request).unwrap();
+        assert_eq!(sent["stream"], true);
+        assert!(sent["messages"][0]["content"].as_str().unwrap().contains("[1] "), "context sent: {sent}");
+    }
+}
+
 #[test]
 fn load_test_loses_no_turn() {
     let env = Env::new();

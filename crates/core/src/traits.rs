@@ -96,4 +96,12 @@ pub struct GenerationRequest<'a> {
 pub trait Generator: Send + Sync {
     fn name(&self) -> &str;
     fn generate(&self, request: &GenerationRequest<'_>) -> Result<String>;
+    /// [`Generator::generate`], handing each piece of the answer to `on_delta` as the model
+    /// produces it; returns the whole answer. Generators that cannot stream hand over the
+    /// whole answer at once.
+    fn generate_streaming(&self, request: &GenerationRequest<'_>, on_delta: &(dyn Fn(&str) + Sync)) -> Result<String> {
+        let answer = self.generate(request)?;
+        on_delta(&answer);
+        Ok(answer)
+    }
 }

@@ -71,16 +71,19 @@ impl From<Trace> for TurnOutcome {
 
 /// What one turn is asked: the question, the text searched with (the question, or a
 /// rewrite), and the conversation when the caller gives it (the OpenAI-compatible front).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy)]
 struct Asked<'a> {
     question: &'a str,
     query: &'a str,
     conversation: Option<&'a [Utterance]>,
+    /// Where the answer streams to, as the generator produces it (first plan only: see
+    /// [`Engine::ask_streaming`]).
+    on_delta: Option<&'a (dyn Fn(&str) + Sync)>,
 }
 
 impl<'a> Asked<'a> {
     fn new(question: &'a str, query: &'a str) -> Self {
-        Asked { question, query, conversation: None }
+        Asked { question, query, conversation: None, on_delta: None }
     }
 }
 
@@ -183,7 +186,27 @@ impl Engine {
         settings: &TurnSettings,
         deadline: Option<Instant>,
     ) -> Result<TurnOutcome> {
-        self.turn(session, question, question, Some(conversation), settings, deadline)
+        let asked = Asked { conversation: Some(conversation), ..Asked::new(question, question) };
+        self.turn(session, asked, settings, deadline)
+    }
+
+    /// A turn whose answer streams to `on_delta` piece by piece as the generator produces
+    /// it (the OpenAI-compatible front with `stream: true`); `conversation` as in
+    /// [`Engine::ask_in_conversation`], or `None` for the session's own. The outcome is the
+    /// turn as recorded. Only the first plan streams: when another process commits a turn
+    /// of this session meanwhile, the turn is planned and answered again without streaming,
+    /// and the outcome's answer (the one recorded) differs from what was streamed.
+    pub fn ask_streaming(
+        &self,
+        session: &SessionId,
+        question: &str,
+        conversation: Option<&[Utterance]>,
+        settings: &TurnSettings,
+        deadline: Option<Instant>,
+        on_delta: &(dyn Fn(&str) + Sync),
+    ) -> Result<TurnOutcome> {
+        let asked = Asked { conversation, on_delta: Some(on_delta), ..Asked::new(question, question) };
+        self.turn(session, asked, settings, deadline)
     }
 
     /// [`Engine::ask`] where the text embedded for the search (`query`: a rewrite, or the
@@ -208,23 +231,20 @@ impl Engine {
         settings: &TurnSettings,
         deadline: Option<Instant>,
     ) -> Result<TurnOutcome> {
-        self.turn(session, question, query, None, settings, deadline)
+        self.turn(session, Asked::new(question, query), settings, deadline)
     }
 
     fn turn(
         &self,
         session: &SessionId,
-        question: &str,
-        query: &str,
-        conversation: Option<&[Utterance]>,
+        asked: Asked<'_>,
         settings: &TurnSettings,
         deadline: Option<Instant>,
     ) -> Result<TurnOutcome> {
         let started = Instant::now();
         settings.validate()?;
-        let question = validate_question(question)?;
-        let query = validate_question(query)?;
-        let asked = Asked { question, query, conversation };
+        let asked =
+            Asked { question: validate_question(asked.question)?, query: validate_question(asked.query)?, ..asked };
         self.turn_locks.with(session, || self.plan_and_commit(session, asked, settings, started, deadline))
     }
 
@@ -250,6 +270,8 @@ impl Engine {
                 return Err(late(started.elapsed().as_secs_f64()));
             }
             let state = self.sessions.load(session)?.unwrap_or_default();
+            // Only the first plan streams (a client cannot take back what it was sent).
+            let asked = if replans == 0 { asked } else { Asked { on_delta: None, ..asked } };
             let (mut trace, record, new_markers) = self.run(session, &state, asked, settings, None)?;
             trace.stats.replans = replans;
             let t = Instant::now();
@@ -315,7 +337,7 @@ impl Engine {
         settings: &TurnSettings,
         exclusion: Option<ExclusionSet>,
     ) -> Result<(Trace, ragctx_core::TurnRecord, BTreeMap<DocumentId, u32>)> {
-        let Asked { question, query, conversation } = asked;
+        let Asked { question, query, conversation, on_delta } = asked;
         let mut a = self.assemble(state, question, query, conversation, settings, exclusion)?;
         let t = Instant::now();
         let answering = a.answer_question.as_deref().unwrap_or(question);
@@ -325,7 +347,10 @@ impl Engine {
             pointers: &a.context.pointers,
             prompt: &a.prompt,
         };
-        let answer = self.generator.generate(&request)?;
+        let answer = match on_delta {
+            Some(f) => self.generator.generate_streaming(&request, f)?,
+            None => self.generator.generate(&request)?,
+        };
         let (citations, invalid) = context::check_citations(&answer, &a.context.blocks, &a.context.pointers);
         a.timings.insert("generate".into(), ms_since(t));
         let at = now_ms();

@@ -77,9 +77,99 @@ impl OpenAiGenerator {
     }
 }
 
+impl OpenAiGenerator {
+    /// One streamed attempt: `Ok(Err(..))` is a failure worth retrying, which only happens
+    /// before the first piece was handed on (a piece cannot be taken back).
+    fn attempt_streaming(
+        &self,
+        body: &Value,
+        on_delta: &(dyn Fn(&str) + Sync),
+    ) -> Result<std::result::Result<String, String>> {
+        let mut req = self.agent.post(&self.url()).header("Content-Type", "application/json");
+        if let Some(k) = &self.config.api_key {
+            req = req.header("Authorization", &format!("Bearer {k}"));
+        }
+        let res = match req.send_json(body) {
+            Ok(r) => r,
+            Err(e) => return Ok(Err(e.to_string())),
+        };
+        let status = res.status().as_u16();
+        let event_stream = res
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        let mut reader = std::io::BufReader::new(res.into_body().into_reader());
+        if status != 200 || !event_stream {
+            let mut text = String::new();
+            let _ = std::io::Read::read_to_string(&mut reader, &mut text);
+            let snippet = |n: usize| text.chars().take(n).collect::<String>();
+            if status == 429 || status >= 500 {
+                return Ok(Err(format!("HTTP {status}: {}", snippet(200))));
+            }
+            if status != 200 {
+                return Err(self.unavailable(format!("HTTP {status}: {}", snippet(300))));
+            }
+            // A server that ignores `stream` answers with one completion: hand it on whole.
+            let v: Value =
+                serde_json::from_str(&text).map_err(|e| self.unavailable(format!("invalid JSON answer: {e}")))?;
+            let answer = v["choices"][0]["message"]["content"]
+                .as_str()
+                .ok_or_else(|| self.unavailable("answer has no choices[0].message.content".into()))?;
+            on_delta(answer);
+            return Ok(Ok(answer.to_owned()));
+        }
+        // Server-sent events: `data: {chunk}` lines, `data: [DONE]` at the end.
+        let mut answer = String::new();
+        let mut line = String::new();
+        loop {
+            line.clear();
+            match std::io::BufRead::read_line(&mut reader, &mut line) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) if answer.is_empty() => return Ok(Err(format!("reading the stream: {e}"))),
+                Err(e) => return Err(self.unavailable(format!("the stream broke after {} bytes: {e}", answer.len()))),
+            }
+            let Some(data) = line.trim_end().strip_prefix("data:").map(str::trim) else { continue };
+            if data == "[DONE]" {
+                break;
+            }
+            let chunk: Value =
+                serde_json::from_str(data).map_err(|e| self.unavailable(format!("invalid stream event: {e}")))?;
+            if let Some(piece) = chunk["choices"][0]["delta"]["content"].as_str().filter(|p| !p.is_empty()) {
+                on_delta(piece);
+                answer.push_str(piece);
+            }
+        }
+        Ok(Ok(answer))
+    }
+}
+
 impl Generator for OpenAiGenerator {
     fn name(&self) -> &str {
         "openai"
+    }
+
+    /// Asks with `stream: true` and hands each piece on as it arrives. Retried (connection
+    /// failures, 429, 5xx) only until the first piece arrived.
+    fn generate_streaming(&self, request: &GenerationRequest<'_>, on_delta: &(dyn Fn(&str) + Sync)) -> Result<String> {
+        let body = json!({
+            "model": self.config.model,
+            "temperature": 0,
+            "stream": true,
+            "messages": [{"role": "user", "content": request.prompt}],
+        });
+        let mut last = String::new();
+        for attempt in 0..=self.config.retries {
+            if attempt > 0 {
+                std::thread::sleep(Duration::from_millis(200 << (attempt - 1).min(5)));
+            }
+            match self.attempt_streaming(&body, on_delta)? {
+                Ok(answer) => return Ok(answer),
+                Err(e) => last = e,
+            }
+        }
+        Err(self.unavailable(format!("{} attempts failed; last: {last}", self.config.retries + 1)))
     }
 
     fn generate(&self, request: &GenerationRequest<'_>) -> Result<String> {

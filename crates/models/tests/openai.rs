@@ -63,3 +63,26 @@ fn failures_are_clear_errors() {
     })
     .is_err());
 }
+
+#[test]
+fn streams_pieces_as_they_come_and_takes_a_whole_answer_from_a_server_that_does_not_stream() {
+    use std::sync::Mutex;
+    let pieces: Vec<String> = ["Appeals ", "cost \"775\" ", "dollars [1]."].map(String::from).to_vec();
+    let double = OpenAiTestDouble::streaming(pieces.clone(), 0, 1);
+    let got = Mutex::new(Vec::new());
+    let on_delta = |p: &str| got.lock().unwrap().push(p.to_owned());
+    let answer = generator(&double.url, 0, 5_000).generate_streaming(&request("P"), &on_delta).unwrap();
+    assert_eq!(answer, pieces.concat());
+    assert_eq!(*got.lock().unwrap(), pieces);
+    let body: serde_json::Value = serde_json::from_str(&double.seen.lock().unwrap()[0].1).unwrap();
+    assert_eq!(body["stream"], true);
+    // A 503 first (retried: nothing was handed on yet), then a server that ignores `stream`.
+    let double = OpenAiTestDouble::start(vec![
+        (503, "{\"error\":\"busy\"}".into(), 0),
+        (200, completion("Appeals cost 775 dollars [1]."), 0),
+    ]);
+    got.lock().unwrap().clear();
+    let answer = generator(&double.url, 1, 5_000).generate_streaming(&request("P"), &on_delta).unwrap();
+    assert_eq!(answer, "Appeals cost 775 dollars [1].");
+    assert_eq!(*got.lock().unwrap(), vec![answer]);
+}

@@ -37,20 +37,26 @@ impl From<Error> for ApiError {
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
+impl ApiError {
+    /// What the client is told: `{"code","message"}`, or for an internal failure a message
+    /// with a request id, the cause going to the server log under that id.
+    pub fn public_body(&self) -> serde_json::Value {
         if self.code == "internal" {
             let id = request_id();
             eprintln!("ragctx serve: request {id}: internal error: {}", self.message);
-            let body = serde_json::json!({
+            return serde_json::json!({
                 "code": self.code,
                 "message": format!("internal error; the server log has the cause under request {id}"),
                 "request_id": id,
             });
-            return (self.status, axum::Json(body)).into_response();
         }
-        let body = serde_json::json!({"code": self.code, "message": self.message});
-        (self.status, axum::Json(body)).into_response()
+        serde_json::json!({"code": self.code, "message": self.message})
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, axum::Json(self.public_body())).into_response()
     }
 }
 

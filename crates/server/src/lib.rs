@@ -59,6 +59,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/sessions/{id}/turns/{n}", get(one_turn))
         .route("/v1/sessions/{id}", axum::routing::delete(delete_session))
         .route("/v1/chat/completions", post(openai::chat_completions))
+        .route("/v1/models", get(openai::models))
         .layer(axum::middleware::from_fn_with_state(state.clone(), count_errors))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .with_state(state)
@@ -205,12 +206,16 @@ impl TurnRequest {
 }
 
 /// Runs a turn for a caller and shapes the answer with the caller's session id.
+/// Where a streamed turn's answer goes, piece by piece.
+pub(crate) type OnDelta = Arc<dyn Fn(&str) + Send + Sync>;
+
 pub(crate) async fn run_turn(
     state: &Arc<AppState>,
     ns: &Option<String>,
     id: &str,
     req: TurnRequest,
     conversation: Option<Vec<ragctx_engine::Utterance>>,
+    on_delta: Option<OnDelta>,
 ) -> Result<TurnOutcome, ApiError> {
     let session = session_id(ns, id)?;
     let settings = req.settings(&state.settings)?;
@@ -218,9 +223,12 @@ pub(crate) async fn run_turn(
     // The engine refuses to commit after the deadline; the wait is a little longer so its
     // own error (which names the cause) usually arrives before the bare timeout.
     let deadline = std::time::Instant::now() + state.turn_timeout;
-    let turn = move || match &conversation {
-        Some(c) => engine.ask_in_conversation(&session, &req.question, c, &settings, Some(deadline)),
-        None => engine.ask_before(&session, &req.question, &req.question, &settings, Some(deadline)),
+    let turn = move || match (&conversation, on_delta) {
+        (conversation, Some(f)) => {
+            engine.ask_streaming(&session, &req.question, conversation.as_deref(), &settings, Some(deadline), &*f)
+        }
+        (Some(c), None) => engine.ask_in_conversation(&session, &req.question, c, &settings, Some(deadline)),
+        (None, None) => engine.ask_before(&session, &req.question, &req.question, &settings, Some(deadline)),
     };
     let mut out = blocking(state.turn_timeout + TURN_GRACE, turn).await?;
     out.session_id = id.to_owned();
@@ -241,7 +249,7 @@ async fn turn(
 ) -> Result<Json<TurnOutcome>, ApiError> {
     let ns = caller(&state, &headers)?;
     let req: TurnRequest = json(&body(b)?)?;
-    Ok(Json(run_turn(&state, &ns, &id, req, None).await?))
+    Ok(Json(run_turn(&state, &ns, &id, req, None, None).await?))
 }
 
 async fn load_traces(state: &Arc<AppState>, headers: &HeaderMap, id: &str) -> Result<Vec<Trace>, ApiError> {
@@ -440,6 +448,7 @@ pub struct ErrorBody {
         metrics,
         page,
         openai::chat_completions,
+        openai::models,
         openapi
     ),
     components(schemas(TurnRequest, ErrorBody))

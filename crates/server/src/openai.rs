@@ -1,16 +1,21 @@
-//! `POST /v1/chat/completions`, OpenAI-compatible: any OpenAI client can talk to ragctx.
-//! The session comes from `user` or the `X-Session-Id` header; the last user message is
-//! the question and the messages before it are the conversation (`engine` memory puts them
-//! in the prompt); citations and the trace ride in the extra field `ragctx`.
+//! `POST /v1/chat/completions` and `GET /v1/models`, OpenAI-compatible: stock OpenAI
+//! clients talk to ragctx unchanged. The session comes from the `X-Session-Id` header, else
+//! `user`, else it is derived from the conversation's first user message (`chat-` and 16 hex
+//! digits of its SHA-256: a client that resends the whole conversation keeps its session);
+//! the last user message is the question and the messages before it are the conversation
+//! (`engine` memory puts them in the prompt); citations and the trace ride in the extra
+//! field `ragctx`. With `stream: true` the model's pieces are forwarded as they arrive and
+//! the citations, context, trace and the recorded answer come in the last chunk.
 
-use crate::{body, caller, json, run_turn, ApiError, AppState, TurnRequest};
+use crate::{body, caller, json, run_turn, ApiError, AppState, OnDelta, TurnRequest};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
-use axum::http::{header, HeaderMap};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use ragctx_engine::Utterance;
+use futures_util::StreamExt;
+use ragctx_engine::{TurnOutcome, Utterance};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -42,16 +47,19 @@ pub struct ChatTurn {
 /// `POST /v1/chat/completions` does (the fuzz target `api` drives it).
 pub fn decode_chat(body: &[u8], session_header: Option<&str>) -> Result<ChatTurn, ApiError> {
     let req: ChatRequest = json(body)?;
-    let session = session_header
-        .map(str::to_owned)
-        .or(req.user.clone())
-        .ok_or_else(|| ApiError::bad_request("no session: set the `user` field or the X-Session-Id header"))?;
-    crate::session_id(&None, &session)?;
     let last_user = req
         .messages
         .iter()
         .rposition(|m| m["role"] == "user")
         .ok_or_else(|| ApiError::bad_request("no user message in `messages`"))?;
+    let session = match session_header.map(str::to_owned).or(req.user.clone()) {
+        Some(s) => s,
+        None => {
+            let first = req.messages.iter().find(|m| m["role"] == "user").map(|m| text_of(&m["content"]));
+            derived_session(&first.unwrap_or_default())
+        }
+    };
+    crate::session_id(&None, &session)?;
     let question = text_of(&req.messages[last_user]["content"]);
     let conversation = req.messages[..last_user]
         .iter()
@@ -71,6 +79,15 @@ pub fn decode_chat(body: &[u8], session_header: Option<&str>) -> Result<ChatTurn
     })
 }
 
+/// The session of a conversation that names none: `chat-` and the first 16 hex digits of
+/// the SHA-256 of its first user message.
+pub fn derived_session(first_user_message: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(first_user_message.as_bytes());
+    let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    format!("chat-{hex}")
+}
+
 /// Text of a message's content: a string, or the text parts of an array.
 fn text_of(content: &Value) -> String {
     match content {
@@ -80,9 +97,19 @@ fn text_of(content: &Value) -> String {
     }
 }
 
-#[utoipa::path(post, path = "/v1/chat/completions", request_body(content = serde_json::Value, description = "an OpenAI chat completion request; the session comes from `user` or X-Session-Id"),
+#[utoipa::path(get, path = "/v1/models",
+    responses((status = 200, description = "the one model this server answers as: `ragctx`", body = serde_json::Value)))]
+pub async fn models(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Result<Response, ApiError> {
+    caller(&state, &headers)?;
+    Ok(Json(
+        json!({"object": "list", "data": [{"id": "ragctx", "object": "model", "created": 0, "owned_by": "ragctx"}]}),
+    )
+    .into_response())
+}
+
+#[utoipa::path(post, path = "/v1/chat/completions", request_body(content = serde_json::Value, description = "an OpenAI chat completion request; the session comes from X-Session-Id, `user`, or the first user message"),
     responses((status = 200, description = "a chat completion (or server-sent chunks with stream: true); citations, context and trace in `ragctx`", body = serde_json::Value),
-              (status = 400, description = "no session or no user message", body = crate::ErrorBody)))]
+              (status = 400, description = "no user message", body = crate::ErrorBody)))]
 pub async fn chat_completions(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
@@ -93,39 +120,112 @@ pub async fn chat_completions(
     let ChatTurn { session, question, conversation, stream, model } = decode_chat(&body(b)?, header)?;
     // A client that sends only the question leaves the conversation to the session.
     let conversation = (!conversation.is_empty()).then_some(conversation);
-    let out = run_turn(&state, &ns, &session, TurnRequest { question, ..Default::default() }, conversation).await?;
     let created = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let request = TurnRequest { question, ..Default::default() };
+    if stream {
+        return stream_turn(state, ns, session, request, conversation, model, created).await;
+    }
+    let out = run_turn(&state, &ns, &session, request, conversation, None).await?;
     let id = format!("chatcmpl-ragctx-{}-{}", out.session_id, out.turn);
     let completion_tokens = state.engine.counter.count(&out.answer);
+    let body = json!({
+        "id": id, "object": "chat.completion", "created": created, "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": out.answer}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": out.trace.prompt_tokens, "completion_tokens": completion_tokens,
+                  "total_tokens": out.trace.prompt_tokens + completion_tokens},
+        "ragctx": extra(&out),
+    });
+    Ok(Json(body).into_response())
+}
+
+/// What ragctx adds to a completion: the turn's citations, context, trace (and pointers).
+fn extra(out: &TurnOutcome) -> Value {
     let mut extra = json!({"session_id": out.session_id, "turn": out.turn, "intent": out.intent, "citations": out.citations, "context": out.context, "trace": out.trace});
     if let Some(p) = &out.pointers {
         extra["pointers"] = json!(p);
     }
-    if !stream {
-        let body = json!({
-            "id": id, "object": "chat.completion", "created": created, "model": model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": out.answer}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": out.trace.prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": out.trace.prompt_tokens + completion_tokens},
-            "ragctx": extra,
-        });
-        return Ok(Json(body).into_response());
-    }
-    // Server-sent events in the standard chunk format: role, content, stop, [DONE].
-    let chunk = |delta: Value, finish: Value, extra: Option<&Value>| {
+    extra
+}
+
+/// What a streamed turn sends on: the model's pieces, then the turn.
+enum Event {
+    Delta(String),
+    Done(Box<Result<TurnOutcome, ApiError>>),
+}
+
+/// Server-sent events in the standard chunk format: a role chunk, a content chunk per piece
+/// the model produced (forwarded as it arrives), a stop chunk carrying `ragctx` (with the
+/// recorded answer), then `[DONE]`. A failure before the first piece is an ordinary HTTP
+/// error; one after it is an `error` event before `[DONE]`.
+async fn stream_turn(
+    state: Arc<AppState>,
+    ns: Option<String>,
+    session: String,
+    request: TurnRequest,
+    conversation: Option<Vec<Utterance>>,
+    model: String,
+    created: u64,
+) -> Result<Response, ApiError> {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
+    let pieces = tx.clone();
+    let on_delta: OnDelta = Arc::new(move |piece: &str| {
+        let _ = pieces.send(Event::Delta(piece.to_owned()));
+    });
+    let id = format!("chatcmpl-ragctx-{session}-{created}");
+    tokio::spawn(async move {
+        let r = run_turn(&state, &ns, &session, request, conversation, Some(on_delta)).await;
+        let _ = tx.send(Event::Done(Box::new(r)));
+    });
+    let first = rx.recv().await.unwrap_or_else(|| {
+        Event::Done(Box::new(Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "the turn ended without a word",
+        ))))
+    });
+    let first = match first {
+        Event::Done(done) => match *done {
+            Err(e) => return Err(e),
+            ok => Event::Done(Box::new(ok)),
+        },
+        delta => delta,
+    };
+    let chunk = move |delta: Value, finish: Value, extra: Option<Value>| {
         let mut c = json!({"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
                            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
         if let Some(e) = extra {
-            c["ragctx"] = e.clone();
+            c["ragctx"] = e;
         }
         format!("data: {c}\n\n")
     };
-    let mut sse = chunk(json!({"role": "assistant", "content": ""}), Value::Null, None);
-    let words: Vec<&str> = out.answer.split_inclusive(' ').collect();
-    for piece in words.chunks(8) {
-        sse.push_str(&chunk(json!({"content": piece.concat()}), Value::Null, None));
-    }
-    sse.push_str(&chunk(json!({}), json!("stop"), Some(&extra)));
-    sse.push_str("data: [DONE]\n\n");
-    Ok(([(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], sse).into_response())
+    let role = chunk(json!({"role": "assistant", "content": ""}), Value::Null, None);
+    let sse = move |event: Event| -> String {
+        match event {
+            Event::Delta(piece) => chunk(json!({"content": piece}), Value::Null, None),
+            Event::Done(done) => match *done {
+                Ok(out) => {
+                    let mut e = extra(&out);
+                    e["answer"] = json!(out.answer);
+                    chunk(json!({}), json!("stop"), Some(e)) + "data: [DONE]\n\n"
+                }
+                Err(e) => format!("data: {}\n\ndata: [DONE]\n\n", json!({"error": e.public_body()})),
+            },
+        }
+    };
+    let finished = matches!(first, Event::Done(_));
+    let opening = role + &sse(first);
+    let rest = futures_util::stream::unfold((rx, sse, finished), |(mut rx, sse, done)| async move {
+        if done {
+            return None;
+        }
+        let event = rx.recv().await?;
+        let finished = matches!(event, Event::Done(_));
+        Some((Ok::<_, std::convert::Infallible>(sse(event)), (rx, sse, finished)))
+    });
+    let body = futures_util::stream::once(async move { Ok(opening) }).chain(rest);
+    Ok((
+        [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")],
+        axum::body::Body::from_stream(body),
+    )
+        .into_response())
 }

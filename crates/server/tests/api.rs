@@ -159,15 +159,37 @@ async fn keys_scope_sessions_and_openai_clients_work() {
     assert_eq!(events.last().unwrap()["ragctx"]["turn"], 2, "same session, second turn");
     let streamed: String = events.iter().filter_map(|e| e["choices"][0]["delta"]["content"].as_str()).collect();
     assert!(!streamed.is_empty());
+    // No `user`, no header: the session comes from the first user message, so a client
+    // that resends the conversation (as stock clients do) stays in one session.
+    let first = "When is the quokka festival?";
     let (s, b) = call_json(
         &app,
         "POST",
         "/v1/chat/completions",
         Some("key-one"),
-        Some(json!({"messages": [{"role": "user", "content": "q"}]})),
+        Some(json!({"messages": [{"role": "user", "content": first}]})),
     )
     .await;
-    assert_eq!((s, b["code"].as_str()), (StatusCode::BAD_REQUEST, Some("bad_request")), "no session: {b}");
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let derived = ragctx_server::openai::derived_session(first);
+    assert!(derived.starts_with("chat-") && derived.len() == 21, "{derived}");
+    assert_eq!((b["ragctx"]["session_id"].as_str(), b["ragctx"]["turn"].as_u64()), (Some(derived.as_str()), Some(1)));
+    let (s, b) = call_json(
+        &app,
+        "POST",
+        "/v1/chat/completions",
+        Some("key-one"),
+        Some(json!({"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": first},
+                                  {"role": "assistant", "content": "In March."}, {"role": "user", "content": "Who counts them?"}]})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!((b["ragctx"]["session_id"].as_str(), b["ragctx"]["turn"].as_u64()), (Some(derived.as_str()), Some(2)));
+    // Stock clients list the models first.
+    let (s, b) = call_json(&app, "GET", "/v1/models", Some("key-one"), None).await;
+    assert_eq!((s, b["object"].as_str(), b["data"][0]["id"].as_str()), (StatusCode::OK, Some("list"), Some("ragctx")));
+    let (s, _) = call_json(&app, "GET", "/v1/models", None, None).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED, "models need a key where keys are set");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -190,6 +212,7 @@ async fn openapi_describes_every_route_the_router_serves() {
         ("get", "/v1/sessions/{id}/turns/{n}"),
         ("delete", "/v1/sessions/{id}"),
         ("post", "/v1/chat/completions"),
+        ("get", "/v1/models"),
     ];
     let paths = doc["paths"].as_object().unwrap();
     let documented: usize = paths.values().map(|p| p.as_object().unwrap().len()).sum();
