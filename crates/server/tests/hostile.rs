@@ -327,9 +327,11 @@ async fn chat_messages_wrong_type() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn chat_without_session() {
+async fn chat_with_a_blank_question() {
+    // (A chat without a session is no longer an error: its session comes from the first
+    // user message.)
     let f = Fixture::new(&[]).await;
-    let body = json!({"model": "m", "messages": [{"role": "user", "content": "fees?"}]});
+    let body = json!({"model": "m", "messages": [{"role": "user", "content": "  \n "}]});
     f.rejects("/v1/chat/completions", None, body.to_string().into_bytes(), 400).await;
 }
 
