@@ -203,7 +203,7 @@ fn beir(embedder: &dyn Embedder, data_dir: &Path, dir: &Path, json: bool) -> Res
     if !json {
         eprintln!("embedding {} documents (cached in {})", refs.len(), data_dir.display());
     }
-    let (vectors, embedded) = embed_all(embedder, data_dir, &refs)?;
+    let (vectors, embedded) = embed_all(embedder, crate::ingest::Cache::At(data_dir), &refs)?;
     let mut index = VectorIndex::new(embedder.dimension(), IndexParams::default());
     for (id, v) in ids.iter().zip(&vectors) {
         index.upsert(id, id, 1.0, v);

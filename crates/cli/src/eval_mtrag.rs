@@ -363,7 +363,7 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
         if !opts.json {
             eprintln!("{domain}: {} passages (embeddings cached in {})", chunks.len(), settings.data_dir.display());
         }
-        let (vectors, _) = embed_all(embedder.inner.as_ref(), &settings.data_dir, &texts)?;
+        let (vectors, _) = embed_all(embedder.inner.as_ref(), crate::ingest::Cache::At(&settings.data_dir), &texts)?;
         let doc_of: HashMap<String, String> =
             chunks.iter().map(|c| (c.id.0.clone(), c.document_id.0.clone())).collect();
         let store = MemoryVectorStore::new(embedder.dimension(), IndexParams::default());

@@ -1,23 +1,22 @@
 //! `ragctx`: the command-line front of the engine. Arguments become validated settings in
 //! `config`, one factory in `app` builds the backends, and each command is a module.
 
-mod app;
 mod bench;
 mod bench_http;
 mod bench_window;
-mod config;
 mod documents;
 mod eval;
 mod eval_intent;
 mod eval_mtrag;
-mod ingest;
 mod report;
 mod serve;
 mod turn;
 
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
-use config::{RawConfig, Settings};
+use ragctx_app::config::{RawConfig, Settings};
+// The library's modules under the names the commands use (`crate::app::App`, ...).
+use ragctx_app::{app, config, ingest};
 use ragctx_core::{ErrorKind, Intent, SessionId};
 use std::path::PathBuf;
 
@@ -248,7 +247,10 @@ fn settings(cli: &Cli, turn: Option<&TurnFlags>) -> Result<Settings> {
 
 fn run(cli: Cli) -> Result<()> {
     match &cli.command {
-        Command::Ingest { paths, append } => ingest::run(&settings(&cli, None)?, paths, *append),
+        Command::Ingest { paths, append } => {
+            println!("{}", ingest::ingest(&settings(&cli, None)?, paths, *append)?);
+            Ok(())
+        }
         Command::Documents { action } => {
             let store = app::vectors_only(&settings(&cli, None)?)?;
             match action {

@@ -79,6 +79,17 @@ impl DataDir {
         &self.path
     }
 
+    /// Cached embeddings of `texts` by `model_id`, through this open data dir (a process
+    /// that holds it cannot open it a second time: see [`EmbeddingCache`] for the others).
+    pub fn cached_embeddings(&self, model_id: &str, texts: &[&str]) -> Result<Vec<Option<Vec<f32>>>> {
+        cached_embeddings(&self.db, model_id, texts)
+    }
+
+    /// Caches embeddings by `model_id` and text, through this open data dir.
+    pub fn cache_embeddings(&self, model_id: &str, items: &[(&str, &[f32])]) -> Result<()> {
+        cache_embeddings(&self.db, model_id, items)
+    }
+
     /// The embedding model whose vectors the store holds, when one was recorded.
     pub fn embedding_model(&self) -> Result<Option<String>> {
         let rx = self.db.begin_read().map_err(db_err)?;

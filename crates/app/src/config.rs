@@ -1,7 +1,14 @@
 //! Settings in two steps: raw layers (defaults → TOML file → `RAGCTX_*` env → flags) merge
 //! into one [`RawConfig`], which is validated once into [`Settings`].
 
-use anyhow::{bail, Context, Result};
+use ragctx_core::{Error, Result};
+
+/// Returns a bad-input error with a formatted message.
+macro_rules! bad {
+    ($($arg:tt)*) => {
+        return Err(Error::InvalidInput(format!($($arg)*)))
+    };
+}
 use ragctx_engine::TurnSettings;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -129,8 +136,9 @@ impl RawConfig {
     }
 
     pub fn from_file(path: &Path) -> Result<RawConfig> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading config {}", path.display()))?;
-        toml::from_str(&text).with_context(|| format!("config {}", path.display()))
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::InvalidInput(format!("reading config {}: {e}", path.display())))?;
+        toml::from_str(&text).map_err(|e| Error::InvalidInput(format!("config {}: {e}", path.display())))
     }
 
     /// `RAGCTX_<FIELD>` variables, e.g. `RAGCTX_BUDGET=2000`.
@@ -140,7 +148,10 @@ impl RawConfig {
         }
         fn num<T: std::str::FromStr>(name: &str) -> Result<Option<T>> {
             match var(name) {
-                Some(v) => v.parse().map(Some).map_err(|_| anyhow::anyhow!("RAGCTX_{name}={v:?} is not a valid value")),
+                Some(v) => v
+                    .parse()
+                    .map(Some)
+                    .map_err(|_| Error::InvalidInput(format!("RAGCTX_{name}={v:?} is not a valid value"))),
                 None => Ok(None),
             }
         }
@@ -220,16 +231,16 @@ impl Settings {
         let backend = match raw.backend.as_deref().unwrap_or("embedded") {
             "embedded" => Backend::Embedded,
             "milvus" => Backend::milvus(&raw)?,
-            other => bail!("unknown backend {other:?}: use --backend embedded or --backend milvus"),
+            other => bad!("unknown backend {other:?}: use --backend embedded or --backend milvus"),
         };
         let sessions = raw.sessions.clone().unwrap_or_else(|| "embedded".into());
         if sessions.starts_with("rediss://") || sessions.starts_with("rediss+cluster://") {
-            bail!(ragctx_core::Error::InvalidInput(format!(
+            return Err(Error::InvalidInput(format!(
                 "session store {sessions:?}: TLS to Redis (rediss://) is not built into this ragctx; use redis:// on a trusted network, or a local TLS tunnel (stunnel, spiped) to the server"
             )));
         }
         if sessions != "embedded" && !sessions.starts_with("redis://") && !sessions.starts_with("redis+cluster://") {
-            bail!(
+            bad!(
                 "session store {sessions:?}: use --sessions embedded, redis://HOST:PORT or redis+cluster://HOST:PORT[,HOST:PORT...]"
             );
         }
@@ -266,19 +277,21 @@ impl Settings {
             sessions,
             api_keys: raw.api_keys.unwrap_or_default(),
             turn_timeout: match raw.turn_timeout_secs {
-                Some(0) => bail!("turn_timeout_secs must be at least 1"),
+                Some(0) => bad!("turn_timeout_secs must be at least 1"),
                 t => std::time::Duration::from_secs(t.unwrap_or(30)),
             },
             openai: match raw.generator.as_deref().unwrap_or("extractive") {
                 "extractive" => None,
                 "openai" => Some(ragctx_models::OpenAiConfig {
                     base_url: raw.openai_base_url.unwrap_or_else(|| "https://api.openai.com/v1".into()),
-                    model: raw.openai_model.context("generator openai needs openai_model (RAGCTX_OPENAI_MODEL)")?,
+                    model: raw.openai_model.ok_or_else(|| {
+                        Error::InvalidInput("generator openai needs openai_model (RAGCTX_OPENAI_MODEL)".into())
+                    })?,
                     api_key: raw.openai_api_key,
                     timeout: std::time::Duration::from_secs(raw.openai_timeout_secs.unwrap_or(60)),
                     retries: 2,
                 }),
-                other => bail!("unknown generator {other:?}: use extractive or openai"),
+                other => bad!("unknown generator {other:?}: use extractive or openai"),
             },
         })
     }
@@ -312,20 +325,22 @@ impl EmbedderSettings {
         match raw.embedder.as_deref().unwrap_or("local") {
             "local" => {
                 if let Some((key, _)) = remote_only.iter().find(|(_, set)| *set) {
-                    bail!(ragctx_core::Error::InvalidInput(format!(
+                    return Err(Error::InvalidInput(format!(
                         "{key} is set, but the embedder is local (the model in --model-dir): use --embedder openai to embed with a server"
                     )));
                 }
                 Ok(EmbedderSettings::Local { prefixes })
             }
             "openai" => {
-                let url = raw.embedder_url.clone().context(
-                    "--embedder openai needs --embedder-url (e.g. http://127.0.0.1:8000/v1; RAGCTX_EMBEDDER_URL)",
-                )?;
-                let model = raw
-                    .embedder_model
-                    .clone()
-                    .context("--embedder openai needs --embedder-model (RAGCTX_EMBEDDER_MODEL)")?;
+                let url = raw.embedder_url.clone().ok_or_else(|| {
+                    Error::InvalidInput(
+                        "--embedder openai needs --embedder-url (e.g. http://127.0.0.1:8000/v1; RAGCTX_EMBEDDER_URL)"
+                            .into(),
+                    )
+                })?;
+                let model = raw.embedder_model.clone().ok_or_else(|| {
+                    Error::InvalidInput("--embedder openai needs --embedder-model (RAGCTX_EMBEDDER_MODEL)".into())
+                })?;
                 let mut c = ragctx_models::RemoteEmbedderConfig::new(&url, &model);
                 c.api_key = raw.embedder_api_key.clone();
                 c.input_type = raw.embedder_input_type.unwrap_or(true);
@@ -333,21 +348,19 @@ impl EmbedderSettings {
                 c.batch = raw.embedder_batch.unwrap_or(c.batch);
                 c.concurrency = raw.embedder_concurrency.unwrap_or(c.concurrency);
                 if c.batch == 0 || c.concurrency == 0 {
-                    bail!(ragctx_core::Error::InvalidInput(
-                        "embedder_batch and embedder_concurrency must be at least 1".into()
+                    return Err(Error::InvalidInput(
+                        "embedder_batch and embedder_concurrency must be at least 1".into(),
                     ));
                 }
                 match raw.embedder_timeout_secs {
-                    Some(0) => {
-                        bail!(ragctx_core::Error::InvalidInput("embedder_timeout_secs must be at least 1".into()))
-                    }
+                    Some(0) => return Err(Error::InvalidInput("embedder_timeout_secs must be at least 1".into())),
                     Some(t) => c.timeout = std::time::Duration::from_secs(t),
                     None => {}
                 }
                 c.retries = raw.embedder_retries.unwrap_or(c.retries);
                 Ok(EmbedderSettings::OpenAi(c))
             }
-            other => bail!(ragctx_core::Error::InvalidInput(format!(
+            other => Err(Error::InvalidInput(format!(
                 "unknown embedder {other:?}: use local (the model in --model-dir) or openai (a /v1/embeddings server)"
             ))),
         }
@@ -378,19 +391,19 @@ impl Backend {
     fn milvus(raw: &RawConfig) -> Result<Backend> {
         let uri = raw.milvus_uri.clone().unwrap_or_else(|| "http://127.0.0.1:19530".into());
         if !(uri.starts_with("http://") || uri.starts_with("https://")) {
-            bail!("milvus_uri {uri:?}: use http://HOST:PORT or https://HOST:PORT");
+            bad!("milvus_uri {uri:?}: use http://HOST:PORT or https://HOST:PORT");
         }
         let index = raw.milvus_index.clone().unwrap_or_else(|| "hnsw".into());
         if !matches!(index.as_str(), "hnsw" | "flat") {
-            bail!("milvus_index {index:?}: use hnsw or flat");
+            bad!("milvus_index {index:?}: use hnsw or flat");
         }
         let consistency = raw.milvus_consistency.clone().unwrap_or_else(|| "session".into());
         if !matches!(consistency.as_str(), "strong" | "session" | "bounded" | "eventually") {
-            bail!("milvus_consistency {consistency:?}: use session, bounded, eventually or strong");
+            bad!("milvus_consistency {consistency:?}: use session, bounded, eventually or strong");
         }
         let timeout_secs = raw.milvus_timeout_secs.unwrap_or(5);
         if timeout_secs == 0 {
-            bail!("milvus_timeout_secs must be at least 1");
+            bad!("milvus_timeout_secs must be at least 1");
         }
         Ok(Backend::Milvus(MilvusSettings {
             uri,

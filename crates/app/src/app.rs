@@ -1,8 +1,7 @@
 //! The one factory: settings → backends → engine.
 
 use crate::config::{Backend, EmbedderSettings, MilvusSettings, Settings};
-use anyhow::{Context, Result};
-use ragctx_core::{Embedder, SessionStore, VectorStore};
+use ragctx_core::{Embedder, Error, Result, SessionStore, VectorStore};
 use ragctx_engine::Engine;
 use ragctx_index::IndexParams;
 use ragctx_models::{Cl100kCounter, ExtractiveGenerator, MiniLmEmbedder, OpenAiGenerator, RemoteEmbedder};
@@ -43,7 +42,7 @@ fn embedders(settings: &Settings) -> Result<Embedders> {
 /// Ties the data dir to the embedder's model (refused when it holds another model's vectors).
 pub fn bind_model(settings: &Settings, data: &DataDir, embedder: &dyn Embedder) -> Result<()> {
     let local = matches!(settings.embedder, EmbedderSettings::Local { .. });
-    Ok(data.bind_model(embedder.model_id(), local)?)
+    data.bind_model(embedder.model_id(), local)
 }
 
 pub fn index_params(settings: &Settings) -> IndexParams {
@@ -84,12 +83,14 @@ impl App {
 
     /// The data dir, for commands that work on the embedded store only.
     pub fn data(&self, what: &str) -> Result<&DataDir> {
-        self.data.as_ref().with_context(|| format!("{what} needs the embedded backend (--backend embedded)"))
+        self.data
+            .as_ref()
+            .ok_or_else(|| Error::InvalidInput(format!("{what} needs the embedded backend (--backend embedded)")))
     }
 }
 
 fn data_dir(data: Option<&DataDir>) -> Result<&DataDir> {
-    data.context("the data dir was not opened for an embedded backend")
+    data.ok_or_else(|| Error::InvalidInput("the data dir was not opened for an embedded backend".into()))
 }
 
 /// The vector store the settings name: the data dir's index, or a Milvus collection.
@@ -112,7 +113,9 @@ fn milvus_store(m: &MilvusSettings, dimension: usize) -> Result<Arc<dyn VectorSt
 
 #[cfg(not(feature = "milvus"))]
 fn milvus_store(_: &MilvusSettings, _: usize) -> Result<Arc<dyn VectorStore>> {
-    anyhow::bail!("this ragctx was built without Milvus support: rebuild with `--features milvus` (on by default)")
+    Err(Error::InvalidInput(
+        "this ragctx was built without Milvus support: rebuild with `--features milvus` (on by default)".into(),
+    ))
 }
 
 /// The session store the settings name: the data dir's, or Redis (one server or a cluster).
@@ -127,7 +130,7 @@ pub fn session_store(settings: &Settings, data: Option<&DataDir>) -> Result<Arc<
 /// The data dir of the settings; `dim: None` takes the stored dimension (commands that
 /// embed nothing).
 pub fn open_data(settings: &Settings, dim: Option<usize>) -> Result<DataDir> {
-    Ok(DataDir::open_with(&settings.data_dir, dim, index_params(settings))?)
+    DataDir::open_with(&settings.data_dir, dim, index_params(settings))
 }
 
 /// The session store alone, for commands that embed nothing (trace, session): the data dir

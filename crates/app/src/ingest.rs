@@ -1,0 +1,383 @@
+//! Ingest: read everything, validate everything, embed (with the cache), then replace the
+//! documents in one transaction. Bad input fails before anything is written. Used by
+//! `ragctx ingest` and the Python package alike.
+
+use crate::config::{Backend, Settings};
+use indicatif::{ProgressBar, ProgressStyle};
+use ragctx_core::{EmbeddedChunk, Embedder, VectorStore};
+use ragctx_core::{Error, Result};
+use ragctx_engine::ingest::{
+    self, check_unique_ids, chunk_document, parse_jsonl, text_tokens, DocumentFormat, SourcedChunk,
+};
+use ragctx_models::Cl100kCounter;
+use ragctx_store::{DataDir, EmbeddingCache};
+use std::collections::hash_map::{Entry, HashMap};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Texts embedded per cache commit.
+const EMBED_STEP: usize = 128;
+
+pub struct Read {
+    pub chunks: Vec<SourcedChunk>,
+    pub files: usize,
+    pub skipped: Vec<PathBuf>,
+}
+
+/// Reads every path (files, or directories walked recursively) into chunks.
+pub fn read_paths(paths: &[PathBuf]) -> Result<Read> {
+    let mut read = Read { chunks: Vec::new(), files: 0, skipped: Vec::new() };
+    for arg in paths {
+        let meta =
+            std::fs::metadata(arg).map_err(|e| Error::InvalidInput(format!("cannot read {}: {e}", arg.display())))?;
+        if meta.is_dir() {
+            let mut files = Vec::new();
+            walk(arg, &mut files)?;
+            files.sort();
+            for f in files {
+                let rel = f.strip_prefix(arg).unwrap_or(&f).to_string_lossy().replace('\\', "/");
+                if !read_file(&f, &rel, &mut read)? {
+                    read.skipped.push(f);
+                }
+            }
+        } else {
+            let name = arg.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            if !read_file(arg, &name, &mut read)? {
+                return Err(Error::InvalidInput(format!(
+                    "{}: unsupported file type (use .jsonl, .md, .txt or .html)",
+                    arg.display()
+                )));
+            }
+        }
+    }
+    check_unique_ids(&read.chunks)?;
+    Ok(read)
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    let cannot_list = |e: std::io::Error| Error::InvalidInput(format!("cannot list {}: {e}", dir.display()));
+    for entry in std::fs::read_dir(dir).map_err(cannot_list)? {
+        let path = entry.map_err(cannot_list)?.path();
+        let hidden = path.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.'));
+        if hidden {
+            continue;
+        }
+        if path.is_dir() {
+            walk(&path, out)?;
+        } else {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// False when the file type is not one ragctx reads.
+fn read_file(path: &Path, document_id: &str, read: &mut Read) -> Result<bool> {
+    let shown = path.display().to_string();
+    let is_jsonl = shown.ends_with(".jsonl");
+    let format = DocumentFormat::from_path(&shown);
+    if !is_jsonl && format.is_none() {
+        return Ok(false);
+    }
+    let bytes = std::fs::read(path).map_err(|e| Error::InvalidInput(format!("cannot read {shown}: {e}")))?;
+    let chunks = match format {
+        Some(f) => chunk_document(document_id, &bytes, f).map_err(|mut e| {
+            e.file = shown.clone();
+            e
+        })?,
+        None => parse_jsonl(&shown, &bytes)?,
+    };
+    read.files += 1;
+    read.chunks.extend(chunks);
+    Ok(true)
+}
+
+/// Where the embedding cache is: in a data dir this process holds open, or in one opened
+/// for each access only (a long ingest does not lock out other processes while it embeds).
+#[derive(Clone, Copy)]
+pub enum Cache<'a> {
+    Open(&'a DataDir),
+    At(&'a Path),
+}
+
+impl Cache<'_> {
+    fn get(&self, model: &str, texts: &[&str]) -> Result<Vec<Option<Vec<f32>>>> {
+        match self {
+            Cache::Open(d) => d.cached_embeddings(model, texts),
+            Cache::At(p) => EmbeddingCache::get(p, model, texts),
+        }
+    }
+    fn put(&self, model: &str, items: &[(&str, &[f32])]) -> Result<()> {
+        match self {
+            Cache::Open(d) => d.cache_embeddings(model, items),
+            Cache::At(p) => EmbeddingCache::put(p, model, items),
+        }
+    }
+    fn path(&self) -> &Path {
+        match self {
+            Cache::Open(d) => d.path(),
+            Cache::At(p) => p,
+        }
+    }
+}
+
+/// Embeds what the cache lacks, with progress, caching as it goes.
+pub fn embed_all(embedder: &dyn Embedder, cache: Cache<'_>, texts: &[&str]) -> Result<(Vec<Vec<f32>>, usize)> {
+    let model = embedder.model_id().to_owned();
+    // The cache saves re-embedding; without it (a read-only or busy data dir, as a
+    // production host running on Milvus may have) ingest still works, only slower.
+    let (cached, mut caching) = match cache.get(&model, texts) {
+        Ok(c) => (c, true),
+        Err(e) => {
+            eprintln!("ragctx: embedding cache in {} unavailable ({e}); embedding without it", cache.path().display());
+            (vec![None; texts.len()], false)
+        }
+    };
+    // A text that occurs more than once (MTRAG's cloud corpus has 1,743 passages whose text
+    // is another id's) is embedded once.
+    let mut first: HashMap<&str, usize> = HashMap::new();
+    let mut copies: Vec<(usize, usize)> = Vec::new();
+    let mut missing: Vec<usize> = Vec::new();
+    for i in (0..texts.len()).filter(|&i| cached[i].is_none()) {
+        match first.entry(texts[i]) {
+            Entry::Occupied(e) => copies.push((i, *e.get())),
+            Entry::Vacant(e) => {
+                e.insert(i);
+                missing.push(i);
+            }
+        }
+    }
+    let mut out: Vec<Option<Vec<f32>>> = cached;
+    let terminal = std::io::stderr().is_terminal();
+    let bar = if terminal && !missing.is_empty() {
+        let b = ProgressBar::new(missing.len() as u64);
+        b.set_style(
+            ProgressStyle::with_template("embedding {bar:30} {pos}/{len} chunks  {per_sec}  eta {eta}")
+                .expect("valid template"),
+        );
+        Some(b)
+    } else {
+        None
+    };
+    let started = Instant::now();
+    let (mut last_report, mut done) = (0, 0);
+    // Longest first: the first progress lines overestimate the time left, never underestimate.
+    let mut order = missing.clone();
+    order.sort_by_key(|&i| std::cmp::Reverse(texts[i].len()));
+    for step in order.chunks(EMBED_STEP) {
+        let batch: Vec<&str> = step.iter().map(|&i| texts[i]).collect();
+        let vectors = embedder.embed(&batch)?;
+        let items: Vec<(&str, &[f32])> = batch.iter().copied().zip(vectors.iter().map(Vec::as_slice)).collect();
+        if caching {
+            if let Err(e) = cache.put(&model, &items) {
+                eprintln!("ragctx: could not write the embedding cache ({e}); going on without it");
+                caching = false;
+            }
+        }
+        for (&i, v) in step.iter().zip(vectors) {
+            out[i] = Some(v);
+        }
+        done += step.len();
+        match &bar {
+            Some(b) => b.set_position(done as u64),
+            None if done - last_report >= (missing.len() / 10).max(EMBED_STEP) || done == missing.len() => {
+                last_report = done;
+                let secs = started.elapsed().as_secs_f64();
+                let rate = done as f64 / secs.max(1e-9);
+                eprintln!(
+                    "embedded {done}/{} chunks ({secs:.0}s, {rate:.1}/s, about {:.0}s left)",
+                    missing.len(),
+                    (missing.len() - done) as f64 / rate
+                );
+            }
+            None => {}
+        }
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    for (copy, of) in copies {
+        out[copy] = out[of].clone();
+    }
+    Ok((out.into_iter().map(|v| v.expect("every text embedded")).collect(), missing.len()))
+}
+
+/// What an ingest did.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct IngestReport {
+    pub chunks: usize,
+    pub documents: usize,
+    pub files: usize,
+    pub new: usize,
+    pub updated: usize,
+    pub removed: usize,
+    /// Texts embedded now; the rest came from the embedding cache.
+    pub embedded: usize,
+    pub cached: usize,
+    /// Chunks the store holds afterwards.
+    pub stored: usize,
+    /// Files of other types found in folders and left out.
+    pub skipped: Vec<PathBuf>,
+    pub seconds: f64,
+}
+
+impl std::fmt::Display for IngestReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "ingested {} chunks of {} documents from {} files: {} new, {} updated, {} removed; embedded {}, {} from cache; store holds {} chunks ({:.1}s)",
+            self.chunks,
+            self.documents,
+            self.files,
+            self.new,
+            self.updated,
+            self.removed,
+            self.embedded,
+            self.cached,
+            self.stored,
+            self.seconds
+        )?;
+        if !self.skipped.is_empty() {
+            write!(f, "\nskipped {} files of other types", self.skipped.len())?;
+        }
+        Ok(())
+    }
+}
+
+/// Ingests files or folders (`.jsonl`, `.md`, `.txt`, `.html`, folders walked).
+///
+/// The data dir is opened only to read and write the cache and, at the end, to upsert: a
+/// long ingest does not lock out other processes while it embeds.
+///
+/// Each document is replaced whole (chunks it no longer has are removed); with `append`,
+/// chunks are upserted by id and a document's other chunks stay.
+pub fn ingest(settings: &Settings, paths: &[PathBuf], append: bool) -> Result<IngestReport> {
+    let started = Instant::now();
+    let read = read_paths(paths)?;
+    if read.chunks.is_empty() {
+        return Err(Error::InvalidInput(format!(
+            "no chunks found in {} (nothing was changed)",
+            paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        )));
+    }
+    store_chunks(settings, read, append, started)
+}
+
+/// Ingests records as `ingest` reads JSONL lines (`_id`, `document_id`, `title`, `text`, and
+/// optional `weight`), validated the same way; `source` names them in error messages.
+pub fn ingest_records(settings: &Settings, source: &str, jsonl: &[u8], append: bool) -> Result<IngestReport> {
+    let started = Instant::now();
+    let chunks = parse_jsonl(source, jsonl)?;
+    check_unique_ids(&chunks)?;
+    if chunks.is_empty() {
+        return Err(Error::InvalidInput(format!("no records in {source} (nothing was changed)")));
+    }
+    store_chunks(settings, Read { chunks, files: 0, skipped: Vec::new() }, append, started)
+}
+
+fn store_chunks(settings: &Settings, read: Read, append: bool, started: Instant) -> Result<IngestReport> {
+    let embedder = crate::app::embedder(settings)?;
+    if let Backend::Embedded = settings.backend {
+        // Before hours of embedding: a store of another model's vectors is refused now.
+        let local = matches!(settings.embedder, crate::config::EmbedderSettings::Local { .. });
+        DataDir::bind_model_at(&settings.data_dir, embedder.model_id(), local)?;
+    }
+    let embedded = embed_chunks(embedder.as_ref(), Cache::At(&settings.data_dir), read.chunks)?;
+    // Only the embedded backend lives in the data dir: with Milvus nothing local is locked.
+    let data = match settings.backend {
+        Backend::Embedded => {
+            let data = crate::app::open_data(settings, Some(embedder.dimension()))?;
+            crate::app::bind_model(settings, &data, embedder.as_ref())?;
+            Some(data)
+        }
+        Backend::Milvus(_) => None,
+    };
+    let store = crate::app::vector_store(settings, data.as_ref(), embedder.dimension())?;
+    report(store.as_ref(), embedded, (read.files, read.skipped), append, started)
+}
+
+impl crate::App {
+    /// Ingests files or folders as [`ingest`] does, with this app's embedder and stores (the
+    /// data dir it holds open is used as it is: a process cannot open it twice).
+    pub fn ingest(&self, paths: &[PathBuf], append: bool) -> Result<IngestReport> {
+        let started = Instant::now();
+        let read = read_paths(paths)?;
+        if read.chunks.is_empty() {
+            return Err(Error::InvalidInput(format!(
+                "no chunks found in {} (nothing was changed)",
+                paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+            )));
+        }
+        self.store_read(read, append, started)
+    }
+
+    /// Ingests records as [`ingest_records`] does, with this app's embedder and stores.
+    pub fn ingest_records(&self, source: &str, jsonl: &[u8], append: bool) -> Result<IngestReport> {
+        let started = Instant::now();
+        let chunks = parse_jsonl(source, jsonl)?;
+        check_unique_ids(&chunks)?;
+        if chunks.is_empty() {
+            return Err(Error::InvalidInput(format!("no records in {source} (nothing was changed)")));
+        }
+        self.store_read(Read { chunks, files: 0, skipped: Vec::new() }, append, started)
+    }
+
+    fn store_read(&self, read: Read, append: bool, started: Instant) -> Result<IngestReport> {
+        let embedder = self.embedder.as_ref();
+        if let (Backend::Embedded, Some(data)) = (&self.settings.backend, &self.data) {
+            crate::app::bind_model(&self.settings, data, embedder)?;
+        }
+        let cache = match &self.data {
+            Some(d) => Cache::Open(d),
+            None => Cache::At(&self.settings.data_dir),
+        };
+        let embedded = embed_chunks(embedder, cache, read.chunks)?;
+        report(self.engine.vectors.as_ref(), embedded, (read.files, read.skipped), append, started)
+    }
+}
+
+/// The chunks with their vectors and token counts; and how many texts were embedded now.
+fn embed_chunks(
+    embedder: &dyn Embedder,
+    cache: Cache<'_>,
+    chunks: Vec<SourcedChunk>,
+) -> Result<(Vec<EmbeddedChunk>, usize)> {
+    let texts: Vec<&str> = chunks.iter().map(|c| c.chunk.text.as_str()).collect();
+    let (vectors, embedded) = embed_all(embedder, cache, &texts)?;
+    let counter = Cl100kCounter::new();
+    let chunks = chunks
+        .into_iter()
+        .zip(vectors)
+        .map(|(s, vector)| {
+            let mut chunk = s.chunk;
+            chunk.tokens = text_tokens(&counter, &chunk.text);
+            EmbeddedChunk { chunk, vector }
+        })
+        .collect();
+    Ok((chunks, embedded))
+}
+
+/// Writes the chunks (one transaction) and says what changed.
+fn report(
+    store: &dyn VectorStore,
+    (chunks, embedded): (Vec<EmbeddedChunk>, usize),
+    (files, skipped): (usize, Vec<PathBuf>),
+    append: bool,
+    started: Instant,
+) -> Result<IngestReport> {
+    let (r, documents) = ingest::store(store, &chunks, append)?;
+    Ok(IngestReport {
+        chunks: chunks.len(),
+        documents,
+        files,
+        new: r.new,
+        updated: r.updated,
+        removed: r.removed,
+        embedded,
+        cached: chunks.len() - embedded,
+        stored: store.len()?,
+        skipped,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}

@@ -1,0 +1,191 @@
+//! `ragctx._native`: ragctx's engine for Python (PyO3, abi3). An [`Engine`] holds the
+//! backends its settings name (as `ragctx ask` would open them) for its lifetime; turns and
+//! ingests run with the GIL released; ragctx errors are raised as `BadInput`, `NotFound`,
+//! `Unavailable` or `Conflict` (all `RagctxError`). Results are the same JSON objects the
+//! CLI prints (`ask --json`, `trace --json`), as dicts.
+
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use ragctx_app::{App, RawConfig, Settings};
+use ragctx_core::{ErrorKind, Intent, SessionId};
+use std::path::PathBuf;
+
+create_exception!(_native, RagctxError, PyException, "An error from ragctx.");
+create_exception!(_native, BadInput, RagctxError, "The caller's mistake: fix the input and retry.");
+create_exception!(_native, NotFound, RagctxError, "An unknown session, turn or document.");
+create_exception!(
+    _native,
+    Unavailable,
+    RagctxError,
+    "A backend or model is missing or down (the message names it): retry later or fix the deployment."
+);
+create_exception!(_native, Conflict, RagctxError, "Other turns of the same session kept committing: retry.");
+
+fn raise(e: ragctx_core::Error) -> PyErr {
+    let message = e.to_string();
+    match e.kind() {
+        ErrorKind::BadInput => BadInput::new_err(message),
+        ErrorKind::NotFound => NotFound::new_err(message),
+        ErrorKind::Unavailable => Unavailable::new_err(message),
+        ErrorKind::Conflict => Conflict::new_err(message),
+        ErrorKind::Internal => RagctxError::new_err(message),
+    }
+}
+
+/// A Python object as JSON text, by Python's own `json` module.
+fn to_json(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<String> {
+    py.import("json")?.call_method1("dumps", (obj,))?.extract()
+}
+
+/// JSON text as Python objects.
+fn from_json<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
+    py.import("json")?.call_method1("loads", (text,))
+}
+
+/// Keyword settings (the config file's keys: `budget`, `memory`, `embedder_url`, ...) as a
+/// config layer; an unknown key is `BadInput`.
+fn layer(py: Python<'_>, settings: Option<&Bound<'_, PyDict>>) -> PyResult<RawConfig> {
+    match settings {
+        None => Ok(RawConfig::default()),
+        Some(d) => serde_json::from_str(&to_json(py, d.as_any())?)
+            .map_err(|e| BadInput::new_err(format!("settings: {e} (keys are the config file's, e.g. budget, memory)"))),
+    }
+}
+
+#[pyclass(module = "ragctx._native", frozen)]
+struct Engine {
+    /// The layers the engine was made with, for per-turn overrides.
+    raw: RawConfig,
+    app: App,
+}
+
+#[pymethods]
+impl Engine {
+    /// `Engine(data_dir=None, model_dir=None, config=None, **settings)`: layers as the CLI's
+    /// (defaults → `config` TOML file → `RAGCTX_*` environment → these arguments).
+    #[new]
+    #[pyo3(signature = (data_dir=None, model_dir=None, config=None, **settings))]
+    fn new(
+        py: Python<'_>,
+        data_dir: Option<PathBuf>,
+        model_dir: Option<PathBuf>,
+        config: Option<PathBuf>,
+        settings: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
+        let mut raw = RawConfig::default();
+        if let Some(path) = &config {
+            raw = raw.merge(RawConfig::from_file(path).map_err(raise)?);
+        }
+        raw = raw.merge(RawConfig::from_env().map_err(raise)?);
+        let mut given = layer(py, settings)?;
+        given.data_dir = data_dir.or(given.data_dir);
+        given.model_dir = model_dir.or(given.model_dir);
+        let raw = raw.merge(given);
+        let settings = Settings::from_raw(raw.clone()).map_err(raise)?;
+        let app = py.detach(|| App::open(settings)).map_err(raise)?;
+        Ok(Engine { raw, app })
+    }
+
+    /// `Engine.from_config(path, **settings)`: the settings of a TOML file (as `--config`).
+    #[staticmethod]
+    #[pyo3(signature = (path, **settings))]
+    fn from_config(py: Python<'_>, path: PathBuf, settings: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+        Engine::new(py, None, None, Some(path), settings)
+    }
+
+    /// Ingests files or folders as `ragctx ingest` does; returns what changed.
+    #[pyo3(signature = (paths, append=false))]
+    fn ingest<'py>(&self, py: Python<'py>, paths: Vec<PathBuf>, append: bool) -> PyResult<Bound<'py, PyAny>> {
+        let report = py.detach(|| self.app.ingest(&paths, append)).map_err(raise)?;
+        from_json(py, &serde_json::to_string(&report).map_err(|e| RagctxError::new_err(e.to_string()))?)
+    }
+
+    /// Ingests records `{"_id", "document_id", "title", "text"[, "weight"]}` validated as
+    /// JSONL lines are; returns what changed.
+    #[pyo3(signature = (records, append=false))]
+    fn ingest_records<'py>(
+        &self,
+        py: Python<'py>,
+        records: &Bound<'py, PyAny>,
+        append: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let mut jsonl = String::new();
+        for record in records.try_iter()? {
+            jsonl.push_str(&to_json(py, &record?)?);
+            jsonl.push('\n');
+        }
+        let report = py.detach(|| self.app.ingest_records("records", jsonl.as_bytes(), append)).map_err(raise)?;
+        from_json(py, &serde_json::to_string(&report).map_err(|e| RagctxError::new_err(e.to_string()))?)
+    }
+
+    /// Runs one turn of `session`; `overrides` are the CLI's turn flags (`memory='client'`,
+    /// `budget=2000`, `mode='reshow'`, ...). Returns the object `ask --json` prints.
+    #[pyo3(signature = (session, question, **overrides))]
+    fn ask<'py>(
+        &self,
+        py: Python<'py>,
+        session: &str,
+        question: &str,
+        overrides: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let id = SessionId::parse(session).map_err(raise)?;
+        let mut mode = None;
+        let turn = match overrides {
+            Some(o) if !o.is_empty() => {
+                let o = o.copy()?;
+                if let Some(m) = o.get_item("mode")? {
+                    let m: String = m.extract()?;
+                    if m != "auto" {
+                        mode = Some(m.parse::<Intent>().map_err(raise)?);
+                    }
+                    o.del_item("mode")?;
+                }
+                Settings::from_raw(self.raw.clone().merge(layer(py, Some(&o))?)).map_err(raise)?.turn
+            }
+            _ => self.app.settings.turn.clone(),
+        };
+        let turn = ragctx_engine::TurnSettings { mode, ..turn };
+        let out = py.detach(|| self.app.engine.ask(&id, question, &turn)).map_err(raise)?;
+        from_json(py, &serde_json::to_string(&out).map_err(|e| RagctxError::new_err(e.to_string()))?)
+    }
+
+    /// Every trace of `session`, oldest first (as `ragctx trace --json`); `NotFound` when it
+    /// has none.
+    fn trace<'py>(&self, py: Python<'py>, session: &str) -> PyResult<Bound<'py, PyAny>> {
+        let id = SessionId::parse(session).map_err(raise)?;
+        let traces = py.detach(|| self.app.engine.sessions.traces(&id)).map_err(raise)?;
+        if traces.is_empty() {
+            return Err(NotFound::new_err(format!("session {session} has no turns")));
+        }
+        from_json(py, &serde_json::to_string(&traces).map_err(|e| RagctxError::new_err(e.to_string()))?)
+    }
+
+    /// Forgets what `session` was shown (its traces stay); False when it is unknown.
+    fn reset(&self, py: Python<'_>, session: &str) -> PyResult<bool> {
+        let id = SessionId::parse(session).map_err(raise)?;
+        py.detach(|| self.app.engine.sessions.reset(&id)).map_err(raise)
+    }
+
+    /// The settings in effect (data dir, embedder model, turn defaults), for display.
+    fn __repr__(&self) -> String {
+        format!(
+            "Engine(data_dir={:?}, embedder={:?})",
+            self.app.settings.data_dir.display().to_string(),
+            self.app.embedder.model_id()
+        )
+    }
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add_class::<Engine>()?;
+    m.add("RagctxError", py.get_type::<RagctxError>())?;
+    m.add("BadInput", py.get_type::<BadInput>())?;
+    m.add("NotFound", py.get_type::<NotFound>())?;
+    m.add("Unavailable", py.get_type::<Unavailable>())?;
+    m.add("Conflict", py.get_type::<Conflict>())?;
+    Ok(())
+}

@@ -1,0 +1,46 @@
+"""The LangChain and LlamaIndex retrievers keep one ragctx session per conversation, and
+the examples run."""
+
+import pathlib
+import subprocess
+import sys
+
+from conftest import REPO
+
+
+def test_langchain_retriever_runs_turns_of_one_session(engine):
+    from langchain_core.documents import Document
+    from ragctx.langchain import RagctxRetriever
+
+    r = RagctxRetriever(engine=engine, session="lc", overrides={"memory": "client", "limit": 2})
+    first = r.invoke("How often should I water ferns?")
+    second = r.invoke("How often should I water ferns?")
+    assert first and all(isinstance(d, Document) for d in first)
+    meta = first[0].metadata
+    assert {"document_id", "title", "marker", "score", "chunk_ids", "session_id", "turn"} <= set(meta)
+    assert meta["turn"] == 1 and second[0].metadata["turn"] == 2
+    ids = lambda docs: {c for d in docs for c in d.metadata["chunk_ids"]}  # noqa: E731
+    assert not ids(first) & ids(second), "the session excluded what it showed"
+    assert r.last_turn["trace"]["excluded"] > 0
+    assert [t["turn"] for t in engine.trace("lc")] == [1, 2]
+
+
+def test_llama_index_retriever_runs_turns_of_one_session(engine):
+    from llama_index.core.schema import NodeWithScore
+    from ragctx.llama_index import RagctxRetriever
+
+    r = RagctxRetriever(engine, session="li", memory="client", limit=2)
+    first = r.retrieve("What do spider mites look like?")
+    second = r.retrieve("What do spider mites look like?")
+    assert first and all(isinstance(n, NodeWithScore) for n in first)
+    assert first[0].node.metadata["document_id"].endswith(".md")
+    assert first[0].score == r.engine.trace("li")[0]["context"][0]["score"]
+    ids = lambda nodes: {c for n in nodes for c in n.node.metadata["chunk_ids"]}  # noqa: E731
+    assert not ids(first) & ids(second)
+
+
+def test_the_examples_run():
+    for example in sorted((REPO / "examples" / "python").glob("*.py")):
+        out = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, f"{example.name}: {out.stderr}"
+        assert "[1]" in out.stdout, f"{example.name} printed: {out.stdout}"
