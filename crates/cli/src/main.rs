@@ -306,9 +306,33 @@ fn tune_allocator() {
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 fn tune_allocator() {}
 
+/// Logs as JSON lines on stderr: `RAGCTX_LOG` (else `RUST_LOG`) filters them, e.g. `info`,
+/// `ragctx_engine=debug`; by default `info` for `serve` (a line per request and per turn)
+/// and `warn` otherwise. Spans are logged when they close, with their duration: `request`
+/// (request_id, method, route), `turn` (session, turn, intent, timings_ms) and `stage`.
+fn init_logs(serving: bool) {
+    use tracing_subscriber::fmt::format::FmtSpan;
+    let wanted = std::env::var("RAGCTX_LOG")
+        .or_else(|_| std::env::var("RUST_LOG"))
+        .unwrap_or_else(|_| if serving { "info" } else { "warn" }.to_owned());
+    let filter = tracing_subscriber::EnvFilter::try_new(&wanted).unwrap_or_else(|e| {
+        eprintln!("ragctx: log filter {wanted:?} is not valid ({e}); logging at info");
+        tracing_subscriber::EnvFilter::new("info")
+    });
+    tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(filter)
+        .with_span_events(FmtSpan::CLOSE)
+        .with_current_span(true)
+        .with_span_list(true)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
 fn main() {
     tune_allocator();
     let cli = Cli::parse();
+    init_logs(matches!(cli.command, Command::Serve { .. }));
     if let Err(e) = run(cli) {
         eprintln!("error: {e:#}");
         let code = match e.downcast_ref::<ragctx_core::Error>().map(|e| e.kind()) {

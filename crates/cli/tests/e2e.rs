@@ -938,6 +938,61 @@ print(json.dumps({"content": content, "first": times[0], "last": times[-1], "rag
     }
 }
 
+/// `serve` logs JSON lines: one per answered request (request id, route, status, time) and
+/// the `turn` span with its session, turn number, intent and stage timings, the `stage`
+/// spans inside it; `/metrics` counts answers by route and status.
+#[test]
+fn serve_logs_requests_and_turns_as_json_and_counts_statuses() {
+    let env = Env::new();
+    let path = corpus(&env, 40);
+    env.ok(&["ingest", path.to_str().unwrap()]);
+    let mut server = Server::start(&env, &[], &[("RAGCTX_LOG", "info")]);
+    let addr = server.addr.clone();
+    let (status, _) = http_post(&addr, "/v1/sessions/logs1/turns", r#"{"question": "When is the quokka festival?"}"#);
+    assert_eq!(status, 200);
+    let (status, _) = http_post(&addr, "/v1/sessions/logs1/turns", r#"{"question": "  "}"#);
+    assert_eq!(status, 400);
+    let metrics = http_get(&addr, "/metrics");
+    assert!(metrics.contains(r#"ragctx_http_requests_total{route="/v1/sessions/{id}/turns",status="200"} 1"#), "{metrics}");
+    assert!(metrics.contains(r#"ragctx_http_requests_total{route="/v1/sessions/{id}/turns",status="400"} 1"#), "{metrics}");
+    assert!(metrics.contains(r#"ragctx_http_request_ms_count{route="/v1/sessions/{id}/turns"} 2"#), "{metrics}");
+    // The reader thread may lag the server by a moment.
+    let lines = |want: &dyn Fn(&Value) -> bool| -> Vec<Value> {
+        for _ in 0..50 {
+            let found: Vec<Value> = server
+                .stderr
+                .lock()
+                .unwrap()
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .filter(|v| want(v))
+                .collect();
+            if !found.is_empty() {
+                return found;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        panic!("no such log line in: {}", server.stderr.lock().unwrap());
+    };
+    let answered = lines(&|v| v["fields"]["message"] == "answered" && v["fields"]["status"] == 200);
+    let request = &answered[0]["span"];
+    assert_eq!((request["name"].as_str(), request["route"].as_str()), (Some("request"), Some("/v1/sessions/{id}/turns")));
+    assert!(request["request_id"].as_str().is_some_and(|id| !id.is_empty()), "{request}");
+    assert!(answered[0]["fields"]["ms"].as_f64().is_some());
+    // The turn span, closed after its commit: session, turn number and the stage timings.
+    let turn = &lines(&|v| v["span"]["name"] == "turn" && v["fields"]["message"] == "close")[0];
+    assert_eq!((turn["span"]["session"].as_str(), turn["span"]["turn"].as_u64()), (Some("logs1"), Some(1)), "{turn}");
+    let timings: Value = serde_json::from_str(turn["span"]["timings_ms"].as_str().unwrap()).unwrap();
+    for stage in ["embed", "search", "dedupe", "assemble", "generate", "remember", "total"] {
+        assert!(timings[stage].as_f64().is_some(), "{stage} in {timings}");
+    }
+    assert_eq!(turn["spans"][0]["name"], "request", "the turn runs inside its request's span: {turn}");
+    let stages = lines(&|v| v["span"]["name"] == "stage" && v["fields"]["message"] == "close");
+    let names: HashSet<&str> = stages.iter().filter_map(|v| v["span"]["stage"].as_str()).collect();
+    assert!(names.contains("search") && names.contains("generate"), "{names:?}");
+    server.kill();
+}
+
 #[test]
 fn load_test_loses_no_turn() {
     let env = Env::new();

@@ -87,6 +87,23 @@ impl<'a> Asked<'a> {
     }
 }
 
+/// One timed stage of a turn: a `stage` span (closed when the stage ends, so span events
+/// carry its duration) and its entry in the trace's timings.
+struct Stage {
+    name: &'static str,
+    started: Instant,
+    _span: tracing::span::EnteredSpan,
+}
+
+impl Stage {
+    fn start(name: &'static str) -> Stage {
+        Stage { name, started: Instant::now(), _span: tracing::info_span!("stage", stage = name).entered() }
+    }
+    fn end(self, timings: &mut BTreeMap<String, f64>) {
+        timings.insert(self.name.into(), ms_since(self.started));
+    }
+}
+
 /// The backends a turn runs on.
 #[derive(Clone)]
 pub struct Engine {
@@ -245,7 +262,28 @@ impl Engine {
         settings.validate()?;
         let asked =
             Asked { question: validate_question(asked.question)?, query: validate_question(asked.query)?, ..asked };
-        self.turn_locks.with(session, || self.plan_and_commit(session, asked, settings, started, deadline))
+        let span = tracing::info_span!(
+            "turn",
+            session = %session,
+            turn = tracing::field::Empty,
+            intent = tracing::field::Empty,
+            timings_ms = tracing::field::Empty
+        );
+        let _in = span.enter();
+        let out = self.turn_locks.with(session, || self.plan_and_commit(session, asked, settings, started, deadline))?;
+        let timings = serde_json::to_string(&out.trace.timings_ms).unwrap_or_default();
+        span.record("turn", out.turn).record("intent", out.intent.as_str()).record("timings_ms", timings.as_str());
+        tracing::info!(
+            session = %session,
+            turn = out.turn,
+            intent = out.intent.as_str(),
+            candidates = out.trace.candidates,
+            context_tokens = out.trace.context_tokens,
+            prompt_tokens = out.trace.prompt_tokens,
+            timings_ms = timings.as_str(),
+            "turn"
+        );
+        Ok(out)
     }
 
     /// Plans the turn against the session as stored and commits it if the session is still
@@ -274,8 +312,8 @@ impl Engine {
             let asked = if replans == 0 { asked } else { Asked { on_delta: None, ..asked } };
             let (mut trace, record, new_markers) = self.run(session, &state, asked, settings, None)?;
             trace.stats.replans = replans;
-            let t = Instant::now();
-            if deadline.is_some_and(|d| t >= d) {
+            let stage = Stage::start("remember");
+            if deadline.is_some_and(|d| stage.started >= d) {
                 return Err(late(started.elapsed().as_secs_f64()));
             }
             let commit = TurnCommit { read_version: state.version, record, new_markers, trace: trace.clone() };
@@ -297,7 +335,7 @@ impl Engine {
                 Err(e) => return Err(e),
             }
             // The stored trace carries every timing but its own write.
-            trace.stats.timings_ms.insert("remember".into(), ms_since(t));
+            stage.end(&mut trace.stats.timings_ms);
             trace.stats.timings_ms.insert("total".into(), ms_since(started));
             return Ok(TurnOutcome::from(trace));
         }
@@ -339,7 +377,7 @@ impl Engine {
     ) -> Result<(Trace, ragctx_core::TurnRecord, BTreeMap<DocumentId, u32>)> {
         let Asked { question, query, conversation, on_delta } = asked;
         let mut a = self.assemble(state, question, query, conversation, settings, exclusion)?;
-        let t = Instant::now();
+        let stage = Stage::start("generate");
         let answering = a.answer_question.as_deref().unwrap_or(question);
         let request = GenerationRequest {
             question: answering,
@@ -352,7 +390,7 @@ impl Engine {
             None => self.generator.generate(&request)?,
         };
         let (citations, invalid) = context::check_citations(&answer, &a.context.blocks, &a.context.pointers);
-        a.timings.insert("generate".into(), ms_since(t));
+        stage.end(&mut a.timings);
         let at = now_ms();
         let query_vector = ragctx_core::QuantizedVector::quantize(&a.query_vector);
         let record = memory::turn_record(memory::Shown {
@@ -439,7 +477,7 @@ impl Engine {
             _ => None,
         };
         let query = reshown_question.as_deref().unwrap_or(query);
-        let t = Instant::now();
+        let stage = Stage::start("embed");
         let query_vector =
             self.embedder.embed_queries(&[query])?.pop().ok_or_else(|| Error::Model("no embedding returned".into()))?;
         // A follow-up's words lean on the questions before it ("What do they eat?"): mix in
@@ -462,9 +500,9 @@ impl Engine {
             Vec::new()
         };
         let vector = mix_vectors(&query_vector, &earlier, &MIX_WEIGHTS);
-        timings.insert("embed".into(), ms_since(t));
+        stage.end(&mut timings);
 
-        let t = Instant::now();
+        let stage = Stage::start("search");
         let mut previous = memory::last_documents(state);
         let mut quotas: HashMap<DocumentId, usize> = HashMap::new();
         let (mut hits, path, rounds, reason) = if intent == Intent::Reshow {
@@ -524,9 +562,9 @@ impl Engine {
             Memory::Engine => hits.extend(ranking),
             Memory::Client => pointers = pointer_candidates(ranking, &first_shown),
         }
-        timings.insert("search".into(), ms_since(t));
+        stage.end(&mut timings);
 
-        let t = Instant::now();
+        let stage = Stage::start("dedupe");
         let grouping = Grouping { group_size: settings.group_size, quotas };
         let deduped = if settings.strategy.groups() || intent == Intent::Reshow {
             dedupe::dedupe_by_document(hits, &grouping, settings.group_margin)
@@ -546,9 +584,9 @@ impl Engine {
             // The reshown documents in their earlier order.
             fragments.sort_by_key(|f| previous.iter().position(|d| *d == f.document_id).unwrap_or(usize::MAX));
         }
-        timings.insert("dedupe".into(), ms_since(t));
+        stage.end(&mut timings);
 
-        let t = Instant::now();
+        let stage = Stage::start("assemble");
         let (conversation, conversation_tokens) = match settings.memory {
             Memory::Engine => {
                 let remembered;
@@ -574,7 +612,7 @@ impl Engine {
             blocks: &built.blocks,
         };
         let (rendered, prompt_tokens) = (prompt.render(), prompt.tokens(self.counter.as_ref()));
-        timings.insert("assemble".into(), ms_since(t));
+        stage.end(&mut timings);
 
         Ok(Assembled {
             intent,

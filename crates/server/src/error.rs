@@ -42,8 +42,8 @@ impl ApiError {
     /// with a request id, the cause going to the server log under that id.
     pub fn public_body(&self) -> serde_json::Value {
         if self.code == "internal" {
-            let id = request_id();
-            eprintln!("ragctx serve: request {id}: internal error: {}", self.message);
+            let id = REQUEST_ID.try_with(Clone::clone).unwrap_or_else(|_| request_id());
+            tracing::error!(request_id = %id, cause = %self.message, "internal error");
             return serde_json::json!({
                 "code": self.code,
                 "message": format!("internal error; the server log has the cause under request {id}"),
@@ -60,8 +60,13 @@ impl IntoResponse for ApiError {
     }
 }
 
+tokio::task_local! {
+    /// The id of the request being answered (set by the router's middleware).
+    pub(crate) static REQUEST_ID: String;
+}
+
 /// A process-unique id: the process start (ns since the epoch, hex) and a counter.
-fn request_id() -> String {
+pub(crate) fn request_id() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::OnceLock;
     static START: OnceLock<u64> = OnceLock::new();

@@ -60,19 +60,38 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/sessions/{id}", axum::routing::delete(delete_session))
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route("/v1/models", get(openai::models))
-        .layer(axum::middleware::from_fn_with_state(state.clone(), count_errors))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), observe))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .with_state(state)
 }
 
-async fn count_errors(
+/// Every request: an id (the `x-request-id` header, and the `request_id` of an internal
+/// error's answer), a `request` span its work runs in (turns and stages are its children), one
+/// log line when it is answered, and its status and latency by route in the metrics.
+async fn observe(
     State(state): State<Arc<AppState>>,
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
-    let res = next.run(req).await;
-    if res.status().is_client_error() || res.status().is_server_error() {
-        state.metrics.error(res.status().as_str());
+    use tracing::Instrument;
+    let id = error::request_id();
+    let route = req
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    let method = req.method().clone();
+    let span = tracing::info_span!("request", request_id = %id, method = %method, route = %route);
+    let started = std::time::Instant::now();
+    let mut res = error::REQUEST_ID.scope(id.clone(), next.run(req).instrument(span.clone())).await;
+    let ms = started.elapsed().as_secs_f64() * 1e3;
+    let status = res.status();
+    span.in_scope(|| tracing::info!(status = status.as_u16(), ms, "answered"));
+    state.metrics.request(&route, status.as_str(), ms);
+    if status.is_client_error() || status.is_server_error() {
+        state.metrics.error(status.as_str());
+    }
+    if let Ok(v) = header::HeaderValue::from_str(&id) {
+        res.headers_mut().insert("x-request-id", v);
     }
     res
 }
@@ -125,7 +144,9 @@ pub(crate) async fn blocking<T: Send + 'static>(
     limit: Duration,
     f: impl FnOnce() -> ragctx_core::Result<T> + Send + 'static,
 ) -> Result<T, ApiError> {
-    match tokio::time::timeout(limit, tokio::task::spawn_blocking(f)).await {
+    // The blocking work runs in the request's span (a turn's span is its child).
+    let span = tracing::Span::current();
+    match tokio::time::timeout(limit, tokio::task::spawn_blocking(move || span.in_scope(f))).await {
         Ok(Ok(r)) => r.map_err(ApiError::from),
         Ok(Err(e)) => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", format!("worker failed: {e}"))),
         Err(_) => Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "timeout", format!("no answer within {limit:?}"))),

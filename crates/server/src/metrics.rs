@@ -54,6 +54,9 @@ struct Data {
     turns_by_intent: BTreeMap<String, u64>,
     search_path: BTreeMap<String, u64>,
     errors: BTreeMap<String, u64>,
+    /// Answers by route template and status.
+    requests: BTreeMap<(String, String), u64>,
+    request_ms: BTreeMap<String, Histogram>,
 }
 
 #[derive(Default)]
@@ -77,6 +80,14 @@ impl Metrics {
         let path =
             serde_json::to_value(t.search_path).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
         *d.search_path.entry(path).or_default() += 1;
+    }
+
+    /// One answered request: `route` is the route's template (`/v1/sessions/{id}/turns`), so
+    /// the series stay few whatever the ids.
+    pub fn request(&self, route: &str, status: &str, ms: f64) {
+        let mut d = self.data.lock().expect("metrics lock");
+        *d.requests.entry((route.to_owned(), status.to_owned())).or_default() += 1;
+        d.request_ms.entry(route.to_owned()).or_default().observe(&LATENCY_BUCKETS_MS, ms);
     }
 
     pub fn error(&self, code: &str) {
@@ -109,6 +120,14 @@ impl Metrics {
         );
         for (k, v) in &d.search_path {
             let _ = writeln!(s, "ragctx_search_path_total{{path=\"{k}\"}} {v}");
+        }
+        s.push_str("# HELP ragctx_http_requests_total Answers by route and status.\n# TYPE ragctx_http_requests_total counter\n");
+        for ((route, status), v) in &d.requests {
+            let _ = writeln!(s, "ragctx_http_requests_total{{route=\"{route}\",status=\"{status}\"}} {v}");
+        }
+        s.push_str("# HELP ragctx_http_request_ms Time to answer by route, milliseconds (a stream: to its first byte).\n# TYPE ragctx_http_request_ms histogram\n");
+        for (route, h) in &d.request_ms {
+            h.render(&mut s, "ragctx_http_request_ms", &format!("route=\"{route}\""), &LATENCY_BUCKETS_MS);
         }
         s.push_str("# HELP ragctx_errors_total Error responses by code.\n# TYPE ragctx_errors_total counter\n");
         for (k, v) in &d.errors {

@@ -172,10 +172,12 @@ async fn stream_turn(
         let _ = pieces.send(Event::Delta(piece.to_owned()));
     });
     let id = format!("chatcmpl-ragctx-{session}-{created}");
-    tokio::spawn(async move {
+    let span = tracing::Span::current();
+    let turn = async move {
         let r = run_turn(&state, &ns, &session, request, conversation, Some(on_delta)).await;
         let _ = tx.send(Event::Done(Box::new(r)));
-    });
+    };
+    tokio::spawn(tracing::Instrument::instrument(turn, span));
     let first = rx.recv().await.unwrap_or_else(|| {
         Event::Done(Box::new(Err(ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
