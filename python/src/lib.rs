@@ -54,6 +54,23 @@ fn layer(py: Python<'_>, settings: Option<&Bound<'_, PyDict>>) -> PyResult<RawCo
     }
 }
 
+/// What `ask` may override per turn: the CLI's turn flags.
+const TURN_KEYS: [&str; 13] = [
+    "mode",
+    "memory",
+    "conversation_query",
+    "budget",
+    "granularity",
+    "consumption",
+    "window",
+    "limit",
+    "group_size",
+    "group_margin",
+    "min_documents",
+    "strategy",
+    "session_ttl",
+];
+
 #[pyclass(module = "ragctx._native", frozen)]
 struct Engine {
     /// The layers the engine was made with, for per-turn overrides.
@@ -135,8 +152,18 @@ impl Engine {
         let turn = match overrides {
             Some(o) if !o.is_empty() => {
                 let o = o.copy()?;
+                for key in o.keys() {
+                    let key: String = key.extract()?;
+                    if !TURN_KEYS.contains(&key.as_str()) {
+                        return Err(BadInput::new_err(format!(
+                            "{key:?} is not a turn setting (those are {}); set it on the Engine",
+                            TURN_KEYS.join(", ")
+                        )));
+                    }
+                }
                 if let Some(m) = o.get_item("mode")? {
-                    let m: String = m.extract()?;
+                    let m: String =
+                        m.extract().map_err(|_| BadInput::new_err("mode: auto, new, follow_up or reshow"))?;
                     if m != "auto" {
                         mode = Some(m.parse::<Intent>().map_err(raise)?);
                     }

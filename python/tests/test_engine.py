@@ -57,6 +57,10 @@ def test_bad_input_is_raised_with_its_kind_and_changes_nothing(engine, tmp_path)
         engine.ask("s", "   ")
     with pytest.raises(BadInput):
         engine.ask("s", "q", memory="sometimes")
+    with pytest.raises(BadInput, match="not a turn setting"):
+        engine.ask("s", "q", generator="openai")
+    with pytest.raises(BadInput, match="mode"):
+        engine.ask("s", "q", mode=3)
     with pytest.raises(NotFound):
         engine.trace("nobody")
     before = engine.ask("n", "fungus gnats", limit=20)["trace"]["candidates"]

@@ -953,8 +953,14 @@ fn serve_logs_requests_and_turns_as_json_and_counts_statuses() {
     let (status, _) = http_post(&addr, "/v1/sessions/logs1/turns", r#"{"question": "  "}"#);
     assert_eq!(status, 400);
     let metrics = http_get(&addr, "/metrics");
-    assert!(metrics.contains(r#"ragctx_http_requests_total{route="/v1/sessions/{id}/turns",status="200"} 1"#), "{metrics}");
-    assert!(metrics.contains(r#"ragctx_http_requests_total{route="/v1/sessions/{id}/turns",status="400"} 1"#), "{metrics}");
+    assert!(
+        metrics.contains(r#"ragctx_http_requests_total{route="/v1/sessions/{id}/turns",status="200"} 1"#),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(r#"ragctx_http_requests_total{route="/v1/sessions/{id}/turns",status="400"} 1"#),
+        "{metrics}"
+    );
     assert!(metrics.contains(r#"ragctx_http_request_ms_count{route="/v1/sessions/{id}/turns"} 2"#), "{metrics}");
     // The reader thread may lag the server by a moment.
     let lines = |want: &dyn Fn(&Value) -> bool| -> Vec<Value> {
@@ -976,7 +982,10 @@ fn serve_logs_requests_and_turns_as_json_and_counts_statuses() {
     };
     let answered = lines(&|v| v["fields"]["message"] == "answered" && v["fields"]["status"] == 200);
     let request = &answered[0]["span"];
-    assert_eq!((request["name"].as_str(), request["route"].as_str()), (Some("request"), Some("/v1/sessions/{id}/turns")));
+    assert_eq!(
+        (request["name"].as_str(), request["route"].as_str()),
+        (Some("request"), Some("/v1/sessions/{id}/turns"))
+    );
     assert!(request["request_id"].as_str().is_some_and(|id| !id.is_empty()), "{request}");
     assert!(answered[0]["fields"]["ms"].as_f64().is_some());
     // The turn span, closed after its commit: session, turn number and the stage timings.

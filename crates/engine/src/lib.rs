@@ -270,7 +270,8 @@ impl Engine {
             timings_ms = tracing::field::Empty
         );
         let _in = span.enter();
-        let out = self.turn_locks.with(session, || self.plan_and_commit(session, asked, settings, started, deadline))?;
+        let out =
+            self.turn_locks.with(session, || self.plan_and_commit(session, asked, settings, started, deadline))?;
         let timings = serde_json::to_string(&out.trace.timings_ms).unwrap_or_default();
         span.record("turn", out.turn).record("intent", out.intent.as_str()).record("timings_ms", timings.as_str());
         tracing::info!(

@@ -119,9 +119,11 @@ impl OpenAiGenerator {
             on_delta(answer);
             return Ok(Ok(answer.to_owned()));
         }
-        // Server-sent events: `data: {chunk}` lines, `data: [DONE]` at the end.
+        // Server-sent events: `data: {chunk}` lines, a `finish_reason` and `data: [DONE]` at
+        // the end. A stream that stops before either is a cut-off answer, not an answer.
         let mut answer = String::new();
         let mut line = String::new();
+        let mut finished = false;
         loop {
             line.clear();
             match std::io::BufRead::read_line(&mut reader, &mut line) {
@@ -132,14 +134,28 @@ impl OpenAiGenerator {
             }
             let Some(data) = line.trim_end().strip_prefix("data:").map(str::trim) else { continue };
             if data == "[DONE]" {
+                finished = true;
                 break;
             }
             let chunk: Value =
                 serde_json::from_str(data).map_err(|e| self.unavailable(format!("invalid stream event: {e}")))?;
+            if let Some(error) = chunk.get("error") {
+                return Err(self.unavailable(format!("the model failed mid-answer: {error}")));
+            }
             if let Some(piece) = chunk["choices"][0]["delta"]["content"].as_str().filter(|p| !p.is_empty()) {
                 on_delta(piece);
                 answer.push_str(piece);
             }
+            finished |= chunk["choices"][0]["finish_reason"].is_string();
+        }
+        if !finished {
+            if answer.is_empty() {
+                return Ok(Err("the stream ended before any answer".into()));
+            }
+            return Err(self.unavailable(format!(
+                "the stream ended after {} bytes, before the answer was finished",
+                answer.len()
+            )));
         }
         Ok(Ok(answer))
     }

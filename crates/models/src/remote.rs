@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 /// How to reach the embedding server.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct RemoteEmbedderConfig {
     /// The API's base, e.g. `http://127.0.0.1:8000/v1` or `https://api.openai.com/v1`.
     pub base_url: String,
@@ -31,6 +31,65 @@ pub struct RemoteEmbedderConfig {
     pub timeout: Duration,
     /// Attempts after the first, for connection failures, 429 and 5xx.
     pub retries: u32,
+}
+
+impl std::fmt::Debug for RemoteEmbedderConfig {
+    /// Everything but the key.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteEmbedderConfig")
+            .field("base_url", &shown(&self.base_url))
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "(set)"))
+            .field("input_type", &self.input_type)
+            .field("prefixes", &self.prefixes)
+            .field("batch", &self.batch)
+            .field("concurrency", &self.concurrency)
+            .field("timeout", &self.timeout)
+            .field("retries", &self.retries)
+            .finish()
+    }
+}
+
+/// A URL as it may appear in messages and logs: without `user:password@` and the query.
+fn shown(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let rest = rest.split(['?', '#']).next().unwrap_or_default();
+    let rest = match rest.split_once('/') {
+        Some((host, path)) => format!("{}/{path}", host.rsplit('@').next().unwrap_or(host)),
+        None => rest.rsplit('@').next().unwrap_or(rest).to_owned(),
+    };
+    if scheme.is_empty() {
+        rest
+    } else {
+        format!("{scheme}://{rest}")
+    }
+}
+
+/// Requests in flight, bounded across every caller of one embedder (concurrent turns,
+/// ingests and Python threads share the server's `concurrency` slots).
+struct Slots {
+    free: std::sync::Mutex<usize>,
+    freed: std::sync::Condvar,
+}
+
+impl Slots {
+    fn take(&self) -> SlotGuard<'_> {
+        let mut free = self.free.lock().expect("no panics holding the slots");
+        while *free == 0 {
+            free = self.freed.wait(free).expect("no panics holding the slots");
+        }
+        *free -= 1;
+        SlotGuard(self)
+    }
+}
+
+struct SlotGuard<'a>(&'a Slots);
+
+impl Drop for SlotGuard<'_> {
+    fn drop(&mut self) {
+        *self.0.free.lock().expect("no panics holding the slots") += 1;
+        self.0.freed.notify_one();
+    }
 }
 
 impl RemoteEmbedderConfig {
@@ -68,6 +127,7 @@ pub struct RemoteEmbedder {
     agent: ureq::Agent,
     dim: usize,
     model_id: String,
+    slots: Slots,
 }
 
 impl RemoteEmbedder {
@@ -92,8 +152,16 @@ impl RemoteEmbedder {
             .http_status_as_error(false)
             .build()
             .into();
-        let mut e = RemoteEmbedder { config, agent, dim: 0, model_id: String::new() };
-        let (vectors, served) = e.request(&["dimension probe"], Kind::Query)?;
+        let slots = Slots { free: std::sync::Mutex::new(config.concurrency), freed: std::sync::Condvar::new() };
+        let mut e = RemoteEmbedder { config, agent, dim: 0, model_id: String::new(), slots };
+        let (vectors, served) = match e.request(&["dimension probe"], Kind::Query) {
+            // OpenAI's own API and others refuse fields they do not know: ask without it.
+            Err(err) if e.config.input_type && err.to_string().contains("input_type") => {
+                e.config.input_type = false;
+                e.request(&["dimension probe"], Kind::Query)?
+            }
+            other => other?,
+        };
         e.dim = vectors[0].len();
         let name = served.filter(|s| !s.is_empty()).unwrap_or_else(|| e.config.model.clone());
         e.model_id = format!(
@@ -109,7 +177,7 @@ impl RemoteEmbedder {
     }
 
     fn unavailable(&self, message: String) -> Error {
-        Error::Unavailable { backend: format!("embedding server at {}", self.url()), message }
+        Error::Unavailable { backend: format!("embedding server at {}", shown(&self.url())), message }
     }
 
     /// One batch, with retries; also returns the model name the server reported.
@@ -147,8 +215,17 @@ impl RemoteEmbedder {
         if let Some(k) = &self.config.api_key {
             req = req.header("Authorization", &format!("Bearer {k}"));
         }
+        let _slot = self.slots.take();
         let mut res = match req.send_json(body) {
             Ok(r) => r,
+            // Not retried: the server may still be working on it, and a second copy would
+            // only queue behind the first.
+            Err(ureq::Error::Timeout(_)) => {
+                return Err(self.unavailable(format!(
+                    "no answer within {} s (embedder_timeout_secs); not retried",
+                    self.config.timeout.as_secs()
+                )))
+            }
             Err(e) => return Ok(Err((e.to_string(), None))),
         };
         let status = res.status().as_u16();
@@ -166,9 +243,17 @@ impl RemoteEmbedder {
         if status == 429 || status >= 500 {
             return Ok(Err((format!("HTTP {status}: {}", snippet(200)), retry_after)));
         }
+        if matches!(status, 400 | 413 | 422) {
+            // The server refuses what it was sent (too long a text, an unknown model or
+            // field): fix the input or the settings; retrying will not help.
+            return Err(Error::InvalidInput(format!(
+                "embedding server at {} refused the request: HTTP {status}: {}",
+                shown(&self.url()),
+                snippet(300)
+            )));
+        }
         if status != 200 {
-            // The configuration is wrong (key, model, URL) or the server refuses the input:
-            // retrying will not help.
+            // The configuration is wrong (key, URL): retrying will not help.
             return Err(self.unavailable(format!("HTTP {status}: {}", snippet(300))));
         }
         let v: Value =
@@ -277,6 +362,16 @@ mod tests {
         assert_eq!(v, vec![0.6, 0.8]);
         assert!(normalise(&mut [0.0, 0.0]).is_err());
         assert!(normalise(&mut [f32::NAN, 1.0]).is_err());
+    }
+
+    #[test]
+    fn urls_in_messages_lose_their_credentials() {
+        assert_eq!(shown("https://u:secret@example.com/v1/embeddings?key=k"), "https://example.com/v1/embeddings");
+        assert_eq!(shown("http://127.0.0.1:8000/v1"), "http://127.0.0.1:8000/v1");
+        let mut c = RemoteEmbedderConfig::new("http://u:pw@h/v1", "m");
+        c.api_key = Some("sk-secret".into());
+        let debug = format!("{c:?}");
+        assert!(!debug.contains("sk-secret") && !debug.contains("pw"), "{debug}");
     }
 
     #[test]

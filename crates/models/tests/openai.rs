@@ -85,4 +85,12 @@ fn streams_pieces_as_they_come_and_takes_a_whole_answer_from_a_server_that_does_
     let answer = generator(&double.url, 1, 5_000).generate_streaming(&request("P"), &on_delta).unwrap();
     assert_eq!(answer, "Appeals cost 775 dollars [1].");
     assert_eq!(*got.lock().unwrap(), vec![answer]);
+    // A stream that stops mid-answer is an error, not a shorter answer.
+    let double = OpenAiTestDouble::cut_stream(vec!["Appeals ".into(), "cost".into()]);
+    got.lock().unwrap().clear();
+    let err = generator(&double.url, 0, 5_000).generate_streaming(&request("P"), &on_delta).unwrap_err();
+    assert!(
+        matches!(err, Error::Unavailable { .. }) && err.to_string().contains("before the answer was finished"),
+        "{err}"
+    );
 }

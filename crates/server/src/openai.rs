@@ -1,7 +1,9 @@
 //! `POST /v1/chat/completions` and `GET /v1/models`, OpenAI-compatible: stock OpenAI
 //! clients talk to ragctx unchanged. The session comes from the `X-Session-Id` header, else
 //! `user`, else it is derived from the conversation's first user message (`chat-` and 16 hex
-//! digits of its SHA-256: a client that resends the whole conversation keeps its session);
+//! digits of its SHA-256: a client that resends the whole conversation keeps its session;
+//! the first request of a conversation starts it afresh and the prompt carries the client's
+//! messages only, so two conversations that open alike never see each other's turns);
 //! the last user message is the question and the messages before it are the conversation
 //! (`engine` memory puts them in the prompt); citations and the trace ride in the extra
 //! field `ragctx`. With `stream: true` the model's pieces are forwarded as they arrive and
@@ -41,6 +43,8 @@ pub struct ChatTurn {
     pub conversation: Vec<Utterance>,
     pub stream: bool,
     pub model: String,
+    /// The session was derived from the first user message (no header, no `user`).
+    pub derived: bool,
 }
 
 /// Decodes a chat completion body (and the X-Session-Id header) the way
@@ -52,11 +56,11 @@ pub fn decode_chat(body: &[u8], session_header: Option<&str>) -> Result<ChatTurn
         .iter()
         .rposition(|m| m["role"] == "user")
         .ok_or_else(|| ApiError::bad_request("no user message in `messages`"))?;
-    let session = match session_header.map(str::to_owned).or(req.user.clone()) {
-        Some(s) => s,
+    let (session, derived) = match session_header.map(str::to_owned).or(req.user.clone()) {
+        Some(s) => (s, false),
         None => {
             let first = req.messages.iter().find(|m| m["role"] == "user").map(|m| text_of(&m["content"]));
-            derived_session(&first.unwrap_or_default())
+            (derived_session(&first.unwrap_or_default()), true)
         }
     };
     crate::session_id(&None, &session)?;
@@ -76,6 +80,7 @@ pub fn decode_chat(body: &[u8], session_header: Option<&str>) -> Result<ChatTurn
         conversation,
         stream: req.stream,
         model: req.model.unwrap_or_else(|| "ragctx".into()),
+        derived,
     })
 }
 
@@ -117,9 +122,21 @@ pub async fn chat_completions(
 ) -> Result<Response, ApiError> {
     let ns = caller(&state, &headers)?;
     let header = headers.get("x-session-id").and_then(|v| v.to_str().ok());
-    let ChatTurn { session, question, conversation, stream, model } = decode_chat(&body(b)?, header)?;
-    // A client that sends only the question leaves the conversation to the session.
-    let conversation = (!conversation.is_empty()).then_some(conversation);
+    let ChatTurn { session, question, conversation, stream, model, derived } = decode_chat(&body(b)?, header)?;
+    let conversation = if derived {
+        // Another conversation may have opened with the same words: the prompt carries this
+        // client's messages only, and a conversation's first request starts the session
+        // afresh (nothing shown to the other is excluded, carried or reshown here).
+        if conversation.is_empty() {
+            let id = crate::session_id(&ns, &session)?;
+            let sessions = state.engine.sessions.clone();
+            crate::blocking(state.turn_timeout, move || sessions.reset(&id)).await?;
+        }
+        Some(conversation)
+    } else {
+        // A client that sends only the question leaves the conversation to the session.
+        (!conversation.is_empty()).then_some(conversation)
+    };
     let created = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let request = TurnRequest { question, ..Default::default() };
     if stream {

@@ -185,6 +185,21 @@ async fn keys_scope_sessions_and_openai_clients_work() {
     .await;
     assert_eq!(s, StatusCode::OK, "{b}");
     assert_eq!((b["ragctx"]["session_id"].as_str(), b["ragctx"]["turn"].as_u64()), (Some(derived.as_str()), Some(2)));
+    assert!(b["ragctx"]["trace"]["excluded"].as_u64().unwrap() > 0, "the second turn excludes what the first showed");
+    // Another conversation that opens with the same words starts the session afresh: nothing
+    // the first one was shown is excluded, carried or put in its prompt.
+    let (s, b) = call_json(
+        &app,
+        "POST",
+        "/v1/chat/completions",
+        Some("key-one"),
+        Some(json!({"messages": [{"role": "user", "content": first}]})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    assert_eq!(b["ragctx"]["session_id"].as_str(), Some(derived.as_str()));
+    assert_eq!(b["ragctx"]["trace"]["excluded"], 0, "{}", b["ragctx"]["trace"]);
+    assert!(b["ragctx"]["context"].as_array().unwrap().iter().all(|c| c["carried_from"].is_null()));
     // Stock clients list the models first.
     let (s, b) = call_json(&app, "GET", "/v1/models", Some("key-one"), None).await;
     assert_eq!((s, b["object"].as_str(), b["data"][0]["id"].as_str()), (StatusCode::OK, Some("list"), Some("ragctx")));

@@ -36,6 +36,16 @@ impl OpenAiTestDouble {
     /// `stream: true`: `pieces` one event each, `gap_ms` apart (a slow model), then
     /// `[DONE]`. Serves `requests` requests.
     pub fn streaming(pieces: Vec<String>, gap_ms: u64, requests: usize) -> Self {
+        Self::stream(pieces, gap_ms, requests, true)
+    }
+
+    /// Streams `pieces` once and closes the connection without a `finish_reason` or
+    /// `[DONE]`: a model server that died mid-answer.
+    pub fn cut_stream(pieces: Vec<String>) -> Self {
+        Self::stream(pieces, 0, 1, false)
+    }
+
+    fn stream(pieces: Vec<String>, gap_ms: u64, requests: usize, finish: bool) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}/v1", listener.local_addr().unwrap());
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -57,7 +67,9 @@ impl OpenAiTestDouble {
                     let _ = write!(stream, "data: {event}\n\n");
                     let _ = stream.flush();
                 }
-                let _ = write!(stream, "data: {{\"choices\":[{{\"index\":0,\"delta\":{{}},\"finish_reason\":\"stop\"}}]}}\n\ndata: [DONE]\n\n");
+                if finish {
+                    let _ = write!(stream, "data: {{\"choices\":[{{\"index\":0,\"delta\":{{}},\"finish_reason\":\"stop\"}}]}}\n\ndata: [DONE]\n\n");
+                }
             }
         });
         OpenAiTestDouble { url, seen }
