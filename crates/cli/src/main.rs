@@ -310,8 +310,11 @@ fn tune_allocator() {}
 /// `ragctx_engine=debug`; by default `info` for `serve` (a line per request and per turn)
 /// and `warn` otherwise. Spans are logged when they close, with their duration: `request`
 /// (request_id, method, route), `turn` (session, turn, intent, timings_ms) and `stage`.
+/// Built with the `otlp` feature, the same spans also go to an OpenTelemetry collector when
+/// `RAGCTX_OTLP_ENDPOINT` (e.g. `http://127.0.0.1:4318`) is set.
 fn init_logs(serving: bool) {
     use tracing_subscriber::fmt::format::FmtSpan;
+    use tracing_subscriber::prelude::*;
     let wanted = std::env::var("RAGCTX_LOG")
         .or_else(|_| std::env::var("RUST_LOG"))
         .unwrap_or_else(|_| if serving { "info" } else { "warn" }.to_owned());
@@ -319,21 +322,66 @@ fn init_logs(serving: bool) {
         eprintln!("ragctx: log filter {wanted:?} is not valid ({e}); logging at info");
         tracing_subscriber::EnvFilter::new("info")
     });
-    tracing_subscriber::fmt()
+    let lines = tracing_subscriber::fmt::layer()
         .json()
-        .with_env_filter(filter)
         .with_span_events(FmtSpan::CLOSE)
         .with_current_span(true)
         .with_span_list(true)
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    let registry = tracing_subscriber::registry().with(filter).with(lines);
+    #[cfg(feature = "otlp")]
+    if let Some(endpoint) = std::env::var("RAGCTX_OTLP_ENDPOINT").ok().filter(|e| !e.is_empty()) {
+        match otlp::provider(&endpoint) {
+            Ok(provider) => {
+                use opentelemetry::trace::TracerProvider as _;
+                let layer = tracing_opentelemetry::layer().with_tracer(provider.tracer("ragctx"));
+                let _ = otlp::PROVIDER.set(provider);
+                registry.with(layer).init();
+                return;
+            }
+            Err(e) => eprintln!("ragctx: no OTLP export to {endpoint}: {e}"),
+        }
+    }
+    registry.init();
+}
+
+/// OpenTelemetry export (the `otlp` feature): spans batched to `ENDPOINT/v1/traces` over
+/// HTTP/protobuf by a background thread, flushed when the command ends.
+#[cfg(feature = "otlp")]
+mod otlp {
+    pub static PROVIDER: std::sync::OnceLock<opentelemetry_sdk::trace::SdkTracerProvider> = std::sync::OnceLock::new();
+
+    pub fn provider(endpoint: &str) -> Result<opentelemetry_sdk::trace::SdkTracerProvider, String> {
+        use opentelemetry_otlp::WithExportConfig;
+        let exporter = opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .with_endpoint(format!("{}/v1/traces", endpoint.trim_end_matches('/')))
+            .build()
+            .map_err(|e| e.to_string())?;
+        Ok(opentelemetry_sdk::trace::SdkTracerProvider::builder()
+            .with_batch_exporter(exporter)
+            .with_resource(opentelemetry_sdk::Resource::builder().with_service_name("ragctx").build())
+            .build())
+    }
+}
+
+/// Sends what the OTLP exporter still holds (nothing without the `otlp` feature).
+fn flush_telemetry() {
+    #[cfg(feature = "otlp")]
+    if let Some(p) = otlp::PROVIDER.get() {
+        if let Err(e) = p.shutdown() {
+            eprintln!("ragctx: OTLP export: {e}");
+        }
+    }
 }
 
 fn main() {
     tune_allocator();
     let cli = Cli::parse();
     init_logs(matches!(cli.command, Command::Serve { .. }));
-    if let Err(e) = run(cli) {
+    let result = run(cli);
+    flush_telemetry();
+    if let Err(e) = result {
         eprintln!("error: {e:#}");
         let code = match e.downcast_ref::<ragctx_core::Error>().map(|e| e.kind()) {
             Some(ErrorKind::BadInput) => 2,
