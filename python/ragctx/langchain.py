@@ -5,7 +5,7 @@
     retriever = RagctxRetriever(engine=Engine(data_dir="ragctx-data"), session="conversation-42")
     docs = retriever.invoke("How do I appeal?")        # one ragctx turn
 
-Each call is one turn of the session, so a chain built on it gets ragctx's exclusion (a
+Each call is one turn of the session (`Engine.retrieve`: no model is called), so a chain built on it gets ragctx's exclusion (a
 chunk already shown is not shown again, or is carried as one block in `engine` memory),
 grouping, token budget and a trace per turn, without changing the chain. Documents carry
 `document_id`, `title`, `marker` (cite as ``[marker]``), `score`, `chunk_ids`,
@@ -57,6 +57,6 @@ class RagctxRetriever(BaseRetriever):
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun
     ) -> List[Document]:
-        turn = self.engine.ask(self.session, query, **self.overrides)
+        turn = self.engine.retrieve(self.session, query, **self.overrides)
         self.last_turn = turn
         return to_documents(turn)

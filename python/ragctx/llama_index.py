@@ -5,7 +5,7 @@
     retriever = RagctxRetriever(Engine(data_dir="ragctx-data"), session="conversation-42")
     nodes = retriever.retrieve("How do I appeal?")      # one ragctx turn
 
-Each call is one turn of the session (exclusion, grouping, budget, trace); nodes carry
+Each call is one turn of the session (`Engine.retrieve`: no model is called) (exclusion, grouping, budget, trace); nodes carry
 `document_id`, `title`, `marker`, `chunk_ids`, `carried_from`, `session_id` and `turn` in
 their metadata and the block's score as their score. Install `llama-index-core`.
 """
@@ -57,6 +57,6 @@ class RagctxRetriever(BaseRetriever):
         super().__init__(callback_manager=callback_manager)
 
     def _retrieve(self, query_bundle: QueryBundle) -> List[NodeWithScore]:
-        turn = self.engine.ask(self.session, query_bundle.query_str, **self.overrides)
+        turn = self.engine.retrieve(self.session, query_bundle.query_str, **self.overrides)
         self.last_turn = turn
         return to_nodes(turn)

@@ -76,6 +76,9 @@ struct Engine {
     /// The layers the engine was made with, for per-turn overrides.
     raw: RawConfig,
     app: App,
+    /// The same engine (stores, embedder, turn locks) answering with the extractive
+    /// generator: `retrieve` never calls a model.
+    retriever: ragctx_engine::Engine,
 }
 
 #[pymethods]
@@ -102,7 +105,11 @@ impl Engine {
         let raw = raw.merge(given);
         let settings = Settings::from_raw(raw.clone()).map_err(raise)?;
         let app = py.detach(|| App::open(settings)).map_err(raise)?;
-        Ok(Engine { raw, app })
+        let retriever = ragctx_engine::Engine {
+            generator: std::sync::Arc::new(ragctx_models::ExtractiveGenerator::default()),
+            ..app.engine.clone()
+        };
+        Ok(Engine { raw, app, retriever })
     }
 
     /// `Engine.from_config(path, **settings)`: the settings of a TOML file (as `--config`).
@@ -147,6 +154,60 @@ impl Engine {
         question: &str,
         overrides: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        self.turn(py, &self.app.engine, session, question, overrides)
+    }
+
+    /// [`ask`](Engine::ask) for retrieval: the same turn (recorded, excluded next time,
+    /// traced) with the extractive generator, so no model is called whatever `generator` the
+    /// engine was given. What the framework retrievers use.
+    #[pyo3(signature = (session, question, **overrides))]
+    fn retrieve<'py>(
+        &self,
+        py: Python<'py>,
+        session: &str,
+        question: &str,
+        overrides: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.turn(py, &self.retriever, session, question, overrides)
+    }
+
+    /// Every trace of `session`, oldest first (as `ragctx trace --json`); `NotFound` when it
+    /// has none.
+    fn trace<'py>(&self, py: Python<'py>, session: &str) -> PyResult<Bound<'py, PyAny>> {
+        let id = SessionId::parse(session).map_err(raise)?;
+        let traces = py.detach(|| self.app.engine.sessions.traces(&id)).map_err(raise)?;
+        if traces.is_empty() {
+            return Err(NotFound::new_err(format!("session {session} has no turns")));
+        }
+        from_json(py, &serde_json::to_string(&traces).map_err(|e| RagctxError::new_err(e.to_string()))?)
+    }
+
+    /// Forgets what `session` was shown (its traces stay); False when it is unknown.
+    fn reset(&self, py: Python<'_>, session: &str) -> PyResult<bool> {
+        let id = SessionId::parse(session).map_err(raise)?;
+        py.detach(|| self.app.engine.sessions.reset(&id)).map_err(raise)
+    }
+
+    /// The settings in effect (data dir, embedder model, turn defaults), for display.
+    fn __repr__(&self) -> String {
+        format!(
+            "Engine(data_dir={:?}, embedder={:?})",
+            self.app.settings.data_dir.display().to_string(),
+            self.app.embedder.model_id()
+        )
+    }
+}
+
+impl Engine {
+    /// One turn on `engine` (this one's, or its retrieval twin) with per-turn overrides.
+    fn turn<'py>(
+        &self,
+        py: Python<'py>,
+        engine: &ragctx_engine::Engine,
+        session: &str,
+        question: &str,
+        overrides: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let id = SessionId::parse(session).map_err(raise)?;
         let mut mode = None;
         let turn = match overrides {
@@ -174,34 +235,8 @@ impl Engine {
             _ => self.app.settings.turn.clone(),
         };
         let turn = ragctx_engine::TurnSettings { mode, ..turn };
-        let out = py.detach(|| self.app.engine.ask(&id, question, &turn)).map_err(raise)?;
+        let out = py.detach(|| engine.ask(&id, question, &turn)).map_err(raise)?;
         from_json(py, &serde_json::to_string(&out).map_err(|e| RagctxError::new_err(e.to_string()))?)
-    }
-
-    /// Every trace of `session`, oldest first (as `ragctx trace --json`); `NotFound` when it
-    /// has none.
-    fn trace<'py>(&self, py: Python<'py>, session: &str) -> PyResult<Bound<'py, PyAny>> {
-        let id = SessionId::parse(session).map_err(raise)?;
-        let traces = py.detach(|| self.app.engine.sessions.traces(&id)).map_err(raise)?;
-        if traces.is_empty() {
-            return Err(NotFound::new_err(format!("session {session} has no turns")));
-        }
-        from_json(py, &serde_json::to_string(&traces).map_err(|e| RagctxError::new_err(e.to_string()))?)
-    }
-
-    /// Forgets what `session` was shown (its traces stay); False when it is unknown.
-    fn reset(&self, py: Python<'_>, session: &str) -> PyResult<bool> {
-        let id = SessionId::parse(session).map_err(raise)?;
-        py.detach(|| self.app.engine.sessions.reset(&id)).map_err(raise)
-    }
-
-    /// The settings in effect (data dir, embedder model, turn defaults), for display.
-    fn __repr__(&self) -> String {
-        format!(
-            "Engine(data_dir={:?}, embedder={:?})",
-            self.app.settings.data_dir.display().to_string(),
-            self.app.embedder.model_id()
-        )
     }
 }
 

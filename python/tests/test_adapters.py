@@ -43,4 +43,21 @@ def test_the_examples_run():
     for example in sorted((REPO / "examples" / "python").glob("*.py")):
         out = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, timeout=300)
         assert out.returncode == 0, f"{example.name}: {out.stderr}"
-        assert "[1]" in out.stdout, f"{example.name} printed: {out.stdout}"
+        assert "turns [1, 2, 3]; no chunk sent twice" in out.stdout, f"{example.name} printed: {out.stdout}"
+
+
+def test_retrieval_never_calls_the_model(tmp_path):
+    """The retrievers' turns use the extractive generator: an engine whose generator is an
+    unreachable OpenAI endpoint fails to answer with `ask`, and still retrieves."""
+    from ragctx import Engine, Unavailable
+    from ragctx.langchain import RagctxRetriever
+    from conftest import DEMO, MODEL
+
+    e = Engine(data_dir=str(tmp_path / "d"), model_dir=str(MODEL), generator="openai",
+               openai_base_url="http://127.0.0.1:9/v1", openai_model="none", openai_timeout_secs=1)
+    e.ingest([str(DEMO)])
+    import pytest
+    with pytest.raises(Unavailable, match="generator"):
+        e.ask("a", "How often should I water ferns?")
+    docs = RagctxRetriever(engine=e, session="r").invoke("How often should I water ferns?")
+    assert docs and docs[0].metadata["turn"] == 1

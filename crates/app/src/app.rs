@@ -41,8 +41,7 @@ fn embedders(settings: &Settings) -> Result<Embedders> {
 
 /// Ties the data dir to the embedder's model (refused when it holds another model's vectors).
 pub fn bind_model(settings: &Settings, data: &DataDir, embedder: &dyn Embedder) -> Result<()> {
-    let local = matches!(settings.embedder, EmbedderSettings::Local { .. });
-    data.bind_model(embedder.model_id(), local)
+    data.bind_model(embedder.model_id(), settings.embedder.is_local())
 }
 
 pub fn index_params(settings: &Settings) -> IndexParams {

@@ -307,6 +307,11 @@ pub enum EmbedderSettings {
 }
 
 impl EmbedderSettings {
+    /// Whether embeddings are computed in process (the model in `model_dir`).
+    pub fn is_local(&self) -> bool {
+        matches!(self, EmbedderSettings::Local { .. })
+    }
+
     fn from_raw(raw: &RawConfig) -> Result<EmbedderSettings> {
         let prefixes = ragctx_models::Prefixes {
             query: raw.embedder_query_prefix.clone().unwrap_or_default(),

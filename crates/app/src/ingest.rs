@@ -254,6 +254,11 @@ impl std::fmt::Display for IngestReport {
 /// chunks are upserted by id and a document's other chunks stay.
 pub fn ingest(settings: &Settings, paths: &[PathBuf], append: bool) -> Result<IngestReport> {
     let started = Instant::now();
+    store_chunks(settings, read_some(paths)?, append, started)
+}
+
+/// [`read_paths`], refusing paths that hold no chunks at all.
+fn read_some(paths: &[PathBuf]) -> Result<Read> {
     let read = read_paths(paths)?;
     if read.chunks.is_empty() {
         return Err(Error::InvalidInput(format!(
@@ -261,27 +266,31 @@ pub fn ingest(settings: &Settings, paths: &[PathBuf], append: bool) -> Result<In
             paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
         )));
     }
-    store_chunks(settings, read, append, started)
+    Ok(read)
+}
+
+/// Records as JSONL lines, validated as `ingest` validates a file; none at all is refused.
+fn read_records(source: &str, jsonl: &[u8]) -> Result<Read> {
+    let chunks = parse_jsonl(source, jsonl)?;
+    check_unique_ids(&chunks)?;
+    if chunks.is_empty() {
+        return Err(Error::InvalidInput(format!("no records in {source} (nothing was changed)")));
+    }
+    Ok(Read { chunks, files: 0, skipped: Vec::new() })
 }
 
 /// Ingests records as `ingest` reads JSONL lines (`_id`, `document_id`, `title`, `text`, and
 /// optional `weight`), validated the same way; `source` names them in error messages.
 pub fn ingest_records(settings: &Settings, source: &str, jsonl: &[u8], append: bool) -> Result<IngestReport> {
     let started = Instant::now();
-    let chunks = parse_jsonl(source, jsonl)?;
-    check_unique_ids(&chunks)?;
-    if chunks.is_empty() {
-        return Err(Error::InvalidInput(format!("no records in {source} (nothing was changed)")));
-    }
-    store_chunks(settings, Read { chunks, files: 0, skipped: Vec::new() }, append, started)
+    store_chunks(settings, read_records(source, jsonl)?, append, started)
 }
 
 fn store_chunks(settings: &Settings, read: Read, append: bool, started: Instant) -> Result<IngestReport> {
     let embedder = crate::app::embedder(settings)?;
     if let Backend::Embedded = settings.backend {
         // Before hours of embedding: a store of another model's vectors is refused now.
-        let local = matches!(settings.embedder, crate::config::EmbedderSettings::Local { .. });
-        DataDir::bind_model_at(&settings.data_dir, embedder.model_id(), local)?;
+        DataDir::bind_model_at(&settings.data_dir, embedder.model_id(), settings.embedder.is_local())?;
     }
     let embedded = embed_chunks(embedder.as_ref(), Cache::At(&settings.data_dir), read.chunks)?;
     // Only the embedded backend lives in the data dir: with Milvus nothing local is locked.
@@ -302,25 +311,13 @@ impl crate::App {
     /// data dir it holds open is used as it is: a process cannot open it twice).
     pub fn ingest(&self, paths: &[PathBuf], append: bool) -> Result<IngestReport> {
         let started = Instant::now();
-        let read = read_paths(paths)?;
-        if read.chunks.is_empty() {
-            return Err(Error::InvalidInput(format!(
-                "no chunks found in {} (nothing was changed)",
-                paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
-            )));
-        }
-        self.store_read(read, append, started)
+        self.store_read(read_some(paths)?, append, started)
     }
 
     /// Ingests records as [`ingest_records`] does, with this app's embedder and stores.
     pub fn ingest_records(&self, source: &str, jsonl: &[u8], append: bool) -> Result<IngestReport> {
         let started = Instant::now();
-        let chunks = parse_jsonl(source, jsonl)?;
-        check_unique_ids(&chunks)?;
-        if chunks.is_empty() {
-            return Err(Error::InvalidInput(format!("no records in {source} (nothing was changed)")));
-        }
-        self.store_read(Read { chunks, files: 0, skipped: Vec::new() }, append, started)
+        self.store_read(read_records(source, jsonl)?, append, started)
     }
 
     fn store_read(&self, read: Read, append: bool, started: Instant) -> Result<IngestReport> {

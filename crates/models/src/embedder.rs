@@ -1,8 +1,6 @@
 use crate::bert::{Bert, BertConfig, Scratch, Sequence};
 use ragctx_core::{Embedder, Error, Result};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 use tokenizers::{Tokenizer, TruncationParams};
 
 /// Tokens per text when the model directory does not say (`sentence_bert_config.json`'s
@@ -234,47 +232,17 @@ impl MiniLmEmbedder {
             }
             tokens += len;
         }
-        let out: Mutex<Vec<Vec<f32>>> = Mutex::new(vec![Vec::new(); texts.len()]);
-        let next = AtomicUsize::new(0);
-        let failed: Mutex<Option<Error>> = Mutex::new(None);
-        let work = || {
-            let mut scratch = Scratch::default();
-            loop {
-                let b = next.fetch_add(1, Ordering::Relaxed);
-                if b >= batches.len() || failed.lock().map_or(true, |f| f.is_some()) {
-                    return;
-                }
-                let seqs: Vec<Sequence<'_>> = batches[b]
-                    .iter()
-                    .map(|&i| Sequence { ids: enc[i].get_ids(), types: enc[i].get_type_ids() })
-                    .collect();
-                match self.model.encode_mean_normalised(&seqs, &mut scratch) {
-                    Ok(vectors) => {
-                        let mut out = out.lock().expect("no worker panics holding the lock");
-                        for (&i, v) in batches[b].iter().zip(vectors) {
-                            out[i] = v;
-                        }
-                    }
-                    Err(e) => {
-                        *failed.lock().expect("no worker panics holding the lock") = Some(embed_err(&e));
-                        return;
-                    }
-                }
+        let encoded = crate::workers::in_parallel(batches.len(), threads(), Scratch::default, |scratch, b| {
+            let seqs: Vec<Sequence<'_>> =
+                batches[b].iter().map(|&i| Sequence { ids: enc[i].get_ids(), types: enc[i].get_type_ids() }).collect();
+            self.model.encode_mean_normalised(&seqs, scratch).map_err(|e| embed_err(&e))
+        })?;
+        let mut out = vec![Vec::new(); texts.len()];
+        for (batch, vectors) in batches.iter().zip(encoded) {
+            for (&i, v) in batch.iter().zip(vectors) {
+                out[i] = v;
             }
-        };
-        let workers = threads().min(batches.len());
-        if workers <= 1 {
-            work();
-        } else {
-            std::thread::scope(|s| {
-                for _ in 0..workers {
-                    s.spawn(work);
-                }
-            });
         }
-        if let Some(e) = failed.into_inner().expect("workers finished") {
-            return Err(e);
-        }
-        Ok(out.into_inner().expect("workers finished"))
+        Ok(out)
     }
 }

@@ -21,6 +21,7 @@ mod openai;
 #[cfg(feature = "openai")]
 mod remote;
 mod tokens;
+mod workers;
 
 pub use embedder::{model_dimension, MiniLmEmbedder, Prefixes, BATCH_TOKENS, MAX_TOKENS};
 pub use extractive::{sentences, terms, ExtractiveGenerator, NOTHING_FOUND};

@@ -6,8 +6,6 @@
 use crate::embedder::Prefixes;
 use ragctx_core::{Embedder, Error, Result};
 use serde_json::{json, Value};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 use std::time::Duration;
 
 /// How to reach the embedding server.
@@ -293,36 +291,9 @@ impl RemoteEmbedder {
     /// stops the rest.
     fn embed_all(&self, texts: &[&str], kind: Kind) -> Result<Vec<Vec<f32>>> {
         let batches: Vec<&[&str]> = texts.chunks(self.config.batch).collect();
-        let out: Mutex<Vec<Vec<Vec<f32>>>> = Mutex::new(vec![Vec::new(); batches.len()]);
-        let failed: Mutex<Option<Error>> = Mutex::new(None);
-        let next = AtomicUsize::new(0);
-        let work = || loop {
-            let b = next.fetch_add(1, Ordering::Relaxed);
-            if b >= batches.len() || failed.lock().map_or(true, |f| f.is_some()) {
-                return;
-            }
-            match self.request(batches[b], kind) {
-                Ok((v, _)) => out.lock().expect("no worker panics holding the lock")[b] = v,
-                Err(e) => {
-                    failed.lock().expect("no worker panics holding the lock").get_or_insert(e);
-                    return;
-                }
-            }
-        };
-        let workers = self.config.concurrency.min(batches.len());
-        if workers <= 1 {
-            work();
-        } else {
-            std::thread::scope(|s| {
-                for _ in 0..workers {
-                    s.spawn(work);
-                }
-            });
-        }
-        if let Some(e) = failed.into_inner().expect("workers finished") {
-            return Err(e);
-        }
-        Ok(out.into_inner().expect("workers finished").into_iter().flatten().collect())
+        let answers =
+            crate::workers::in_parallel(batches.len(), self.config.concurrency, || (), |_, b| self.request(batches[b], kind))?;
+        Ok(answers.into_iter().flat_map(|(vectors, _)| vectors).collect())
     }
 }
 
