@@ -291,8 +291,12 @@ impl RemoteEmbedder {
     /// stops the rest.
     fn embed_all(&self, texts: &[&str], kind: Kind) -> Result<Vec<Vec<f32>>> {
         let batches: Vec<&[&str]> = texts.chunks(self.config.batch).collect();
-        let answers =
-            crate::workers::in_parallel(batches.len(), self.config.concurrency, || (), |_, b| self.request(batches[b], kind))?;
+        let answers = crate::workers::in_parallel(
+            batches.len(),
+            self.config.concurrency,
+            || (),
+            |_, b| self.request(batches[b], kind),
+        )?;
         Ok(answers.into_iter().flat_map(|(vectors, _)| vectors).collect())
     }
 }

@@ -54,10 +54,15 @@ mod tests {
 
     #[test]
     fn results_come_in_job_order_and_the_first_error_wins() {
-        let squares = in_parallel(50, 4, || 0usize, |runs, i| {
-            *runs += 1;
-            Ok(i * i)
-        })
+        let squares = in_parallel(
+            50,
+            4,
+            || 0usize,
+            |runs, i| {
+                *runs += 1;
+                Ok(i * i)
+            },
+        )
         .unwrap();
         assert_eq!(squares, (0..50).map(|i| i * i).collect::<Vec<_>>());
         let err = in_parallel(50, 3, || (), |_, i| if i == 7 { Err(Error::Model("seven".into())) } else { Ok(i) });
