@@ -15,6 +15,7 @@ use std::process::Stdio;
 fn shared_embedder() -> Option<String> {
     let url = std::env::var("RAGCTX_TEST_EMBEDDER")
         .ok()
+        .filter(|u| !u.is_empty())
         .or_else(|| std::fs::read_to_string(repo().join(".run/embedder.url")).ok().map(|u| u.trim().to_owned()));
     match url.as_deref() {
         Some("skip") => {
