@@ -19,23 +19,13 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field
 
+from ._turns import block_metadata
+
 
 def to_documents(turn: Dict[str, Any]) -> List[Document]:
     """The context blocks of a ragctx turn as LangChain documents."""
     return [
-        Document(
-            page_content=block["text"],
-            metadata={
-                "document_id": block["document_id"],
-                "title": block["title"],
-                "marker": block["marker"],
-                "score": block["score"],
-                "chunk_ids": block["chunk_ids"],
-                "carried_from": block.get("carried_from"),
-                "session_id": turn["session_id"],
-                "turn": turn["turn"],
-            },
-        )
+        Document(page_content=block["text"], metadata=block_metadata(block, turn))
         for block in turn["context"]
     ]
 

@@ -6,8 +6,8 @@
     nodes = retriever.retrieve("How do I appeal?")      # one ragctx turn
 
 Each call is one turn of the session (`Engine.retrieve`: no model is called) (exclusion, grouping, budget, trace); nodes carry
-`document_id`, `title`, `marker`, `chunk_ids`, `carried_from`, `session_id` and `turn` in
-their metadata and the block's score as their score. Install `llama-index-core`.
+`document_id`, `title`, `marker`, `score`, `chunk_ids`, `carried_from`, `session_id` and
+`turn` in their metadata and the block's score as their score. Install `llama-index-core`.
 """
 
 from typing import Any, Dict, List, Optional
@@ -16,24 +16,14 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
+from ._turns import block_metadata
+
 
 def to_nodes(turn: Dict[str, Any]) -> List[NodeWithScore]:
     """The context blocks of a ragctx turn as LlamaIndex nodes with scores."""
     return [
         NodeWithScore(
-            node=TextNode(
-                id_="|".join(block["chunk_ids"]),
-                text=block["text"],
-                metadata={
-                    "document_id": block["document_id"],
-                    "title": block["title"],
-                    "marker": block["marker"],
-                    "chunk_ids": block["chunk_ids"],
-                    "carried_from": block.get("carried_from"),
-                    "session_id": turn["session_id"],
-                    "turn": turn["turn"],
-                },
-            ),
+            node=TextNode(id_="|".join(block["chunk_ids"]), text=block["text"], metadata=block_metadata(block, turn)),
             score=block["score"],
         )
         for block in turn["context"]

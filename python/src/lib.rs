@@ -188,7 +188,7 @@ impl Engine {
         py.detach(|| self.app.engine.sessions.reset(&id)).map_err(raise)
     }
 
-    /// The settings in effect (data dir, embedder model, turn defaults), for display.
+    /// The data dir and the embedding model, for display.
     fn __repr__(&self) -> String {
         format!(
             "Engine(data_dir={:?}, embedder={:?})",

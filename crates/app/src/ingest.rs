@@ -297,6 +297,8 @@ fn store_chunks(settings: &Settings, read: Read, append: bool, started: Instant)
     let data = match settings.backend {
         Backend::Embedded => {
             let data = crate::app::open_data(settings, Some(embedder.dimension()))?;
+            // Checked again now that the data dir is held: another process may have filled
+            // it with another model's vectors while this one embedded.
             crate::app::bind_model(settings, &data, embedder.as_ref())?;
             Some(data)
         }

@@ -1,10 +1,10 @@
 //! `ragctx bench search` and `ragctx bench turn`: numbers, printed, for the targets of the
 //! embedded index and the turn pipeline. Not tests: they measure this machine.
 
-use crate::app::App;
-use crate::config::Settings;
 use anyhow::{bail, Context, Result};
 use clap::Subcommand;
+use ragctx_app::app::App;
+use ragctx_app::config::Settings;
 use ragctx_core::{ExclusionSet, SearchPath, SearchRequest, SessionId, VectorStore};
 use ragctx_index::{ForcePath, IndexParams, VectorIndex};
 use serde::Serialize;
@@ -485,7 +485,7 @@ fn turn(app: &App, path: &std::path::Path, domain: Option<&str>, conversations: 
 /// Times `embed` over the first `n` chunks of `corpus`, read as `ragctx ingest` reads it:
 /// all in one call (throughput), or one text per call (query latency).
 fn embed(app: &App, corpus: &std::path::Path, n: usize, single: bool, json: bool) -> Result<()> {
-    let read = crate::ingest::read_paths(&[corpus.to_path_buf()])?;
+    let read = ragctx_app::ingest::read_paths(&[corpus.to_path_buf()])?;
     let texts: Vec<&str> = read.chunks.iter().take(n).map(|c| c.chunk.text.as_str()).collect();
     if texts.is_empty() {
         bail!("{} has no passages", corpus.display());

@@ -2,10 +2,10 @@
 //! replay conversations (and one synthetic long session) and measure search latency and
 //! how much of each context the session had already seen.
 
-use crate::app::App;
 use crate::bench::percentile;
 use crate::eval_mtrag::conversations;
 use anyhow::{bail, Result};
+use ragctx_app::app::App;
 use ragctx_core::SessionId;
 use std::collections::HashSet;
 use std::path::PathBuf;

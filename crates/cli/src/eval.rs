@@ -1,11 +1,11 @@
 //! `ragctx eval`: offline evaluation on real data (DESIGN §6).
 
 use crate::bench::percentile;
-use crate::config::Settings;
 use crate::eval_mtrag::MtragOptions;
-use crate::ingest::embed_all;
 use anyhow::{bail, Context, Result};
 use clap::Subcommand;
+use ragctx_app::config::Settings;
+use ragctx_app::ingest::embed_all;
 use ragctx_core::{Embedder, ExclusionSet, SearchRequest};
 use ragctx_engine::Granularity;
 use ragctx_index::{IndexParams, VectorIndex};
@@ -87,7 +87,7 @@ pub fn run(settings: &Settings, what: &EvalCommand) -> Result<()> {
         EvalCommand::Intent { cases, min_accuracy, json } => crate::eval_intent::run(cases, *min_accuracy, *json),
         EvalCommand::Conflicts { file, json } => conflicts(settings, file, *json),
         EvalCommand::Beir { data, json } => {
-            beir(crate::app::embedder(settings)?.as_ref(), &settings.data_dir, data, *json)
+            beir(ragctx_app::app::embedder(settings)?.as_ref(), &settings.data_dir, data, *json)
         }
         EvalCommand::Mtrag {
             data,
@@ -203,7 +203,7 @@ fn beir(embedder: &dyn Embedder, data_dir: &Path, dir: &Path, json: bool) -> Res
     if !json {
         eprintln!("embedding {} documents (cached in {})", refs.len(), data_dir.display());
     }
-    let (vectors, embedded) = embed_all(embedder, crate::ingest::Cache::At(data_dir), &refs)?;
+    let (vectors, embedded) = embed_all(embedder, ragctx_app::ingest::Cache::At(data_dir), &refs)?;
     let mut index = VectorIndex::new(embedder.dimension(), IndexParams::default());
     for (id, v) in ids.iter().zip(&vectors) {
         index.upsert(id, id, 1.0, v);
@@ -255,7 +255,7 @@ fn conflicts(settings: &Settings, file: &Path, json: bool) -> Result<()> {
     let mut docs: Vec<&serde_json::Value> =
         cases.iter().flat_map(|c| c["sides"].as_array().into_iter().flatten()).collect();
     docs.extend(v["distractors"].as_array().into_iter().flatten());
-    let embedder = crate::app::embedder(settings)?;
+    let embedder = ragctx_app::app::embedder(settings)?;
     let texts: Vec<&str> = docs.iter().map(|d| d["text"].as_str().unwrap_or_default()).collect();
     let vectors = embedder.embed(&texts)?;
     let store = ragctx_index::MemoryVectorStore::new(embedder.dimension(), IndexParams::default());

@@ -1,10 +1,10 @@
 //! `ragctx eval mtrag`: replay MTRAG conversations, one fresh session per strategy, and
 //! score every turn that has gold passages (DESIGN §6).
 
-use crate::config::Settings;
-use crate::ingest::embed_all;
 use crate::report;
 use anyhow::{bail, Context, Result};
+use ragctx_app::config::Settings;
+use ragctx_app::ingest::embed_all;
 use ragctx_core::Memory;
 use ragctx_core::{Chunk, EmbeddedChunk, Embedder, SessionId, SessionStore, TokenCounter, VectorStore};
 use ragctx_engine::context::INSTRUCTIONS;
@@ -345,7 +345,8 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
     }
     base.validate()?;
     let variants = variants(opts, &base)?;
-    let embedder = Arc::new(MemoEmbedder { inner: crate::app::embedder(settings)?, memo: Mutex::new(HashMap::new()) });
+    let embedder =
+        Arc::new(MemoEmbedder { inner: ragctx_app::app::embedder(settings)?, memo: Mutex::new(HashMap::new()) });
     let counter = Arc::new(Cl100kCounter::new());
     let carried_head = counter.count("Earlier sources:\n");
     let sessions_dir = std::env::temp_dir().join(format!("ragctx-eval-{}", std::process::id()));
@@ -363,7 +364,8 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
         if !opts.json {
             eprintln!("{domain}: {} passages (embeddings cached in {})", chunks.len(), settings.data_dir.display());
         }
-        let (vectors, _) = embed_all(embedder.inner.as_ref(), crate::ingest::Cache::At(&settings.data_dir), &texts)?;
+        let (vectors, _) =
+            embed_all(embedder.inner.as_ref(), ragctx_app::ingest::Cache::At(&settings.data_dir), &texts)?;
         let doc_of: HashMap<String, String> =
             chunks.iter().map(|c| (c.id.0.clone(), c.document_id.0.clone())).collect();
         let store = MemoryVectorStore::new(embedder.dimension(), IndexParams::default());

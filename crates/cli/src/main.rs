@@ -14,9 +14,7 @@ mod turn;
 
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
-use ragctx_app::config::{RawConfig, Settings};
-// The library's modules under the names the commands use (`crate::app::App`, ...).
-use ragctx_app::{app, config, ingest};
+use ragctx_app::{app, ingest, RawConfig, Settings};
 use ragctx_core::{ErrorKind, Intent, SessionId};
 use std::path::PathBuf;
 

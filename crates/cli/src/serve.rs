@@ -1,7 +1,7 @@
 //! `ragctx serve`: binds the HTTP API and shuts down gracefully, finishing turns in flight.
 
-use crate::app::App;
 use anyhow::{bail, Context, Result};
+use ragctx_app::app::App;
 use ragctx_server::{router, AppState, Metrics};
 use std::net::SocketAddr;
 use std::sync::Arc;

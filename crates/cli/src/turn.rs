@@ -1,7 +1,7 @@
 //! `ask`, `chat`, `trace` and `session`: one turn, a conversation, and what was remembered.
 
-use crate::app::App;
 use anyhow::{bail, Result};
+use ragctx_app::app::App;
 use ragctx_core::{SessionId, SessionStore, Trace, TraceStats};
 use ragctx_engine::{TurnOutcome, TurnSettings};
 use std::io::{BufRead, Write};

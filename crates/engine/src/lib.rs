@@ -262,28 +262,31 @@ impl Engine {
         settings.validate()?;
         let asked =
             Asked { question: validate_question(asked.question)?, query: validate_question(asked.query)?, ..asked };
+        // One log line per turn: the span's, when it closes (its fields are recorded once the
+        // turn is committed; nothing is formatted when no subscriber wants the span).
         let span = tracing::info_span!(
             "turn",
             session = %session,
             turn = tracing::field::Empty,
             intent = tracing::field::Empty,
+            candidates = tracing::field::Empty,
+            context_tokens = tracing::field::Empty,
+            prompt_tokens = tracing::field::Empty,
             timings_ms = tracing::field::Empty
         );
         let _in = span.enter();
         let out =
             self.turn_locks.with(session, || self.plan_and_commit(session, asked, settings, started, deadline))?;
-        let timings = serde_json::to_string(&out.trace.timings_ms).unwrap_or_default();
-        span.record("turn", out.turn).record("intent", out.intent.as_str()).record("timings_ms", timings.as_str());
-        tracing::info!(
-            session = %session,
-            turn = out.turn,
-            intent = out.intent.as_str(),
-            candidates = out.trace.candidates,
-            context_tokens = out.trace.context_tokens,
-            prompt_tokens = out.trace.prompt_tokens,
-            timings_ms = timings.as_str(),
-            "turn"
-        );
+        if !span.is_disabled() {
+            let t = &out.trace;
+            span.record("turn", out.turn)
+                .record("intent", out.intent.as_str())
+                .record("candidates", t.candidates)
+                .record("context_tokens", t.context_tokens)
+                .record("prompt_tokens", t.prompt_tokens)
+                // Debug of a map of strings to numbers is JSON: {"embed": 1.2, ...}.
+                .record("timings_ms", tracing::field::debug(&t.timings_ms));
+        }
         Ok(out)
     }
 

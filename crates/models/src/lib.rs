@@ -17,6 +17,8 @@ mod bert;
 mod embedder;
 mod extractive;
 #[cfg(feature = "openai")]
+mod http;
+#[cfg(feature = "openai")]
 mod openai;
 #[cfg(feature = "openai")]
 mod remote;

@@ -1,6 +1,7 @@
 //! The OpenAI-compatible generator: sends the cited prompt to any `/v1/chat/completions`
 //! endpoint (OpenAI, vLLM, llama.cpp server, Ollama) with a time-out and bounded retries.
 
+use crate::http::{self, Retry};
 use ragctx_core::{Error, GenerationRequest, Generator, Result};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -24,20 +25,8 @@ pub struct OpenAiGenerator {
 
 impl OpenAiGenerator {
     pub fn new(config: OpenAiConfig) -> Result<Self> {
-        if !(config.base_url.starts_with("http://") || config.base_url.starts_with("https://")) {
-            return Err(Error::InvalidInput(format!(
-                "generator base URL {:?} must start with http:// or https://",
-                config.base_url
-            )));
-        }
-        if config.model.trim().is_empty() {
-            return Err(Error::InvalidInput("the openai generator needs a model name".into()));
-        }
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .timeout_global(Some(config.timeout))
-            .http_status_as_error(false)
-            .build()
-            .into();
+        http::check("generator", &config.base_url, &config.model)?;
+        let agent = http::agent(config.timeout);
         Ok(OpenAiGenerator { config, agent })
     }
 
@@ -49,31 +38,44 @@ impl OpenAiGenerator {
         Error::Unavailable { backend: format!("generator at {}", self.url()), message }
     }
 
-    /// One attempt: `Ok(Err(..))` is a failure worth retrying.
-    fn attempt(&self, body: &Value) -> Result<std::result::Result<String, String>> {
-        let mut req = self.agent.post(&self.url()).header("Content-Type", "application/json");
-        if let Some(k) = &self.config.api_key {
-            req = req.header("Authorization", &format!("Bearer {k}"));
-        }
-        let mut res = match req.send_json(body) {
+    /// The request, sent: `Ok(Err(..))` is a failure worth retrying (no answer, 429, 5xx).
+    fn send(&self, body: &Value) -> Result<std::result::Result<ureq::http::Response<ureq::Body>, Retry>> {
+        let res = match http::post(&self.agent, &self.url(), self.config.api_key.as_deref()).send_json(body) {
             Ok(r) => r,
-            Err(e) => return Ok(Err(e.to_string())),
+            Err(e) => return Ok(Err((e.to_string(), None))),
         };
         let status = res.status().as_u16();
-        let text = res.body_mut().read_to_string().unwrap_or_default();
+        if status == 200 {
+            return Ok(Ok(res));
+        }
+        let wait = http::retry_after(&res);
+        let text = res.into_body().read_to_string().unwrap_or_default();
         if status == 429 || status >= 500 {
-            return Ok(Err(format!("HTTP {status}: {}", text.chars().take(200).collect::<String>())));
+            return Ok(Err((format!("HTTP {status}: {}", text.chars().take(200).collect::<String>()), wait)));
         }
-        if status != 200 {
-            // The caller's configuration is wrong (key, model, URL): retrying will not help.
-            return Err(self.unavailable(format!("HTTP {status}: {}", text.chars().take(300).collect::<String>())));
-        }
-        let v: Value =
-            serde_json::from_str(&text).map_err(|e| self.unavailable(format!("invalid JSON answer: {e}")))?;
+        // The caller's configuration is wrong (key, model, URL): retrying will not help.
+        Err(self.unavailable(format!("HTTP {status}: {}", text.chars().take(300).collect::<String>())))
+    }
+
+    /// `choices[0].message.content` of a whole (not streamed) completion.
+    fn content(&self, text: &str) -> Result<String> {
+        let v: Value = serde_json::from_str(text).map_err(|e| self.unavailable(format!("invalid JSON answer: {e}")))?;
         v["choices"][0]["message"]["content"]
             .as_str()
-            .map(|s| Ok(s.to_owned()))
+            .map(str::to_owned)
             .ok_or_else(|| self.unavailable("answer has no choices[0].message.content".into()))
+    }
+
+    /// One attempt at a whole completion.
+    fn attempt(&self, body: &Value) -> Result<std::result::Result<String, Retry>> {
+        let res = match self.send(body)? {
+            Ok(r) => r,
+            Err(retry) => return Ok(Err(retry)),
+        };
+        match res.into_body().read_to_string() {
+            Ok(text) => self.content(&text).map(Ok),
+            Err(e) => Ok(Err((format!("reading the answer: {e}"), None))),
+        }
     }
 }
 
@@ -84,41 +86,27 @@ impl OpenAiGenerator {
         &self,
         body: &Value,
         on_delta: &(dyn Fn(&str) + Sync),
-    ) -> Result<std::result::Result<String, String>> {
-        let mut req = self.agent.post(&self.url()).header("Content-Type", "application/json");
-        if let Some(k) = &self.config.api_key {
-            req = req.header("Authorization", &format!("Bearer {k}"));
-        }
-        let res = match req.send_json(body) {
+    ) -> Result<std::result::Result<String, Retry>> {
+        let res = match self.send(body)? {
             Ok(r) => r,
-            Err(e) => return Ok(Err(e.to_string())),
+            Err(retry) => return Ok(Err(retry)),
         };
-        let status = res.status().as_u16();
         let event_stream = res
             .headers()
             .get("content-type")
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
-        let mut reader = std::io::BufReader::new(res.into_body().into_reader());
-        if status != 200 || !event_stream {
-            let mut text = String::new();
-            let _ = std::io::Read::read_to_string(&mut reader, &mut text);
-            let snippet = |n: usize| text.chars().take(n).collect::<String>();
-            if status == 429 || status >= 500 {
-                return Ok(Err(format!("HTTP {status}: {}", snippet(200))));
-            }
-            if status != 200 {
-                return Err(self.unavailable(format!("HTTP {status}: {}", snippet(300))));
-            }
+        if !event_stream {
             // A server that ignores `stream` answers with one completion: hand it on whole.
-            let v: Value =
-                serde_json::from_str(&text).map_err(|e| self.unavailable(format!("invalid JSON answer: {e}")))?;
-            let answer = v["choices"][0]["message"]["content"]
-                .as_str()
-                .ok_or_else(|| self.unavailable("answer has no choices[0].message.content".into()))?;
-            on_delta(answer);
-            return Ok(Ok(answer.to_owned()));
+            let text = match res.into_body().read_to_string() {
+                Ok(t) => t,
+                Err(e) => return Ok(Err((format!("reading the answer: {e}"), None))),
+            };
+            let answer = self.content(&text)?;
+            on_delta(&answer);
+            return Ok(Ok(answer));
         }
+        let mut reader = std::io::BufReader::new(res.into_body().into_reader());
         // Server-sent events: `data: {chunk}` lines, a `finish_reason` and `data: [DONE]` at
         // the end. A stream that stops before either is a cut-off answer, not an answer.
         let mut answer = String::new();
@@ -129,7 +117,7 @@ impl OpenAiGenerator {
             match std::io::BufRead::read_line(&mut reader, &mut line) {
                 Ok(0) => break,
                 Ok(_) => {}
-                Err(e) if answer.is_empty() => return Ok(Err(format!("reading the stream: {e}"))),
+                Err(e) if answer.is_empty() => return Ok(Err((format!("reading the stream: {e}"), None))),
                 Err(e) => return Err(self.unavailable(format!("the stream broke after {} bytes: {e}", answer.len()))),
             }
             let Some(data) = line.trim_end().strip_prefix("data:").map(str::trim) else { continue };
@@ -150,7 +138,7 @@ impl OpenAiGenerator {
         }
         if !finished {
             if answer.is_empty() {
-                return Ok(Err("the stream ended before any answer".into()));
+                return Ok(Err(("the stream ended before any answer".into(), None)));
             }
             return Err(self.unavailable(format!(
                 "the stream ended after {} bytes, before the answer was finished",
@@ -175,17 +163,8 @@ impl Generator for OpenAiGenerator {
             "stream": true,
             "messages": [{"role": "user", "content": request.prompt}],
         });
-        let mut last = String::new();
-        for attempt in 0..=self.config.retries {
-            if attempt > 0 {
-                std::thread::sleep(Duration::from_millis(200 << (attempt - 1).min(5)));
-            }
-            match self.attempt_streaming(&body, on_delta)? {
-                Ok(answer) => return Ok(answer),
-                Err(e) => last = e,
-            }
-        }
-        Err(self.unavailable(format!("{} attempts failed; last: {last}", self.config.retries + 1)))
+        http::retrying(self.config.retries, || self.attempt_streaming(&body, on_delta))?
+            .map_err(|m| self.unavailable(m))
     }
 
     fn generate(&self, request: &GenerationRequest<'_>) -> Result<String> {
@@ -194,16 +173,6 @@ impl Generator for OpenAiGenerator {
             "temperature": 0,
             "messages": [{"role": "user", "content": request.prompt}],
         });
-        let mut last = String::new();
-        for attempt in 0..=self.config.retries {
-            if attempt > 0 {
-                std::thread::sleep(Duration::from_millis(200 << (attempt - 1).min(5)));
-            }
-            match self.attempt(&body)? {
-                Ok(answer) => return Ok(answer),
-                Err(e) => last = e,
-            }
-        }
-        Err(self.unavailable(format!("{} attempts failed; last: {last}", self.config.retries + 1)))
+        http::retrying(self.config.retries, || self.attempt(&body))?.map_err(|m| self.unavailable(m))
     }
 }

