@@ -307,7 +307,7 @@ fn tune_allocator() {}
 /// Logs as JSON lines on stderr: `RAGCTX_LOG` (else `RUST_LOG`) filters them, e.g. `info`,
 /// `ragctx_engine=debug`; by default `info` for `serve` (a line per request and per turn)
 /// and `warn` otherwise. Spans are logged when they close, with their duration: `request`
-/// (request_id, method, route), `turn` (session, turn, intent, timings_ms) and `stage`.
+/// (request_id, method, route), `turn` (session, turn, intent, token counts, timings_ms) and `stage`.
 /// Built with the `otlp` feature, the same spans also go to an OpenTelemetry collector when
 /// `RAGCTX_OTLP_ENDPOINT` (e.g. `http://127.0.0.1:4318`) is set.
 fn init_logs(serving: bool) {

@@ -991,6 +991,8 @@ fn serve_logs_requests_and_turns_as_json_and_counts_statuses() {
     // The turn span, closed after its commit: session, turn number and the stage timings.
     let turn = &lines(&|v| v["span"]["name"] == "turn" && v["fields"]["message"] == "close")[0];
     assert_eq!((turn["span"]["session"].as_str(), turn["span"]["turn"].as_u64()), (Some("logs1"), Some(1)), "{turn}");
+    assert!(turn["span"]["context_tokens"].as_u64().is_some_and(|t| t > 0), "{turn}");
+    assert!(turn["span"]["candidates"].as_u64().is_some(), "{turn}");
     let timings: Value = serde_json::from_str(turn["span"]["timings_ms"].as_str().unwrap()).unwrap();
     for stage in ["embed", "search", "dedupe", "assemble", "generate", "remember", "total"] {
         assert!(timings[stage].as_f64().is_some(), "{stage} in {timings}");
