@@ -31,8 +31,9 @@ type Embedders = (Arc<dyn Embedder>, Option<Arc<MiniLmEmbedder>>);
 
 fn embedders(settings: &Settings) -> Result<Embedders> {
     Ok(match &settings.embedder {
-        EmbedderSettings::Local { prefixes } => {
-            let local = Arc::new(MiniLmEmbedder::load(&settings.model_dir)?.with_prefixes(prefixes.clone()));
+        EmbedderSettings::Local { prefixes, precision } => {
+            let local = MiniLmEmbedder::load(&settings.model_dir)?.with_precision(*precision);
+            let local = Arc::new(local.with_prefixes(prefixes.clone()));
             (local.clone(), Some(local))
         }
         EmbedderSettings::OpenAi(c) => (Arc::new(RemoteEmbedder::connect(c.clone())?), None),

@@ -32,6 +32,8 @@ pub struct RawConfig {
     /// Put before each query / passage before embedding (e5: `query: ` / `passage: `).
     pub embedder_query_prefix: Option<String>,
     pub embedder_passage_prefix: Option<String>,
+    /// `fp32` (default) or `int8`: what the in-process model's dense layers compute in.
+    pub embedder_precision: Option<String>,
     /// Texts per request (default 16).
     pub embedder_batch: Option<usize>,
     /// Requests in flight at once (default 2).
@@ -100,6 +102,7 @@ impl RawConfig {
             embedder_input_type,
             embedder_query_prefix,
             embedder_passage_prefix,
+            embedder_precision,
             embedder_batch,
             embedder_concurrency,
             embedder_timeout_secs,
@@ -169,6 +172,7 @@ impl RawConfig {
             embedder_input_type: num("EMBEDDER_INPUT_TYPE")?,
             embedder_query_prefix: raw_var("EMBEDDER_QUERY_PREFIX"),
             embedder_passage_prefix: raw_var("EMBEDDER_PASSAGE_PREFIX"),
+            embedder_precision: var("EMBEDDER_PRECISION"),
             embedder_batch: num("EMBEDDER_BATCH")?,
             embedder_concurrency: num("EMBEDDER_CONCURRENCY")?,
             embedder_timeout_secs: num("EMBEDDER_TIMEOUT_SECS")?,
@@ -301,7 +305,7 @@ impl Settings {
 #[derive(Clone, Debug)]
 pub enum EmbedderSettings {
     /// The model in `model_dir`, run in process.
-    Local { prefixes: ragctx_models::Prefixes },
+    Local { prefixes: ragctx_models::Prefixes, precision: ragctx_models::Precision },
     /// An OpenAI-compatible `/v1/embeddings` server.
     OpenAi(ragctx_models::RemoteEmbedderConfig),
 }
@@ -334,9 +338,15 @@ impl EmbedderSettings {
                         "{key} is set, but the embedder is local (the model in --model-dir): use --embedder openai to embed with a server"
                     )));
                 }
-                Ok(EmbedderSettings::Local { prefixes })
+                let precision = raw.embedder_precision.as_deref().unwrap_or("fp32").parse()?;
+                Ok(EmbedderSettings::Local { prefixes, precision })
             }
             "openai" => {
+                if raw.embedder_precision.as_deref().is_some_and(|p| p != "fp32") {
+                    return Err(Error::InvalidInput(
+                        "embedder_precision applies to the in-process model; the server decides how it computes".into(),
+                    ));
+                }
                 let url = raw.embedder_url.clone().ok_or_else(|| {
                     Error::InvalidInput(
                         "--embedder openai needs --embedder-url (e.g. http://127.0.0.1:8000/v1; RAGCTX_EMBEDDER_URL)"

@@ -93,6 +93,10 @@ pub enum BenchCommand {
         /// Embed one text per call (as a query is) and report latency percentiles
         #[arg(long)]
         single: bool,
+        /// Also write the passages timed, one JSON object {"text": ...} a line (for timing
+        /// peers on the same texts: bench/embed_peers.py)
+        #[arg(long)]
+        save_passages: Option<PathBuf>,
         #[arg(long)]
         json: bool,
     },
@@ -144,7 +148,9 @@ pub fn run(settings: Settings, what: &BenchCommand) -> Result<()> {
             crate::bench_window::run(&app, &opts)
         }
         BenchCommand::Http { .. } => unreachable!("handled before opening the data dir"),
-        BenchCommand::Embed { corpus, passages, single, json } => embed(&app, corpus, *passages, *single, *json),
+        BenchCommand::Embed { corpus, passages, single, save_passages, json } => {
+            embed(&app, corpus, *passages, *single, save_passages.as_deref(), *json)
+        }
         BenchCommand::Turn { turns, domain, conversations, json } => {
             turn(&app, turns, domain.as_deref(), *conversations, *json)
         }
@@ -484,11 +490,23 @@ fn turn(app: &App, path: &std::path::Path, domain: Option<&str>, conversations: 
 
 /// Times `embed` over the first `n` chunks of `corpus`, read as `ragctx ingest` reads it:
 /// all in one call (throughput), or one text per call (query latency).
-fn embed(app: &App, corpus: &std::path::Path, n: usize, single: bool, json: bool) -> Result<()> {
+fn embed(
+    app: &App,
+    corpus: &std::path::Path,
+    n: usize,
+    single: bool,
+    save: Option<&std::path::Path>,
+    json: bool,
+) -> Result<()> {
     let read = ragctx_app::ingest::read_paths(&[corpus.to_path_buf()])?;
     let texts: Vec<&str> = read.chunks.iter().take(n).map(|c| c.chunk.text.as_str()).collect();
     if texts.is_empty() {
         bail!("{} has no passages", corpus.display());
+    }
+    if let Some(path) = save {
+        let lines: String =
+            texts.iter().map(|t| serde_json::json!({ "text": t }).to_string() + "\n").collect::<Vec<_>>().concat();
+        std::fs::write(path, lines).with_context(|| format!("writing {}", path.display()))?;
     }
     // Tokens as the encoder sees them: known for the in-process model only.
     let tokens: Option<usize> = match &app.local {

@@ -45,6 +45,10 @@ struct Cli {
     /// The model name sent to the embedding server [env: RAGCTX_EMBEDDER_MODEL]
     #[arg(long, global = true)]
     embedder_model: Option<String>,
+    /// What the in-process model's dense layers compute in: fp32, or int8 (about twice as
+    /// fast, vectors slightly different: a store keeps one) [env: RAGCTX_EMBEDDER_PRECISION] [default: fp32]
+    #[arg(long, global = true)]
+    embedder_precision: Option<String>,
     /// Vector backend: embedded or milvus [env: RAGCTX_BACKEND]
     #[arg(long, global = true)]
     backend: Option<String>,
@@ -214,6 +218,7 @@ fn settings(cli: &Cli, turn: Option<&TurnFlags>) -> Result<Settings> {
         embedder: cli.embedder.clone(),
         embedder_url: cli.embedder_url.clone(),
         embedder_model: cli.embedder_model.clone(),
+        embedder_precision: cli.embedder_precision.clone(),
         backend: cli.backend.clone(),
         milvus_uri: cli.milvus_uri.clone(),
         collection: cli.collection.clone(),

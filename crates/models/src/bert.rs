@@ -5,6 +5,7 @@
 //! several threads); GELU and softmax use vectorisable `erf`/`exp` approximations accurate
 //! to a few units in the last place of `f32`.
 
+use crate::int8::{Kernel, QLinear, QScratch};
 use safetensors::{Dtype, SafeTensors};
 
 #[derive(Clone, Debug, serde::Deserialize)]
@@ -40,13 +41,34 @@ struct Norm {
     bias: Vec<f32>,
 }
 
+/// A dense layer in `f32`, or quantised to int8 ([`Bert::quantise`]).
+enum Dense {
+    F32(Linear),
+    Int8(QLinear),
+}
+
+impl Dense {
+    fn apply(&self, x: &[f32], rows: usize, residual: Option<&[f32]>, out: &mut Vec<f32>, q: &mut QScratch) {
+        match self {
+            Dense::F32(l) => l.apply(x, rows, residual, out),
+            Dense::Int8(l) => l.apply(x, rows, residual, out, q),
+        }
+    }
+
+    fn quantise(&mut self, kernel: Kernel) {
+        if let Dense::F32(l) = self {
+            *self = Dense::Int8(QLinear::new(&l.w, &l.b, l.inputs, l.outputs, kernel));
+        }
+    }
+}
+
 struct Layer {
     /// Query, key and value side by side: `[hidden, 3 × hidden]`.
-    qkv: Linear,
-    attention_out: Linear,
+    qkv: Dense,
+    attention_out: Dense,
     attention_norm: Norm,
-    intermediate: Linear,
-    output: Linear,
+    intermediate: Dense,
+    output: Dense,
     output_norm: Norm,
 }
 
@@ -79,6 +101,7 @@ pub struct Scratch {
     tmp: Vec<f32>,
     inner: Vec<f32>,
     scores: Vec<f32>,
+    quantised: QScratch,
 }
 
 impl Bert {
@@ -107,14 +130,14 @@ impl Bert {
         };
         // Several layers of the same input (query, key, value) become one: their weight rows
         // one after another.
-        let linear = |names: &[String], inputs: usize, outputs: usize| -> Result<Linear, String> {
+        let linear = |names: &[String], inputs: usize, outputs: usize| -> Result<Dense, String> {
             let total: usize = outputs * names.len();
             let (mut w, mut b) = (Vec::with_capacity(inputs * total), Vec::with_capacity(total));
             for name in names {
                 w.extend(get(&format!("{name}.weight"), &[outputs, inputs])?);
                 b.extend(get(&format!("{name}.bias"), &[outputs])?);
             }
-            Ok(Linear { w, b, inputs, outputs: total })
+            Ok(Dense::F32(Linear { w, b, inputs, outputs: total }))
         };
         let mut layers = Vec::with_capacity(cfg.num_hidden_layers);
         for i in 0..cfg.num_hidden_layers {
@@ -145,6 +168,16 @@ impl Bert {
         })
     }
 
+    /// Quantises every dense layer to int8 for `kernel` (attention products, embeddings,
+    /// norms and activations stay `f32`).
+    pub fn quantise(&mut self, kernel: Kernel) {
+        for l in &mut self.layers {
+            for d in [&mut l.qkv, &mut l.attention_out, &mut l.intermediate, &mut l.output] {
+                d.quantise(kernel);
+            }
+        }
+    }
+
     pub fn max_positions(&self) -> usize {
         self.max_positions
     }
@@ -155,10 +188,9 @@ impl Bert {
     pub fn encode_mean_normalised(&self, seqs: &[Sequence<'_>], s: &mut Scratch) -> Result<Vec<Vec<f32>>, String> {
         let h = self.hidden;
         let n: usize = seqs.iter().map(|q| q.ids.len()).sum();
-        let resize = |v: &mut Vec<f32>, len: usize| {
-            v.clear();
-            v.resize(len, 0.0);
-        };
+        // Every element of these buffers is written before it is read: only a longer buffer
+        // needs filling first.
+        let resize = |v: &mut Vec<f32>, len: usize| v.resize(len, 0.0);
         resize(&mut s.x, n * h);
         let mut row = 0;
         for q in seqs {
@@ -183,7 +215,7 @@ impl Bert {
         let dh = h / self.heads;
         let scale = 1.0 / (dh as f32).sqrt();
         for l in &self.layers {
-            l.qkv.apply(&s.x, n, None, &mut s.qkv);
+            l.qkv.apply(&s.x, n, None, &mut s.qkv, &mut s.quantised);
             resize(&mut s.ctx, n * h);
             let mut start = 0;
             for q in seqs {
@@ -218,12 +250,12 @@ impl Bert {
                 }
                 start += len;
             }
-            l.attention_out.apply(&s.ctx, n, Some(&s.x), &mut s.tmp);
+            l.attention_out.apply(&s.ctx, n, Some(&s.x), &mut s.tmp, &mut s.quantised);
             layer_norm(&mut s.tmp, &l.attention_norm, self.eps);
             std::mem::swap(&mut s.x, &mut s.tmp);
-            l.intermediate.apply(&s.x, n, None, &mut s.inner);
+            l.intermediate.apply(&s.x, n, None, &mut s.inner, &mut s.quantised);
             gelu(&mut s.inner);
-            l.output.apply(&s.inner, n, Some(&s.x), &mut s.tmp);
+            l.output.apply(&s.inner, n, Some(&s.x), &mut s.tmp, &mut s.quantised);
             layer_norm(&mut s.tmp, &l.output_norm, self.eps);
             std::mem::swap(&mut s.x, &mut s.tmp);
         }
@@ -314,16 +346,26 @@ unsafe fn matmul(
     }
 }
 
-/// Runs the generic kernel compiled for AVX2 and FMA when the CPU has them (8 lanes), else
-/// for the baseline target.
+/// Runs the generic kernel compiled for AVX-512 (16 lanes) or AVX2 and FMA (8 lanes) when
+/// the CPU has them, else for the baseline target. The kernels fix their order of operations
+/// (no fused multiply-adds are formed, reductions run over [`LANES`] partial sums), so every
+/// build gives the same bits.
 macro_rules! simd_dispatch {
-    ($name:ident, $generic:ident, ($($arg:ident: $ty:ty),*)) => {
-        fn $name($($arg: $ty),*) {
+    ($vis:vis $name:ident, $generic:ident, ($($arg:ident: $ty:ty),*)) => {
+        $vis fn $name($($arg: $ty),*) {
             #[cfg(target_arch = "x86_64")]
             {
+                #[target_feature(enable = "avx512f,avx512bw,avx2,fma")]
+                unsafe fn wide($($arg: $ty),*) {
+                    $generic($($arg),*)
+                }
                 #[target_feature(enable = "avx2,fma")]
                 unsafe fn fast($($arg: $ty),*) {
                     $generic($($arg),*)
+                }
+                if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512bw") {
+                    // SAFETY: the CPU has the features `wide` is compiled for.
+                    return unsafe { wide($($arg),*) };
                 }
                 if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
                     // SAFETY: the CPU has the features `fast` is compiled for.
@@ -334,6 +376,7 @@ macro_rules! simd_dispatch {
         }
     };
 }
+pub(crate) use simd_dispatch;
 
 simd_dispatch!(layer_norm, layer_norm_generic, (x: &mut [f32], n: &Norm, eps: f32));
 simd_dispatch!(gelu, gelu_generic, (x: &mut [f32]));
@@ -438,8 +481,12 @@ pub fn erf(x: f32) -> f32 {
 #[inline(always)]
 pub fn exp(x: f32) -> f32 {
     let x = x.clamp(-87.0, 88.0);
-    // Round to nearest by the 1.5·2²³ trick (no rounding instruction needed).
-    let n = (x * std::f32::consts::LOG2_E + 12_582_912.0) - 12_582_912.0;
+    // Round to nearest by the 1.5·2²³ trick (no rounding instruction needed); the sum's low
+    // mantissa bits are then n itself, read without a float-to-int conversion (whose
+    // saturating `as` does not vectorise).
+    let t = x * std::f32::consts::LOG2_E + 12_582_912.0;
+    let n = t - 12_582_912.0;
+    let n_int = t.to_bits() as i32 - 0x4B40_0000;
     let r = x - n * 0.693_359_4 - n * -2.121_944_4e-4;
     let mut p = 1.987_569_1e-4;
     p = p * r + 1.398_199_9e-3;
@@ -448,7 +495,7 @@ pub fn exp(x: f32) -> f32 {
     p = p * r + 0.166_666_65;
     p = p * r + 0.5;
     let y = p * r * r + r + 1.0;
-    y * f32::from_bits(((n as i32 + 127) << 23) as u32)
+    y * f32::from_bits(((n_int + 127) << 23) as u32)
 }
 
 #[cfg(test)]

@@ -29,6 +29,38 @@ pub struct MiniLmEmbedder {
     base_id: String,
     model_id: String,
     prefixes: Prefixes,
+    precision: Precision,
+}
+
+/// What the encoder's dense layers compute in: `f32` (the default), or int8 weights and
+/// activations with exact integer sums (about twice as fast; vectors differ slightly, so the
+/// model id says which, and cached vectors of one are never used for the other).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Precision {
+    #[default]
+    F32,
+    Int8,
+}
+
+impl std::str::FromStr for Precision {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "fp32" | "f32" => Ok(Precision::F32),
+            "int8" => Ok(Precision::Int8),
+            other => Err(Error::InvalidInput(format!("embedder precision {other:?}: expected fp32 or int8"))),
+        }
+    }
+}
+
+impl Precision {
+    /// What the precision adds to a model id (nothing for `f32`, so ids stay as they were).
+    fn id_suffix(self) -> &'static str {
+        match self {
+            Precision::F32 => "",
+            Precision::Int8 => "/int8",
+        }
+    }
 }
 
 /// Text put before each query and each passage before embedding, for models trained with
@@ -110,14 +142,30 @@ impl MiniLmEmbedder {
             base_id: format!("{name}/{max_tokens}/mean/l2"),
             model_id: format!("{name}/{max_tokens}/mean/l2"),
             prefixes: Prefixes::default(),
+            precision: Precision::F32,
         })
     }
 
     /// Puts `prefixes` before queries and passages from now on (the model id says so).
     pub fn with_prefixes(mut self, prefixes: Prefixes) -> Self {
-        self.model_id = format!("{}{}", self.base_id, prefixes.id_suffix());
         self.prefixes = prefixes;
+        self.set_id();
         self
+    }
+
+    /// Computes in `precision` from now on (the model id says so). Once int8, always int8:
+    /// the `f32` weights are gone.
+    pub fn with_precision(mut self, precision: Precision) -> Self {
+        if precision == Precision::Int8 && self.precision == Precision::F32 {
+            self.model.quantise(crate::int8::Kernel::detect());
+            self.precision = Precision::Int8;
+        }
+        self.set_id();
+        self
+    }
+
+    fn set_id(&mut self) {
+        self.model_id = format!("{}{}{}", self.base_id, self.precision.id_suffix(), self.prefixes.id_suffix());
     }
 
     /// Tokens the encoder sees for each text (special tokens included, after truncation).

@@ -18,6 +18,7 @@ mod embedder;
 mod extractive;
 #[cfg(feature = "openai")]
 mod http;
+mod int8;
 #[cfg(feature = "openai")]
 mod openai;
 #[cfg(feature = "openai")]
@@ -25,7 +26,7 @@ mod remote;
 mod tokens;
 mod workers;
 
-pub use embedder::{model_dimension, MiniLmEmbedder, Prefixes, BATCH_TOKENS, MAX_TOKENS};
+pub use embedder::{model_dimension, MiniLmEmbedder, Precision, Prefixes, BATCH_TOKENS, MAX_TOKENS};
 pub use extractive::{sentences, terms, ExtractiveGenerator, NOTHING_FOUND};
 #[cfg(feature = "openai")]
 pub use openai::{OpenAiConfig, OpenAiGenerator};

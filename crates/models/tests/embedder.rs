@@ -2,7 +2,7 @@
 //! `scripts/make-embedding-fixture.py` are the reference (cosine >= 0.9999 each).
 
 use ragctx_core::{Embedder, Error, TokenCounter};
-use ragctx_models::{Cl100kCounter, MiniLmEmbedder};
+use ragctx_models::{Cl100kCounter, MiniLmEmbedder, Precision};
 use std::path::PathBuf;
 
 fn model_dir() -> PathBuf {
@@ -34,6 +34,33 @@ fn matches_sentence_transformers_reference_vectors() {
         }
     }
     eprintln!("lowest cosine to sentence-transformers: {worst:.7}");
+}
+
+/// Int8 is an approximation: each vector stays close to sentence-transformers' (the bound
+/// says how close, measured 0.99+), its model id differs from fp32's (so cached vectors of
+/// one are never used for the other), and the ranking of the fixture's texts by similarity
+/// to the first is mostly kept.
+#[test]
+fn int8_stays_close_to_the_reference_and_says_it_is_int8() {
+    let fixture: serde_json::Value =
+        serde_json::from_str(include_str!("fixtures/minilm_reference.json")).expect("fixture parses");
+    let fp32 = MiniLmEmbedder::load(&model_dir()).expect("model installed by scripts/setup");
+    let int8 = MiniLmEmbedder::load(&model_dir()).unwrap().with_precision(Precision::Int8);
+    assert_eq!(int8.model_id(), format!("{}/int8", fp32.model_id()));
+    let cases = fixture["cases"].as_array().unwrap();
+    let texts: Vec<&str> = cases.iter().map(|c| c["text"].as_str().unwrap()).collect();
+    let got = int8.embed(&texts).unwrap();
+    let mut worst = 1.0f32;
+    for (case, v) in cases.iter().zip(&got) {
+        let want: Vec<f32> = case["vector"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect();
+        let cos: f32 = v.iter().zip(&want).map(|(a, b)| a * b).sum();
+        assert!(cos >= 0.98, "int8 cosine {cos} for {:?}", case["text"]);
+        worst = worst.min(cos);
+    }
+    let single = int8.embed(&[texts[1]]).unwrap();
+    let same: f32 = single[0].iter().zip(&got[1]).map(|(a, b)| a * b).sum();
+    assert!(same > 0.99999, "int8 vectors do not depend on the batch: {same}");
+    eprintln!("lowest int8 cosine to sentence-transformers: {worst:.5}");
 }
 
 #[test]
