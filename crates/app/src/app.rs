@@ -68,7 +68,7 @@ impl App {
             bind_model(&settings, d, embedder.as_ref())?;
         }
         let engine = Engine {
-            vectors: vector_store(&settings, data.as_ref(), embedder.dimension())?,
+            vectors: vector_store(&settings, data.as_ref(), embedder.dimension(), Some(embedder.model_id()))?,
             sessions: session_store(&settings, data.as_ref())?,
             embedder: embedder.clone(),
             counter: Arc::new(Cl100kCounter::new()),
@@ -93,26 +93,33 @@ fn data_dir(data: Option<&DataDir>) -> Result<&DataDir> {
     data.ok_or_else(|| Error::InvalidInput("the data dir was not opened for an embedded backend".into()))
 }
 
-/// The vector store the settings name: the data dir's index, or a Milvus collection.
-pub fn vector_store(settings: &Settings, data: Option<&DataDir>, dimension: usize) -> Result<Arc<dyn VectorStore>> {
+/// The vector store the settings name: the data dir's index, or a Milvus collection (created
+/// for `model`'s vectors, or checked to hold them; `None` for commands that embed nothing).
+pub fn vector_store(
+    settings: &Settings,
+    data: Option<&DataDir>,
+    dimension: usize,
+    model: Option<&str>,
+) -> Result<Arc<dyn VectorStore>> {
     Ok(match &settings.backend {
         Backend::Embedded => Arc::new(data_dir(data)?.vector_store()),
-        Backend::Milvus(m) => milvus_store(m, dimension)?,
+        Backend::Milvus(m) => milvus_store(m, dimension, model)?,
     })
 }
 
 #[cfg(feature = "milvus")]
-fn milvus_store(m: &MilvusSettings, dimension: usize) -> Result<Arc<dyn VectorStore>> {
+fn milvus_store(m: &MilvusSettings, dimension: usize, model: Option<&str>) -> Result<Arc<dyn VectorStore>> {
     let mut config = ragctx_milvus::MilvusConfig::new(&m.uri, &m.collection);
     config.index = m.index.parse()?;
     config.consistency = m.consistency.parse()?;
     config.timeout = std::time::Duration::from_secs(m.timeout_secs);
     config.token = m.token.clone();
+    config.model = model.map(str::to_owned);
     Ok(Arc::new(ragctx_milvus::MilvusVectorStore::connect(config, dimension)?))
 }
 
 #[cfg(not(feature = "milvus"))]
-fn milvus_store(_: &MilvusSettings, _: usize) -> Result<Arc<dyn VectorStore>> {
+fn milvus_store(_: &MilvusSettings, _: usize, _: Option<&str>) -> Result<Arc<dyn VectorStore>> {
     Err(Error::InvalidInput(
         "this ragctx was built without Milvus support: rebuild with `--features milvus` (on by default)".into(),
     ))
@@ -146,7 +153,7 @@ pub fn vectors_only(settings: &Settings) -> Result<Arc<dyn VectorStore>> {
         Backend::Embedded => {
             let data = open_data(settings, None)?;
             let dim = data.vector_store().dimension();
-            vector_store(settings, Some(&data), dim)
+            vector_store(settings, Some(&data), dim, None)
         }
         Backend::Milvus(_) => {
             // The dimension is checked against the collection on connect; the model's
@@ -155,7 +162,7 @@ pub fn vectors_only(settings: &Settings) -> Result<Arc<dyn VectorStore>> {
                 EmbedderSettings::Local { .. } => ragctx_models::model_dimension(&settings.model_dir)?,
                 EmbedderSettings::OpenAi(_) => embedder(settings)?.dimension(),
             };
-            vector_store(settings, None, dim)
+            vector_store(settings, None, dim, None)
         }
     }
 }

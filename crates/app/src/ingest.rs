@@ -304,7 +304,7 @@ fn store_chunks(settings: &Settings, read: Read, append: bool, started: Instant)
         }
         Backend::Milvus(_) => None,
     };
-    let store = crate::app::vector_store(settings, data.as_ref(), embedder.dimension())?;
+    let store = crate::app::vector_store(settings, data.as_ref(), embedder.dimension(), Some(embedder.model_id()))?;
     report(store.as_ref(), embedded, (read.files, read.skipped), append, started)
 }
 

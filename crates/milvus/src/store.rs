@@ -105,7 +105,15 @@ pub struct MilvusConfig {
     pub consistency: Consistency,
     /// The index built when the collection is created (an existing one is kept).
     pub index: IndexKind,
+    /// The embedding model's id: recorded in a property of a collection this store
+    /// creates, and checked against that of an existing one (vectors of two models are never
+    /// mixed). `None` checks nothing (commands that embed nothing).
+    pub model: Option<String>,
 }
+
+/// The collection property that records the model of its vectors (a property, not the
+/// description: Milvus Lite keeps properties but drops descriptions).
+const MODEL_PROPERTY: &str = "ragctx.embedding_model";
 
 impl MilvusConfig {
     pub fn new(uri: &str, collection: &str) -> Self {
@@ -117,6 +125,7 @@ impl MilvusConfig {
             attempts: 3,
             consistency: Consistency::Session,
             index: "hnsw".parse().unwrap(),
+            model: None,
         }
     }
 }
@@ -272,12 +281,19 @@ impl MilvusVectorStore {
         if !exists.exists() {
             self.create_collection()?;
         } else {
-            let got = self.collection_dimension()?;
+            let (got, stored) = self.describe_collection()?;
             if got != self.dimension {
                 return Err(Error::InvalidInput(format!(
                     "Milvus collection {name:?} holds {got}-d vectors, the model makes {}-d: use another --collection",
                     self.dimension
                 )));
+            }
+            // Collections made before the model was recorded say nothing and are taken as
+            // they are.
+            if let (Some(stored), Some(configured)) = (stored, &self.config.model) {
+                if &stored != configured {
+                    return Err(Error::ModelMismatch { stored, configured: configured.clone() });
+                }
             }
         }
         self.load()
@@ -300,11 +316,19 @@ impl MilvusVectorStore {
                 FieldSchema::new().name("vector").data_type(DataType::FloatVector).dimension(self.dimension as u32),
             );
         let name = self.config.collection.clone();
+        let properties: HashMap<String, String> =
+            self.config.model.iter().map(|m| (MODEL_PROPERTY.to_owned(), m.clone())).collect();
         self.call("create_collection", {
             let (client, name) = (self.client.clone(), name.clone());
             async move {
                 client
-                    .create_collection(CreateCollectionRequest::builder().collection_name(name).schema(schema).build()?)
+                    .create_collection(
+                        CreateCollectionRequest::builder()
+                            .collection_name(name)
+                            .properties(properties)
+                            .schema(schema)
+                            .build()?,
+                    )
                     .await
             }
         })?;
@@ -351,7 +375,8 @@ impl MilvusVectorStore {
         Ok(())
     }
 
-    fn collection_dimension(&self) -> Result<usize> {
+    /// The collection's vector dimension, and the embedding model it records.
+    fn describe_collection(&self) -> Result<(usize, Option<String>)> {
         let name = self.config.collection.clone();
         let described = self.call("describe_collection", {
             let client = self.client.clone();
@@ -363,8 +388,8 @@ impl MilvusVectorStore {
                     .await
             }
         })?;
-        described
-            .description()
+        let description = described.description();
+        let dimension = description
             .get_schema()
             .get_fields()
             .iter()
@@ -372,10 +397,11 @@ impl MilvusVectorStore {
             .and_then(|f| f.get_type_params().get("dim").and_then(|d| d.parse().ok()))
             .ok_or_else(|| {
                 Error::InvalidInput(format!(
-                    "Milvus collection {:?} was not made by ragctx (no 384-d `vector` field): use another --collection",
+                    "Milvus collection {:?} was not made by ragctx (no `vector` field): use another --collection",
                     self.config.collection
                 ))
-            })
+            })?;
+        Ok((dimension, description.get_properties().get(MODEL_PROPERTY).cloned()))
     }
 
     /// Whether the server takes filter templates: a query whose filter names a template

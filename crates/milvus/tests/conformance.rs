@@ -71,6 +71,34 @@ fn milvus_dominant_document_does_not_starve_other_groups() {
     eprintln!("dominant document: {} searches, {}", out.rounds, out.reason);
 }
 
+/// A collection records the model of its vectors: reopening it with another model is
+/// refused with the way out, with the same model (or with none: commands that embed
+/// nothing) it opens.
+#[test]
+fn milvus_collection_keeps_one_embedding_model() {
+    let Some(uri) = uri() else { return };
+    let collection = format!("t_model_{}", std::process::id());
+    let open = |model: Option<&str>| {
+        let mut config = MilvusConfig::new(&uri, &collection);
+        config.index = IndexKind::Flat;
+        config.timeout = Duration::from_secs(20);
+        config.model = model.map(str::to_owned);
+        MilvusVectorStore::connect(config, 8)
+    };
+    let store = open(Some("all-MiniLM-L6-v2/256/mean/l2")).expect("created");
+    store.upsert(&[chunk("a#0", "a", vec![1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])]).unwrap();
+    drop(store);
+    match open(Some("all-MiniLM-L6-v2/256/mean/l2/int8")) {
+        Err(e @ Error::ModelMismatch { .. }) => {
+            let msg = e.to_string();
+            assert!(msg.contains("/int8") && msg.contains("--collection"), "{msg}");
+        }
+        other => panic!("another model's vectors must be refused, got {:?}", other.map(|_| ())),
+    }
+    assert!(open(Some("all-MiniLM-L6-v2/256/mean/l2")).is_ok());
+    assert!(open(None).is_ok(), "commands that embed nothing open it");
+}
+
 #[test]
 fn milvus_unreachable_is_a_clear_error_within_the_deadline() {
     let mut config = MilvusConfig::new("http://127.0.0.1:9", "nothing");
