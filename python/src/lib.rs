@@ -55,7 +55,7 @@ fn layer(py: Python<'_>, settings: Option<&Bound<'_, PyDict>>) -> PyResult<RawCo
 }
 
 /// What `ask` may override per turn: the CLI's turn flags.
-const TURN_KEYS: [&str; 13] = [
+const TURN_KEYS: [&str; 15] = [
     "mode",
     "memory",
     "conversation_query",
@@ -68,6 +68,8 @@ const TURN_KEYS: [&str; 13] = [
     "group_margin",
     "min_documents",
     "strategy",
+    "retrieval",
+    "fusion",
     "session_ttl",
 ];
 

@@ -61,6 +61,10 @@ pub struct RawConfig {
     pub memory: Option<String>,
     /// `always` (default), `follow_up` or `off`: when the query mixes in earlier questions.
     pub conversation_query: Option<String>,
+    /// `dense` (default), `lexical` (BM25) or `hybrid` (both, fused).
+    pub retrieval: Option<String>,
+    /// `rrf` (default), `weighted` or `rescore`: how `hybrid` fuses its two sides.
+    pub fusion: Option<String>,
     pub strategy: Option<String>,
     pub granularity: Option<String>,
     pub consumption: Option<String>,
@@ -117,6 +121,8 @@ impl RawConfig {
             sessions,
             memory,
             conversation_query,
+            retrieval,
+            fusion,
             strategy,
             granularity,
             consumption,
@@ -187,6 +193,8 @@ impl RawConfig {
             sessions: var("SESSIONS"),
             memory: var("MEMORY"),
             conversation_query: var("CONVERSATION_QUERY"),
+            retrieval: var("RETRIEVAL"),
+            fusion: var("FUSION"),
             strategy: var("STRATEGY"),
             granularity: var("GRANULARITY"),
             consumption: var("CONSUMPTION"),
@@ -259,6 +267,8 @@ impl Settings {
                 .transpose()?
                 .unwrap_or(d.conversation_query),
             strategy: raw.strategy.as_deref().map(str::parse).transpose()?.unwrap_or(d.strategy),
+            retrieval: raw.retrieval.as_deref().map(str::parse).transpose()?.unwrap_or(d.retrieval),
+            fusion: raw.fusion.as_deref().map(str::parse).transpose()?.unwrap_or(d.fusion),
             granularity: raw.granularity.as_deref().map(str::parse).transpose()?.unwrap_or(d.granularity),
             consumption: raw.consumption.as_deref().map(str::parse).transpose()?.unwrap_or(d.consumption),
             window: raw.window.unwrap_or(d.window),

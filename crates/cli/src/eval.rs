@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 use clap::Subcommand;
 use ragctx_app::config::Settings;
 use ragctx_app::ingest::embed_all;
-use ragctx_core::{Embedder, ExclusionSet, SearchRequest};
+use ragctx_core::{Chunk, Embedder, ExclusionSet, Fusion, Hit, Retrieval, SearchRequest};
 use ragctx_engine::Granularity;
 use ragctx_index::{IndexParams, VectorIndex};
 use std::collections::{HashMap, HashSet};
@@ -75,6 +75,12 @@ pub enum EvalCommand {
         /// Folder with corpus.jsonl, queries_test.jsonl (or queries.jsonl) and qrels/test.tsv
         #[arg(long, alias = "dataset", default_value = "../shared/data/scifact")]
         data: PathBuf,
+        /// Comma-separated: dense, lexical (BM25), hybrid; one row each
+        #[arg(long, value_delimiter = ',', default_value = "dense")]
+        retrieval: Vec<String>,
+        /// Comma-separated fusions for hybrid: rrf, weighted, rescore; one row each
+        #[arg(long, value_delimiter = ',', default_value = "rrf")]
+        fusion: Vec<String>,
         #[arg(long)]
         json: bool,
     },
@@ -86,8 +92,20 @@ pub fn run(settings: &Settings, what: &EvalCommand) -> Result<()> {
     match what {
         EvalCommand::Intent { cases, min_accuracy, json } => crate::eval_intent::run(cases, *min_accuracy, *json),
         EvalCommand::Conflicts { file, json } => conflicts(settings, file, *json),
-        EvalCommand::Beir { data, json } => {
-            beir(ragctx_app::app::embedder(settings)?.as_ref(), &settings.data_dir, data, *json)
+        EvalCommand::Beir { data, retrieval, fusion, json } => {
+            let mut runs: Vec<(Retrieval, Option<Fusion>)> = Vec::new();
+            for r in retrieval {
+                let r: Retrieval = r.parse()?;
+                match r {
+                    Retrieval::Hybrid => {
+                        for f in fusion {
+                            runs.push((r, Some(f.parse()?)));
+                        }
+                    }
+                    _ => runs.push((r, None)),
+                }
+            }
+            beir(ragctx_app::app::embedder(settings)?.as_ref(), &settings.data_dir, data, &runs, *json)
         }
         EvalCommand::Mtrag {
             data,
@@ -179,66 +197,132 @@ pub fn recall_at(ranked: &[String], rel: &HashMap<String, f64>, k: usize) -> f64
     ranked.iter().take(k).filter(|d| relevant.contains(d)).count() as f64 / relevant.len() as f64
 }
 
-fn beir(embedder: &dyn Embedder, data_dir: &Path, dir: &Path, json: bool) -> Result<()> {
+/// BEIR's depth: every ranking is cut at 100.
+const BEIR_DEPTH: usize = 100;
+
+fn beir(
+    embedder: &dyn Embedder,
+    data_dir: &Path,
+    dir: &Path,
+    runs: &[(Retrieval, Option<Fusion>)],
+    json: bool,
+) -> Result<()> {
     let started = Instant::now();
     let corpus = read_jsonl(&dir.join("corpus.jsonl"))?;
     let queries_path = [dir.join("queries_test.jsonl"), dir.join("queries.jsonl")].into_iter().find(|p| p.is_file());
     let Some(queries_path) = queries_path else { bail!("{}: no queries_test.jsonl or queries.jsonl", dir.display()) };
     let queries = read_jsonl(&queries_path)?;
     let qrels = read_qrels(&dir.join("qrels/test.tsv"))?;
-    // BEIR's sentence-transformers convention: "title text".
-    let texts: Vec<String> = corpus
+    let chunks: Vec<Chunk> = corpus
         .iter()
         .map(|d| {
-            let (t, x) = (d["title"].as_str().unwrap_or(""), d["text"].as_str().unwrap_or(""));
-            if t.is_empty() {
-                x.to_owned()
-            } else {
-                format!("{t} {x}")
+            let id = d["_id"].as_str().unwrap_or_default();
+            Chunk {
+                id: id.into(),
+                document_id: id.into(),
+                title: d["title"].as_str().unwrap_or("").to_owned(),
+                text: d["text"].as_str().unwrap_or("").to_owned(),
+                ordinal: None,
+                start: None,
+                end: None,
+                weight: 1.0,
+                tokens: None,
             }
         })
         .collect();
-    let ids: Vec<String> = corpus.iter().map(|d| d["_id"].as_str().unwrap_or_default().to_owned()).collect();
+    // BEIR's sentence-transformers convention: "title text".
+    let texts: Vec<String> = chunks
+        .iter()
+        .map(|c| if c.title.is_empty() { c.text.clone() } else { format!("{} {}", c.title, c.text) })
+        .collect();
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     if !json {
         eprintln!("embedding {} documents (cached in {})", refs.len(), data_dir.display());
     }
     let (vectors, embedded) = embed_all(embedder, ragctx_app::ingest::Cache::At(data_dir), &refs)?;
     let mut index = VectorIndex::new(embedder.dimension(), IndexParams::default());
-    for (id, v) in ids.iter().zip(&vectors) {
-        index.upsert(id, id, 1.0, v);
+    for (c, v) in chunks.iter().zip(&vectors) {
+        index.upsert(c.id.as_str(), c.id.as_str(), 1.0, v);
     }
+    let position: HashMap<&str, usize> = chunks.iter().enumerate().map(|(i, c)| (c.id.as_str(), i)).collect();
+    let lexical =
+        runs.iter().any(|(r, _)| *r != Retrieval::Dense).then(|| ragctx_lexical::LexicalIndex::build(&chunks));
     let judged: Vec<&serde_json::Value> =
         queries.iter().filter(|q| q["_id"].as_str().is_some_and(|id| qrels.contains_key(id))).collect();
     let qtexts: Vec<&str> = judged.iter().map(|q| q["text"].as_str().unwrap_or("")).collect();
     let qvecs = embedder.embed_queries(&qtexts)?;
-    let (mut ndcg, mut r10, mut r100) = (0.0, 0.0, 0.0);
-    let mut lat = Vec::new();
-    for (q, v) in judged.iter().zip(qvecs) {
-        let rel = &qrels[q["_id"].as_str().unwrap()];
-        let req = SearchRequest { vector: v, limit: 100, grouping: None, exclusion: ExclusionSet::default() };
-        let t = Instant::now();
-        let hits = index.search(&req);
-        lat.push(t.elapsed().as_secs_f64() * 1e3);
-        let ranked: Vec<String> = hits.hits.iter().map(|&(n, _)| index.chunk_id(n).to_owned()).collect();
-        ndcg += ndcg_at(&ranked, rel, 10);
-        r10 += recall_at(&ranked, rel, 10);
-        r100 += recall_at(&ranked, rel, 100);
+    let mut rows = Vec::new();
+    for &(retrieval, fusion) in runs {
+        let (mut ndcg, mut r10, mut r100) = (0.0, 0.0, 0.0);
+        let mut lat = Vec::new();
+        for ((q, v), text) in judged.iter().zip(&qvecs).zip(&qtexts) {
+            let rel = &qrels[q["_id"].as_str().unwrap()];
+            let t = Instant::now();
+            let dense = || -> Vec<Hit> {
+                let req = SearchRequest {
+                    vector: v.clone(),
+                    limit: BEIR_DEPTH,
+                    grouping: None,
+                    exclusion: ExclusionSet::default(),
+                };
+                let hits = index.search(&req).hits;
+                hits.iter()
+                    .map(|&(n, s)| Hit { chunk: chunks[position[index.chunk_id(n)]].clone(), score: s })
+                    .collect()
+            };
+            let bm25 = || -> Vec<Hit> {
+                let lx = lexical.as_ref().expect("built for lexical runs");
+                let found = lx.search(text, BEIR_DEPTH, None, &ExclusionSet::default());
+                found
+                    .iter()
+                    .map(|&(e, s)| Hit { chunk: chunks[position[lx.chunk_id(e).as_str()]].clone(), score: s })
+                    .collect()
+            };
+            let ranked: Vec<Hit> = match (retrieval, fusion) {
+                (Retrieval::Dense, _) => dense(),
+                (Retrieval::Lexical, _) => bm25(),
+                (Retrieval::Hybrid, fusion) => {
+                    let (d, l) = (dense(), bm25());
+                    let cosine = |h: &Hit| -> f32 {
+                        vectors[position[h.chunk.id.as_str()]].iter().zip(v).map(|(a, b)| a * b).sum()
+                    };
+                    let rescored: Vec<Hit> = l.iter().map(|h| Hit { score: cosine(h), ..h.clone() }).collect();
+                    let mut fused = ragctx_engine::retrieve::fuse(fusion.unwrap_or_default(), &d, &l, &rescored);
+                    fused.truncate(BEIR_DEPTH);
+                    fused
+                }
+            };
+            lat.push(t.elapsed().as_secs_f64() * 1e3);
+            let ranked: Vec<String> = ranked.iter().map(|h| h.chunk.id.as_str().to_owned()).collect();
+            ndcg += ndcg_at(&ranked, rel, 10);
+            r10 += recall_at(&ranked, rel, 10);
+            r100 += recall_at(&ranked, rel, 100);
+        }
+        let n = judged.len().max(1) as f64;
+        lat.sort_by(f64::total_cmp);
+        let name = match fusion {
+            Some(f) => format!("{}/{}", retrieval.as_str(), f.as_str()),
+            None => retrieval.as_str().to_owned(),
+        };
+        if !json {
+            println!(
+                "{} [{name}]: {} queries over {} documents: nDCG@10 {:.4}, Recall@10 {:.4}, Recall@100 {:.4} (published for all-MiniLM-L6-v2 on SciFact: nDCG@10 0.645; BM25 0.665)",
+                dir.display(), judged.len(), chunks.len(), ndcg / n, r10 / n, r100 / n
+            );
+        }
+        rows.push(serde_json::json!({
+            "retrieval": retrieval.as_str(), "fusion": fusion.map(Fusion::as_str),
+            "ndcg@10": ndcg / n, "recall@10": r10 / n, "recall@100": r100 / n, "queries": judged.len(),
+            "documents": chunks.len(), "embedded": embedded, "search_p50_ms": percentile(&lat, 0.5),
+            "seconds": started.elapsed().as_secs_f64(),
+        }));
     }
-    let n = judged.len().max(1) as f64;
-    lat.sort_by(f64::total_cmp);
-    let report = serde_json::json!({
-        "ndcg@10": ndcg / n, "recall@10": r10 / n, "recall@100": r100 / n, "queries": judged.len(),
-        "documents": ids.len(), "embedded": embedded, "search_p50_ms": percentile(&lat, 0.5),
-        "seconds": started.elapsed().as_secs_f64(),
-    });
     if json {
-        println!("{report}");
-    } else {
-        println!(
-            "{}: {} queries over {} documents: nDCG@10 {:.4}, Recall@10 {:.4}, Recall@100 {:.4} (published for all-MiniLM-L6-v2 on SciFact: nDCG@10 0.645)",
-            dir.display(), judged.len(), ids.len(), ndcg / n, r10 / n, r100 / n
-        );
+        // One run prints its row as before; several print a list.
+        match rows.len() {
+            1 => println!("{}", rows[0]),
+            _ => println!("{}", serde_json::Value::Array(rows)),
+        }
     }
     Ok(())
 }

@@ -108,6 +108,13 @@ struct TurnFlags {
     /// exclude (default: exclusion inside the search, plain ranking), full (exclusion and grouping by document), group or none
     #[arg(long)]
     strategy: Option<String>,
+    /// dense (embeddings), lexical (BM25 over titles and texts) or hybrid (both, fused) [default: dense]
+    #[arg(long)]
+    retrieval: Option<String>,
+    /// How hybrid fuses its sides: rrf (reciprocal ranks), weighted (scaled scores) or
+    /// rescore (the union ranked by dense similarity) [default: rrf]
+    #[arg(long)]
+    fusion: Option<String>,
     /// Session time-to-live in seconds, 0 = never [default: 86400]
     #[arg(long)]
     session_ttl: Option<u64>,
@@ -228,6 +235,8 @@ fn settings(cli: &Cli, turn: Option<&TurnFlags>) -> Result<Settings> {
         memory: t.memory,
         conversation_query: t.conversation_query,
         strategy: t.strategy,
+        retrieval: t.retrieval,
+        fusion: t.fusion,
         granularity: t.granularity,
         consumption: t.consumption,
         window: t.window,

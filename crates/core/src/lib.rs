@@ -27,7 +27,9 @@ pub use chunk::{check_replacement, Chunk, DocumentSummary, EmbeddedChunk, Replac
 pub use context::{citation_markers, Citation, ContextBlock, Pointer};
 pub use error::{Error, ErrorKind, Result};
 pub use ids::{ChunkId, DocumentId, SessionId};
-pub use search::{ExclusionSet, Grouping, Hit, SearchOutcome, SearchPath, SearchRequest};
+pub use search::{
+    ExclusionSet, Fusion, Grouping, Hit, LexicalRequest, Retrieval, SearchOutcome, SearchPath, SearchRequest,
+};
 pub use session::{Intent, Memory, QuantizedVector, Retention, SessionState, TurnCommit, TurnRecord};
-pub use trace::{EffectiveSettings, Trace, TraceStats};
+pub use trace::{EffectiveSettings, RetrievalTrace, Trace, TraceStats};
 pub use traits::{Embedder, GenerationRequest, Generator, SessionStore, TokenCounter, VectorStore};

@@ -70,7 +70,69 @@ pub enum SearchPath {
     Exact,
     /// Done by a remote engine (e.g. Milvus).
     Remote,
+    /// BM25 over titles and texts (the lexical index).
+    Lexical,
 }
+
+/// One lexical (BM25) search, under the same exclusion and grouping contract as
+/// [`SearchRequest`].
+#[derive(Clone, Debug)]
+pub struct LexicalRequest {
+    pub query: String,
+    /// Documents when `grouping` is set, chunks otherwise.
+    pub limit: usize,
+    pub grouping: Option<Grouping>,
+    pub exclusion: ExclusionSet,
+}
+
+/// Which index a turn searches.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Retrieval {
+    /// Embeddings only.
+    #[default]
+    Dense,
+    /// BM25 only (dense where the backend has no lexical index).
+    Lexical,
+    /// Both, fused by a [`Fusion`].
+    Hybrid,
+}
+
+/// How hybrid retrieval merges the dense and the lexical candidates.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fusion {
+    /// Reciprocal rank fusion: Σ 1 / (60 + rank) over the two lists.
+    #[default]
+    Rrf,
+    /// Each side's scores scaled to [0, 1] over its list, then averaged.
+    Weighted,
+    /// The union of both lists, ranked by exact dense similarity.
+    Rescore,
+}
+
+macro_rules! named {
+    ($ty:ident, $what:literal, $($v:ident = $s:literal),+) => {
+        impl $ty {
+            pub fn as_str(self) -> &'static str {
+                match self { $($ty::$v => $s),+ }
+            }
+        }
+        impl std::str::FromStr for $ty {
+            type Err = crate::Error;
+            fn from_str(s: &str) -> crate::Result<Self> {
+                match s {
+                    $($s => Ok($ty::$v),)+
+                    other => Err(crate::Error::InvalidInput(format!(
+                        concat!($what, " {:?}: expected one of {}"), other, [$($s),+].join(", ")
+                    ))),
+                }
+            }
+        }
+    };
+}
+named!(Retrieval, "retrieval", Dense = "dense", Lexical = "lexical", Hybrid = "hybrid");
+named!(Fusion, "fusion", Rrf = "rrf", Weighted = "weighted", Rescore = "rescore");
 
 /// Hits sorted by score, best first, and how they were found.
 #[derive(Clone, Debug)]

@@ -1,4 +1,7 @@
-use crate::{Citation, ContextBlock, DocumentId, ExclusionSet, Intent, Memory, Pointer, QuantizedVector, SearchPath};
+use crate::{
+    ChunkId, Citation, ContextBlock, DocumentId, ExclusionSet, Fusion, Intent, Memory, Pointer, QuantizedVector,
+    Retrieval, SearchPath,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -22,6 +25,12 @@ pub struct EffectiveSettings {
     /// `off`, `follow_up` or `always`: when the query mixed in earlier questions.
     #[serde(default)]
     pub conversation_query: String,
+    /// `dense`, `lexical` or `hybrid` (traces from before lexical retrieval: dense).
+    #[serde(default)]
+    pub retrieval: Retrieval,
+    /// How hybrid retrieval fused its sides.
+    #[serde(default)]
+    pub fusion: Fusion,
 }
 
 fn memory_before_modes() -> Memory {
@@ -72,10 +81,41 @@ pub struct TraceStats {
     pub search_path: SearchPath,
     pub search_rounds: u32,
     pub search_reason: String,
+    /// Lexical or hybrid retrieval: what each side found (absent for dense).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retrieval: Option<RetrievalTrace>,
     /// Documents whose text duplicated a better-scoring document: `(dropped, kept)`.
     pub aliases: Vec<(DocumentId, DocumentId)>,
     pub settings: EffectiveSettings,
     pub timings_ms: BTreeMap<String, f64>,
+}
+
+/// What the lexical and the dense side of a search found, best first, and how they were
+/// merged: enough to say which side brought each context block.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RetrievalTrace {
+    /// What ran (`dense` when the lexical side was asked for but the backend has none).
+    pub retrieval: Retrieval,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fusion: Option<Fusion>,
+    pub dense: Vec<ChunkId>,
+    pub lexical: Vec<ChunkId>,
+    /// Why the lexical side did not run, when it was asked for and did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<String>,
+}
+
+impl RetrievalTrace {
+    /// `dense`, `lexical` or `both`: which side found `chunk` (`None`: neither, e.g. a
+    /// block carried from the working set).
+    pub fn side(&self, chunk: &ChunkId) -> Option<&'static str> {
+        match (self.dense.contains(chunk), self.lexical.contains(chunk)) {
+            (true, true) => Some("both"),
+            (true, false) => Some("dense"),
+            (false, true) => Some("lexical"),
+            (false, false) => None,
+        }
+    }
 }
 
 /// Everything persisted about one turn.

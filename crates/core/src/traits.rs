@@ -1,6 +1,6 @@
 use crate::{
-    Chunk, ChunkId, ContextBlock, DocumentId, DocumentSummary, EmbeddedChunk, Pointer, Replaced, Result, Retention,
-    SearchOutcome, SearchRequest, SessionId, SessionState, Trace, TurnCommit,
+    Chunk, ChunkId, ContextBlock, DocumentId, DocumentSummary, EmbeddedChunk, LexicalRequest, Pointer, Replaced,
+    Result, Retention, SearchOutcome, SearchRequest, SessionId, SessionState, Trace, TurnCommit,
 };
 
 /// Stores chunks with their vectors and searches them with grouping and exclusion applied
@@ -26,6 +26,13 @@ pub trait VectorStore: Send + Sync {
     /// Every stored document, by id.
     fn documents(&self) -> Result<Vec<DocumentSummary>>;
     fn search(&self, request: &SearchRequest) -> Result<SearchOutcome>;
+    /// BM25 over titles and texts under the same contract as [`VectorStore::search`]
+    /// (hits scored by BM25); `Ok(None)` where the backend has no lexical index, and the
+    /// caller searches dense instead.
+    fn search_lexical(&self, request: &LexicalRequest) -> Result<Option<SearchOutcome>> {
+        let _ = request;
+        Ok(None)
+    }
     /// Chunks by id, in the order asked; unknown ids are skipped.
     fn chunks(&self, ids: &[ChunkId]) -> Result<Vec<Chunk>>;
     /// Stored vectors by chunk id, in the order asked; `None` for unknown ids.

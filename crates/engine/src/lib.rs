@@ -171,6 +171,7 @@ pub struct Assembled {
     pub search_path: SearchPath,
     pub search_rounds: u32,
     pub search_reason: String,
+    pub retrieval: Option<ragctx_core::RetrievalTrace>,
     pub context: context::BuiltContext,
     /// `engine` memory: the earlier turns in the prompt, rendered, and their tokens.
     pub conversation: String,
@@ -427,6 +428,7 @@ impl Engine {
             search_path: a.search_path,
             search_rounds: a.search_rounds,
             search_reason: a.search_reason,
+            retrieval: a.retrieval,
             aliases: a.aliases,
             settings: settings.effective(self.counter.name()),
             timings_ms: a.timings,
@@ -509,6 +511,7 @@ impl Engine {
         let stage = Stage::start("search");
         let mut previous = memory::last_documents(state);
         let mut quotas: HashMap<DocumentId, usize> = HashMap::new();
+        let mut sides = None;
         let (mut hits, path, rounds, reason) = if intent == Intent::Reshow {
             // "Show me that again": the last turn's chunks, fetched by id; no search, no exclusion.
             // What it showed, and what it pointed to (the caller holds those).
@@ -540,8 +543,15 @@ impl Engine {
                     quotas.insert(d.clone(), settings.group_size + 1);
                 }
             }
-            let r =
-                retrieve::retrieve(self.vectors.as_ref(), vector.clone(), exclusion.clone(), quotas.clone(), settings)?;
+            let r = retrieve::retrieve(
+                self.vectors.as_ref(),
+                vector.clone(),
+                query,
+                exclusion.clone(),
+                quotas.clone(),
+                settings,
+            )?;
+            sides = r.sides;
             (r.outcome.hits, r.outcome.path, r.outcome.rounds + r.deeper, r.outcome.reason)
         };
         let candidates = hits.len();
@@ -628,6 +638,7 @@ impl Engine {
             search_path: path,
             search_rounds: rounds,
             search_reason: reason,
+            retrieval: sides,
             context: built,
             conversation,
             conversation_tokens,

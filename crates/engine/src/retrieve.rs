@@ -1,29 +1,98 @@
-//! Stage 3: vector search with grouping and exclusion pushed into the search, and a deeper
-//! search when too few unique documents come back.
+//! Stage 3: search with grouping and exclusion pushed into the search, and a deeper search
+//! when too few unique documents come back — dense, lexical (BM25), or both fused.
 
 use crate::settings::TurnSettings;
-use ragctx_core::{DocumentId, ExclusionSet, Grouping, Result, SearchOutcome, SearchRequest, VectorStore};
+use ragctx_core::{
+    ChunkId, DocumentId, ExclusionSet, Fusion, Grouping, Hit, LexicalRequest, Result, Retrieval, RetrievalTrace,
+    SearchOutcome, SearchRequest, VectorStore,
+};
 use std::collections::{HashMap, HashSet};
 
 /// Deeper searches at most, each asking for twice as many results.
 pub const MAX_DEEPER: u32 = 3;
+/// Reciprocal rank fusion's constant (Cormack et al.; what Qdrant, Elasticsearch and Milvus
+/// use).
+pub const RRF_K: f32 = 60.0;
 
 /// What retrieval returned, with the number of searches it took.
 pub struct Retrieved {
     pub outcome: SearchOutcome,
     /// Searches beyond the first, asked for because too few documents came back.
     pub deeper: u32,
+    /// Lexical or hybrid retrieval: what each side found (`None` for dense).
+    pub sides: Option<RetrievalTrace>,
 }
 
+/// The turn's search. Hits always carry their dense similarity to `vector` (the later
+/// stages compare scores as cosines), whichever side found them; with hybrid retrieval the
+/// fusion decides which candidates make the cut and their order.
 pub fn retrieve(
     store: &dyn VectorStore,
     vector: Vec<f32>,
+    query: &str,
     exclusion: ExclusionSet,
     quotas: HashMap<DocumentId, usize>,
     settings: &TurnSettings,
 ) -> Result<Retrieved> {
     let grouping = settings.strategy.groups().then_some(Grouping { group_size: settings.group_size, quotas });
-    let mut request = SearchRequest { vector, limit: settings.limit, grouping, exclusion };
+    let lexical = match settings.retrieval {
+        Retrieval::Dense => None,
+        Retrieval::Lexical | Retrieval::Hybrid => store.search_lexical(&LexicalRequest {
+            query: query.to_owned(),
+            limit: settings.limit,
+            grouping: grouping.clone(),
+            exclusion: exclusion.clone(),
+        })?,
+    };
+    let request = SearchRequest { vector, limit: settings.limit, grouping, exclusion };
+    let Some(lexical) = lexical else {
+        let mut r = dense(store, request, settings)?;
+        if settings.retrieval != Retrieval::Dense {
+            r.sides = Some(RetrievalTrace {
+                retrieval: Retrieval::Dense,
+                fusion: None,
+                dense: r.outcome.hits.iter().map(|h| h.chunk.id.clone()).collect(),
+                lexical: Vec::new(),
+                fallback: Some("this backend has no lexical index: dense search instead".into()),
+            });
+        }
+        return Ok(r);
+    };
+    let lexical_ids: Vec<ChunkId> = lexical.hits.iter().map(|h| h.chunk.id.clone()).collect();
+    if settings.retrieval == Retrieval::Lexical {
+        let hits = rescored(store, &request.vector, lexical.hits)?;
+        let sides = RetrievalTrace {
+            retrieval: Retrieval::Lexical,
+            fusion: None,
+            dense: Vec::new(),
+            lexical: lexical_ids,
+            fallback: None,
+        };
+        return Ok(Retrieved { outcome: SearchOutcome { hits, ..lexical }, deeper: 0, sides: Some(sides) });
+    }
+    let d = dense(store, request.clone(), settings)?;
+    let dense_ids: Vec<ChunkId> = d.outcome.hits.iter().map(|h| h.chunk.id.clone()).collect();
+    let lexical_hits = rescored(store, &request.vector, lexical.hits.clone())?;
+    let fused = fuse(settings.fusion, &d.outcome.hits, &lexical.hits, &lexical_hits);
+    let hits = select(fused, request.limit, request.grouping.as_ref());
+    let outcome = SearchOutcome {
+        hits,
+        path: d.outcome.path,
+        rounds: d.outcome.rounds + 1,
+        reason: format!("{}; {}; fused by {}", d.outcome.reason, lexical.reason, settings.fusion.as_str()),
+    };
+    let sides = RetrievalTrace {
+        retrieval: Retrieval::Hybrid,
+        fusion: Some(settings.fusion),
+        dense: dense_ids,
+        lexical: lexical_ids,
+        fallback: None,
+    };
+    Ok(Retrieved { outcome, deeper: d.deeper, sides: Some(sides) })
+}
+
+/// Dense search, deeper while too few documents come back.
+fn dense(store: &dyn VectorStore, mut request: SearchRequest, settings: &TurnSettings) -> Result<Retrieved> {
     // Asking for fewer documents than the minimum means the caller wants fewer.
     let min_documents = settings.min_documents.min(settings.limit);
     let mut deeper = 0;
@@ -36,9 +105,80 @@ pub fn retrieve(
             None => outcome.hits.len() < request.limit,
         };
         if docs.len() >= min_documents || exhausted || deeper >= MAX_DEEPER {
-            return Ok(Retrieved { outcome, deeper });
+            return Ok(Retrieved { outcome, deeper, sides: None });
         }
         deeper += 1;
         request.limit *= 2;
     }
+}
+
+/// The same hits scored by dense similarity to `vector` (their order kept).
+fn rescored(store: &dyn VectorStore, vector: &[f32], hits: Vec<Hit>) -> Result<Vec<Hit>> {
+    let ids: Vec<ChunkId> = hits.iter().map(|h| h.chunk.id.clone()).collect();
+    let vectors = store.vectors(&ids)?;
+    Ok(hits
+        .into_iter()
+        .zip(vectors)
+        .map(|(h, v)| Hit { score: v.map_or(0.0, |v| v.iter().zip(vector).map(|(a, b)| a * b).sum()), ..h })
+        .collect())
+}
+
+/// Both sides' candidates in fused order, each with its dense score. `bm25` is the lexical
+/// side as it came (BM25 scores, best first), `lexical` the same hits scored densely.
+pub fn fuse(fusion: Fusion, dense: &[Hit], bm25: &[Hit], lexical: &[Hit]) -> Vec<Hit> {
+    let ranks = |n: usize| -> Vec<f32> { (0..n).map(|r| 1.0 / (RRF_K + r as f32 + 1.0)).collect() };
+    let half = |hits: &[Hit]| -> Vec<f32> { unit_range(hits).into_iter().map(|s| 0.5 * s).collect() };
+    let (from_dense, from_lexical) = match fusion {
+        Fusion::Rrf => (ranks(dense.len()), ranks(bm25.len())),
+        Fusion::Weighted => (half(dense), half(bm25)),
+        // The union ranked by dense similarity: the lexical side brings candidates only.
+        Fusion::Rescore => (dense.iter().map(|h| h.score).collect(), lexical.iter().map(|h| h.score).collect()),
+    };
+    let mut fused: Vec<(f32, &Hit)> = Vec::with_capacity(dense.len() + lexical.len());
+    let mut at: HashMap<&ChunkId, usize> = HashMap::new();
+    for (hits, scores) in [(dense, from_dense), (lexical, from_lexical)] {
+        for (h, s) in hits.iter().zip(scores) {
+            match at.get(&h.chunk.id) {
+                // Found by both: RRF and the weighted sum add up; a rescore is the same cosine.
+                Some(&i) if fusion != Fusion::Rescore => fused[i].0 += s,
+                Some(_) => {}
+                None => {
+                    at.insert(&h.chunk.id, fused.len());
+                    fused.push((s, h));
+                }
+            }
+        }
+    }
+    fused.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.chunk.id.cmp(&b.1.chunk.id)));
+    fused.into_iter().map(|(_, h)| h.clone()).collect()
+}
+
+/// Scores scaled to [0, 1] over the list (all 1 when they are equal).
+fn unit_range(hits: &[Hit]) -> Vec<f32> {
+    let lo = hits.iter().map(|h| h.score).fold(f32::INFINITY, f32::min);
+    let hi = hits.iter().map(|h| h.score).fold(f32::NEG_INFINITY, f32::max);
+    hits.iter().map(|h| if hi > lo { (h.score - lo) / (hi - lo) } else { 1.0 }).collect()
+}
+
+/// The first `limit` documents (each up to its quota) or chunks of a fused list.
+fn select(fused: Vec<Hit>, limit: usize, grouping: Option<&Grouping>) -> Vec<Hit> {
+    let Some(grouping) = grouping else {
+        return fused.into_iter().take(limit).collect();
+    };
+    let mut taken: HashMap<DocumentId, usize> = HashMap::new();
+    let mut out = Vec::new();
+    for h in fused {
+        let full = taken.len() >= limit;
+        let quota = grouping.quota(h.chunk.document_id.as_str(), h.chunk.weight);
+        match taken.get_mut(&h.chunk.document_id) {
+            Some(k) if *k >= quota => continue,
+            Some(k) => *k += 1,
+            None if full => continue,
+            None => {
+                taken.insert(h.chunk.document_id.clone(), 1);
+            }
+        }
+        out.push(h);
+    }
+    out
 }

@@ -1,4 +1,4 @@
-use ragctx_core::{EffectiveSettings, Error, Intent, Memory, Result, Retention};
+use ragctx_core::{EffectiveSettings, Error, Fusion, Intent, Memory, Result, Retention, Retrieval};
 use serde::{Deserialize, Serialize};
 use std::str::FromStr;
 
@@ -135,6 +135,12 @@ pub struct TurnSettings {
     pub mode: Option<Intent>,
     /// When the search query mixes in the user's earlier questions.
     pub conversation_query: ConversationQuery,
+    /// Dense, lexical (BM25) or hybrid search.
+    #[serde(default)]
+    pub retrieval: Retrieval,
+    /// How hybrid search fuses its two sides.
+    #[serde(default)]
+    pub fusion: Fusion,
 }
 
 impl Default for TurnSettings {
@@ -158,6 +164,8 @@ impl Default for TurnSettings {
             ttl_secs: 86_400,
             mode: None,
             conversation_query: ConversationQuery::Always,
+            retrieval: Retrieval::Dense,
+            fusion: Fusion::Rrf,
         }
     }
 }
@@ -208,6 +216,8 @@ impl TurnSettings {
             memory: self.memory.as_str().into(),
             group_margin: self.group_margin,
             conversation_query: self.conversation_query.as_str().into(),
+            retrieval: self.retrieval,
+            fusion: self.fusion,
         }
     }
 }

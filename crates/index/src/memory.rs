@@ -3,16 +3,20 @@
 
 use crate::{IndexParams, ResolvedCache, VectorIndex};
 use ragctx_core::{
-    check_replacement, Chunk, ChunkId, DocumentId, DocumentSummary, EmbeddedChunk, Error, Hit, Replaced, Result,
-    SearchOutcome, SearchRequest, VectorStore,
+    check_replacement, Chunk, ChunkId, DocumentId, DocumentSummary, EmbeddedChunk, Error, Hit, LexicalRequest,
+    Replaced, Result, SearchOutcome, SearchPath, SearchRequest, VectorStore,
 };
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;
 
 pub struct MemoryVectorStore {
     index: RwLock<VectorIndex>,
     chunks: RwLock<HashMap<ChunkId, Chunk>>,
     resolved: ResolvedCache,
+    /// Moved by every write: the lexical index is rebuilt when it lags.
+    generation: AtomicU64,
+    lexical: ragctx_lexical::Cached,
 }
 
 impl MemoryVectorStore {
@@ -21,6 +25,8 @@ impl MemoryVectorStore {
             index: RwLock::new(VectorIndex::new(dim, params)),
             chunks: RwLock::new(HashMap::new()),
             resolved: ResolvedCache::default(),
+            generation: AtomicU64::new(0),
+            lexical: Default::default(),
         }
     }
 }
@@ -37,6 +43,7 @@ impl VectorStore for MemoryVectorStore {
         }
         let mut ix = self.index.write().expect("lock");
         let mut map = self.chunks.write().expect("lock");
+        self.generation.fetch_add(1, Ordering::SeqCst);
         let mut new = 0;
         for c in chunks {
             if ix.upsert(c.chunk.id.as_str(), c.chunk.document_id.as_str(), c.chunk.weight, &c.vector) {
@@ -53,6 +60,7 @@ impl VectorStore for MemoryVectorStore {
         let new = self.upsert(chunks)?;
         let mut ix = self.index.write().expect("lock");
         let mut map = self.chunks.write().expect("lock");
+        self.generation.fetch_add(1, Ordering::SeqCst);
         for id in &stale {
             ix.remove(id);
             map.remove(id.as_str());
@@ -76,6 +84,20 @@ impl VectorStore for MemoryVectorStore {
         let r = ix.search_resolved(&request.vector, request.limit, request.grouping.as_ref(), &ex, None);
         let hits = r.hits.iter().map(|&(n, score)| Hit { chunk: map[ix.chunk_id(n)].clone(), score }).collect();
         Ok(SearchOutcome { hits, path: r.path, rounds: r.rounds, reason: r.reason })
+    }
+
+    fn search_lexical(&self, request: &LexicalRequest) -> Result<Option<SearchOutcome>> {
+        // Writers hold the chunk map's write lock while they move the generation.
+        let map = self.chunks.read().expect("lock");
+        let lexical = self.lexical.get(self.generation.load(Ordering::SeqCst), || {
+            let mut all: Vec<Chunk> = map.values().cloned().collect();
+            all.sort_by(|a, b| a.id.cmp(&b.id));
+            Ok::<_, Error>(all)
+        })?;
+        let found = lexical.search(&request.query, request.limit, request.grouping.as_ref(), &request.exclusion);
+        let hits = found.iter().map(|&(e, score)| Hit { chunk: map[lexical.chunk_id(e)].clone(), score }).collect();
+        let reason = format!("BM25 over {} chunks", lexical.len());
+        Ok(Some(SearchOutcome { hits, path: SearchPath::Lexical, rounds: 1, reason }))
     }
 
     fn chunks(&self, ids: &[ChunkId]) -> Result<Vec<Chunk>> {

@@ -183,6 +183,10 @@ pub struct TurnRequest {
     pub granularity: Option<String>,
     pub consumption: Option<String>,
     pub strategy: Option<String>,
+    /// `dense`, `lexical` or `hybrid`.
+    pub retrieval: Option<String>,
+    /// `rrf`, `weighted` or `rescore`.
+    pub fusion: Option<String>,
 }
 
 /// Decodes a turn request body the way `POST /v1/sessions/{id}/turns` does — JSON shape,
@@ -216,6 +220,12 @@ impl TurnRequest {
         }
         if let Some(st) = &self.strategy {
             s.strategy = st.parse()?;
+        }
+        if let Some(r) = &self.retrieval {
+            s.retrieval = r.parse()?;
+        }
+        if let Some(f) = &self.fusion {
+            s.fusion = f.parse()?;
         }
         s.mode = match self.mode.as_deref() {
             None | Some("auto") => None,

@@ -1,7 +1,7 @@
 use crate::db::{bytes_to_f32s, db_err, f32s_to_bytes, generation, CHUNKS, META, VECTORS};
 use ragctx_core::{
-    check_replacement, Chunk, ChunkId, DocumentId, DocumentSummary, EmbeddedChunk, Error, Hit, Replaced, Result,
-    SearchOutcome, SearchRequest, VectorStore,
+    check_replacement, Chunk, ChunkId, DocumentId, DocumentSummary, EmbeddedChunk, Error, Hit, LexicalRequest,
+    Replaced, Result, SearchOutcome, SearchPath, SearchRequest, VectorStore,
 };
 use ragctx_index::{ForcePath, IndexHits, ResolvedCache, VectorIndex};
 use redb::{Database, ReadableTable, ReadableTableMetadata};
@@ -14,6 +14,7 @@ pub struct EmbeddedVectorStore {
     db: Arc<Database>,
     index: Arc<RwLock<VectorIndex>>,
     resolved: Arc<ResolvedCache>,
+    lexical: Arc<ragctx_lexical::Cached>,
     index_path: PathBuf,
     dim: usize,
 }
@@ -23,10 +24,11 @@ impl EmbeddedVectorStore {
         db: Arc<Database>,
         index: Arc<RwLock<VectorIndex>>,
         resolved: Arc<ResolvedCache>,
+        lexical: Arc<ragctx_lexical::Cached>,
         index_path: PathBuf,
         dim: usize,
     ) -> Self {
-        EmbeddedVectorStore { db, index, resolved, index_path, dim }
+        EmbeddedVectorStore { db, index, resolved, lexical, index_path, dim }
     }
 
     /// Runs `f` with read access to the index (benchmarks use it to force a path).
@@ -90,6 +92,23 @@ impl VectorStore for EmbeddedVectorStore {
 
     fn search(&self, request: &SearchRequest) -> Result<SearchOutcome> {
         self.search_forced(request, None)
+    }
+
+    fn search_lexical(&self, request: &LexicalRequest) -> Result<Option<SearchOutcome>> {
+        // Under the index's read lock: writers hold its write lock across their commit, so
+        // the generation and the chunks read belong together.
+        self.with_index(|_| {
+            let lexical = self.lexical.get(self.generation()?, || self.all_chunks())?;
+            let found = lexical.search(&request.query, request.limit, request.grouping.as_ref(), &request.exclusion);
+            let ids: Vec<ChunkId> = found.iter().map(|&(e, _)| lexical.chunk_id(e).clone()).collect();
+            let chunks = self.chunks(&ids)?;
+            if chunks.len() != ids.len() {
+                return Err(Error::Storage("the lexical index and the chunk table disagree".into()));
+            }
+            let hits = chunks.into_iter().zip(&found).map(|(chunk, &(_, score))| Hit { chunk, score }).collect();
+            let reason = format!("BM25 over {} chunks", lexical.len());
+            Ok(Some(SearchOutcome { hits, path: SearchPath::Lexical, rounds: 1, reason }))
+        })
     }
 
     fn chunks(&self, ids: &[ChunkId]) -> Result<Vec<Chunk>> {
@@ -176,6 +195,18 @@ impl EmbeddedVectorStore {
             let (id, c) = row.map_err(db_err)?;
             let vector = vt.get(id.value()).map_err(db_err)?.map(|v| bytes_to_f32s(v.value())).unwrap_or_default();
             out.push(EmbeddedChunk { chunk: serde_json::from_slice(c.value()).map_err(db_err)?, vector });
+        }
+        Ok(out)
+    }
+
+    /// Every stored chunk without its vector, in id order.
+    fn all_chunks(&self) -> Result<Vec<Chunk>> {
+        let rx = self.db.begin_read().map_err(db_err)?;
+        let ct = rx.open_table(CHUNKS).map_err(db_err)?;
+        let mut out = Vec::new();
+        for row in ct.iter().map_err(db_err)? {
+            let (_, c) = row.map_err(db_err)?;
+            out.push(serde_json::from_slice(c.value()).map_err(db_err)?);
         }
         Ok(out)
     }

@@ -35,6 +35,8 @@ pub struct DataDir {
     index: Arc<RwLock<VectorIndex>>,
     /// Exclusion sets resolved lately, shared by every handle on this index.
     resolved: Arc<ResolvedCache>,
+    /// The BM25 index, rebuilt from the chunks when the store's generation moves.
+    lexical: Arc<ragctx_lexical::Cached>,
     dim: usize,
 }
 
@@ -72,7 +74,14 @@ impl DataDir {
         };
         let db = Arc::new(db);
         let index = load_or_rebuild_index(&db, path, dim, params)?;
-        Ok(DataDir { path: path.to_owned(), db, index: Arc::new(RwLock::new(index)), resolved: Arc::default(), dim })
+        Ok(DataDir {
+            path: path.to_owned(),
+            db,
+            index: Arc::new(RwLock::new(index)),
+            resolved: Arc::default(),
+            lexical: Arc::default(),
+            dim,
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -123,6 +132,7 @@ impl DataDir {
             self.db.clone(),
             self.index.clone(),
             self.resolved.clone(),
+            self.lexical.clone(),
             self.path.join("index.bin"),
             self.dim,
         )

@@ -57,9 +57,12 @@ fn commit(question: &str, docs: &[&str], markers: &[(&str, u32)]) -> TurnCommit 
             intent: Intent::New,
             search_path: SearchPath::Exact,
             search_rounds: 1,
+            retrieval: None,
             search_reason: String::new(),
             aliases: vec![],
             settings: EffectiveSettings {
+                retrieval: Default::default(),
+                fusion: Default::default(),
                 strategy: "full".into(),
                 granularity: "document".into(),
                 consumption: "shown".into(),

@@ -1,0 +1,321 @@
+//! BM25 over chunk titles and texts: the lexical half of hybrid retrieval, finding what
+//! users type verbatim (error codes, command and product names, form numbers) that an
+//! embedding blurs.
+//!
+//! Terms: lower-cased runs of letters and digits, English stop words dropped and the rest
+//! stemmed (Snowball English); runs of CJK characters become overlapping character bigrams
+//! (a lone character stays a unigram), so Chinese needs no dictionary. Scoring is Lucene's
+//! BM25 (k1 = 1.2, b = 0.75, idf = ln(1 + (N − n + 0.5)/(n + 0.5))).
+//!
+//! The search honours the same contract as the vector search ([`ragctx_core::VectorStore`]):
+//! excluded chunks never come back and never take a slot; with grouping, `limit` documents
+//! come back whenever that many match, none with more chunks than its quota.
+
+use ragctx_core::{Chunk, ChunkId, DocumentId, ExclusionSet, Grouping};
+use rust_stemmers::{Algorithm, Stemmer};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// The index of a store, built on first use and again whenever the store's generation
+/// (moved by every write) differs from the one it was built at. Derived from the committed
+/// chunks alone, it can never disagree with them after a crash.
+#[derive(Default)]
+pub struct Cached {
+    slot: Mutex<Option<(u64, Arc<LexicalIndex>)>>,
+}
+
+impl Cached {
+    /// The index at `generation`, built from `chunks()` when the one held is older. Callers
+    /// search while holding off writers, so the generation matches the chunks read.
+    pub fn get<E>(
+        &self,
+        generation: u64,
+        chunks: impl FnOnce() -> Result<Vec<Chunk>, E>,
+    ) -> Result<Arc<LexicalIndex>, E> {
+        let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((g, ix)) = slot.as_ref() {
+            if *g == generation {
+                return Ok(ix.clone());
+            }
+        }
+        let ix = Arc::new(LexicalIndex::build(&chunks()?));
+        *slot = Some((generation, ix.clone()));
+        Ok(ix)
+    }
+}
+
+const K1: f32 = 1.2;
+const B: f32 = 0.75;
+
+/// Lucene's English stop words.
+const STOP: [&str; 33] = [
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no", "not", "of",
+    "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this", "to", "was", "will", "with",
+];
+
+/// Characters written without spaces between words (CJK ideographs, kana, hangul).
+fn is_cjk(c: char) -> bool {
+    matches!(c as u32,
+        0x3040..=0x30FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF | 0xAC00..=0xD7AF | 0x20000..=0x2FA1F)
+}
+
+/// Turns text into terms, remembering the stems of words it has seen.
+pub struct Analyzer {
+    stemmer: Stemmer,
+    stems: HashMap<String, String>,
+}
+
+impl Default for Analyzer {
+    fn default() -> Self {
+        Analyzer { stemmer: Stemmer::create(Algorithm::English), stems: HashMap::new() }
+    }
+}
+
+impl Analyzer {
+    /// Appends the terms of `text` to `out`, in order (repeats kept).
+    pub fn terms(&mut self, text: &str, out: &mut Vec<String>) {
+        let mut word = String::new();
+        let mut cjk: Vec<char> = Vec::new();
+        for c in text.chars().chain(std::iter::once(' ')) {
+            if is_cjk(c) {
+                self.flush_word(&mut word, out);
+                cjk.push(c);
+            } else if c.is_alphanumeric() {
+                flush_cjk(&mut cjk, out);
+                word.extend(c.to_lowercase());
+            } else {
+                self.flush_word(&mut word, out);
+                flush_cjk(&mut cjk, out);
+            }
+        }
+    }
+
+    fn flush_word(&mut self, word: &mut String, out: &mut Vec<String>) {
+        if word.is_empty() {
+            return;
+        }
+        if !STOP.contains(&word.as_str()) {
+            let stem = match self.stems.get(word.as_str()) {
+                Some(s) => s.clone(),
+                None => {
+                    let s = self.stemmer.stem(word).into_owned();
+                    // Bounded: a corpus of random strings must not grow it without end.
+                    if self.stems.len() < 1 << 20 {
+                        self.stems.insert(word.clone(), s.clone());
+                    }
+                    s
+                }
+            };
+            out.push(stem);
+        }
+        word.clear();
+    }
+}
+
+fn flush_cjk(run: &mut Vec<char>, out: &mut Vec<String>) {
+    match run.len() {
+        0 => {}
+        1 => out.push(run[0].to_string()),
+        _ => out.extend(run.windows(2).map(|w| w.iter().collect::<String>())),
+    }
+    run.clear();
+}
+
+/// One chunk as the index keeps it.
+struct Entry {
+    chunk: ChunkId,
+    document: DocumentId,
+    weight: f32,
+    /// Terms of title and text.
+    length: u32,
+}
+
+/// An inverted index over a fixed set of chunks (rebuilt when the chunks change).
+pub struct LexicalIndex {
+    terms: HashMap<String, u32>,
+    /// Per term: (entry, term frequency), entries ascending.
+    postings: Vec<Vec<(u32, u32)>>,
+    entries: Vec<Entry>,
+    average_length: f32,
+}
+
+/// A lexical hit: the chunk's position in the index and its BM25 score.
+pub type Scored = (usize, f32);
+
+impl LexicalIndex {
+    /// Indexes title and text of each chunk. The order given is the order ties keep.
+    pub fn build<'a>(chunks: impl IntoIterator<Item = &'a Chunk>) -> LexicalIndex {
+        let mut analyzer = Analyzer::default();
+        let (mut terms, mut postings, mut entries) = (HashMap::new(), Vec::<Vec<(u32, u32)>>::new(), Vec::new());
+        let mut buf = Vec::new();
+        let mut counts: HashMap<u32, u32> = HashMap::new();
+        let mut total = 0u64;
+        for chunk in chunks {
+            buf.clear();
+            analyzer.terms(&chunk.title, &mut buf);
+            analyzer.terms(&chunk.text, &mut buf);
+            counts.clear();
+            for t in buf.drain(..) {
+                let next = terms.len() as u32;
+                let id = *terms.entry(t).or_insert(next);
+                if id as usize == postings.len() {
+                    postings.push(Vec::new());
+                }
+                *counts.entry(id).or_insert(0) += 1;
+            }
+            let n = entries.len() as u32;
+            let length: u32 = counts.values().sum();
+            for (&t, &tf) in &counts {
+                postings[t as usize].push((n, tf));
+            }
+            total += length as u64;
+            entries.push(Entry {
+                chunk: chunk.id.clone(),
+                document: chunk.document_id.clone(),
+                weight: chunk.weight,
+                length,
+            });
+        }
+        let average_length = if entries.is_empty() { 1.0 } else { (total as f32 / entries.len() as f32).max(1.0) };
+        LexicalIndex { terms, postings, entries, average_length }
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The chunk at a position [`LexicalIndex::search`] returned.
+    pub fn chunk_id(&self, at: usize) -> &ChunkId {
+        &self.entries[at].chunk
+    }
+
+    /// The best chunks for `query`, best first (ties in index order): `limit` documents with
+    /// grouping (each at most its quota of chunks), `limit` chunks without. Chunks that share
+    /// no term with the query are never returned.
+    pub fn search(
+        &self,
+        query: &str,
+        limit: usize,
+        grouping: Option<&Grouping>,
+        exclusion: &ExclusionSet,
+    ) -> Vec<Scored> {
+        let mut q = Vec::new();
+        Analyzer::default().terms(query, &mut q);
+        q.sort();
+        q.dedup();
+        let n = self.entries.len() as f32;
+        let mut scores: HashMap<u32, f32> = HashMap::new();
+        for term in &q {
+            let Some(&t) = self.terms.get(term) else { continue };
+            let list = &self.postings[t as usize];
+            let df = list.len() as f32;
+            let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+            for &(e, tf) in list {
+                let tf = tf as f32;
+                let norm = K1 * (1.0 - B + B * self.entries[e as usize].length as f32 / self.average_length);
+                *scores.entry(e).or_insert(0.0) += idf * tf * (K1 + 1.0) / (tf + norm);
+            }
+        }
+        let mut ranked: Vec<(u32, f32)> = scores
+            .into_iter()
+            .filter(|&(e, _)| {
+                let entry = &self.entries[e as usize];
+                !exclusion.excludes(&entry.chunk, &entry.document)
+            })
+            .collect();
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let Some(grouping) = grouping else {
+            ranked.truncate(limit);
+            return ranked.into_iter().map(|(e, s)| (e as usize, s)).collect();
+        };
+        let mut taken: HashMap<&str, usize> = HashMap::new();
+        let mut out = Vec::new();
+        for (e, s) in ranked {
+            let entry = &self.entries[e as usize];
+            let doc = entry.document.as_str();
+            let quota = grouping.quota(doc, entry.weight);
+            let full = taken.len() >= limit;
+            match taken.get_mut(doc) {
+                Some(k) if *k >= quota => continue,
+                Some(k) => *k += 1,
+                None if full => continue,
+                None => {
+                    taken.insert(doc, 1);
+                }
+            }
+            out.push((e as usize, s));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk(id: &str, doc: &str, title: &str, text: &str) -> Chunk {
+        Chunk {
+            id: ChunkId::from(id),
+            document_id: DocumentId::from(doc),
+            title: title.into(),
+            text: text.into(),
+            ordinal: None,
+            start: None,
+            end: None,
+            weight: 1.0,
+            tokens: None,
+        }
+    }
+
+    fn terms(text: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        Analyzer::default().terms(text, &mut out);
+        out
+    }
+
+    #[test]
+    fn english_words_are_stemmed_and_stop_words_dropped() {
+        assert_eq!(
+            terms("The Routers are rebooting, ERR_CONN_RESET 0x80070005!"),
+            ["router", "reboot", "err", "conn", "reset", "0x80070005"]
+        );
+    }
+
+    #[test]
+    fn chinese_becomes_bigrams_and_a_lone_character_a_unigram() {
+        assert_eq!(terms("绿萝浇水 水"), ["绿萝", "萝浇", "浇水", "水"]);
+        assert_eq!(terms("Wi-Fi密码"), ["wi", "fi", "密码"]);
+    }
+
+    #[test]
+    fn rare_exact_terms_rank_first_and_excluded_chunks_never_return() {
+        let chunks = [
+            chunk("a#0", "a", "Network errors", "The router shows a generic network error."),
+            chunk("b#0", "b", "Update failures", "Error 0x80070005 means access is denied during the update."),
+            chunk("c#0", "c", "Routers", "Rebooting the router fixes most network errors."),
+        ];
+        let ix = LexicalIndex::build(&chunks);
+        let hits = ix.search("what does 0x80070005 mean", 3, None, &ExclusionSet::default());
+        assert_eq!(ix.chunk_id(hits[0].0).as_str(), "b#0");
+        let mut ex = ExclusionSet::default();
+        ex.chunks.insert(ChunkId::from("b#0"));
+        let hits = ix.search("what does 0x80070005 mean", 3, None, &ex);
+        assert!(hits.iter().all(|&(e, _)| ix.chunk_id(e).as_str() != "b#0"));
+        assert!(ix.search("entirely unrelated words", 3, None, &ExclusionSet::default()).is_empty());
+    }
+
+    #[test]
+    fn grouping_fills_documents_up_to_their_quota() {
+        let mut chunks: Vec<Chunk> =
+            (0..10).map(|i| chunk(&format!("big#{i}"), "big", "", "router router router reset")).collect();
+        chunks.extend((0..4).map(|i| chunk(&format!("s{i}#0"), &format!("s{i}"), "", "router")));
+        let ix = LexicalIndex::build(&chunks);
+        let hits = ix.search("router reset", 3, Some(&Grouping::new(2)), &ExclusionSet::default());
+        let docs: Vec<&str> = hits.iter().map(|&(e, _)| ix.entries[e].document.as_str()).collect();
+        assert_eq!(docs, ["big", "big", "s0", "s1"], "2 chunks of big, then one each of 2 more documents");
+    }
+}
