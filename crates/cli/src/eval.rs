@@ -59,6 +59,12 @@ pub enum EvalCommand {
         /// rewrite (MTRAG's human rewrite)
         #[arg(long, value_delimiter = ',', default_value = "last")]
         query: Vec<String>,
+        /// Comma-separated: dense, lexical, hybrid [default: the configured retrieval]
+        #[arg(long, value_delimiter = ',')]
+        retrieval: Vec<String>,
+        /// Comma-separated fusions for hybrid: rrf, weighted, rescore [default: the configured fusion]
+        #[arg(long, value_delimiter = ',')]
+        fusion: Vec<String>,
         #[arg(long)]
         budget: Option<usize>,
         /// Replay at most this many conversations
@@ -93,18 +99,7 @@ pub fn run(settings: &Settings, what: &EvalCommand) -> Result<()> {
         EvalCommand::Intent { cases, min_accuracy, json } => crate::eval_intent::run(cases, *min_accuracy, *json),
         EvalCommand::Conflicts { file, json } => conflicts(settings, file, *json),
         EvalCommand::Beir { data, retrieval, fusion, json } => {
-            let mut runs: Vec<(Retrieval, Option<Fusion>)> = Vec::new();
-            for r in retrieval {
-                let r: Retrieval = r.parse()?;
-                match r {
-                    Retrieval::Hybrid => {
-                        for f in fusion {
-                            runs.push((r, Some(f.parse()?)));
-                        }
-                    }
-                    _ => runs.push((r, None)),
-                }
-            }
+            let runs = retrieval_runs(retrieval, fusion)?;
             beir(ragctx_app::app::embedder(settings)?.as_ref(), &settings.data_dir, data, &runs, *json)
         }
         EvalCommand::Mtrag {
@@ -115,11 +110,17 @@ pub fn run(settings: &Settings, what: &EvalCommand) -> Result<()> {
             strategies,
             granularity,
             query,
+            retrieval,
+            fusion,
             budget,
             conversations,
             out,
             json,
         } => {
+            let turn = &settings.turn;
+            let retrieval =
+                if retrieval.is_empty() { vec![turn.retrieval.as_str().to_owned()] } else { retrieval.clone() };
+            let fusion = if fusion.is_empty() { vec![turn.fusion.as_str().to_owned()] } else { fusion.clone() };
             let granularities = match granularity.as_str() {
                 "both" => vec![Granularity::Document, Granularity::Chunk],
                 g => vec![g.parse()?],
@@ -136,6 +137,7 @@ pub fn run(settings: &Settings, what: &EvalCommand) -> Result<()> {
                 strategies: strategies.clone(),
                 granularities,
                 queries: query.clone(),
+                retrievals: retrieval_runs(&retrieval, &fusion)?,
                 budget: *budget,
                 conversations: *conversations,
                 out: out.clone(),
@@ -144,6 +146,23 @@ pub fn run(settings: &Settings, what: &EvalCommand) -> Result<()> {
             crate::eval_mtrag::run(settings, &opts)
         }
     }
+}
+
+/// Each retrieval asked for, hybrid once per fusion.
+pub fn retrieval_runs(retrieval: &[String], fusion: &[String]) -> Result<Vec<(Retrieval, Option<Fusion>)>> {
+    let mut runs = Vec::new();
+    for r in retrieval {
+        let r: Retrieval = r.parse()?;
+        match r {
+            Retrieval::Hybrid => {
+                for f in fusion {
+                    runs.push((r, Some(f.parse()?)));
+                }
+            }
+            _ => runs.push((r, None)),
+        }
+    }
+    Ok(runs)
 }
 
 fn read_jsonl(path: &Path) -> Result<Vec<serde_json::Value>> {

@@ -5,8 +5,8 @@ use crate::report;
 use anyhow::{bail, Context, Result};
 use ragctx_app::config::Settings;
 use ragctx_app::ingest::embed_all;
-use ragctx_core::Memory;
 use ragctx_core::{Chunk, EmbeddedChunk, Embedder, SessionId, SessionStore, TokenCounter, VectorStore};
+use ragctx_core::{Fusion, Memory, Retrieval};
 use ragctx_engine::context::INSTRUCTIONS;
 use ragctx_engine::dedupe::text_hash;
 use ragctx_engine::ingest::{parse_jsonl, text_tokens};
@@ -28,6 +28,8 @@ pub struct MtragOptions {
     pub strategies: Vec<String>,
     pub granularities: Vec<Granularity>,
     pub queries: Vec<String>,
+    /// Retrievals to run each strategy with (hybrid with its fusion).
+    pub retrievals: Vec<(Retrieval, Option<Fusion>)>,
     pub budget: Option<usize>,
     pub conversations: Option<usize>,
     pub out: Option<PathBuf>,
@@ -257,8 +259,12 @@ fn variants(opts: &MtragOptions, base: &TurnSettings) -> Result<Vec<Variant>> {
         let modes = matches!(name.as_str(), "engine" | "client");
         let granularities = if modes { vec![base.granularity] } else { opts.granularities.clone() };
         for &g in &granularities {
-            for q in &opts.queries {
+            for (q, &(retrieval, fusion)) in
+                opts.queries.iter().flat_map(|q| opts.retrievals.iter().map(move |r| (q, r)))
+            {
                 let mut s = base.clone();
+                s.retrieval = retrieval;
+                s.fusion = fusion.unwrap_or(s.fusion);
                 if modes {
                     s.memory = if name == "engine" { Memory::Engine } else { Memory::Client };
                     if q != "last" {
@@ -292,6 +298,12 @@ fn variants(opts: &MtragOptions, base: &TurnSettings) -> Result<Vec<Variant>> {
                 }
                 if opts.queries.len() > 1 {
                     key.push_str(&format!("/{q}"));
+                }
+                if opts.retrievals.len() > 1 || retrieval != Retrieval::Dense {
+                    key.push_str(&format!("+{}", retrieval.as_str()));
+                    if let Some(f) = fusion {
+                        key.push_str(&format!("/{}", f.as_str()));
+                    }
                 }
                 let client_keeps = name == "history" || name == "client";
                 out.push(Variant { key, settings: s, query: q.clone(), client_keeps });

@@ -178,6 +178,11 @@ fn planner_scans_exactly_when_most_points_are_excluded() {
 }
 
 #[test]
+fn memory_store_lexical_search_conforms() {
+    ragctx_testkit::lexical_conformance(&MemoryVectorStore::new(8, IndexParams::default()), 8);
+}
+
+#[test]
 fn memory_store_conforms() {
     ragctx_testkit::vector_store_conformance(&|| {
         Box::new(MemoryVectorStore::new(8, IndexParams { exact_below: 0, ..IndexParams::default() }))

@@ -99,6 +99,23 @@ fn milvus_collection_keeps_one_embedding_model() {
     assert!(open(None).is_ok(), "commands that embed nothing open it");
 }
 
+/// Neither Milvus Lite 3.2.2 nor 2.3.5 has full-text search: the store says so (`None`) and
+/// turns fall back to dense, with the reason in the trace; never a client-side scan.
+#[test]
+fn milvus_has_no_lexical_index_and_says_so() {
+    if uri().is_none() {
+        return;
+    }
+    let store = fresh("lexical", IndexKind::Flat);
+    let req = ragctx_core::LexicalRequest {
+        query: "anything".into(),
+        limit: 3,
+        grouping: None,
+        exclusion: ExclusionSet::default(),
+    };
+    assert!(store.search_lexical(&req).unwrap().is_none());
+}
+
 #[test]
 fn milvus_unreachable_is_a_clear_error_within_the_deadline() {
     let mut config = MilvusConfig::new("http://127.0.0.1:9", "nothing");

@@ -24,6 +24,25 @@ fn embedded_vector_store_conforms_on_both_search_paths() {
     }
 }
 
+/// BM25 with the vector search's exclusion and grouping, on the embedded store; and a
+/// reopened data dir rebuilds it from the committed chunks.
+#[test]
+fn embedded_lexical_search_conforms_and_survives_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    ragctx_testkit::lexical_conformance(&open(dir.path(), 0).vector_store(), 8);
+    let again = open(dir.path(), 0).vector_store();
+    let out = again
+        .search_lexical(&ragctx_core::LexicalRequest {
+            query: "windows update 0x80070005".into(),
+            limit: 1,
+            grouping: None,
+            exclusion: Default::default(),
+        })
+        .unwrap()
+        .unwrap();
+    assert_eq!(out.hits[0].chunk.id.as_str(), "d11#1");
+}
+
 #[test]
 fn embedded_session_store_conforms() {
     let dir = tempfile::tempdir().unwrap();

@@ -7,10 +7,12 @@
 //! ragctx_testkit::vector_store_conformance(&|| make());
 //! ```
 
+mod lexical;
 mod openai_double;
 mod sessions;
 mod vectors;
 
+pub use lexical::lexical_conformance;
 pub use openai_double::{completion, OpenAiTestDouble};
 pub use sessions::{sample_commit, session_store_conformance, ttl_expiry};
 pub use vectors::{vector_store_conformance, HOSTILE_IDS};
