@@ -16,8 +16,16 @@ pub fn print_turn(out: &TurnOutcome, json: bool) -> Result<()> {
         println!("Sources:");
         for b in &out.context {
             let carried = b.carried_from.map(|t| format!(" — shown in turn {t}")).unwrap_or_default();
+            // Lexical and hybrid turns: which side found the block.
+            let side = out
+                .trace
+                .retrieval
+                .as_ref()
+                .and_then(|r| b.chunk_ids.iter().filter_map(|c| r.side(c)).max_by_key(|s| *s == "both"))
+                .map(|s| format!(", found by {s}"))
+                .unwrap_or_default();
             println!(
-                "  [{}] {} ({}){carried}  score {:.3}, {} tokens",
+                "  [{}] {} ({}){carried}  score {:.3}, {} tokens{side}",
                 b.marker, b.title, b.document_id, b.score, b.tokens
             );
         }
@@ -42,8 +50,18 @@ pub fn summary(turn: u64, t: &TraceStats) -> String {
             t.dropped_by_budget.iter().map(|d| d.as_str()).collect::<Vec<_>>().join(", ")
         )
     };
+    let search = match &t.retrieval {
+        None => format!("{:?}", t.search_path),
+        Some(r) if r.fallback.is_some() => {
+            format!("{:?} ({})", t.search_path, r.fallback.as_deref().unwrap_or_default())
+        }
+        Some(r) => {
+            let how = r.fusion.map(|f| format!("/{}", f.as_str())).unwrap_or_default();
+            format!("{}{how}: dense {} + lexical {} candidates", r.retrieval.as_str(), r.dense.len(), r.lexical.len())
+        }
+    };
     format!(
-        "turn {turn} · {} · memory {} · {} candidates → {} documents → {} fragments ({} carried, {} pointers) → {} tokens (budget {}) · prompt {} · excluded {} · cited {} ({} invalid) · search {:?} in {:.2} ms{dropped}",
+        "turn {turn} · {} · memory {} · {} candidates → {} documents → {} fragments ({} carried, {} pointers) → {} tokens (budget {}) · prompt {} · excluded {} · cited {} ({} invalid) · search {search} in {:.2} ms{dropped}",
         t.intent.as_str(),
         t.memory.as_str(),
         t.candidates,
@@ -57,7 +75,6 @@ pub fn summary(turn: u64, t: &TraceStats) -> String {
         t.excluded,
         t.answer_citations,
         t.invalid_citations,
-        t.search_path,
         t.timings_ms.get("search").copied().unwrap_or_default(),
     )
 }

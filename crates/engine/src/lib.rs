@@ -546,6 +546,8 @@ impl Engine {
             let r = retrieve::retrieve(
                 self.vectors.as_ref(),
                 vector.clone(),
+                // The question alone: adding the earlier questions' words, as the dense
+                // side mixes their embeddings, lost evidence on MTRAG (bench/README.md).
                 query,
                 exclusion.clone(),
                 quotas.clone(),
@@ -561,6 +563,8 @@ impl Engine {
         if intent != Intent::Reshow && !exclusion.is_empty() && !first_shown.is_empty() {
             let mut ids: Vec<ChunkId> = first_shown.keys().cloned().collect();
             ids.sort();
+            // Over every candidate, the lexical side's too: flooring at the dense side's
+            // weakest kept less evidence with hybrid retrieval on MTRAG (bench/README.md).
             let floor = hits.iter().map(|h| h.score).fold(f32::INFINITY, f32::min);
             ranking = self
                 .scored(&vector, &ids)?

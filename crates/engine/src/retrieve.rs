@@ -74,7 +74,8 @@ pub fn retrieve(
     let dense_ids: Vec<ChunkId> = d.outcome.hits.iter().map(|h| h.chunk.id.clone()).collect();
     let lexical_hits = rescored(store, &request.vector, lexical.hits.clone())?;
     let fused = fuse(settings.fusion, &d.outcome.hits, &lexical.hits, &lexical_hits);
-    let hits = select(fused, request.limit, request.grouping.as_ref());
+    // As many as the dense side was asked for in the end (deeper searches included).
+    let hits = select(fused, request.limit << d.deeper, request.grouping.as_ref());
     let outcome = SearchOutcome {
         hits,
         path: d.outcome.path,

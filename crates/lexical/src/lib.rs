@@ -14,19 +14,31 @@
 use ragctx_core::{Chunk, ChunkId, DocumentId, ExclusionSet, Grouping};
 use rust_stemmers::{Algorithm, Stemmer};
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+mod file;
+
 /// The index of a store, built on first use and again whenever the store's generation
-/// (moved by every write) differs from the one it was built at. Derived from the committed
-/// chunks alone, it can never disagree with them after a crash.
+/// (moved by every write) differs from the one it was built at, and kept in a file beside
+/// the store so the next process loads it instead. Derived from the committed chunks alone
+/// and keyed by their generation, it can never disagree with them after a crash: a missing,
+/// torn or older file is rebuilt.
 #[derive(Default)]
 pub struct Cached {
     slot: Mutex<Option<(u64, Arc<LexicalIndex>)>>,
+    file: Option<PathBuf>,
 }
 
 impl Cached {
-    /// The index at `generation`, built from `chunks()` when the one held is older. Callers
-    /// search while holding off writers, so the generation matches the chunks read.
+    /// Kept in memory and in `path`.
+    pub fn with_file(path: &Path) -> Cached {
+        Cached { slot: Mutex::default(), file: Some(path.to_owned()) }
+    }
+
+    /// The index at `generation`: the one held, else the file's, else built from
+    /// `chunks()` (and saved). Callers search while holding off writers, so the generation
+    /// matches the chunks read.
     pub fn get<E>(
         &self,
         generation: u64,
@@ -38,7 +50,18 @@ impl Cached {
                 return Ok(ix.clone());
             }
         }
-        let ix = Arc::new(LexicalIndex::build(&chunks()?));
+        let loaded = self.file.as_deref().and_then(|p| file::load(p, generation));
+        let ix = match loaded {
+            Some(ix) => Arc::new(ix),
+            None => {
+                let ix = Arc::new(LexicalIndex::build(&chunks()?));
+                if let Some(path) = &self.file {
+                    // A file that cannot be written costs the next process a rebuild, nothing more.
+                    let _ = file::save(&ix, path, generation);
+                }
+                ix
+            }
+        };
         *slot = Some((generation, ix.clone()));
         Ok(ix)
     }

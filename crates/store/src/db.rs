@@ -79,7 +79,7 @@ impl DataDir {
             db,
             index: Arc::new(RwLock::new(index)),
             resolved: Arc::default(),
-            lexical: Arc::default(),
+            lexical: Arc::new(ragctx_lexical::Cached::with_file(&path.join("lexical.bin"))),
             dim,
         })
     }

@@ -41,6 +41,27 @@ fn embedded_lexical_search_conforms_and_survives_a_reopen() {
         .unwrap()
         .unwrap();
     assert_eq!(out.hits[0].chunk.id.as_str(), "d11#1");
+    assert!(dir.path().join("lexical.bin").is_file(), "kept beside the store");
+    // A write moves the generation: the file is stale and the index is rebuilt, in this
+    // process and the next.
+    let mut extra = again.chunks(&["d11#1".into()]).unwrap().remove(0);
+    extra.id = "late#0".into();
+    extra.document_id = "late".into();
+    extra.text = "a late note on 0x80070005 and windows update".into();
+    let vector = again.vectors(&["d11#1".into()]).unwrap().remove(0).unwrap();
+    again.upsert(&[ragctx_core::EmbeddedChunk { chunk: extra, vector }]).unwrap();
+    let late = |store: &dyn VectorStore| {
+        let req = ragctx_core::LexicalRequest {
+            query: "late note".into(),
+            limit: 1,
+            grouping: None,
+            exclusion: Default::default(),
+        };
+        assert_eq!(store.search_lexical(&req).unwrap().unwrap().hits[0].chunk.id.as_str(), "late#0");
+    };
+    late(&again);
+    drop(again);
+    late(&open(dir.path(), 0).vector_store());
 }
 
 #[test]

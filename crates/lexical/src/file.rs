@@ -1,0 +1,160 @@
+//! `lexical.bin`: the index with the store generation it was built at, written to a
+//! temporary file and renamed into place, with a checksum, so a reader sees a whole file of
+//! one generation or rebuilds.
+
+use crate::{Entry, LexicalIndex};
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::Path;
+
+const MAGIC: &[u8; 8] = b"RGCTXLX1";
+
+/// FNV-1a, 64 bits: enough to tell a torn or damaged file from a whole one.
+fn checksum(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
+}
+
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    out.extend((s.len() as u32).to_le_bytes());
+    out.extend(s.as_bytes());
+}
+
+pub(crate) fn save(ix: &LexicalIndex, path: &Path, generation: u64) -> std::io::Result<()> {
+    let mut body = Vec::new();
+    body.extend(generation.to_le_bytes());
+    body.extend(ix.average_length.to_le_bytes());
+    body.extend((ix.entries.len() as u32).to_le_bytes());
+    for e in &ix.entries {
+        put_str(&mut body, e.chunk.as_str());
+        put_str(&mut body, e.document.as_str());
+        body.extend(e.weight.to_le_bytes());
+        body.extend(e.length.to_le_bytes());
+    }
+    let mut terms: Vec<(&String, &u32)> = ix.terms.iter().collect();
+    terms.sort_by_key(|&(_, &id)| id);
+    body.extend((terms.len() as u32).to_le_bytes());
+    for (term, &id) in terms {
+        put_str(&mut body, term);
+        let list = &ix.postings[id as usize];
+        body.extend((list.len() as u32).to_le_bytes());
+        for &(e, tf) in list {
+            body.extend(e.to_le_bytes());
+            body.extend(tf.to_le_bytes());
+        }
+    }
+    let tmp = path.with_extension("bin.tmp");
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(MAGIC)?;
+    f.write_all(&checksum(&body).to_le_bytes())?;
+    f.write_all(&body)?;
+    f.sync_all()?;
+    drop(f);
+    std::fs::rename(&tmp, path)
+}
+
+/// Reads bytes front to back; `None` once they run out.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        (self.0.len() >= n).then(|| {
+            let (a, b) = self.0.split_at(n);
+            self.0 = b;
+            a
+        })
+    }
+    fn u32(&mut self) -> Option<u32> {
+        self.take(4).map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+    }
+    fn f32(&mut self) -> Option<f32> {
+        self.take(4).map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+    }
+    fn u64(&mut self) -> Option<u64> {
+        self.take(8).map(|b| u64::from_le_bytes(b.try_into().unwrap()))
+    }
+    fn str(&mut self) -> Option<&'a str> {
+        let n = self.u32()? as usize;
+        std::str::from_utf8(self.take(n)?).ok()
+    }
+}
+
+/// The index in `path` if it is whole and of `generation`.
+pub(crate) fn load(path: &Path, generation: u64) -> Option<LexicalIndex> {
+    let bytes = std::fs::read(path).ok()?;
+    let mut r = Reader(&bytes);
+    if r.take(8)? != MAGIC {
+        return None;
+    }
+    let sum = r.u64()?;
+    if checksum(r.0) != sum || r.u64()? != generation {
+        return None;
+    }
+    let average_length = r.f32()?;
+    let n = r.u32()? as usize;
+    let mut entries = Vec::with_capacity(n);
+    for _ in 0..n {
+        let (chunk, document) = (r.str()?.into(), r.str()?.into());
+        entries.push(Entry { chunk, document, weight: r.f32()?, length: r.u32()? });
+    }
+    let t = r.u32()? as usize;
+    let (mut terms, mut postings) = (HashMap::with_capacity(t), Vec::with_capacity(t));
+    for id in 0..t as u32 {
+        terms.insert(r.str()?.to_owned(), id);
+        let len = r.u32()? as usize;
+        let mut list = Vec::with_capacity(len);
+        for _ in 0..len {
+            let (e, tf) = (r.u32()?, r.u32()?);
+            if e as usize >= n {
+                return None;
+            }
+            list.push((e, tf));
+        }
+        postings.push(list);
+    }
+    r.0.is_empty().then_some(LexicalIndex { terms, postings, entries, average_length })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ragctx_core::{Chunk, ExclusionSet};
+
+    #[test]
+    fn a_whole_file_of_the_generation_loads_anything_else_is_rebuilt() {
+        let chunks: Vec<Chunk> = ["router reset", "error 0x80070005 access denied", "绿萝浇水"]
+            .iter()
+            .enumerate()
+            .map(|(i, t)| Chunk {
+                id: format!("c{i}").as_str().into(),
+                document_id: format!("d{i}").as_str().into(),
+                title: String::new(),
+                text: (*t).into(),
+                ordinal: None,
+                start: None,
+                end: None,
+                weight: 1.0,
+                tokens: None,
+            })
+            .collect();
+        let ix = LexicalIndex::build(&chunks);
+        let dir = std::env::temp_dir().join(format!("ragctx-lexical-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("lexical.bin");
+        save(&ix, &path, 7).unwrap();
+        let back = load(&path, 7).expect("loads at its generation");
+        for q in ["0x80070005", "router", "浇水"] {
+            let none = ExclusionSet::default();
+            assert_eq!(back.search(q, 3, None, &none), ix.search(q, 3, None, &none), "{q}");
+        }
+        assert!(load(&path, 8).is_none(), "another generation is stale");
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &bytes[..bytes.len() - 5]).unwrap();
+        assert!(load(&path, 7).is_none(), "a torn file is not used");
+        let mut flipped = bytes.clone();
+        let last = flipped.len() - 1;
+        flipped[last] ^= 1;
+        std::fs::write(&path, &flipped).unwrap();
+        assert!(load(&path, 7).is_none(), "a damaged file is not used");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
