@@ -100,6 +100,19 @@ pub enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Lexical (BM25) search latency on the store: MTRAG questions, with none and with
+    /// random excluded chunk ids, grouped by document and not
+    Lexical {
+        /// JSONL whose "question" fields are the queries
+        #[arg(long, default_value = "../shared/data/mtrag/turns.jsonl")]
+        questions: PathBuf,
+        #[arg(long, default_value_t = 200)]
+        queries: usize,
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        #[arg(long)]
+        json: bool,
+    },
     /// Whole turns: replays conversations (MTRAG turns.jsonl format) through the engine
     Turn {
         /// Conversations file (turns.jsonl format); the user messages are replayed in order
@@ -154,7 +167,79 @@ pub fn run(settings: Settings, what: &BenchCommand) -> Result<()> {
         BenchCommand::Turn { turns, domain, conversations, json } => {
             turn(&app, turns, domain.as_deref(), *conversations, *json)
         }
+        BenchCommand::Lexical { questions, queries, seed, json } => lexical(&app, questions, *queries, *seed, *json),
     }
+}
+
+/// Times `search_lexical` on the embedded store (its index loaded or built first, untimed).
+fn lexical(app: &App, questions: &std::path::Path, queries: usize, seed: u64, json: bool) -> Result<()> {
+    let store = app.data("bench lexical")?.vector_store();
+    let text = std::fs::read_to_string(questions).with_context(|| format!("reading {}", questions.display()))?;
+    let qs: Vec<String> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| v["question"].as_str().map(str::to_owned))
+        .take(queries)
+        .collect();
+    if qs.is_empty() {
+        bail!("{} has no questions", questions.display());
+    }
+    let ids: Vec<ragctx_core::ChunkId> = store.all()?.into_iter().map(|c| c.chunk.id).collect();
+    if ids.is_empty() {
+        bail!("the store is empty: ingest a corpus first");
+    }
+    let started = Instant::now();
+    let request = |q: &str, excluded: ExclusionSet, grouping| ragctx_core::LexicalRequest {
+        query: q.to_owned(),
+        limit: 8,
+        grouping,
+        exclusion: excluded,
+    };
+    let first = store.search_lexical(&request("warm up", ExclusionSet::default(), None))?;
+    if first.is_none() {
+        bail!("this store has no lexical index");
+    }
+    let ready_ms = started.elapsed().as_secs_f64() * 1e3;
+    let mut rng = Rng(seed.max(1));
+    let mut rows = Vec::new();
+    for excluded in [0usize, 10_000] {
+        for grouped in [false, true] {
+            let mut lat = Vec::with_capacity(qs.len());
+            let mut hits = 0;
+            for q in &qs {
+                let mut ex = ExclusionSet::default();
+                while ex.chunks.len() < excluded.min(ids.len() / 2) {
+                    ex.chunks.insert(ids[rng.below(ids.len())].clone());
+                }
+                let grouping = grouped.then(|| ragctx_core::Grouping::new(3));
+                let t = Instant::now();
+                let out = store.search_lexical(&request(q, ex, grouping))?.expect("checked above");
+                lat.push(t.elapsed().as_secs_f64() * 1e3);
+                hits += out.hits.len();
+            }
+            lat.sort_by(f64::total_cmp);
+            rows.push(serde_json::json!({"excluded": excluded, "grouped": grouped, "queries": lat.len(),
+                "p50_ms": percentile(&lat, 0.5), "p99_ms": percentile(&lat, 0.99),
+                "mean_hits": hits as f64 / lat.len() as f64}));
+        }
+    }
+    let out = serde_json::json!({"chunks": ids.len(), "index_ready_ms": ready_ms, "rows": rows});
+    if json {
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        println!("lexical index over {} chunks ready in {ready_ms:.0} ms (loaded or built)", ids.len());
+        println!("| excluded | grouped | p50 ms | p99 ms |\n|---:|---|---:|---:|");
+        for r in &rows {
+            println!(
+                "| {} | {} | {:.3} | {:.3} |",
+                r["excluded"],
+                r["grouped"],
+                r["p50_ms"].as_f64().unwrap_or_default(),
+                r["p99_ms"].as_f64().unwrap_or_default()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// xorshift64: reproducible sampling without a dependency.

@@ -111,7 +111,7 @@ pub(crate) fn load(path: &Path, generation: u64) -> Option<LexicalIndex> {
         }
         postings.push(list);
     }
-    r.0.is_empty().then_some(LexicalIndex { terms, postings, entries, average_length })
+    r.0.is_empty().then(|| LexicalIndex::assemble(terms, postings, entries, average_length))
 }
 
 #[cfg(test)]

@@ -144,6 +144,31 @@ fn flush_cjk(run: &mut Vec<char>, out: &mut Vec<String>) {
     run.clear();
 }
 
+/// FNV-1a: a fast hash for short keys (ids are not attacker-chosen keys of a long-lived
+/// table: each index is rebuilt from the store).
+#[derive(Clone, Copy, Default)]
+struct Fnv;
+
+struct FnvHasher(u64);
+
+impl std::hash::BuildHasher for Fnv {
+    type Hasher = FnvHasher;
+    fn build_hasher(&self) -> FnvHasher {
+        FnvHasher(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl std::hash::Hasher for FnvHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ b as u64).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+}
+
 /// One chunk as the index keeps it.
 struct Entry {
     chunk: ChunkId,
@@ -155,6 +180,10 @@ struct Entry {
 
 /// An inverted index over a fixed set of chunks (rebuilt when the chunks change).
 pub struct LexicalIndex {
+    /// Positions by chunk and by document, to resolve exclusions (FNV: the ids are short,
+    /// and thousands are looked up per search).
+    by_chunk: HashMap<ChunkId, u32, Fnv>,
+    by_document: HashMap<DocumentId, Vec<u32>, Fnv>,
     terms: HashMap<String, u32>,
     /// Per term: (entry, term frequency), entries ascending.
     postings: Vec<Vec<(u32, u32)>>,
@@ -200,7 +229,22 @@ impl LexicalIndex {
             });
         }
         let average_length = if entries.is_empty() { 1.0 } else { (total as f32 / entries.len() as f32).max(1.0) };
-        LexicalIndex { terms, postings, entries, average_length }
+        LexicalIndex::assemble(terms, postings, entries, average_length)
+    }
+
+    /// The index from its parts, with the lookups derived from them.
+    fn assemble(
+        terms: HashMap<String, u32>,
+        postings: Vec<Vec<(u32, u32)>>,
+        entries: Vec<Entry>,
+        average_length: f32,
+    ) -> LexicalIndex {
+        let by_chunk = entries.iter().enumerate().map(|(i, e)| (e.chunk.clone(), i as u32)).collect();
+        let mut by_document: HashMap<DocumentId, Vec<u32>, Fnv> = HashMap::default();
+        for (i, e) in entries.iter().enumerate() {
+            by_document.entry(e.document.clone()).or_default().push(i as u32);
+        }
+        LexicalIndex { by_chunk, by_document, terms, postings, entries, average_length }
     }
 
     pub fn len(&self) -> usize {
@@ -230,34 +274,72 @@ impl LexicalIndex {
         Analyzer::default().terms(query, &mut q);
         q.sort();
         q.dedup();
-        let n = self.entries.len() as f32;
-        let mut scores: HashMap<u32, f32> = HashMap::new();
+        let n = self.entries.len();
+        // Excluded ids resolved to positions once per search: a bit test per candidate.
+        let mut blocked = Vec::new();
+        if !exclusion.is_empty() {
+            blocked = vec![false; n];
+            for c in &exclusion.chunks {
+                if let Some(&e) = self.by_chunk.get(c) {
+                    blocked[e as usize] = true;
+                }
+            }
+            for d in &exclusion.documents {
+                for &e in self.by_document.get(d).map(Vec::as_slice).unwrap_or_default() {
+                    blocked[e as usize] = true;
+                }
+            }
+        }
+        let mut scores = vec![0f32; n];
+        let mut touched: Vec<u32> = Vec::new();
         for term in &q {
             let Some(&t) = self.terms.get(term) else { continue };
             let list = &self.postings[t as usize];
             let df = list.len() as f32;
-            let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+            let idf = (1.0 + (n as f32 - df + 0.5) / (df + 0.5)).ln();
             for &(e, tf) in list {
+                if blocked.get(e as usize).copied().unwrap_or(false) {
+                    continue;
+                }
                 let tf = tf as f32;
                 let norm = K1 * (1.0 - B + B * self.entries[e as usize].length as f32 / self.average_length);
-                *scores.entry(e).or_insert(0.0) += idf * tf * (K1 + 1.0) / (tf + norm);
+                let s = &mut scores[e as usize];
+                if *s == 0.0 {
+                    touched.push(e);
+                }
+                *s += idf * tf * (K1 + 1.0) / (tf + norm);
             }
         }
-        let mut ranked: Vec<(u32, f32)> = scores
-            .into_iter()
-            .filter(|&(e, _)| {
-                let entry = &self.entries[e as usize];
-                !exclusion.excludes(&entry.chunk, &entry.document)
-            })
-            .collect();
-        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        let Some(grouping) = grouping else {
-            ranked.truncate(limit);
-            return ranked.into_iter().map(|(e, s)| (e as usize, s)).collect();
-        };
+        let mut ranked: Vec<(u32, f32)> = touched.into_iter().map(|e| (e, scores[e as usize])).collect();
+        let order = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        // Only the head is sorted: widened while grouping leaves documents to fill.
+        let mut head = limit.saturating_mul(16).max(64);
+        loop {
+            let all = head >= ranked.len();
+            if all {
+                ranked.sort_by(order);
+            } else {
+                ranked.select_nth_unstable_by(head, order);
+                ranked[..head].sort_by(order);
+            }
+            let prefix = &ranked[..head.min(ranked.len())];
+            let (out, filled) = match grouping {
+                None => (prefix.iter().take(limit).map(|&(e, s)| (e as usize, s)).collect(), true),
+                Some(g) => self.fill_groups(prefix, limit, g),
+            };
+            if filled || all {
+                return out;
+            }
+            head = head.saturating_mul(4);
+        }
+    }
+
+    /// Takes chunks in order, each document up to its quota, until `limit` documents are
+    /// in; whether they are.
+    fn fill_groups(&self, ranked: &[(u32, f32)], limit: usize, grouping: &Grouping) -> (Vec<Scored>, bool) {
         let mut taken: HashMap<&str, usize> = HashMap::new();
         let mut out = Vec::new();
-        for (e, s) in ranked {
+        for &(e, s) in ranked {
             let entry = &self.entries[e as usize];
             let doc = entry.document.as_str();
             let quota = grouping.quota(doc, entry.weight);
@@ -272,7 +354,8 @@ impl LexicalIndex {
             }
             out.push((e as usize, s));
         }
-        out
+        let filled = taken.len() >= limit;
+        (out, filled)
     }
 }
 
