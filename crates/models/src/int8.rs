@@ -390,25 +390,25 @@ mod x86 {
                         // SAFETY: the block has `groups` × 64 i16; rows r0..r0 + n exist.
                         unsafe {
                             let wv = [0, 1, 2, 3].map(|i| _mm256_loadu_si256(p.add(g * 64 + i * 16) as *const _));
-                            for r in 0..n {
+                            for (r, acc) in acc.iter_mut().enumerate().take(n) {
                                 let x = a.s.u.as_ptr().add((r0 + r) * q.k_pad + g * 4);
                                 let pair = (*x as i64)
                                     | (*x.add(1) as i64) << 16
                                     | (*x.add(2) as i64) << 32
                                     | (*x.add(3) as i64) << 48;
                                 let xv = _mm256_set1_epi64x(pair);
-                                for i in 0..4 {
-                                    acc[r][i] = _mm256_add_epi32(acc[r][i], _mm256_madd_epi16(xv, wv[i]));
+                                for (sum, w) in acc.iter_mut().zip(&wv) {
+                                    *sum = _mm256_add_epi32(*sum, _mm256_madd_epi16(xv, *w));
                                 }
                             }
                         }
                     }
                     // Lanes 2m and 2m+1 of accumulator i hold output 4i + m's two halves.
-                    for r in 0..n {
-                        for i in 0..4 {
+                    for (r, acc) in acc.iter().enumerate().take(n) {
+                        for (i, sum) in acc.iter().enumerate() {
                             let mut lanes = [0i32; 8];
                             // SAFETY: 8 i32.
-                            unsafe { _mm256_storeu_si256(lanes.as_mut_ptr() as *mut _, acc[r][i]) };
+                            unsafe { _mm256_storeu_si256(lanes.as_mut_ptr() as *mut _, *sum) };
                             for m in 0..4 {
                                 tile[r][b * 16 + i * 4 + m] = lanes[2 * m] + lanes[2 * m + 1];
                             }
