@@ -318,6 +318,44 @@ fn memory_modes_never_withhold_what_the_model_cannot_read() {
     assert!(context_docs(&again).contains(&"watering.md".to_owned()), "{again}");
 }
 
+/// `--retrieval hybrid` on 200 government passages plus one note whose only tie to the
+/// question is an exact form number: the lexical side brings it, the trace says which side
+/// found each block, the second turn excludes what the first showed on both sides, and a
+/// reopened data dir answers the same from its lexical.bin.
+#[test]
+fn hybrid_retrieval_finds_exact_terms_and_says_which_side_found_what() {
+    let env = Env::new();
+    let govt = env.govt(200);
+    let note = env.write(
+        "note.jsonl",
+        r#"{"_id":"note#0","document_id":"note","title":"Office memo","text":"Submit form QX-7731B to the clerk by Friday; the clerk stamps it."}"#,
+    );
+    env.ok(&["ingest", govt.to_str().unwrap(), note.to_str().unwrap()]);
+    let q = "Where do I send QX-7731B?";
+    let turn = env.ask("h", &["--retrieval", "hybrid"], q);
+    let sides = &turn["trace"]["retrieval"];
+    assert_eq!(sides["retrieval"], "hybrid", "{turn}");
+    assert_eq!(sides["fusion"], "rrf");
+    assert_eq!(strs(&sides["lexical"]).first().map(String::as_str), Some("note#0"), "BM25 ranks the exact term first");
+    assert!(!strs(&sides["dense"]).is_empty());
+    assert!(context_docs(&turn).contains(&"note".to_owned()), "the exact-term note reaches the context: {turn}");
+    assert!(turn["trace"]["settings"]["retrieval"] == "hybrid");
+    let dense = env.ask("d", &["--retrieval", "dense"], q);
+    assert!(dense["trace"].get("retrieval").is_none(), "dense turns carry no sides");
+    let text = env.ok(&["ask", "--session", "h2", "--retrieval", "hybrid", q]);
+    assert!(text.contains("found by lexical") || text.contains("found by both"), "{text}");
+    assert!(text.contains("hybrid/rrf: dense"), "{text}");
+    // The next turn excludes what was shown, on the lexical side too.
+    let again = env.ask("h", &["--retrieval", "hybrid", "--mode", "new", "--memory", "client"], q);
+    assert!(!strs(&again["trace"]["retrieval"]["lexical"]).contains(&"note#0".to_owned()), "{again}");
+    assert!(env.data().join("lexical.bin").is_file());
+    let lexical = env.ask("l", &["--retrieval", "lexical"], q);
+    assert_eq!(lexical["context"][0]["document_id"], "note", "lexical order reaches the prompt: {lexical}");
+    // Nothing in common with the corpus: lexical falls back to dense and says so.
+    let none = env.ask("n", &["--retrieval", "lexical"], "zzqx wvvy");
+    assert!(none["trace"]["retrieval"]["fallback"].as_str().unwrap_or_default().contains("dense"), "{none}");
+}
+
 #[test]
 fn hostile_ids_round_trip_through_ingest_and_exclusion() {
     let env = Env::new();

@@ -23,9 +23,11 @@ pub struct Retrieved {
     pub sides: Option<RetrievalTrace>,
 }
 
-/// The turn's search. Hits always carry their dense similarity to `vector` (the later
-/// stages compare scores as cosines), whichever side found them; with hybrid retrieval the
-/// fusion decides which candidates make the cut and their order.
+/// The turn's search. Hits always carry dense similarities (the later stages compare
+/// scores as cosines, and order by them). With lexical or hybrid retrieval the other side
+/// decides which chunks come back and in what order: the candidates' cosines are handed
+/// out again best first down that order ([`ladder`]), so the prompt keeps the fusion's
+/// order and the floor and margins stay on the cosine scale.
 pub fn retrieve(
     store: &dyn VectorStore,
     vector: Vec<f32>,
@@ -35,32 +37,39 @@ pub fn retrieve(
     settings: &TurnSettings,
 ) -> Result<Retrieved> {
     let grouping = settings.strategy.groups().then_some(Grouping { group_size: settings.group_size, quotas });
+    let request = SearchRequest { vector, limit: settings.limit, grouping, exclusion };
     let lexical = match settings.retrieval {
         Retrieval::Dense => None,
-        Retrieval::Lexical | Retrieval::Hybrid => store.search_lexical(&LexicalRequest {
-            query: query.to_owned(),
-            limit: settings.limit,
-            grouping: grouping.clone(),
-            exclusion: exclusion.clone(),
-        })?,
+        Retrieval::Lexical | Retrieval::Hybrid => lexical(store, &request, query, settings)?,
     };
-    let request = SearchRequest { vector, limit: settings.limit, grouping, exclusion };
-    let Some(lexical) = lexical else {
-        let mut r = dense(store, request, settings)?;
-        if settings.retrieval != Retrieval::Dense {
-            r.sides = Some(RetrievalTrace {
-                retrieval: Retrieval::Dense,
-                fusion: None,
-                dense: r.outcome.hits.iter().map(|h| h.chunk.id.clone()).collect(),
-                lexical: Vec::new(),
-                fallback: Some("this backend has no lexical index: dense search instead".into()),
-            });
+    let fallback = |why: &str, r: &mut Retrieved| {
+        r.sides = Some(RetrievalTrace {
+            retrieval: Retrieval::Dense,
+            fusion: None,
+            dense: r.outcome.hits.iter().map(|h| h.chunk.id.clone()).collect(),
+            lexical: Vec::new(),
+            fallback: Some(why.to_owned()),
+        });
+    };
+    let lexical = match lexical {
+        None => {
+            let mut r = dense(store, request, settings)?;
+            if settings.retrieval != Retrieval::Dense {
+                fallback("this backend has no lexical index: dense search instead", &mut r);
+            }
+            return Ok(r);
         }
-        return Ok(r);
+        Some(l) if l.0.hits.is_empty() && settings.retrieval == Retrieval::Lexical => {
+            let mut r = dense(store, request, settings)?;
+            fallback("no chunk shares a term with the question: dense search instead", &mut r);
+            return Ok(r);
+        }
+        Some(l) => l,
     };
+    let (lexical, lexical_deeper) = lexical;
     let lexical_ids: Vec<ChunkId> = lexical.hits.iter().map(|h| h.chunk.id.clone()).collect();
+    let lexical_hits = rescored(store, &request.vector, lexical.hits.clone())?;
     if settings.retrieval == Retrieval::Lexical {
-        let hits = rescored(store, &request.vector, lexical.hits)?;
         let sides = RetrievalTrace {
             retrieval: Retrieval::Lexical,
             fusion: None,
@@ -68,18 +77,19 @@ pub fn retrieve(
             lexical: lexical_ids,
             fallback: None,
         };
-        return Ok(Retrieved { outcome: SearchOutcome { hits, ..lexical }, deeper: 0, sides: Some(sides) });
+        let outcome = SearchOutcome { hits: ladder(lexical_hits), ..lexical };
+        return Ok(Retrieved { outcome, deeper: lexical_deeper, sides: Some(sides) });
     }
     let d = dense(store, request.clone(), settings)?;
     let dense_ids: Vec<ChunkId> = d.outcome.hits.iter().map(|h| h.chunk.id.clone()).collect();
-    let lexical_hits = rescored(store, &request.vector, lexical.hits.clone())?;
     let fused = fuse(settings.fusion, &d.outcome.hits, &lexical.hits, &lexical_hits);
     // As many as the dense side was asked for in the end (deeper searches included).
-    let hits = select(fused, request.limit << d.deeper, request.grouping.as_ref());
+    let limit = request.limit << d.deeper.max(lexical_deeper);
+    let hits = ladder(select(fused, limit, request.grouping.as_ref(), settings.min_documents.min(settings.limit)));
     let outcome = SearchOutcome {
         hits,
         path: d.outcome.path,
-        rounds: d.outcome.rounds + 1,
+        rounds: d.outcome.rounds + lexical.rounds,
         reason: format!("{}; {}; fused by {}", d.outcome.reason, lexical.reason, settings.fusion.as_str()),
     };
     let sides = RetrievalTrace {
@@ -89,7 +99,49 @@ pub fn retrieve(
         lexical: lexical_ids,
         fallback: None,
     };
-    Ok(Retrieved { outcome, deeper: d.deeper, sides: Some(sides) })
+    Ok(Retrieved { outcome, deeper: d.deeper.max(lexical_deeper), sides: Some(sides) })
+}
+
+/// Lexical search, deeper while too few documents come back (as [`dense`]); `None` when the
+/// backend has no lexical index.
+fn lexical(
+    store: &dyn VectorStore,
+    request: &SearchRequest,
+    query: &str,
+    settings: &TurnSettings,
+) -> Result<Option<(SearchOutcome, u32)>> {
+    let min_documents = settings.min_documents.min(settings.limit);
+    let mut asked = LexicalRequest {
+        query: query.to_owned(),
+        limit: request.limit,
+        grouping: request.grouping.clone(),
+        exclusion: request.exclusion.clone(),
+    };
+    let mut deeper = 0;
+    loop {
+        let Some(outcome) = store.search_lexical(&asked)? else { return Ok(None) };
+        let docs: HashSet<&DocumentId> = outcome.hits.iter().map(|h| &h.chunk.document_id).collect();
+        let exhausted = match &asked.grouping {
+            Some(_) => docs.len() < asked.limit,
+            None => outcome.hits.len() < asked.limit,
+        };
+        if docs.len() >= min_documents || exhausted || deeper >= MAX_DEEPER {
+            return Ok(Some((outcome, deeper)));
+        }
+        deeper += 1;
+        asked.limit *= 2;
+    }
+}
+
+/// The hits in their order, with their cosines handed out again best first: the k-th hit
+/// gets the k-th best cosine among them, so sorting by score keeps this order.
+pub fn ladder(mut hits: Vec<Hit>) -> Vec<Hit> {
+    let mut cosines: Vec<f32> = hits.iter().map(|h| h.score).collect();
+    cosines.sort_by(|a, b| b.total_cmp(a));
+    for (h, c) in hits.iter_mut().zip(cosines) {
+        h.score = c;
+    }
+    hits
 }
 
 /// Dense search, deeper while too few documents come back.
@@ -161,10 +213,24 @@ fn unit_range(hits: &[Hit]) -> Vec<f32> {
     hits.iter().map(|h| if hi > lo { (h.score - lo) / (hi - lo) } else { 1.0 }).collect()
 }
 
-/// The first `limit` documents (each up to its quota) or chunks of a fused list.
-fn select(fused: Vec<Hit>, limit: usize, grouping: Option<&Grouping>) -> Vec<Hit> {
+/// The first `limit` documents (each up to its quota) of a fused list; without grouping the
+/// first `limit` chunks, and more while they hold fewer than `min_documents` documents.
+fn select(fused: Vec<Hit>, limit: usize, grouping: Option<&Grouping>, min_documents: usize) -> Vec<Hit> {
     let Some(grouping) = grouping else {
-        return fused.into_iter().take(limit).collect();
+        let mut docs: HashSet<DocumentId> = HashSet::new();
+        let mut out = Vec::new();
+        for h in fused {
+            if out.len() >= limit && docs.len() >= min_documents {
+                break;
+            }
+            if out.len() >= limit && docs.contains(&h.chunk.document_id) {
+                // Past the limit, only a chunk that brings another document is worth its tokens.
+                continue;
+            }
+            docs.insert(h.chunk.document_id.clone());
+            out.push(h);
+        }
+        return out;
     };
     let mut taken: HashMap<DocumentId, usize> = HashMap::new();
     let mut out = Vec::new();

@@ -296,7 +296,8 @@ impl LexicalIndex {
             let Some(&t) = self.terms.get(term) else { continue };
             let list = &self.postings[t as usize];
             let df = list.len() as f32;
-            let idf = (1.0 + (n as f32 - df + 0.5) / (df + 0.5)).ln();
+            // ln_1p keeps idf above 0 even for a term in every chunk of a large store.
+            let idf = ((n as f32 - df + 0.5) / (df + 0.5)).ln_1p();
             for &(e, tf) in list {
                 if blocked.get(e as usize).copied().unwrap_or(false) {
                     continue;
@@ -322,23 +323,40 @@ impl LexicalIndex {
                 ranked.select_nth_unstable_by(head, order);
                 ranked[..head].sort_by(order);
             }
-            let prefix = &ranked[..head.min(ranked.len())];
-            let (out, filled) = match grouping {
-                None => (prefix.iter().take(limit).map(|&(e, s)| (e as usize, s)).collect(), true),
-                Some(g) => self.fill_groups(prefix, limit, g),
+            let cut = head.min(ranked.len());
+            let (prefix, rest) = ranked.split_at(cut);
+            let Some(grouping) = grouping else {
+                return prefix.iter().take(limit).map(|&(e, s)| (e as usize, s)).collect();
             };
-            if filled || all {
+            let mut taken: HashMap<&str, usize> = HashMap::new();
+            let mut out = Vec::new();
+            self.fill_groups(prefix, limit, grouping, &mut taken, &mut out);
+            if taken.len() >= limit || all {
+                // The documents are chosen; their further chunks below the head still count
+                // toward their quotas (all of them rank below every chunk of the head).
+                let mut further: Vec<(u32, f32)> = rest
+                    .iter()
+                    .filter(|&&(e, _)| taken.contains_key(self.entries[e as usize].document.as_str()))
+                    .copied()
+                    .collect();
+                further.sort_by(order);
+                self.fill_groups(&further, limit, grouping, &mut taken, &mut out);
                 return out;
             }
             head = head.saturating_mul(4);
         }
     }
 
-    /// Takes chunks in order, each document up to its quota, until `limit` documents are
-    /// in; whether they are.
-    fn fill_groups(&self, ranked: &[(u32, f32)], limit: usize, grouping: &Grouping) -> (Vec<Scored>, bool) {
-        let mut taken: HashMap<&str, usize> = HashMap::new();
-        let mut out = Vec::new();
+    /// Takes chunks in order, each document up to its quota, while fewer than `limit`
+    /// documents are in (`taken` counts each document's chunks).
+    fn fill_groups<'a>(
+        &'a self,
+        ranked: &[(u32, f32)],
+        limit: usize,
+        grouping: &Grouping,
+        taken: &mut HashMap<&'a str, usize>,
+        out: &mut Vec<Scored>,
+    ) {
         for &(e, s) in ranked {
             let entry = &self.entries[e as usize];
             let doc = entry.document.as_str();
@@ -354,8 +372,6 @@ impl LexicalIndex {
             }
             out.push((e as usize, s));
         }
-        let filled = taken.len() >= limit;
-        (out, filled)
     }
 }
 
@@ -412,6 +428,23 @@ mod tests {
         let hits = ix.search("what does 0x80070005 mean", 3, None, &ex);
         assert!(hits.iter().all(|&(e, _)| ix.chunk_id(e).as_str() != "b#0"));
         assert!(ix.search("entirely unrelated words", 3, None, &ExclusionSet::default()).is_empty());
+    }
+
+    /// More matches than the sorted head: the head widens until `limit` documents are in,
+    /// and a chosen document's further chunks below the head still fill its quota.
+    #[test]
+    fn grouping_beyond_the_sorted_head_keeps_quotas() {
+        let mut chunks: Vec<Chunk> =
+            (0..200).map(|i| chunk(&format!("d#{i:03}"), "d", "", "router router router reset")).collect();
+        chunks.extend((0..100).map(|i| chunk(&format!("a#{i:03}"), "a", "", "router reset")));
+        chunks.extend((0..5).map(|i| chunk(&format!("s{i}#0"), &format!("s{i}"), "", "router")));
+        let ix = LexicalIndex::build(&chunks);
+        let mut g = Grouping::new(3);
+        g.quotas.insert("a".into(), 100);
+        let hits = ix.search("router reset", 2, Some(&g), &ExclusionSet::default());
+        let count = |doc: &str| hits.iter().filter(|&&(e, _)| ix.entries[e].document.as_str() == doc).count();
+        assert_eq!((count("d"), count("a"), hits.len()), (3, 100, 103), "d to its quota, a to its raised one");
+        assert!(hits.windows(2).all(|w| w[0].1 >= w[1].1), "best first");
     }
 
     #[test]

@@ -288,15 +288,41 @@ impl MilvusVectorStore {
                     self.dimension
                 )));
             }
-            // Collections made before the model was recorded say nothing and are taken as
-            // they are.
-            if let (Some(stored), Some(configured)) = (stored, &self.config.model) {
-                if &stored != configured {
+            match (stored, &self.config.model) {
+                (Some(stored), Some(configured)) if &stored != configured => {
                     return Err(Error::ModelMismatch { stored, configured: configured.clone() });
                 }
+                // Made by a command that embeds nothing, or before the model was recorded:
+                // claimed for this model while it holds no vectors, else taken as it is.
+                (None, Some(configured)) => {
+                    self.load()?;
+                    if self.len()? == 0 {
+                        self.record_model(configured.clone())?;
+                    }
+                }
+                _ => {}
             }
         }
         self.load()
+    }
+
+    /// Writes the model property on an existing collection.
+    fn record_model(&self, model: String) -> Result<()> {
+        let name = self.config.collection.clone();
+        self.call("alter_collection_properties", {
+            let client = self.client.clone();
+            async move {
+                client
+                    .alter_collection_properties(
+                        milvus::v2::prelude::AlterCollectionPropertiesRequest::builder()
+                            .collection_name(name)
+                            .property(MODEL_PROPERTY, model)
+                            .build()?,
+                    )
+                    .await
+            }
+        })
+        .map(|_| ())
     }
 
     fn create_collection(&self) -> Result<()> {

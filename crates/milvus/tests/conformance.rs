@@ -97,6 +97,18 @@ fn milvus_collection_keeps_one_embedding_model() {
     }
     assert!(open(Some("all-MiniLM-L6-v2/256/mean/l2")).is_ok());
     assert!(open(None).is_ok(), "commands that embed nothing open it");
+    // A collection first made by a command that embeds nothing is claimed by the first
+    // model that opens it while empty.
+    let other = format!("t_model_late_{}", std::process::id());
+    let open_other = |model: Option<&str>| {
+        let mut config = MilvusConfig::new(&uri, &other);
+        config.timeout = Duration::from_secs(20);
+        config.model = model.map(str::to_owned);
+        MilvusVectorStore::connect(config, 8)
+    };
+    open_other(None).expect("created without a model");
+    open_other(Some("m1")).expect("claimed by m1");
+    assert!(matches!(open_other(Some("m2")), Err(Error::ModelMismatch { .. })));
 }
 
 /// Neither Milvus Lite 3.2.2 nor 2.3.5 has full-text search: the store says so (`None`) and

@@ -3,8 +3,8 @@
 //! Weights are quantised once, per output channel and symmetric (`w ≈ s_o · q`, `q` in
 //! −127..=127); activations per row and asymmetric (`x ≈ s_r · (u − z_r)`, `u` in 0..=255,
 //! zero included in the range). Products are summed exactly in `i32`, so each kernel —
-//! AVX-512 VNNI, AVX2, portable — gives the same bits and the vectors do not depend on the
-//! CPU:
+//! AVX-512 VNNI, AVX2, portable — gives the same bits (the rest of the encoder, attention
+//! included, is the `f32` code both precisions share):
 //!
 //! `y[r][o] = s_r · s_o · (Σ_k u[r][k]·q[o][k] − z_r · Σ_k q[o][k]) + b[o] (+ residual)`.
 //!
@@ -35,6 +35,7 @@ impl Kernel {
         let wanted = match std::env::var("RAGCTX_INT8_KERNEL").as_deref() {
             Ok("portable") => Kernel::Portable,
             Ok("avx2") => Kernel::Avx2,
+            // Anything else (unset, vnni512, a typo): the fastest.
             _ => best,
         };
         wanted.min(best)
@@ -89,8 +90,10 @@ pub struct QScratch {
 }
 
 impl QLinear {
-    /// Quantises `w` (`outputs × inputs`, row-major) for `kernel`.
+    /// Quantises `w` (`outputs × inputs`, row-major) for `kernel`, or for the fastest
+    /// kernel this CPU runs when it lacks `kernel`'s features.
     pub fn new(w: &[f32], b: &[f32], inputs: usize, outputs: usize, kernel: Kernel) -> QLinear {
+        let kernel = kernel.min(Kernel::best());
         assert_eq!(w.len(), inputs * outputs, "weight shape");
         assert_eq!(b.len(), outputs, "bias shape");
         let k_pad = inputs.div_ceil(4) * 4;
@@ -134,7 +137,7 @@ impl QLinear {
         let args = Args { q: self, s, residual, out: out.as_mut_slice() };
         match self.kernel {
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: `Kernel::detect` chose these kernels only on CPUs with the features.
+            // SAFETY: `new` keeps a kernel only when this CPU has its features (`Kernel::best`).
             Kernel::Vnni512 => unsafe { x86::product_vnni512(args, rows) },
             #[cfg(target_arch = "x86_64")]
             Kernel::Avx2 => unsafe { x86::product_avx2(args, rows) },
@@ -434,7 +437,9 @@ mod tests {
     /// f32 product; every kernel the CPU has gives the same bits.
     #[test]
     fn kernels_agree_bit_for_bit_and_approximate_the_f32_product() {
-        for &(rows, inputs, outputs) in &[(1, 3, 1), (7, 37, 70), (13, 384, 130), (6, 1536, 384)] {
+        let shapes =
+            [(1, 3, 1), (2, 5, 64), (3, 8, 65), (4, 12, 16), (5, 37, 70), (7, 37, 70), (13, 384, 130), (6, 1536, 384)];
+        for &(rows, inputs, outputs) in &shapes {
             let w: Vec<f32> = (0..inputs * outputs).map(|i| ((i * 7919 % 1000) as f32 / 500.0 - 1.0) * 0.1).collect();
             let b: Vec<f32> = (0..outputs).map(|o| o as f32 * 0.01).collect();
             let x: Vec<f32> = (0..rows * inputs).map(|i| ((i as f32) * 0.37).sin() * 2.0 + 0.3).collect();
