@@ -63,7 +63,7 @@ pub struct RawConfig {
     pub conversation_query: Option<String>,
     /// `dense` (default), `lexical` (BM25) or `hybrid` (both, fused).
     pub retrieval: Option<String>,
-    /// `rrf` (default), `weighted` or `rescore`: how `hybrid` fuses its two sides.
+    /// `weighted` (default), `rrf` or `rescore`: how `hybrid` fuses its two sides.
     pub fusion: Option<String>,
     pub strategy: Option<String>,
     pub granularity: Option<String>,

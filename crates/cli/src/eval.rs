@@ -84,8 +84,8 @@ pub enum EvalCommand {
         /// Comma-separated: dense, lexical (BM25), hybrid; one row each
         #[arg(long, value_delimiter = ',', default_value = "dense")]
         retrieval: Vec<String>,
-        /// Comma-separated fusions for hybrid: rrf, weighted, rescore; one row each
-        #[arg(long, value_delimiter = ',', default_value = "rrf")]
+        /// Comma-separated fusions for hybrid: weighted, rrf, rescore; one row each
+        #[arg(long, value_delimiter = ',', default_value = "weighted")]
         fusion: Vec<String>,
         #[arg(long)]
         json: bool,

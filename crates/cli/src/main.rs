@@ -112,7 +112,7 @@ struct TurnFlags {
     #[arg(long)]
     retrieval: Option<String>,
     /// How hybrid fuses its sides: rrf (reciprocal ranks), weighted (scaled scores) or
-    /// rescore (the union ranked by dense similarity) [default: rrf]
+    /// rescore (the union ranked by dense similarity) [default: weighted]
     #[arg(long)]
     fusion: Option<String>,
     /// Session time-to-live in seconds, 0 = never [default: 86400]

@@ -335,7 +335,7 @@ fn hybrid_retrieval_finds_exact_terms_and_says_which_side_found_what() {
     let turn = env.ask("h", &["--retrieval", "hybrid"], q);
     let sides = &turn["trace"]["retrieval"];
     assert_eq!(sides["retrieval"], "hybrid", "{turn}");
-    assert_eq!(sides["fusion"], "rrf");
+    assert_eq!(sides["fusion"], "weighted");
     assert_eq!(strs(&sides["lexical"]).first().map(String::as_str), Some("note#0"), "BM25 ranks the exact term first");
     assert!(!strs(&sides["dense"]).is_empty());
     assert!(context_docs(&turn).contains(&"note".to_owned()), "the exact-term note reaches the context: {turn}");
@@ -344,7 +344,7 @@ fn hybrid_retrieval_finds_exact_terms_and_says_which_side_found_what() {
     assert!(dense["trace"].get("retrieval").is_none(), "dense turns carry no sides");
     let text = env.ok(&["ask", "--session", "h2", "--retrieval", "hybrid", q]);
     assert!(text.contains("found by lexical") || text.contains("found by both"), "{text}");
-    assert!(text.contains("hybrid/rrf: dense"), "{text}");
+    assert!(text.contains("hybrid/weighted: dense"), "{text}");
     // The next turn excludes what was shown, on the lexical side too.
     let again = env.ask("h", &["--retrieval", "hybrid", "--mode", "new", "--memory", "client"], q);
     assert!(!strs(&again["trace"]["retrieval"]["lexical"]).contains(&"note#0".to_owned()), "{again}");

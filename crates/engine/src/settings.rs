@@ -165,7 +165,7 @@ impl Default for TurnSettings {
             mode: None,
             conversation_query: ConversationQuery::Always,
             retrieval: Retrieval::Dense,
-            fusion: Fusion::Rrf,
+            fusion: Fusion::Weighted,
         }
     }
 }
