@@ -42,7 +42,7 @@ fn embedders(settings: &Settings) -> Result<Embedders> {
 
 /// Ties the data dir to the embedder's model (refused when it holds another model's vectors).
 pub fn bind_model(settings: &Settings, data: &DataDir, embedder: &dyn Embedder) -> Result<()> {
-    data.bind_model(embedder.model_id(), settings.embedder.is_local())
+    data.bind_model(embedder.model_id(), settings.embedder.is_unrecorded_default())
 }
 
 pub fn index_params(settings: &Settings) -> IndexParams {

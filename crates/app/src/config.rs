@@ -326,6 +326,17 @@ impl EmbedderSettings {
         matches!(self, EmbedderSettings::Local { .. })
     }
 
+    /// Whether these are the vectors a store written before models were recorded holds: the
+    /// in-process model in fp32, without prefixes (what ragctx could compute then).
+    pub fn is_unrecorded_default(&self) -> bool {
+        match self {
+            EmbedderSettings::Local { prefixes, precision } => {
+                *precision == ragctx_models::Precision::F32 && *prefixes == ragctx_models::Prefixes::default()
+            }
+            EmbedderSettings::OpenAi(_) => false,
+        }
+    }
+
     fn from_raw(raw: &RawConfig) -> Result<EmbedderSettings> {
         let prefixes = ragctx_models::Prefixes {
             query: raw.embedder_query_prefix.clone().unwrap_or_default(),
@@ -352,7 +363,8 @@ impl EmbedderSettings {
                 Ok(EmbedderSettings::Local { prefixes, precision })
             }
             "openai" => {
-                if raw.embedder_precision.as_deref().is_some_and(|p| p != "fp32") {
+                let precision = raw.embedder_precision.as_deref().map(str::parse::<ragctx_models::Precision>);
+                if precision.transpose()?.is_some_and(|p| p != ragctx_models::Precision::F32) {
                     return Err(Error::InvalidInput(
                         "embedder_precision applies to the in-process model; the server decides how it computes".into(),
                     ));

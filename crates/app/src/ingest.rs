@@ -290,7 +290,7 @@ fn store_chunks(settings: &Settings, read: Read, append: bool, started: Instant)
     let embedder = crate::app::embedder(settings)?;
     if let Backend::Embedded = settings.backend {
         // Before hours of embedding: a store of another model's vectors is refused now.
-        DataDir::bind_model_at(&settings.data_dir, embedder.model_id(), settings.embedder.is_local())?;
+        DataDir::bind_model_at(&settings.data_dir, embedder.model_id(), settings.embedder.is_unrecorded_default())?;
     }
     let embedded = embed_chunks(embedder.as_ref(), Cache::At(&settings.data_dir), read.chunks)?;
     // Only the embedded backend lives in the data dir: with Milvus nothing local is locked.

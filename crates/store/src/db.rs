@@ -113,8 +113,8 @@ impl DataDir {
     /// Ties the store to the embedding model `model_id` (a [`Embedder::model_id`]): recorded
     /// when the store holds no vectors yet, refused with [`Error::ModelMismatch`] when it
     /// holds another model's. A store written before models were recorded held the
-    /// in-process encoder's vectors: it is taken as that model's (`local` says whether
-    /// `model_id` is an in-process model) and refused for any other.
+    /// in-process encoder's fp32 vectors, without prefixes: it is taken as that model's
+    /// (`local` says whether `model_id` is that) and refused for any other.
     ///
     /// [`Embedder::model_id`]: ragctx_core::Embedder::model_id
     pub fn bind_model(&self, model_id: &str, local: bool) -> Result<()> {
