@@ -48,6 +48,12 @@ def test_overrides_are_the_cli_turn_flags(engine):
     assert len(turn["context"]) <= 2
     reshow = engine.ask("b", "anything", mode="reshow")
     assert reshow["intent"] == "reshow"
+    hybrid = engine.ask("h", "What soil do succulents need?", retrieval="hybrid", fusion="rrf")
+    sides = hybrid["trace"]["retrieval"]
+    assert (sides["retrieval"], sides["fusion"]) == ("hybrid", "rrf")
+    assert sides["lexical"] and sides["dense"]
+    with pytest.raises(BadInput, match="retrieval"):
+        engine.ask("h", "What soil?", retrieval="sparse")
 
 
 def test_bad_input_is_raised_with_its_kind_and_changes_nothing(engine, tmp_path):
