@@ -21,7 +21,6 @@ fn put_str(out: &mut Vec<u8>, s: &str) {
 
 pub(crate) fn save(ix: &LexicalIndex, path: &Path, generation: u64) -> std::io::Result<()> {
     let mut body = Vec::new();
-    body.extend(generation.to_le_bytes());
     body.extend(ix.average_length.to_le_bytes());
     body.extend((ix.entries.len() as u32).to_le_bytes());
     for e in &ix.entries {
@@ -42,14 +41,25 @@ pub(crate) fn save(ix: &LexicalIndex, path: &Path, generation: u64) -> std::io::
             body.extend(tf.to_le_bytes());
         }
     }
+    // One writer per data dir (the store's lock), so one temporary name is enough.
     let tmp = path.with_extension("bin.tmp");
-    let mut f = std::fs::File::create(&tmp)?;
+    let written = write(&tmp, generation, &body).and_then(|_| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
+fn write(tmp: &Path, generation: u64, body: &[u8]) -> std::io::Result<()> {
+    let mut f = std::fs::File::create(tmp)?;
+    // The generation first, so a stale file is told by its first 16 bytes; the checksum
+    // covers the generation and the body.
+    let generation = generation.to_le_bytes();
     f.write_all(MAGIC)?;
-    f.write_all(&checksum(&body).to_le_bytes())?;
-    f.write_all(&body)?;
-    f.sync_all()?;
-    drop(f);
-    std::fs::rename(&tmp, path)
+    f.write_all(&generation)?;
+    f.write_all(&checksum(&[&generation[..], body].concat()).to_le_bytes())?;
+    f.write_all(body)?;
+    f.sync_all()
 }
 
 /// Reads bytes front to back; `None` once they run out.
@@ -80,13 +90,15 @@ impl<'a> Reader<'a> {
 
 /// The index in `path` if it is whole and of `generation`.
 pub(crate) fn load(path: &Path, generation: u64) -> Option<LexicalIndex> {
-    let bytes = std::fs::read(path).ok()?;
-    let mut r = Reader(&bytes);
-    if r.take(8)? != MAGIC {
+    let mut head = [0u8; 16];
+    std::io::Read::read_exact(&mut std::fs::File::open(path).ok()?, &mut head).ok()?;
+    if &head[..8] != MAGIC || head[8..] != generation.to_le_bytes() {
         return None;
     }
+    let bytes = std::fs::read(path).ok()?;
+    let mut r = Reader(&bytes[16..]);
     let sum = r.u64()?;
-    if checksum(r.0) != sum || r.u64()? != generation {
+    if checksum(&[&head[8..], r.0].concat()) != sum {
         return None;
     }
     let average_length = r.f32()?;
