@@ -219,6 +219,9 @@ pub struct IngestReport {
     pub stored: usize,
     /// Files of other types found in folders and left out.
     pub skipped: Vec<PathBuf>,
+    /// Chunks the lexical (BM25) index covers, built with the ingest; `None` for a backend
+    /// without one.
+    pub lexical: Option<usize>,
     pub seconds: f64,
 }
 
@@ -238,6 +241,9 @@ impl std::fmt::Display for IngestReport {
             self.stored,
             self.seconds
         )?;
+        if let Some(n) = self.lexical {
+            write!(f, "\nlexical index: {n} chunks")?;
+        }
         if !self.skipped.is_empty() {
             write!(f, "\nskipped {} files of other types", self.skipped.len())?;
         }
@@ -366,6 +372,8 @@ fn report(
     started: Instant,
 ) -> Result<IngestReport> {
     let (r, documents) = ingest::store(store, &chunks, append)?;
+    // Built now, beside the vectors, so the first lexical turn does not wait for it.
+    let lexical = store.prepare_lexical()?;
     Ok(IngestReport {
         chunks: chunks.len(),
         documents,
@@ -377,6 +385,7 @@ fn report(
         cached: chunks.len() - embedded,
         stored: store.len()?,
         skipped,
+        lexical,
         seconds: started.elapsed().as_secs_f64(),
     })
 }

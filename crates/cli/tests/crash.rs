@@ -83,6 +83,15 @@ fn killed_ingests_and_turns_leave_whole_states() {
             eprintln!("trial {trial} (kill at {ms} ms): half-written ingest: {titles:?}");
             half += 1;
         }
+        // The lexical index agrees with the store: "renamed" is only in the new titles.
+        let out = ragctx(&data)
+            .args(["ask", "--session", "lexical-probe", "--json", "--retrieval", "lexical", "--limit", "50", "renamed"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "trial {trial}: {}", String::from_utf8_lossy(&out.stderr));
+        let lx: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let found = lx["trace"]["retrieval"]["lexical"].as_array().map_or(0, Vec::len);
+        assert_eq!(found > 0, renamed > 0, "trial {trial}: lexical index and store disagree: {}", lx["trace"]);
         survived += usize::from(k && whole && p == 0);
         if renamed == 0 {
             old += 1

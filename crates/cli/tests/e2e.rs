@@ -330,7 +330,9 @@ fn hybrid_retrieval_finds_exact_terms_and_says_which_side_found_what() {
         "note.jsonl",
         r#"{"_id":"note#0","document_id":"note","title":"Office memo","text":"Submit form QX-7731B to the clerk by Friday; the clerk stamps it."}"#,
     );
-    env.ok(&["ingest", govt.to_str().unwrap(), note.to_str().unwrap()]);
+    let out = env.ok(&["ingest", govt.to_str().unwrap(), note.to_str().unwrap()]);
+    assert!(out.contains("lexical index: 201 chunks"), "ingest builds both indexes: {out}");
+    assert!(env.data().join("lexical.bin").is_file() && env.data().join("index.bin").is_file());
     let q = "Where do I send QX-7731B?";
     let turn = env.ask("h", &["--retrieval", "hybrid"], q);
     let sides = &turn["trace"]["retrieval"];
@@ -348,7 +350,6 @@ fn hybrid_retrieval_finds_exact_terms_and_says_which_side_found_what() {
     // The next turn excludes what was shown, on the lexical side too.
     let again = env.ask("h", &["--retrieval", "hybrid", "--mode", "new", "--memory", "client"], q);
     assert!(!strs(&again["trace"]["retrieval"]["lexical"]).contains(&"note#0".to_owned()), "{again}");
-    assert!(env.data().join("lexical.bin").is_file());
     let lexical = env.ask("l", &["--retrieval", "lexical"], q);
     assert_eq!(lexical["context"][0]["document_id"], "note", "lexical order reaches the prompt: {lexical}");
     // Nothing in common with the corpus: lexical falls back to dense and says so.

@@ -33,6 +33,11 @@ pub trait VectorStore: Send + Sync {
         let _ = request;
         Ok(None)
     }
+    /// Builds (or loads) the lexical index for the stored chunks now, so the first lexical
+    /// search does not pay for it; the chunks it covers, `None` where there is none.
+    fn prepare_lexical(&self) -> Result<Option<usize>> {
+        Ok(None)
+    }
     /// Chunks by id, in the order asked; unknown ids are skipped.
     fn chunks(&self, ids: &[ChunkId]) -> Result<Vec<Chunk>>;
     /// Stored vectors by chunk id, in the order asked; `None` for unknown ids.

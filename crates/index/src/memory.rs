@@ -31,6 +31,17 @@ impl MemoryVectorStore {
     }
 }
 
+impl MemoryVectorStore {
+    /// The lexical index of `map` (the chunks, read-locked by the caller).
+    fn lexical_index(&self, map: &HashMap<ChunkId, Chunk>) -> Result<std::sync::Arc<ragctx_lexical::LexicalIndex>> {
+        self.lexical.get(self.generation.load(Ordering::SeqCst), || {
+            let mut all: Vec<Chunk> = map.values().cloned().collect();
+            all.sort_by(|a, b| a.id.cmp(&b.id));
+            Ok::<_, Error>(all)
+        })
+    }
+}
+
 impl VectorStore for MemoryVectorStore {
     fn dimension(&self) -> usize {
         self.index.read().expect("lock").dimension()
@@ -86,14 +97,15 @@ impl VectorStore for MemoryVectorStore {
         Ok(SearchOutcome { hits, path: r.path, rounds: r.rounds, reason: r.reason })
     }
 
+    fn prepare_lexical(&self) -> Result<Option<usize>> {
+        let map = self.chunks.read().expect("lock");
+        Ok(Some(self.lexical_index(&map)?.len()))
+    }
+
     fn search_lexical(&self, request: &LexicalRequest) -> Result<Option<SearchOutcome>> {
         // Writers hold the chunk map's write lock while they move the generation.
         let map = self.chunks.read().expect("lock");
-        let lexical = self.lexical.get(self.generation.load(Ordering::SeqCst), || {
-            let mut all: Vec<Chunk> = map.values().cloned().collect();
-            all.sort_by(|a, b| a.id.cmp(&b.id));
-            Ok::<_, Error>(all)
-        })?;
+        let lexical = self.lexical_index(&map)?;
         let found = lexical.search(&request.query, request.limit, request.grouping.as_ref(), &request.exclusion);
         let hits = found.iter().map(|&(e, score)| Hit { chunk: map[lexical.chunk_id(e)].clone(), score }).collect();
         let reason = format!("BM25 over {} chunks", lexical.len());

@@ -94,6 +94,10 @@ impl VectorStore for EmbeddedVectorStore {
         self.search_forced(request, None)
     }
 
+    fn prepare_lexical(&self) -> Result<Option<usize>> {
+        self.with_index(|_| Ok(Some(self.lexical.get(self.generation()?, || self.all_chunks())?.len())))
+    }
+
     fn search_lexical(&self, request: &LexicalRequest) -> Result<Option<SearchOutcome>> {
         // Under the index's read lock: writers hold its write lock across their commit, so
         // the generation and the chunks read belong together.
