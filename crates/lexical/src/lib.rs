@@ -323,8 +323,7 @@ impl LexicalIndex {
                 ranked.select_nth_unstable_by(head, order);
                 ranked[..head].sort_by(order);
             }
-            let cut = head.min(ranked.len());
-            let (prefix, rest) = ranked.split_at(cut);
+            let prefix = &ranked[..head.min(ranked.len())];
             let Some(grouping) = grouping else {
                 return prefix.iter().take(limit).map(|&(e, s)| (e as usize, s)).collect();
             };
@@ -332,15 +331,26 @@ impl LexicalIndex {
             let mut out = Vec::new();
             self.fill_groups(prefix, limit, grouping, &mut taken, &mut out);
             if taken.len() >= limit || all {
-                // The documents are chosen; their further chunks below the head still count
-                // toward their quotas (all of them rank below every chunk of the head).
-                let mut further: Vec<(u32, f32)> = rest
-                    .iter()
-                    .filter(|&&(e, _)| taken.contains_key(self.entries[e as usize].document.as_str()))
-                    .copied()
-                    .collect();
-                further.sort_by(order);
-                self.fill_groups(&further, limit, grouping, &mut taken, &mut out);
+                if !all {
+                    // The documents are chosen; their further chunks below the head still
+                    // count toward their quotas (they rank below every chunk of the head),
+                    // found through each document's own chunks.
+                    let mut further: Vec<(u32, f32)> = Vec::new();
+                    for (&doc, &k) in &taken {
+                        let entries = self.by_document.get(doc).map(Vec::as_slice).unwrap_or_default();
+                        if k >= entries.len() {
+                            continue;
+                        }
+                        further.extend(
+                            entries
+                                .iter()
+                                .map(|&e| (e, scores[e as usize]))
+                                .filter(|&(e, s)| s > 0.0 && !prefix.iter().any(|p| p.0 == e)),
+                        );
+                    }
+                    further.sort_by(order);
+                    self.fill_groups(&further, limit, grouping, &mut taken, &mut out);
+                }
                 return out;
             }
             head = head.saturating_mul(4);
