@@ -103,23 +103,29 @@ pub fn vector_store(
 ) -> Result<Arc<dyn VectorStore>> {
     Ok(match &settings.backend {
         Backend::Embedded => Arc::new(data_dir(data)?.vector_store()),
-        Backend::Milvus(m) => milvus_store(m, dimension, model)?,
+        Backend::Milvus(m) => milvus_store(m, dimension, model, settings.embedder.is_unrecorded_default())?,
     })
 }
 
 #[cfg(feature = "milvus")]
-fn milvus_store(m: &MilvusSettings, dimension: usize, model: Option<&str>) -> Result<Arc<dyn VectorStore>> {
+fn milvus_store(
+    m: &MilvusSettings,
+    dimension: usize,
+    model: Option<&str>,
+    unrecorded_default: bool,
+) -> Result<Arc<dyn VectorStore>> {
     let mut config = ragctx_milvus::MilvusConfig::new(&m.uri, &m.collection);
     config.index = m.index.parse()?;
     config.consistency = m.consistency.parse()?;
     config.timeout = std::time::Duration::from_secs(m.timeout_secs);
     config.token = m.token.clone();
     config.model = model.map(str::to_owned);
+    config.unrecorded_is_model = unrecorded_default;
     Ok(Arc::new(ragctx_milvus::MilvusVectorStore::connect(config, dimension)?))
 }
 
 #[cfg(not(feature = "milvus"))]
-fn milvus_store(_: &MilvusSettings, _: usize, _: Option<&str>) -> Result<Arc<dyn VectorStore>> {
+fn milvus_store(_: &MilvusSettings, _: usize, _: Option<&str>, _: bool) -> Result<Arc<dyn VectorStore>> {
     Err(Error::InvalidInput(
         "this ragctx was built without Milvus support: rebuild with `--features milvus` (on by default)".into(),
     ))

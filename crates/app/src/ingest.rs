@@ -372,8 +372,15 @@ fn report(
     started: Instant,
 ) -> Result<IngestReport> {
     let (r, documents) = ingest::store(store, &chunks, append)?;
-    // Built now, beside the vectors, so the first lexical turn does not wait for it.
-    let lexical = store.prepare_lexical()?;
+    // Built now, beside the vectors, so the first lexical turn does not wait for it. The
+    // chunks are committed: a failure here only leaves the build to that first search.
+    let lexical = match store.prepare_lexical() {
+        Ok(n) => n,
+        Err(e) => {
+            tracing::warn!(error = %e, "the lexical index was not built with the ingest; the first lexical search builds it");
+            None
+        }
+    };
     Ok(IngestReport {
         chunks: chunks.len(),
         documents,

@@ -61,7 +61,7 @@ pub fn retrieve(
         }
         Some(l) if l.0.hits.is_empty() && settings.retrieval == Retrieval::Lexical => {
             let mut r = dense(store, request, settings)?;
-            fallback("no chunk shares a term with the question: dense search instead", &mut r);
+            fallback("no chunk left to show shares a term with the question: dense search instead", &mut r);
             return Ok(r);
         }
         Some(l) => l,
@@ -83,8 +83,9 @@ pub fn retrieve(
     let d = dense(store, request.clone(), settings)?;
     let dense_ids: Vec<ChunkId> = d.outcome.hits.iter().map(|h| h.chunk.id.clone()).collect();
     let fused = fuse(settings.fusion, &d.outcome.hits, &lexical.hits, &lexical_hits);
-    // As many as the dense side was asked for in the end (deeper searches included).
-    let limit = request.limit << d.deeper.max(lexical_deeper);
+    // As many as the dense side was asked for in the end (its deeper searches included);
+    // `select` takes more while too few documents are in.
+    let limit = request.limit << d.deeper;
     let hits = ladder(select(fused, limit, request.grouping.as_ref(), settings.min_documents.min(settings.limit)));
     let outcome = SearchOutcome {
         hits,
@@ -248,4 +249,66 @@ fn select(fused: Vec<Hit>, limit: usize, grouping: Option<&Grouping>, min_docume
         out.push(h);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ragctx_core::Chunk;
+
+    fn hit(id: &str, doc: &str, score: f32) -> Hit {
+        Hit {
+            chunk: Chunk {
+                id: id.into(),
+                document_id: doc.into(),
+                title: String::new(),
+                text: id.into(),
+                ordinal: None,
+                start: None,
+                end: None,
+                weight: 1.0,
+                tokens: None,
+            },
+            score,
+        }
+    }
+
+    #[test]
+    fn the_ladder_keeps_the_order_and_the_cosines() {
+        // BM25's best has the lowest cosine.
+        let hits = ladder(vec![hit("x", "a", 0.1), hit("y", "b", 0.7), hit("z", "c", 0.4)]);
+        let ids: Vec<&str> = hits.iter().map(|h| h.chunk.id.as_str()).collect();
+        assert_eq!(ids, ["x", "y", "z"], "the given order");
+        let scores: Vec<f32> = hits.iter().map(|h| h.score).collect();
+        assert_eq!(scores, [0.7, 0.4, 0.1], "the same cosines, best first down that order");
+    }
+
+    #[test]
+    fn select_without_grouping_takes_more_until_enough_documents() {
+        let fused: Vec<Hit> = (0..6)
+            .map(|i| hit(&format!("a#{i}"), "a", 0.9))
+            .chain([hit("b#0", "b", 0.5), hit("a#9", "a", 0.4), hit("c#0", "c", 0.3)])
+            .collect();
+        let got = select(fused.clone(), 4, None, 3);
+        let ids: Vec<&str> = got.iter().map(|h| h.chunk.id.as_str()).collect();
+        assert_eq!(ids, ["a#0", "a#1", "a#2", "a#3", "b#0", "c#0"], "past the limit only new documents");
+        assert_eq!(select(fused, 4, None, 1).len(), 4, "enough documents: the limit");
+    }
+
+    #[test]
+    fn fusions_merge_both_sides_without_duplicates() {
+        let dense = vec![hit("d1", "a", 0.9), hit("both", "b", 0.8)];
+        let bm25 = vec![hit("both", "b", 12.0), hit("l1", "c", 3.0)];
+        let lexical = vec![hit("both", "b", 0.8), hit("l1", "c", 0.2)];
+        for f in [Fusion::Rrf, Fusion::Weighted, Fusion::Rescore] {
+            let ids: Vec<String> =
+                fuse(f, &dense, &bm25, &lexical).iter().map(|h| h.chunk.id.as_str().to_owned()).collect();
+            assert_eq!(ids.len(), 3, "{f:?}: {ids:?}");
+            if f != Fusion::Rescore {
+                assert_eq!(ids[0], "both", "{f:?}: found by both sides first");
+            } else {
+                assert_eq!(ids, ["d1", "both", "l1"], "rescore: by cosine");
+            }
+        }
+    }
 }

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
 
-const MAGIC: &[u8; 8] = b"RGCTXLX1";
+const MAGIC: &[u8; 8] = b"RGCTXLX2";
 
 /// FNV-1a, 64 bits: enough to tell a torn or damaged file from a whole one.
 fn checksum(bytes: &[u8]) -> u64 {

@@ -335,17 +335,20 @@ impl LexicalIndex {
                     // The documents are chosen; their further chunks below the head still
                     // count toward their quotas (they rank below every chunk of the head),
                     // found through each document's own chunks.
+                    let last = *prefix.last().expect("documents were taken from it");
                     let mut further: Vec<(u32, f32)> = Vec::new();
                     for (&doc, &k) in &taken {
                         let entries = self.by_document.get(doc).map(Vec::as_slice).unwrap_or_default();
-                        if k >= entries.len() {
+                        if k >= entries.len() || k >= grouping.quota(doc, self.entries[entries[0] as usize].weight) {
                             continue;
                         }
+                        // Below the head in the total order: not in it. Excluded chunks were
+                        // never scored (0) and stay out.
                         further.extend(
                             entries
                                 .iter()
                                 .map(|&e| (e, scores[e as usize]))
-                                .filter(|&(e, s)| s > 0.0 && !prefix.iter().any(|p| p.0 == e)),
+                                .filter(|p| p.1 > 0.0 && order(p, &last) == std::cmp::Ordering::Greater),
                         );
                     }
                     further.sort_by(order);
@@ -441,19 +444,23 @@ mod tests {
     }
 
     /// More matches than the sorted head: the head widens until `limit` documents are in,
-    /// and a chosen document's further chunks below the head still fill its quota.
+    /// and a chosen document's further chunks below the head still fill its quota (never an
+    /// excluded one).
     #[test]
     fn grouping_beyond_the_sorted_head_keeps_quotas() {
-        let mut chunks: Vec<Chunk> =
-            (0..200).map(|i| chunk(&format!("d#{i:03}"), "d", "", "router router router reset")).collect();
-        chunks.extend((0..100).map(|i| chunk(&format!("a#{i:03}"), "a", "", "router reset")));
-        chunks.extend((0..5).map(|i| chunk(&format!("s{i}#0"), &format!("s{i}"), "", "router")));
+        // "a": 10 strong chunks, then 50 weak ones that rank below all 200 chunks of "d".
+        let mut chunks: Vec<Chunk> = (0..10).map(|i| chunk(&format!("a#s{i}"), "a", "", "reset reset")).collect();
+        chunks.extend((0..200).map(|i| chunk(&format!("d#{i:03}"), "d", "", "router reset")));
+        chunks.extend((0..50).map(|i| chunk(&format!("a#w{i:02}"), "a", "", "router and some more words here")));
         let ix = LexicalIndex::build(&chunks);
         let mut g = Grouping::new(3);
         g.quotas.insert("a".into(), 100);
-        let hits = ix.search("router reset", 2, Some(&g), &ExclusionSet::default());
+        let mut ex = ExclusionSet::default();
+        ex.chunks.insert(ChunkId::from("a#w07"));
+        let hits = ix.search("router reset", 2, Some(&g), &ex);
         let count = |doc: &str| hits.iter().filter(|&&(e, _)| ix.entries[e].document.as_str() == doc).count();
-        assert_eq!((count("d"), count("a"), hits.len()), (3, 100, 103), "d to its quota, a to its raised one");
+        assert_eq!((count("a"), count("d"), hits.len()), (59, 3, 62), "a to its raised quota, d to 3");
+        assert!(hits.iter().all(|&(e, _)| ix.chunk_id(e).as_str() != "a#w07"), "the excluded chunk stays out");
         assert!(hits.windows(2).all(|w| w[0].1 >= w[1].1), "best first");
     }
 

@@ -109,6 +109,10 @@ pub struct MilvusConfig {
     /// creates, and checked against that of an existing one (vectors of two models are never
     /// mixed). `None` checks nothing (commands that embed nothing).
     pub model: Option<String>,
+    /// Whether `model` is what a collection holding vectors but no recorded model (made
+    /// before ragctx recorded models) holds: the in-process fp32 model without prefixes.
+    /// Any other model is refused such a collection.
+    pub unrecorded_is_model: bool,
 }
 
 /// The collection property that records the model of its vectors (a property, not the
@@ -126,6 +130,7 @@ impl MilvusConfig {
             consistency: Consistency::Session,
             index: "hnsw".parse().unwrap(),
             model: None,
+            unrecorded_is_model: false,
         }
     }
 }
@@ -292,12 +297,20 @@ impl MilvusVectorStore {
                 (Some(stored), Some(configured)) if &stored != configured => {
                     return Err(Error::ModelMismatch { stored, configured: configured.clone() });
                 }
-                // Made by a command that embeds nothing, or before the model was recorded:
-                // claimed for this model while it holds no vectors, else taken as it is.
+                // Made by a command that embeds nothing, or before the model was recorded.
                 (None, Some(configured)) => {
                     self.load()?;
-                    if self.len()? == 0 {
-                        self.record_model(configured.clone())?;
+                    if self.count_strong()? == 0 {
+                        // Empty: made again with the model recorded at creation (an altered
+                        // property does not survive a restart of Milvus 2.3.5, #30144).
+                        self.drop_collection()?;
+                        self.create_collection()?;
+                    } else if !self.config.unrecorded_is_model {
+                        return Err(Error::ModelMismatch {
+                            stored: "unrecorded (the collection predates recorded models: the in-process fp32 model)"
+                                .into(),
+                            configured: configured.clone(),
+                        });
                     }
                 }
                 _ => {}
@@ -306,18 +319,32 @@ impl MilvusVectorStore {
         self.load()
     }
 
-    /// Writes the model property on an existing collection.
-    fn record_model(&self, model: String) -> Result<()> {
+    /// Rows, read with strong consistency (another process's recent inserts included).
+    fn count_strong(&self) -> Result<usize> {
+        let request = QueryRequest::builder()
+            .collection_name(self.config.collection.clone())
+            .output_fields(["count(*)"])
+            .consistency_level(ConsistencyLevel::Strong)
+            .build()
+            .map_err(Error::storage)?;
+        let response = self.read("count", || {
+            let (client, request) = (self.client.clone(), request.clone());
+            async move { client.query(request).await }
+        })?;
+        match response.results().rows().map_err(Error::storage)?.next() {
+            Some(row) => Ok(int(&row, "count(*)")? as usize),
+            None => Ok(0),
+        }
+    }
+
+    fn drop_collection(&self) -> Result<()> {
         let name = self.config.collection.clone();
-        self.call("alter_collection_properties", {
+        self.call("drop_collection", {
             let client = self.client.clone();
             async move {
                 client
-                    .alter_collection_properties(
-                        milvus::v2::prelude::AlterCollectionPropertiesRequest::builder()
-                            .collection_name(name)
-                            .property(MODEL_PROPERTY, model)
-                            .build()?,
+                    .drop_collection(
+                        milvus::v2::prelude::DropCollectionRequest::builder().collection_name(name).build()?,
                     )
                     .await
             }

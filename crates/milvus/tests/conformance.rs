@@ -109,6 +109,21 @@ fn milvus_collection_keeps_one_embedding_model() {
     open_other(None).expect("created without a model");
     open_other(Some("m1")).expect("claimed by m1");
     assert!(matches!(open_other(Some("m2")), Err(Error::ModelMismatch { .. })));
+    // One with vectors but no recorded model (made before models were recorded) opens for
+    // the in-process fp32 model only.
+    let legacy = format!("t_model_legacy_{}", std::process::id());
+    let open_legacy = |model: Option<&str>, fp32: bool| {
+        let mut config = MilvusConfig::new(&uri, &legacy);
+        config.timeout = Duration::from_secs(20);
+        config.model = model.map(str::to_owned);
+        config.unrecorded_is_model = fp32;
+        MilvusVectorStore::connect(config, 8)
+    };
+    let store = open_legacy(None, false).expect("created without a model");
+    store.upsert(&[chunk("a#0", "a", vec![1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])]).unwrap();
+    drop(store);
+    assert!(matches!(open_legacy(Some("e5"), false), Err(Error::ModelMismatch { .. })));
+    assert!(open_legacy(Some("all-MiniLM-L6-v2/256/mean/l2"), true).is_ok());
 }
 
 /// Neither Milvus Lite 3.2.2 nor 2.3.5 has full-text search: the store says so (`None`) and
