@@ -171,16 +171,21 @@ pub fn run(settings: Settings, what: &BenchCommand) -> Result<()> {
     }
 }
 
-/// Times `search_lexical` on the embedded store (its index loaded or built first, untimed).
-fn lexical(app: &App, questions: &std::path::Path, queries: usize, seed: u64, json: bool) -> Result<()> {
-    let store = app.data("bench lexical")?.vector_store();
-    let text = std::fs::read_to_string(questions).with_context(|| format!("reading {}", questions.display()))?;
-    let qs: Vec<String> = text
+/// The first `n` "question" fields of a JSONL file (lines without one are passed over).
+fn read_questions(path: &std::path::Path, n: usize) -> Result<Vec<String>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(text
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .filter_map(|v| v["question"].as_str().map(str::to_owned))
-        .take(queries)
-        .collect();
+        .take(n)
+        .collect())
+}
+
+/// Times `search_lexical` on the embedded store (its index loaded or built first, untimed).
+fn lexical(app: &App, questions: &std::path::Path, queries: usize, seed: u64, json: bool) -> Result<()> {
+    let store = app.data("bench lexical")?.vector_store();
+    let qs = read_questions(questions, queries)?;
     if qs.is_empty() {
         bail!("{} has no questions", questions.display());
     }
@@ -355,13 +360,7 @@ fn search(app: &App, o: &SearchOptions) -> Result<()> {
     let index = if index.dead_share() > 0.0 { index.compacted() } else { index };
     let query_vectors: Vec<Vec<f32>> = match questions {
         Some(path) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-            let qs: Vec<String> = text
-                .lines()
-                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-                .filter_map(|v| v["question"].as_str().map(str::to_owned))
-                .take(queries)
-                .collect();
+            let qs = read_questions(path, queries)?;
             let refs: Vec<&str> = qs.iter().map(String::as_str).collect();
             app.embedder.embed_queries(&refs)?
         }

@@ -236,17 +236,7 @@ fn beir(
         .iter()
         .map(|d| {
             let id = d["_id"].as_str().unwrap_or_default();
-            Chunk {
-                id: id.into(),
-                document_id: id.into(),
-                title: d["title"].as_str().unwrap_or("").to_owned(),
-                text: d["text"].as_str().unwrap_or("").to_owned(),
-                ordinal: None,
-                start: None,
-                end: None,
-                weight: 1.0,
-                tokens: None,
-            }
+            Chunk::new(id, id, d["title"].as_str().unwrap_or(""), d["text"].as_str().unwrap_or(""))
         })
         .collect();
     // BEIR's sentence-transformers convention: "title text".

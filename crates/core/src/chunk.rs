@@ -35,6 +35,21 @@ fn default_weight() -> f32 {
 pub const CHUNK_TOKENIZER: &str = "cl100k_base";
 
 impl Chunk {
+    /// A chunk with nothing known beyond its ids, title and text (weight 1).
+    pub fn new(id: &str, document_id: &str, title: &str, text: &str) -> Chunk {
+        Chunk {
+            id: id.into(),
+            document_id: document_id.into(),
+            title: title.into(),
+            text: text.into(),
+            ordinal: None,
+            start: None,
+            end: None,
+            weight: 1.0,
+            tokens: None,
+        }
+    }
+
     /// True when `other` (of the same document) touches or overlaps this chunk, by offsets
     /// when both have them, else by consecutive ordinals.
     pub fn is_adjacent_to(&self, other: &Chunk) -> bool {

@@ -257,20 +257,7 @@ mod tests {
     use ragctx_core::Chunk;
 
     fn hit(id: &str, doc: &str, score: f32) -> Hit {
-        Hit {
-            chunk: Chunk {
-                id: id.into(),
-                document_id: doc.into(),
-                title: String::new(),
-                text: id.into(),
-                ordinal: None,
-                start: None,
-                end: None,
-                weight: 1.0,
-                tokens: None,
-            },
-            score,
-        }
+        Hit { chunk: Chunk::new(id, doc, "", id), score }
     }
 
     #[test]

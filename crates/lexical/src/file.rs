@@ -136,17 +136,7 @@ mod tests {
         let chunks: Vec<Chunk> = ["router reset", "error 0x80070005 access denied", "绿萝浇水"]
             .iter()
             .enumerate()
-            .map(|(i, t)| Chunk {
-                id: format!("c{i}").as_str().into(),
-                document_id: format!("d{i}").as_str().into(),
-                title: String::new(),
-                text: (*t).into(),
-                ordinal: None,
-                start: None,
-                end: None,
-                weight: 1.0,
-                tokens: None,
-            })
+            .map(|(i, t)| Chunk::new(&format!("c{i}"), &format!("d{i}"), "", t))
             .collect();
         let ix = LexicalIndex::build(&chunks);
         let dir = std::env::temp_dir().join(format!("ragctx-lexical-{}", std::process::id()));

@@ -393,17 +393,7 @@ mod tests {
     use super::*;
 
     fn chunk(id: &str, doc: &str, title: &str, text: &str) -> Chunk {
-        Chunk {
-            id: ChunkId::from(id),
-            document_id: DocumentId::from(doc),
-            title: title.into(),
-            text: text.into(),
-            ordinal: None,
-            start: None,
-            end: None,
-            weight: 1.0,
-            tokens: None,
-        }
+        Chunk::new(id, doc, title, text)
     }
 
     fn terms(text: &str) -> Vec<String> {

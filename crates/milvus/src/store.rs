@@ -321,10 +321,15 @@ impl MilvusVectorStore {
 
     /// Rows, read with strong consistency (another process's recent inserts included).
     fn count_strong(&self) -> Result<usize> {
+        self.count(ConsistencyLevel::Strong)
+    }
+
+    /// Rows, read at `level`.
+    fn count(&self, level: ConsistencyLevel) -> Result<usize> {
         let request = QueryRequest::builder()
             .collection_name(self.config.collection.clone())
             .output_fields(["count(*)"])
-            .consistency_level(ConsistencyLevel::Strong)
+            .consistency_level(level)
             .build()
             .map_err(Error::storage)?;
         let response = self.read("count", || {
@@ -882,21 +887,7 @@ impl VectorStore for MilvusVectorStore {
     }
 
     fn len(&self) -> Result<usize> {
-        let request = QueryRequest::builder()
-            .collection_name(self.config.collection.clone())
-            .output_fields(["count(*)"])
-            .consistency_level(self.config.consistency.into())
-            .build()
-            .map_err(Error::storage)?;
-        let response = self.read("count", || {
-            let (client, request) = (self.client.clone(), request.clone());
-            async move { client.query(request).await }
-        })?;
-        let row = response.results().rows().map_err(Error::storage)?.next();
-        match row {
-            Some(row) => Ok(int(&row, "count(*)")? as usize),
-            None => Ok(0),
-        }
+        self.count(self.config.consistency.into())
     }
 }
 

@@ -7,20 +7,7 @@ use std::collections::HashMap;
 fn chunk(id: &str, doc: &str, text: &str, dim: usize) -> EmbeddedChunk {
     let mut vector = vec![0.0; dim];
     vector[0] = 1.0;
-    EmbeddedChunk {
-        chunk: Chunk {
-            id: id.into(),
-            document_id: doc.into(),
-            title: String::new(),
-            text: text.into(),
-            ordinal: None,
-            start: None,
-            end: None,
-            weight: 1.0,
-            tokens: None,
-        },
-        vector,
-    }
+    EmbeddedChunk { chunk: Chunk::new(id, doc, "", text), vector }
 }
 
 fn search(
