@@ -30,9 +30,9 @@ pub use settings::{
 };
 
 use ragctx_core::{
-    Chunk, ChunkId, Citation, ContextBlock, DocumentId, Embedder, Error, ExclusionSet, GenerationRequest, Generator,
-    Grouping, Hit, Intent, Memory, Pointer, Result, SearchPath, SessionId, SessionState, SessionStore, TokenCounter,
-    Trace, TraceStats, TurnCommit, VectorStore,
+    ChunkId, Citation, ContextBlock, DocumentId, Embedder, Error, ExclusionSet, GenerationRequest, Generator, Grouping,
+    Hit, Intent, Memory, Pointer, Result, SearchPath, SessionId, SessionState, SessionStore, TokenCounter, Trace,
+    TraceStats, TurnCommit, VectorStore,
 };
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -657,17 +657,8 @@ impl Engine {
 
     /// Chunks by id, scored exactly against the query (unknown ids are skipped).
     fn scored(&self, query: &[f32], ids: &[ChunkId]) -> Result<Vec<Hit>> {
-        let chunks: Vec<Chunk> = self.vectors.chunks(ids)?;
-        let ids: Vec<ragctx_core::ChunkId> = chunks.iter().map(|c| c.id.clone()).collect();
-        let vectors = self.vectors.vectors(&ids)?;
-        Ok(chunks
-            .into_iter()
-            .zip(vectors)
-            .map(|(chunk, v)| {
-                let score = v.map_or(0.0, |v| v.iter().zip(query).map(|(a, b)| a * b).sum());
-                Hit { chunk, score }
-            })
-            .collect())
+        let hits = self.vectors.chunks(ids)?.into_iter().map(|chunk| Hit { chunk, score: 0.0 }).collect();
+        retrieve::rescored(self.vectors.as_ref(), query, hits)
     }
 }
 

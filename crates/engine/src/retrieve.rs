@@ -167,7 +167,7 @@ fn dense(store: &dyn VectorStore, mut request: SearchRequest, settings: &TurnSet
 }
 
 /// The same hits scored by dense similarity to `vector` (their order kept).
-fn rescored(store: &dyn VectorStore, vector: &[f32], hits: Vec<Hit>) -> Result<Vec<Hit>> {
+pub(crate) fn rescored(store: &dyn VectorStore, vector: &[f32], hits: Vec<Hit>) -> Result<Vec<Hit>> {
     let ids: Vec<ChunkId> = hits.iter().map(|h| h.chunk.id.clone()).collect();
     let vectors = store.vectors(&ids)?;
     Ok(hits

@@ -29,9 +29,7 @@ impl MemoryVectorStore {
             lexical: Default::default(),
         }
     }
-}
 
-impl MemoryVectorStore {
     /// The lexical index of `map` (the chunks, read-locked by the caller).
     fn lexical_index(&self, map: &HashMap<ChunkId, Chunk>) -> Result<std::sync::Arc<ragctx_lexical::LexicalIndex>> {
         self.lexical.get(self.generation.load(Ordering::SeqCst), || {
