@@ -207,14 +207,21 @@ fn lexical(app: &App, questions: &std::path::Path, queries: usize, seed: u64, js
     let ready_ms = started.elapsed().as_secs_f64() * 1e3;
     let mut rng = Rng(seed.max(1));
     let mut rows = Vec::new();
-    for excluded in [0usize, 10_000] {
+    // "fresh": a set never seen before for every query (resolved in full inside the timing);
+    // "session": one session's set, 10 more ids each turn (resolved by extending the last).
+    for (excluded, sets) in [(0usize, "fresh"), (10_000, "fresh"), (10_000, "session")] {
         for grouped in [false, true] {
             let mut lat = Vec::with_capacity(qs.len());
             let mut hits = 0;
+            let mut session = ExclusionSet::default();
             for q in &qs {
-                let mut ex = ExclusionSet::default();
-                while ex.chunks.len() < excluded.min(ids.len() / 2) {
+                let mut ex = if sets == "session" { session.clone() } else { ExclusionSet::default() };
+                let want = if sets == "session" && !ex.is_empty() { ex.len() + 10 } else { excluded };
+                while ex.chunks.len() < want.min(ids.len() / 2) {
                     ex.chunks.insert(ids[rng.below(ids.len())].clone());
+                }
+                if sets == "session" {
+                    session = ex.clone();
                 }
                 let grouping = grouped.then(|| ragctx_core::Grouping::new(3));
                 let t = Instant::now();
@@ -223,7 +230,7 @@ fn lexical(app: &App, questions: &std::path::Path, queries: usize, seed: u64, js
                 hits += out.hits.len();
             }
             lat.sort_by(f64::total_cmp);
-            rows.push(serde_json::json!({"excluded": excluded, "grouped": grouped, "queries": lat.len(),
+            rows.push(serde_json::json!({"excluded": excluded, "sets": sets, "grouped": grouped, "queries": lat.len(),
                 "p50_ms": percentile(&lat, 0.5), "p99_ms": percentile(&lat, 0.99),
                 "mean_hits": hits as f64 / lat.len() as f64}));
         }
@@ -233,11 +240,12 @@ fn lexical(app: &App, questions: &std::path::Path, queries: usize, seed: u64, js
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         println!("lexical index over {} chunks ready in {ready_ms:.0} ms (loaded or built)", ids.len());
-        println!("| excluded | grouped | p50 ms | p99 ms |\n|---:|---|---:|---:|");
+        println!("| excluded | sets | grouped | p50 ms | p99 ms |\n|---:|---|---|---:|---:|");
         for r in &rows {
             println!(
-                "| {} | {} | {:.3} | {:.3} |",
+                "| {} | {} | {} | {:.3} | {:.3} |",
                 r["excluded"],
+                r["sets"].as_str().unwrap_or_default(),
                 r["grouped"],
                 r["p50_ms"].as_f64().unwrap_or_default(),
                 r["p99_ms"].as_f64().unwrap_or_default()
@@ -296,6 +304,9 @@ struct SearchRow {
     /// Resolving the excluded ids into node numbers, once per set (outside `p50_ms`, as
     /// FAISS builds its ID selector outside its search).
     resolve_p50_ms: f64,
+    /// Resolving a session's next set — the same ids and 10 more — through the store's
+    /// cache, which extends the kept set by the difference: what a turn pays.
+    next_turn_resolve_p50_ms: f64,
     /// The path the planner did not choose, forced on the same query: what the other
     /// choice would have cost (a wrong choice shows as alt < p50).
     alt_path: &'static str,
@@ -387,6 +398,7 @@ fn search(app: &App, o: &SearchOptions) -> Result<()> {
         let mut lat = Vec::new();
         let mut exact_lat = Vec::new();
         let mut resolve_lat = Vec::new();
+        let mut next_lat = Vec::new();
         let mut alt_lat = Vec::new();
         let mut alt_recall = 0.0;
         let mut recall = 0.0;
@@ -416,9 +428,18 @@ fn search(app: &App, o: &SearchOptions) -> Result<()> {
             if o.export.is_some() {
                 sets.push(nodes);
             }
+            let cache = ragctx_index::ResolvedCache::default();
             let t = Instant::now();
-            let resolved = index.resolve(&ex);
+            let resolved = cache.get(&index, &ex);
             resolve_lat.push(t.elapsed().as_secs_f64() * 1e3);
+            let mut next = ex.clone();
+            while next.chunks.len() < ex.chunks.len() + 10 {
+                next.chunks.insert(index.chunk_id(rng.below(index.nodes()) as u32).into());
+            }
+            let t = Instant::now();
+            let next_resolved = cache.get(&index, &next);
+            next_lat.push(t.elapsed().as_secs_f64() * 1e3);
+            debug_assert_eq!(next_resolved.excluded(), index.resolve(&next).excluded());
             let t = Instant::now();
             let got = index.search_resolved(q, k, None, &resolved, None);
             lat.push(t.elapsed().as_secs_f64() * 1e3);
@@ -444,6 +465,7 @@ fn search(app: &App, o: &SearchOptions) -> Result<()> {
         lat.sort_by(f64::total_cmp);
         exact_lat.sort_by(f64::total_cmp);
         resolve_lat.sort_by(f64::total_cmp);
+        next_lat.sort_by(f64::total_cmp);
         alt_lat.sort_by(f64::total_cmp);
         if o.export.is_some() {
             exported_plan.push(serde_json::json!({"exclusion": kind, "excluded": excluded, "sets": sets}));
@@ -459,6 +481,7 @@ fn search(app: &App, o: &SearchOptions) -> Result<()> {
             graph_share: graph as f64 / qn,
             exact_p50_ms: percentile(&exact_lat, 0.5),
             resolve_p50_ms: percentile(&resolve_lat, 0.5),
+            next_turn_resolve_p50_ms: percentile(&next_lat, 0.5),
             alt_path: if graph * 2 >= query_vectors.len() { "exact" } else { "graph" },
             alt_path_p50_ms: percentile(&alt_lat, 0.5),
             alt_path_recall: alt_recall / qn,
@@ -488,12 +511,12 @@ fn search(app: &App, o: &SearchOptions) -> Result<()> {
         if build_secs > 0.0 { format!(", graph built in {build_secs:.0}s") } else { String::new() }
     );
     println!(
-        "| exclusion | excluded | p50 ms | p99 ms | recall@{k} | path | other path: p50 ms (recall) | resolve p50 ms |"
+        "| exclusion | excluded | p50 ms | p99 ms | recall@{k} | path | other path: p50 ms (recall) | resolve p50 ms | next turn's resolve (+10 ids) p50 ms |"
     );
-    println!("|---|---:|---:|---:|---:|---|---|---:|");
+    println!("|---|---:|---:|---:|---:|---|---|---:|---:|");
     for r in &rows {
         println!(
-            "| {} | {} | {:.3} | {:.3} | {:.3} | {} ({:.0}% graph) | {} {:.3} ({:.3}) | {:.3} |",
+            "| {} | {} | {:.3} | {:.3} | {:.3} | {} ({:.0}% graph) | {} {:.3} ({:.3}) | {:.3} | {:.3} |",
             r.exclusion,
             r.excluded,
             r.p50_ms,
@@ -504,7 +527,8 @@ fn search(app: &App, o: &SearchOptions) -> Result<()> {
             r.alt_path,
             r.alt_path_p50_ms,
             r.alt_path_recall,
-            r.resolve_p50_ms
+            r.resolve_p50_ms,
+            r.next_turn_resolve_p50_ms
         );
     }
     Ok(())

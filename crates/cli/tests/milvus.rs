@@ -85,6 +85,42 @@ fn context_docs(turn: &Value) -> Vec<String> {
     turn["context"].as_array().unwrap().iter().map(|b| b["document_id"].as_str().unwrap().to_owned()).collect()
 }
 
+/// `--retrieval hybrid` on Milvus: where the server has full-text search (Milvus Lite 3,
+/// Milvus 2.5 on) the trace shows both sides and the exact term comes from the lexical
+/// one; where it has not (2.3.5) the turn is dense and the trace says why.
+#[test]
+fn milvus_hybrid_turns_use_full_text_search_or_say_why_not() {
+    let Some(uri) = shared_milvus() else { return };
+    let env = Env::new();
+    let govt = env.govt(60);
+    let note = env.write(
+        "note.jsonl",
+        r#"{"_id":"note#0","document_id":"note","title":"Office memo","text":"Submit form QX-7731B to the clerk by Friday; the clerk stamps it."}"#,
+    );
+    let collection = format!("e2e_hybrid_{}", std::process::id());
+    let backend = ["--backend", "milvus", "--milvus-uri", &uri, "--collection", &collection];
+    env.ok(&[&backend[..], &["ingest", govt.to_str().unwrap(), note.to_str().unwrap()]].concat());
+    let q = "Where do I send QX-7731B?";
+    let turn = ask_on(&env, &backend, "h", &["--retrieval", "hybrid"], q);
+    let sides = &turn["trace"]["retrieval"];
+    let lexical: Vec<&str> = sides["lexical"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    match sides["fallback"].as_str() {
+        None => {
+            assert_eq!(sides["retrieval"], "hybrid", "{turn}");
+            assert_eq!(lexical.first(), Some(&"note#0"), "BM25 on the server ranks the exact term first: {turn}");
+            assert!(context_docs(&turn).contains(&"note".to_owned()), "{turn}");
+            // What was shown stays excluded on the lexical side too.
+            let again = ask_on(&env, &backend, "h", &["--retrieval", "hybrid", "--mode", "new"], q);
+            let lexical = again["trace"]["retrieval"]["lexical"].as_array().unwrap().clone();
+            assert!(!lexical.contains(&Value::from("note#0")), "{again}");
+        }
+        Some(why) => {
+            assert!(why.contains("no full-text search") && !why.contains("milvus_lite-3"), "{turn}");
+            assert!(lexical.is_empty() && sides["retrieval"] == "dense", "{turn}");
+        }
+    }
+}
+
 #[test]
 fn milvus_five_mtrag_turns_give_the_same_documents_as_embedded() {
     let Some(uri) = shared_milvus() else { return };

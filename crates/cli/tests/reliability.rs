@@ -224,7 +224,8 @@ fn sixty_four_concurrent_turns_on_one_session_all_land() {
 }
 
 /// A turn of the fault run: status, error code, seconds, phase of the run when it was sent.
-type Outcome = (u16, String, f64, &'static str);
+/// Status, error code, seconds taken, phase when sent, message (failures only).
+type Outcome = (u16, String, f64, &'static str, String);
 
 /// Load on a server whose sessions live in Redis and vectors in Milvus Lite; each
 /// dependency is stopped mid-run and restarted. Failed turns are 503 `unavailable` within
@@ -270,14 +271,15 @@ fn redis_then_milvus_stopped_mid_load() {
                     if status == 200 {
                         acked.lock().unwrap().push((session.clone(), v["turn"].as_u64().unwrap()));
                     }
+                    let mut msg = String::new();
                     if status != 200 {
                         // The phase when the answer came, too: a request sent while a server was
                         // up can fail because it was killed meanwhile.
                         let end = *phase.lock().unwrap();
-                        let msg = v["message"].as_str().unwrap_or(&body);
-                        eprintln!("fault run: client {c} request {i}, sent {p}, answered {end}: {status} {msg}");
+                        msg = format!("answered {end}: {}", v["message"].as_str().unwrap_or(&body));
+                        eprintln!("fault run: client {c} request {i}, sent {p}, {msg}");
                     }
-                    log.lock().unwrap().push((status, v["code"].as_str().unwrap_or("").to_owned(), took, p));
+                    log.lock().unwrap().push((status, v["code"].as_str().unwrap_or("").to_owned(), took, p, msg));
                     if status != 200 {
                         std::thread::sleep(Duration::from_millis(100));
                     }
@@ -307,9 +309,9 @@ fn redis_then_milvus_stopped_mid_load() {
     let failed: Vec<_> = log.iter().filter(|r| r.0 != 200).collect();
     // A 503 names the dead dependency ("unavailable"), or says the turn ran out of time
     // ("timeout", after the deadline plus the server's 2 s grace); nothing else.
-    let bad_failures =
-        failed.iter().filter(|r| r.0 != 503 || !["unavailable", "timeout"].contains(&r.1.as_str())).count();
-    let slow_failures = failed.iter().filter(|r| r.2 > deadline.as_secs_f64() + 2.0 + 2.0).count();
+    let bad: Vec<_> =
+        failed.iter().filter(|r| r.0 != 503 || !["unavailable", "timeout"].contains(&r.1.as_str())).collect();
+    let slow: Vec<_> = failed.iter().filter(|r| r.2 > deadline.as_secs_f64() + 2.0 + 2.0).collect();
     let ok_after = |p: &str| log.iter().any(|r| r.3 == p && r.0 == 200);
     let acked = acked.lock().unwrap().clone();
     let (mut lost, mut unacked) = (0, 0);
@@ -322,12 +324,12 @@ fn redis_then_milvus_stopped_mid_load() {
     let max_fail = failed.iter().map(|r| r.2).fold(0.0, f64::max);
     report(
         "faults: Redis, then Milvus, stopped mid-load",
-        json!({"trials": 1, "turns": log.len(), "ok": log.len() - failed.len(), "failed": failed.len(), "failed_not_503": bad_failures, "slowest_failure_s": max_fail, "turns_lost": lost, "recorded_but_failed": unacked, "panics": server.panics(), "recovered_redis": ok_after("redis back"), "recovered_milvus": ok_after("milvus back")}),
+        json!({"trials": 1, "turns": log.len(), "ok": log.len() - failed.len(), "failed": failed.len(), "failed_not_503": bad.len(), "failed_late": slow.len(), "slowest_failure_s": max_fail, "turns_lost": lost, "recorded_but_failed": unacked, "panics": server.panics(), "recovered_redis": ok_after("redis back"), "recovered_milvus": ok_after("milvus back")}),
     );
     assert!(failed.iter().any(|r| r.3 == "redis down"), "turns failed while Redis was down");
     assert!(failed.iter().any(|r| r.3 == "milvus down"), "turns failed while Milvus was down");
-    assert_eq!(bad_failures, 0, "every failure is 503 unavailable: {failed:?}");
-    assert_eq!(slow_failures, 0, "failures answered within the deadline: {failed:?}");
+    assert!(bad.is_empty(), "every failure is 503 unavailable or timeout; these are not: {bad:?}");
+    assert!(slow.is_empty(), "failures answered within the deadline; these were not: {slow:?}");
     assert!(ok_after("redis back") && ok_after("milvus back"), "turns succeed after each restart");
     assert_eq!((lost, server.panics()), (0, 0));
 }

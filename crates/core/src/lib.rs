@@ -28,7 +28,8 @@ pub use context::{citation_markers, Citation, ContextBlock, Pointer};
 pub use error::{Error, ErrorKind, Result};
 pub use ids::{ChunkId, DocumentId, SessionId};
 pub use search::{
-    ExclusionSet, Fusion, Grouping, Hit, LexicalRequest, Retrieval, SearchOutcome, SearchPath, SearchRequest,
+    ExclusionSet, Fusion, Grouping, Hit, LexicalRequest, PreparedExclusions, Retrieval, SearchOutcome, SearchPath,
+    SearchRequest,
 };
 pub use session::{Intent, Memory, QuantizedVector, Retention, SessionState, TurnCommit, TurnRecord};
 pub use trace::{EffectiveSettings, RetrievalTrace, Trace, TraceStats};

@@ -20,6 +20,100 @@ impl ExclusionSet {
     pub fn excludes(&self, chunk: &ChunkId, document: &DocumentId) -> bool {
         self.documents.contains(document) || self.chunks.contains(chunk)
     }
+    /// What this set adds to `base` when it holds every id of `base` — a session's next
+    /// turn, which excludes what the last one did and more; `None` when it does not.
+    /// One walk over both sets in order, no look-ups.
+    pub fn added_to(&self, base: &ExclusionSet) -> Option<ExclusionSet> {
+        Some(ExclusionSet {
+            documents: added(&self.documents, &base.documents)?,
+            chunks: added(&self.chunks, &base.chunks)?,
+        })
+    }
+}
+
+/// `set \ base` when `base ⊆ set`, by merging the two in order.
+fn added<T: Ord + Clone>(set: &BTreeSet<T>, base: &BTreeSet<T>) -> Option<BTreeSet<T>> {
+    if base.len() > set.len() {
+        return None;
+    }
+    let mut out = BTreeSet::new();
+    let mut from_base = base.iter().peekable();
+    for x in set {
+        match from_base.peek() {
+            Some(b) if *b == x => {
+                from_base.next();
+            }
+            Some(b) if *b < x => return None, // `b` is not in `set`
+            _ => {
+                out.insert(x.clone());
+            }
+        }
+    }
+    from_base.peek().is_none().then_some(out)
+}
+
+/// Exclusion sets turned into an index's own positions (a bit per chunk), kept for the
+/// index state they were made against and reused: a turn searches more than once with one
+/// set (deeper searches, both sides of hybrid), and a session's next turn excludes what the
+/// last one did and a little more, so its set is made from the last one's by adding the
+/// difference ([`ExclusionSet::added_to`]) instead of looking every id up again.
+pub struct PreparedExclusions<T> {
+    slots: std::sync::Mutex<Vec<Prepared<T>>>,
+}
+
+struct Prepared<T> {
+    revision: u64,
+    set: ExclusionSet,
+    value: std::sync::Arc<T>,
+}
+
+impl<T> Default for PreparedExclusions<T> {
+    fn default() -> Self {
+        PreparedExclusions { slots: std::sync::Mutex::new(Vec::new()) }
+    }
+}
+
+/// Sets kept: a few sessions' turns in flight at once.
+const PREPARED_SLOTS: usize = 16;
+
+impl<T: Clone> PreparedExclusions<T> {
+    /// The prepared form of `set` for index state `revision`: kept, extended from the
+    /// largest kept subset with `extend`, or made anew with `make`.
+    pub fn get(
+        &self,
+        revision: u64,
+        set: &ExclusionSet,
+        make: impl FnOnce(&ExclusionSet) -> T,
+        extend: impl FnOnce(&mut T, &ExclusionSet),
+    ) -> std::sync::Arc<T> {
+        let base = {
+            let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+            slots.retain(|s| s.revision == revision);
+            if let Some(i) = slots.iter().position(|s| &s.set == set) {
+                let hit = slots.remove(i);
+                let value = hit.value.clone();
+                slots.push(hit); // most recently used last
+                return value;
+            }
+            let mut kept: Vec<&Prepared<T>> = slots.iter().filter(|s| s.set.len() <= set.len()).collect();
+            kept.sort_by_key(|s| std::cmp::Reverse(s.set.len()));
+            kept.into_iter().find_map(|s| Some((s.value.clone(), set.added_to(&s.set)?)))
+        };
+        let value = std::sync::Arc::new(match base {
+            Some((value, added)) => {
+                let mut value = T::clone(&value);
+                extend(&mut value, &added);
+                value
+            }
+            None => make(set),
+        });
+        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        if slots.len() >= PREPARED_SLOTS {
+            slots.remove(0);
+        }
+        slots.push(Prepared { revision, set: set.clone(), value: value.clone() });
+        value
+    }
 }
 
 /// Group results by document: at most `group_size` chunks per document unless `quotas`
@@ -144,4 +238,75 @@ pub struct SearchOutcome {
     pub rounds: u32,
     /// Why this path was chosen, in words.
     pub reason: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn set(docs: &[&str], chunks: &[&str]) -> ExclusionSet {
+        ExclusionSet {
+            documents: docs.iter().map(|&d| d.into()).collect(),
+            chunks: chunks.iter().map(|&c| c.into()).collect(),
+        }
+    }
+
+    #[test]
+    fn added_to_is_the_difference_only_for_a_superset() {
+        let base = set(&["d1"], &["a#0", "b#2"]);
+        assert_eq!(
+            set(&["d1", "d2"], &["a#0", "a#1", "b#2", "c#0"]).added_to(&base),
+            Some(set(&["d2"], &["a#1", "c#0"]))
+        );
+        assert_eq!(base.added_to(&base), Some(ExclusionSet::default()));
+        // Missing one of base's ids, at the start, in the middle or at the end.
+        assert_eq!(set(&["d1"], &["b#2", "c#0"]).added_to(&base), None);
+        assert_eq!(set(&["d1"], &["a#0", "a#1", "c#0"]).added_to(&base), None);
+        assert_eq!(set(&["d1"], &["a#0"]).added_to(&base), None);
+        assert_eq!(set(&[], &["a#0", "b#2", "z#9"]).added_to(&base), None);
+    }
+
+    /// A prepared form is a sorted list of the ids: made, extended or reused, it must equal
+    /// what making it from scratch gives, and making happens only when nothing kept helps.
+    #[test]
+    fn prepared_sets_are_reused_extended_and_never_cross_revisions() {
+        let made = AtomicUsize::new(0);
+        let cache = PreparedExclusions::<Vec<String>>::default();
+        let all = |s: &ExclusionSet| -> Vec<String> {
+            let mut v: Vec<String> =
+                s.documents.iter().map(|d| d.0.clone()).chain(s.chunks.iter().map(|c| c.0.clone())).collect();
+            v.sort();
+            v
+        };
+        let get = |revision: u64, s: &ExclusionSet| {
+            cache.get(
+                revision,
+                s,
+                |s| {
+                    made.fetch_add(1, Ordering::Relaxed);
+                    all(s)
+                },
+                |v, added| {
+                    v.extend(all(added));
+                    v.sort();
+                },
+            )
+        };
+        let turn1 = set(&[], &["a#0", "b#1"]);
+        let turn2 = set(&["d"], &["a#0", "b#1", "c#3"]);
+        let other_session = set(&[], &["x#0"]);
+        assert_eq!(*get(1, &turn1), all(&turn1));
+        assert_eq!(*get(1, &other_session), all(&other_session));
+        assert_eq!(made.load(Ordering::Relaxed), 2);
+        assert_eq!(*get(1, &turn2), all(&turn2), "extended from turn 1's");
+        assert_eq!(*get(1, &turn2), all(&turn2), "kept");
+        assert_eq!(made.load(Ordering::Relaxed), 2);
+        // Smaller than what is kept: made anew.
+        assert_eq!(*get(1, &set(&[], &["a#0"])), vec!["a#0".to_owned()]);
+        assert_eq!(made.load(Ordering::Relaxed), 3);
+        // Another index state: nothing kept is used.
+        assert_eq!(*get(2, &turn2), all(&turn2));
+        assert_eq!(made.load(Ordering::Relaxed), 4);
+    }
 }

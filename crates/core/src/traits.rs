@@ -33,6 +33,10 @@ pub trait VectorStore: Send + Sync {
         let _ = request;
         Ok(None)
     }
+    /// Why [`VectorStore::search_lexical`] answers `None` here, for the trace.
+    fn lexical_missing(&self) -> String {
+        "this backend has no lexical index".into()
+    }
     /// Builds (or loads) the lexical index for the stored chunks now, so the first lexical
     /// search does not pay for it; the chunks it covers, `None` where there is none.
     fn prepare_lexical(&self) -> Result<Option<usize>> {

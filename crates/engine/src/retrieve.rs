@@ -55,7 +55,7 @@ pub fn retrieve(
         None => {
             let mut r = dense(store, request, settings)?;
             if settings.retrieval != Retrieval::Dense {
-                fallback("this backend has no lexical index: dense search instead", &mut r);
+                fallback(&format!("{}: dense search instead", store.lexical_missing()), &mut r);
             }
             return Ok(r);
         }

@@ -3,9 +3,9 @@
 //! into a node number once (hash look-ups); the searches that follow test a bit.
 
 use crate::VectorIndex;
-use ragctx_core::ExclusionSet;
+use ragctx_core::{ExclusionSet, PreparedExclusions};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// A growable bit set over node numbers.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -75,53 +75,42 @@ impl VectorIndex {
     /// Resolves `set` into node numbers once; searches with the result
     /// ([`VectorIndex::search_resolved`]) test one bit per node instead of looking ids up.
     pub fn resolve(&self, set: &ExclusionSet) -> ResolvedExclusion {
-        let mut blocked = self.retired.clone();
-        let mut excluded_live = 0;
-        for d in &set.documents {
+        let mut resolved =
+            ResolvedExclusion { revision: self.revision, blocked: self.retired.clone(), excluded_live: 0 };
+        self.resolve_more(&mut resolved, set);
+        resolved
+    }
+
+    /// Adds the ids of `more` to a set resolved against this index state.
+    pub fn resolve_more(&self, resolved: &mut ResolvedExclusion, more: &ExclusionSet) {
+        assert_eq!(resolved.revision, self.revision, "exclusion resolved against another state of the index");
+        let blocked = &mut resolved.blocked;
+        for d in &more.documents {
             if let Some(&di) = self.by_doc.get(d.as_str()) {
                 for &n in &self.doc_nodes[di as usize] {
-                    excluded_live += blocked.set(n as usize) as usize;
+                    resolved.excluded_live += blocked.set(n as usize) as usize;
                 }
             }
         }
-        for c in &set.chunks {
+        for c in &more.chunks {
             if let Some(&n) = self.by_chunk.get(c.as_str()) {
-                excluded_live += blocked.set(n as usize) as usize;
+                resolved.excluded_live += blocked.set(n as usize) as usize;
             }
         }
-        ResolvedExclusion { revision: self.revision, blocked, excluded_live }
     }
 }
 
-/// The sets a store resolved lately, reused while the index is unchanged and the set is
-/// equal: a turn searches more than once with one set (deeper searches, the working set),
-/// and comparing two sets in order costs a fraction of resolving one.
+/// The sets a store resolved lately ([`PreparedExclusions`]), shared by every handle on an
+/// index: reused while the index is unchanged and the set is equal, or extended by the
+/// difference when a session's next turn excludes more.
 #[derive(Default)]
 pub struct ResolvedCache {
-    slots: Mutex<Vec<(ExclusionSet, Arc<ResolvedExclusion>)>>,
+    sets: PreparedExclusions<ResolvedExclusion>,
 }
-
-/// Sets kept: a few sessions' turns in flight at once.
-const SLOTS: usize = 8;
 
 impl ResolvedCache {
     /// The resolved form of `set` against `index`, from the cache when possible.
     pub fn get(&self, index: &VectorIndex, set: &ExclusionSet) -> Arc<ResolvedExclusion> {
-        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-        slots.retain(|(_, r)| r.revision == index.revision);
-        if let Some(i) = slots.iter().position(|(s, _)| s == set) {
-            let hit = slots.remove(i);
-            let resolved = hit.1.clone();
-            slots.push(hit);
-            return resolved;
-        }
-        drop(slots);
-        let resolved = Arc::new(index.resolve(set));
-        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-        if slots.len() >= SLOTS {
-            slots.remove(0);
-        }
-        slots.push((set.clone(), resolved.clone()));
-        resolved
+        self.sets.get(index.revision, set, |s| index.resolve(s), |r, added| index.resolve_more(r, added))
     }
 }

@@ -286,7 +286,16 @@ fn resolved_sets_are_reused_only_for_the_same_set_and_index_state() {
     assert!(std::sync::Arc::ptr_eq(&a, &cache.get(&ix, &ex)), "same set, same state: reused");
     assert_eq!(a.excluded(), 1);
     ex.chunks.insert("d0#1".into());
-    assert_eq!(cache.get(&ix, &ex).excluded(), 2, "another set is resolved again");
+    assert_eq!(cache.get(&ix, &ex).excluded(), 2, "a larger set is extended from the kept one");
+    // Extended (a session's next turn, a document added) equals resolved from scratch.
+    ex.documents.insert("d3".into());
+    ex.chunks.insert("no-such-chunk".into());
+    let extended = cache.get(&ix, &ex);
+    let fresh = ix.resolve(&ex);
+    assert_eq!((extended.excluded(), &extended.blocked), (fresh.excluded(), &fresh.blocked));
+    assert!(extended.excluded() > 2, "the document's chunks are blocked too");
+    ex.documents.clear();
+    ex.chunks.remove("no-such-chunk");
     ix.remove("d0#1");
     let after = cache.get(&ix, &ex);
     assert_eq!(after.excluded(), 1, "after a mutation the set is resolved against the new state");

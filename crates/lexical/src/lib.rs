@@ -11,7 +11,7 @@
 //! excluded chunks never come back and never take a slot; with grouping, `limit` documents
 //! come back whenever that many match, none with more chunks than its quota.
 
-use ragctx_core::{Chunk, ChunkId, DocumentId, ExclusionSet, Grouping};
+use ragctx_core::{Chunk, ChunkId, DocumentId, ExclusionSet, Grouping, PreparedExclusions};
 use rust_stemmers::{Algorithm, Stemmer};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -189,6 +189,9 @@ pub struct LexicalIndex {
     postings: Vec<Vec<(u32, u32)>>,
     entries: Vec<Entry>,
     average_length: f32,
+    /// Exclusion sets resolved to blocked positions, kept and extended across searches
+    /// (the index never changes, so one revision).
+    prepared: PreparedExclusions<Vec<bool>>,
 }
 
 /// A lexical hit: the chunk's position in the index and its BM25 score.
@@ -244,7 +247,15 @@ impl LexicalIndex {
         for (i, e) in entries.iter().enumerate() {
             by_document.entry(e.document.clone()).or_default().push(i as u32);
         }
-        LexicalIndex { by_chunk, by_document, terms, postings, entries, average_length }
+        LexicalIndex {
+            by_chunk,
+            by_document,
+            terms,
+            postings,
+            entries,
+            average_length,
+            prepared: PreparedExclusions::default(),
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -275,21 +286,21 @@ impl LexicalIndex {
         q.sort();
         q.dedup();
         let n = self.entries.len();
-        // Excluded ids resolved to positions once per search: a bit test per candidate.
-        let mut blocked = Vec::new();
-        if !exclusion.is_empty() {
-            blocked = vec![false; n];
-            for c in &exclusion.chunks {
-                if let Some(&e) = self.by_chunk.get(c) {
-                    blocked[e as usize] = true;
-                }
-            }
-            for d in &exclusion.documents {
-                for &e in self.by_document.get(d).map(Vec::as_slice).unwrap_or_default() {
-                    blocked[e as usize] = true;
-                }
-            }
-        }
+        // Excluded ids resolved to positions (kept across searches, extended for a session's
+        // next turn): a flag test per candidate.
+        let blocked = (!exclusion.is_empty()).then(|| {
+            self.prepared.get(
+                0,
+                exclusion,
+                |set| {
+                    let mut blocked = vec![false; n];
+                    self.block(&mut blocked, set);
+                    blocked
+                },
+                |blocked, added| self.block(blocked, added),
+            )
+        });
+        let blocked = blocked.as_deref().map(Vec::as_slice).unwrap_or_default();
         let mut scores = vec![0f32; n];
         let mut touched: Vec<u32> = Vec::new();
         for term in &q {
@@ -357,6 +368,20 @@ impl LexicalIndex {
                 return out;
             }
             head = head.saturating_mul(4);
+        }
+    }
+
+    /// Flags the positions of the chunks and documents `set` excludes.
+    fn block(&self, blocked: &mut [bool], set: &ExclusionSet) {
+        for c in &set.chunks {
+            if let Some(&e) = self.by_chunk.get(c) {
+                blocked[e as usize] = true;
+            }
+        }
+        for d in &set.documents {
+            for &e in self.by_document.get(d).map(Vec::as_slice).unwrap_or_default() {
+                blocked[e as usize] = true;
+            }
         }
     }
 

@@ -1,6 +1,7 @@
 //! The store itself (feature `sdk`, on by default).
 
 mod documents;
+mod lexical;
 
 use crate::filter::{self, Filter, DOCUMENT_ID, ID};
 use milvus::v2::prelude::{
@@ -10,8 +11,8 @@ use milvus::v2::prelude::{
     SearchRequest as MilvusSearch, SearchVectors, TelemetryConfig, UpsertRequest,
 };
 use ragctx_core::{
-    Chunk, ChunkId, DocumentId, DocumentSummary, EmbeddedChunk, Error, ExclusionSet, Grouping, Hit, Replaced, Result,
-    SearchOutcome, SearchPath, SearchRequest, VectorStore,
+    Chunk, ChunkId, DocumentId, DocumentSummary, EmbeddedChunk, Error, ExclusionSet, Grouping, Hit, LexicalRequest,
+    Replaced, Result, SearchOutcome, SearchPath, SearchRequest, VectorStore,
 };
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -19,6 +20,20 @@ use std::time::Duration;
 
 /// A fetched chunk and, when asked for, its vector.
 type Fetched = (Chunk, Option<Vec<f32>>);
+
+/// What `describe_collection` tells of a collection.
+struct Described {
+    dimension: usize,
+    model: Option<String>,
+    full_text: bool,
+}
+
+/// What a search looks for: a query vector, or text for the server's BM25.
+#[derive(Clone, Copy)]
+enum Query<'a> {
+    Dense(&'a [f32]),
+    Text(&'a str),
+}
 
 /// Searches at most per request: the first plus completions of missing groups.
 pub const MAX_ROUNDS: u32 = 6;
@@ -143,6 +158,9 @@ pub struct Capabilities {
     pub templates: bool,
     /// Grouping search (`group_by_field`, Milvus ≥ 2.4; older servers ignore it silently).
     pub group_by: bool,
+    /// Full-text (BM25) search on this collection: the server has it (Milvus ≥ 2.5, Milvus
+    /// Lite 3) and the collection was made with its BM25 function.
+    pub full_text: bool,
 }
 
 pub struct MilvusVectorStore {
@@ -211,7 +229,7 @@ impl MilvusVectorStore {
             client,
             config,
             dimension,
-            capabilities: Capabilities { group_by: groups_by(&version), version, templates: false },
+            capabilities: Capabilities { group_by: groups_by(&version), version, templates: false, full_text: false },
         };
         store.ensure_collection()?;
         store.capabilities.templates = store.probe_templates();
@@ -286,7 +304,7 @@ impl MilvusVectorStore {
         if !exists.exists() {
             self.create_collection()?;
         } else {
-            let (got, stored) = self.describe_collection()?;
+            let Described { dimension: got, model: stored, .. } = self.describe_collection()?;
             if got != self.dimension {
                 return Err(Error::InvalidInput(format!(
                     "Milvus collection {name:?} holds {got}-d vectors, the model makes {}-d: use another --collection",
@@ -316,6 +334,7 @@ impl MilvusVectorStore {
                 _ => {}
             }
         }
+        self.capabilities.full_text = self.describe_collection()?.full_text;
         self.load()
     }
 
@@ -373,6 +392,8 @@ impl MilvusVectorStore {
             .add_field(
                 FieldSchema::new().name("vector").data_type(DataType::FloatVector).dimension(self.dimension as u32),
             );
+        let full_text = lexical::by_version(&self.capabilities.version);
+        let schema = if full_text { lexical::with_bm25(schema) } else { schema };
         let name = self.config.collection.clone();
         let properties: HashMap<String, String> =
             self.config.model.iter().map(|m| (MODEL_PROPERTY.to_owned(), m.clone())).collect();
@@ -414,6 +435,22 @@ impl MilvusVectorStore {
                     .await
             }
         })?;
+        if full_text {
+            self.call("create_index (BM25)", {
+                let (client, name) = (self.client.clone(), name.clone());
+                async move {
+                    client
+                        .create_index(
+                            CreateIndexRequest::builder()
+                                .collection_name(name)
+                                .index_param(lexical::index())
+                                .sync(false)
+                                .build()?,
+                        )
+                        .await
+                }
+            })?;
+        }
         // A scalar index on document_id speeds up the exclusion filter; a server without
         // inverted indexes still filters correctly without it.
         let _ = self.call("create_index (document_id)", {
@@ -433,8 +470,9 @@ impl MilvusVectorStore {
         Ok(())
     }
 
-    /// The collection's vector dimension, and the embedding model it records.
-    fn describe_collection(&self) -> Result<(usize, Option<String>)> {
+    /// The collection's vector dimension, the embedding model it records, and whether it
+    /// was made with full-text search.
+    fn describe_collection(&self) -> Result<Described> {
         let name = self.config.collection.clone();
         let described = self.call("describe_collection", {
             let client = self.client.clone();
@@ -459,7 +497,11 @@ impl MilvusVectorStore {
                     self.config.collection
                 ))
             })?;
-        Ok((dimension, description.get_properties().get(MODEL_PROPERTY).cloned()))
+        Ok(Described {
+            dimension,
+            model: description.get_properties().get(MODEL_PROPERTY).cloned(),
+            full_text: lexical::has_bm25(description.get_schema()),
+        })
     }
 
     /// Whether the server takes filter templates: a query whose filter names a template
@@ -490,25 +532,38 @@ impl MilvusVectorStore {
         filter::exclusion(ex, self.capabilities.templates)
     }
 
-    /// One search call for `vector`, `exclusion` filtered out: hits as Milvus returns them.
+    /// One search call for `query`, `exclusion` filtered out: hits as Milvus returns them
+    /// (BM25 scores made positive: Milvus Lite returns them negated).
     fn search_once(
         &self,
-        vector: &[f32],
+        query: Query<'_>,
         exclusion: &ExclusionSet,
         limit: usize,
         group_size: Option<usize>,
     ) -> Result<Vec<Hit>> {
-        let mut builder = MilvusSearch::builder()
+        let builder = MilvusSearch::builder()
             .collection_name(self.config.collection.clone())
-            .vector_field("vector")
-            .vectors(SearchVectors::Float(vec![vector.to_vec()]))
             .output_fields(FIELDS)
             .limit(limit as i64)
-            .metric_type(MetricType::Cosine)
             .consistency_level(self.config.consistency.into());
-        if let IndexKind::Hnsw { ef, .. } = self.config.index {
-            builder = builder.extra_params(HashMap::from([("ef".to_owned(), ef.max(limit as u32).to_string())]));
-        }
+        let mut builder = match query {
+            Query::Dense(vector) => {
+                let builder = builder
+                    .vector_field("vector")
+                    .vectors(SearchVectors::Float(vec![vector.to_vec()]))
+                    .metric_type(MetricType::Cosine);
+                match self.config.index {
+                    IndexKind::Hnsw { ef, .. } => {
+                        builder.extra_params(HashMap::from([("ef".to_owned(), ef.max(limit as u32).to_string())]))
+                    }
+                    IndexKind::Flat => builder,
+                }
+            }
+            Query::Text(text) => builder
+                .vector_field(lexical::SPARSE)
+                .vectors(SearchVectors::EmbeddedText(vec![text.to_owned()]))
+                .metric_type(MetricType::Bm25),
+        };
         if let Some(Filter { expr, params }) = self.filter(exclusion) {
             builder = builder.filter(expr);
             if !params.is_empty() {
@@ -541,6 +596,7 @@ impl MilvusVectorStore {
                     ResultValue::Double(s) => s as f32,
                     other => return Err(Error::Storage(format!("Milvus score of unexpected type: {other:?}"))),
                 };
+                let score = if matches!(query, Query::Text(_)) { score.abs() } else { score };
                 hits.push(Hit { chunk: chunk_of(&row)?, score });
             }
         }
@@ -625,22 +681,48 @@ impl MilvusVectorStore {
         Ok(out)
     }
 
+    /// Hits for `query`, best first: `limit` documents (each within its quota) when grouped,
+    /// else `limit` chunks; with the searches it took.
+    fn grouped_or_not(
+        &self,
+        query: Query<'_>,
+        limit: usize,
+        exclusion: &ExclusionSet,
+        grouping: &Option<Grouping>,
+    ) -> Result<(Vec<Hit>, u32)> {
+        let (mut hits, rounds) = match grouping {
+            Some(g) => self.search_grouped(query, limit, exclusion, g)?,
+            None => {
+                let hits = self.search_once(query, exclusion, limit, None)?;
+                (hits.into_iter().filter(|h| !exclusion.excludes(&h.chunk.id, &h.chunk.document_id)).collect(), 1)
+            }
+        };
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score));
+        Ok((hits, rounds))
+    }
+
     /// Grouped search, completed here when the server returned fewer groups than asked.
-    fn search_grouped(&self, request: &SearchRequest, grouping: &Grouping) -> Result<(Vec<Hit>, u32)> {
+    fn search_grouped(
+        &self,
+        query: Query<'_>,
+        limit: usize,
+        exclusion: &ExclusionSet,
+        grouping: &Grouping,
+    ) -> Result<(Vec<Hit>, u32)> {
         let largest_quota = grouping.quotas.values().copied().max().unwrap_or(0);
         let group_size = grouping.group_size.max(largest_quota).clamp(1, MAX_GROUP_SIZE);
         let mut hits: Vec<Hit> = Vec::new();
         let mut docs: Vec<DocumentId> = Vec::new();
-        let mut exclusion = request.exclusion.clone();
+        let mut exclusion = exclusion.clone();
         let mut rounds = 0;
-        while docs.len() < request.limit && rounds < MAX_ROUNDS {
+        while docs.len() < limit && rounds < MAX_ROUNDS {
             rounds += 1;
-            let want = request.limit - docs.len();
+            let want = limit - docs.len();
             let got = if self.capabilities.group_by {
-                self.search_once(&request.vector, &exclusion, want, Some(group_size))?
+                self.search_once(query, &exclusion, want, Some(group_size))?
             } else {
                 // No server-side grouping (Milvus < 2.4 ignores it): over-fetch, group here.
-                self.search_once(&request.vector, &exclusion, (want * group_size).min(MAX_TOPK), None)?
+                self.search_once(query, &exclusion, (want * group_size).min(MAX_TOPK), None)?
             };
 
             let mut new_docs = 0;
@@ -655,7 +737,7 @@ impl MilvusVectorStore {
                     continue;
                 }
                 if *n == 0 {
-                    if docs.len() >= request.limit {
+                    if docs.len() >= limit {
                         continue;
                     }
                     docs.push(doc.clone());
@@ -802,7 +884,7 @@ impl VectorStore for MilvusVectorStore {
             let rows: Vec<serde_json::Value> = batch
                 .iter()
                 .map(|c| {
-                    serde_json::json!({
+                    let mut row = serde_json::json!({
                         ID: c.chunk.id.as_str(),
                         DOCUMENT_ID: c.chunk.document_id.as_str(),
                         "title": c.chunk.title,
@@ -813,7 +895,11 @@ impl VectorStore for MilvusVectorStore {
                         "tokens": opt(c.chunk.tokens),
                         "weight": c.chunk.weight,
                         "vector": c.vector,
-                    })
+                    });
+                    if self.capabilities.full_text {
+                        row[lexical::TEXT] = lexical::text_of(&c.chunk).into();
+                    }
+                    row
                 })
                 .collect();
             let request = UpsertRequest::builder()
@@ -849,19 +935,8 @@ impl VectorStore for MilvusVectorStore {
         if request.limit == 0 {
             return Ok(SearchOutcome { hits: vec![], path: SearchPath::Remote, rounds: 0, reason: "limit 0".into() });
         }
-        let (mut hits, rounds) = match &request.grouping {
-            Some(g) => self.search_grouped(request, g)?,
-            None => {
-                let hits = self.search_once(&request.vector, &request.exclusion, request.limit, None)?;
-                (
-                    hits.into_iter()
-                        .filter(|h| !request.exclusion.excludes(&h.chunk.id, &h.chunk.document_id))
-                        .collect(),
-                    1,
-                )
-            }
-        };
-        hits.sort_by(|a, b| b.score.total_cmp(&a.score));
+        let (hits, rounds) =
+            self.grouped_or_not(Query::Dense(&request.vector), request.limit, &request.exclusion, &request.grouping)?;
         let index = match self.config.index {
             IndexKind::Flat => "FLAT".to_owned(),
             IndexKind::Hnsw { ef, .. } => format!("HNSW ef {ef}"),
@@ -874,6 +949,14 @@ impl VectorStore for MilvusVectorStore {
             if rounds > 1 { format!(", {} completion searches for missing groups", rounds - 1) } else { String::new() }
         );
         Ok(SearchOutcome { hits, path: SearchPath::Remote, rounds, reason })
+    }
+
+    fn search_lexical(&self, request: &LexicalRequest) -> Result<Option<SearchOutcome>> {
+        self.full_text_search(request)
+    }
+
+    fn lexical_missing(&self) -> String {
+        lexical::missing(&self.config, &self.capabilities)
     }
 
     fn chunks(&self, ids: &[ChunkId]) -> Result<Vec<Chunk>> {

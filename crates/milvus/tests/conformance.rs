@@ -126,14 +126,24 @@ fn milvus_collection_keeps_one_embedding_model() {
     assert!(open_legacy(Some("all-MiniLM-L6-v2/256/mean/l2"), true).is_ok());
 }
 
-/// Neither Milvus Lite 3.2.2 nor 2.3.5 has full-text search: the store says so (`None`) and
-/// turns fall back to dense, with the reason in the trace; never a client-side scan.
+/// Full-text search where the server has it (Milvus Lite 3, Milvus 2.5 on): the lexical
+/// share of the conformance suite, exclusion and grouping included. Where it has not
+/// (2.3.5), the store says so (`None`, and why) and turns fall back to dense — never a
+/// client-side scan.
 #[test]
-fn milvus_has_no_lexical_index_and_says_so() {
+fn milvus_full_text_conforms_where_the_server_has_it() {
     if uri().is_none() {
         return;
     }
     let store = fresh("lexical", IndexKind::Flat);
+    let version = store.capabilities().version.clone();
+    if version.starts_with("milvus_lite-3") || version.starts_with("v2.5") || version.starts_with("v2.6") {
+        assert!(store.capabilities().full_text, "Milvus {version} has full-text search");
+    }
+    if store.capabilities().full_text {
+        ragctx_testkit::lexical_conformance(&store, 8);
+        return;
+    }
     let req = ragctx_core::LexicalRequest {
         query: "anything".into(),
         limit: 3,
@@ -141,6 +151,8 @@ fn milvus_has_no_lexical_index_and_says_so() {
         exclusion: ExclusionSet::default(),
     };
     assert!(store.search_lexical(&req).unwrap().is_none());
+    let why = store.lexical_missing();
+    assert!(why.contains(&version) && why.contains("no full-text search"), "{why}");
 }
 
 #[test]
