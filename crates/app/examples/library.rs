@@ -19,8 +19,15 @@ const DOCUMENTS: &str = r#"{"_id": "ferns#0", "document_id": "ferns", "title": "
 fn main() -> Result<(), Error> {
     // Settings as the CLI builds them: defaults, then RAGCTX_* from the environment, then
     // the program's own values. Validated once; the engine is built from them.
-    let dir = std::env::temp_dir().join(format!("ragctx-library-example-{}", std::process::id()));
-    let own = RawConfig { data_dir: Some(dir.clone()), budget: Some(600), ..Default::default() };
+    // A data dir of its own (removed at the end, pass or fail), vectors and sessions in it.
+    let dir = TempDir(std::env::temp_dir().join(format!("ragctx-library-example-{}", std::process::id())));
+    let own = RawConfig {
+        data_dir: Some(dir.0.clone()),
+        backend: Some("embedded".into()),
+        sessions: Some("embedded".into()),
+        budget: Some(600),
+        ..Default::default()
+    };
     let settings = Settings::from_raw(RawConfig::from_env()?.merge(own))?;
     let app = App::open(settings)?;
 
@@ -51,7 +58,14 @@ fn main() -> Result<(), Error> {
         assert!(!new.iter().any(|id| shown.contains(id)), "turn {} re-sent a chunk as new", turn.turn);
         shown.extend(new);
     }
-    drop(app);
-    std::fs::remove_dir_all(&dir).ok();
     Ok(())
+}
+
+/// A directory removed when dropped.
+struct TempDir(std::path::PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        std::fs::remove_dir_all(&self.0).ok();
+    }
 }

@@ -304,8 +304,9 @@ struct SearchRow {
     /// Resolving the excluded ids into node numbers, once per set (outside `p50_ms`, as
     /// FAISS builds its ID selector outside its search).
     resolve_p50_ms: f64,
-    /// Resolving a session's next set — the same ids and 10 more — through the store's
-    /// cache, which extends the kept set by the difference: what a turn pays.
+    /// Resolving a session's next set — the same ids and 10 more — through a store's cache
+    /// that also holds the empty set and 14 other sessions' sets of the row's size: the
+    /// kept set is extended by the difference. What a turn pays.
     next_turn_resolve_p50_ms: f64,
     /// The path the planner did not choose, forced on the same query: what the other
     /// choice would have cost (a wrong choice shows as alt < p50).
@@ -399,6 +400,15 @@ fn search(app: &App, o: &SearchOptions) -> Result<()> {
         let mut exact_lat = Vec::new();
         let mut resolve_lat = Vec::new();
         let mut next_lat = Vec::new();
+        let cache = ragctx_index::ResolvedCache::default();
+        cache.get(&index, &ExclusionSet::default());
+        for _ in 0..14 {
+            let mut other = ExclusionSet::default();
+            while other.chunks.len() < excluded {
+                other.chunks.insert(index.chunk_id(rng.below(index.nodes()) as u32).into());
+            }
+            cache.get(&index, &other);
+        }
         let mut alt_lat = Vec::new();
         let mut alt_recall = 0.0;
         let mut recall = 0.0;
@@ -428,10 +438,12 @@ fn search(app: &App, o: &SearchOptions) -> Result<()> {
             if o.export.is_some() {
                 sets.push(nodes);
             }
-            let cache = ragctx_index::ResolvedCache::default();
             let t = Instant::now();
-            let resolved = cache.get(&index, &ex);
+            let resolved = index.resolve(&ex);
             resolve_lat.push(t.elapsed().as_secs_f64() * 1e3);
+            // The session's next turn: the same ids and 10 more, through the store's cache,
+            // which holds this set, the empty one and other sessions' sets.
+            cache.get(&index, &ex);
             let mut next = ex.clone();
             while next.chunks.len() < ex.chunks.len() + 10 {
                 next.chunks.insert(index.chunk_id(rng.below(index.nodes()) as u32).into());
@@ -439,7 +451,7 @@ fn search(app: &App, o: &SearchOptions) -> Result<()> {
             let t = Instant::now();
             let next_resolved = cache.get(&index, &next);
             next_lat.push(t.elapsed().as_secs_f64() * 1e3);
-            debug_assert_eq!(next_resolved.excluded(), index.resolve(&next).excluded());
+            assert_eq!(next_resolved.excluded(), index.resolve(&next).excluded(), "extended = resolved anew");
             let t = Instant::now();
             let got = index.search_resolved(q, k, None, &resolved, None);
             lat.push(t.elapsed().as_secs_f64() * 1e3);

@@ -223,8 +223,8 @@ fn sixty_four_concurrent_turns_on_one_session_all_land() {
     concurrent_cli(&env, &["--sessions", &url], "64 CLI processes, Redis sessions");
 }
 
-/// A turn of the fault run: status, error code, seconds, phase of the run when it was sent.
-/// Status, error code, seconds taken, phase when sent, message (failures only).
+/// A turn of the fault run: status, error code, seconds taken, phase of the run when it was
+/// sent, and for a failure the phase when it was answered and the message.
 type Outcome = (u16, String, f64, &'static str, String);
 
 /// Load on a server whose sessions live in Redis and vectors in Milvus Lite; each

@@ -1,6 +1,7 @@
 use crate::{Chunk, ChunkId, DocumentId};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
 
 /// Ids that a search must never return. Applied inside the search: an excluded chunk never
 /// comes back and never costs a result slot.
@@ -21,55 +22,101 @@ impl ExclusionSet {
         self.documents.contains(document) || self.chunks.contains(chunk)
     }
     /// What this set adds to `base` when it holds every id of `base` — a session's next
-    /// turn, which excludes what the last one did and more; `None` when it does not.
-    /// One walk over both sets in order, no look-ups.
+    /// turn, which excludes what the last one did and more; `None` when it does not. Walks
+    /// both sets in order; allocates only for the difference.
     pub fn added_to(&self, base: &ExclusionSet) -> Option<ExclusionSet> {
+        if !base.documents.is_subset(&self.documents) || !base.chunks.is_subset(&self.chunks) {
+            return None;
+        }
         Some(ExclusionSet {
-            documents: added(&self.documents, &base.documents)?,
-            chunks: added(&self.chunks, &base.chunks)?,
+            documents: self.documents.difference(&base.documents).cloned().collect(),
+            chunks: self.chunks.difference(&base.chunks).cloned().collect(),
         })
     }
 }
 
-/// `set \ base` when `base ⊆ set`, by merging the two in order.
-fn added<T: Ord + Clone>(set: &BTreeSet<T>, base: &BTreeSet<T>) -> Option<BTreeSet<T>> {
-    if base.len() > set.len() {
-        return None;
-    }
-    let mut out = BTreeSet::new();
-    let mut from_base = base.iter().peekable();
-    for x in set {
-        match from_base.peek() {
-            Some(b) if *b == x => {
-                from_base.next();
-            }
-            Some(b) if *b < x => return None, // `b` is not in `set`
-            _ => {
-                out.insert(x.clone());
-            }
-        }
-    }
-    from_base.peek().is_none().then_some(out)
-}
-
-/// Exclusion sets turned into an index's own positions (a bit per chunk), kept for the
-/// index state they were made against and reused: a turn searches more than once with one
-/// set (deeper searches, both sides of hybrid), and a session's next turn excludes what the
-/// last one did and a little more, so its set is made from the last one's by adding the
-/// difference ([`ExclusionSet::added_to`]) instead of looking every id up again.
+/// Exclusion sets turned into an index's own positions (a bit per chunk), kept while the
+/// index state they were made against lasts (a small LRU shared by every session): a turn
+/// searches more than once with one set (deeper searches, both sides of hybrid), and a
+/// session's next turn usually excludes what its last one did and a little more, so its
+/// set is made from the kept one by adding the difference instead of looking every id up
+/// again. A set that shrank (a sliding window, another granularity) or an index that
+/// changed is made anew. Kept sets are remembered by a 64-bit hash per id in the set's own
+/// order, so telling "equal" or "holds a kept set" is one sequential walk over integers,
+/// with no id copied. The one piece of shared state in `core`: both indexes (vectors and
+/// BM25) need it.
 pub struct PreparedExclusions<T> {
-    slots: std::sync::Mutex<Vec<Prepared<T>>>,
+    slots: Mutex<Vec<Prepared<T>>>,
 }
 
 struct Prepared<T> {
     revision: u64,
-    set: ExclusionSet,
-    value: std::sync::Arc<T>,
+    key: Arc<Key>,
+    value: Arc<T>,
+}
+
+impl<T> Clone for Prepared<T> {
+    fn clone(&self) -> Self {
+        Prepared { revision: self.revision, key: self.key.clone(), value: self.value.clone() }
+    }
+}
+
+/// A set by the hashes of its ids, in its order (sorted by id).
+#[derive(PartialEq, Eq)]
+struct Key {
+    documents: Vec<u64>,
+    chunks: Vec<u64>,
+}
+
+impl Key {
+    fn of(set: &ExclusionSet) -> Key {
+        Key {
+            documents: set.documents.iter().map(|d| id_hash(d.as_str())).collect(),
+            chunks: set.chunks.iter().map(|c| id_hash(c.as_str())).collect(),
+        }
+    }
+    fn len(&self) -> usize {
+        self.documents.len() + self.chunks.len()
+    }
+}
+
+/// FxHash over the id's bytes, 8 at a time (rustc's hasher; collisions between the ids of
+/// two sets are what would matter, at odds of about n² / 2⁶⁴).
+fn id_hash(id: &str) -> u64 {
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+    let mut h = id.len() as u64;
+    let mut words = id.as_bytes().chunks_exact(8);
+    for w in &mut words {
+        h = (h.rotate_left(5) ^ u64::from_le_bytes(w.try_into().unwrap())).wrapping_mul(K);
+    }
+    let mut last = [0u8; 8];
+    last[..words.remainder().len()].copy_from_slice(words.remainder());
+    (h.rotate_left(5) ^ u64::from_le_bytes(last)).wrapping_mul(K)
+}
+
+/// Positions in `new` of the ids not in `base`, when `base` holds no id that `new` lacks
+/// (both in the sets' order); `None` otherwise — given up as soon as more ids than the
+/// sizes allow fail to match.
+fn added_positions(new: &[u64], base: &[u64]) -> Option<Vec<usize>> {
+    let extra = new.len().checked_sub(base.len())?;
+    let mut added = Vec::with_capacity(extra);
+    let mut j = 0;
+    for (i, &h) in new.iter().enumerate() {
+        if j < base.len() && base[j] == h {
+            j += 1;
+        } else {
+            if added.len() == extra {
+                return None;
+            }
+            added.push(i);
+        }
+    }
+    (j == base.len()).then_some(added)
 }
 
 impl<T> Default for PreparedExclusions<T> {
     fn default() -> Self {
-        PreparedExclusions { slots: std::sync::Mutex::new(Vec::new()) }
+        PreparedExclusions { slots: Mutex::new(Vec::new()) }
     }
 }
 
@@ -77,43 +124,72 @@ impl<T> Default for PreparedExclusions<T> {
 const PREPARED_SLOTS: usize = 16;
 
 impl<T: Clone> PreparedExclusions<T> {
-    /// The prepared form of `set` for index state `revision`: kept, extended from the
-    /// largest kept subset with `extend`, or made anew with `make`.
+    /// The prepared form of `set` for index state `revision`: kept, extended with `extend`
+    /// from a kept non-empty subset that holds at least half of it, or made anew with
+    /// `make`. The sets are compared outside the lock.
     pub fn get(
         &self,
         revision: u64,
         set: &ExclusionSet,
         make: impl FnOnce(&ExclusionSet) -> T,
         extend: impl FnOnce(&mut T, &ExclusionSet),
-    ) -> std::sync::Arc<T> {
-        let base = {
+    ) -> Arc<T> {
+        let kept: Vec<Prepared<T>> = {
             let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
             slots.retain(|s| s.revision == revision);
-            if let Some(i) = slots.iter().position(|s| &s.set == set) {
-                let hit = slots.remove(i);
-                let value = hit.value.clone();
-                slots.push(hit); // most recently used last
-                return value;
-            }
-            let mut kept: Vec<&Prepared<T>> = slots.iter().filter(|s| s.set.len() <= set.len()).collect();
-            kept.sort_by_key(|s| std::cmp::Reverse(s.set.len()));
-            kept.into_iter().find_map(|s| Some((s.value.clone(), set.added_to(&s.set)?)))
+            slots.clone()
         };
-        let value = std::sync::Arc::new(match base {
-            Some((value, added)) => {
-                let mut value = T::clone(&value);
-                extend(&mut value, &added);
-                value
-            }
-            None => make(set),
+        let key = Key::of(set);
+        if let Some(hit) = kept.iter().find(|k| *k.key == key) {
+            self.keep(hit.clone(), None);
+            return hit.value.clone();
+        }
+        let mut bases: Vec<&Prepared<T>> = kept
+            .iter()
+            .filter(|k| k.key.len() > 0 && k.key.len() <= key.len() && 2 * k.key.len() >= key.len())
+            .collect();
+        bases.sort_by_key(|k| std::cmp::Reverse(k.key.len()));
+        let base = bases.into_iter().find_map(|k| {
+            let documents = added_positions(&key.documents, &k.key.documents)?;
+            let chunks = added_positions(&key.chunks, &k.key.chunks)?;
+            Some((k, documents, chunks))
         });
+        let (value, replaced) = match base {
+            Some((k, documents, chunks)) => {
+                let added =
+                    ExclusionSet { documents: pick(&set.documents, &documents), chunks: pick(&set.chunks, &chunks) };
+                let mut value = T::clone(&k.value);
+                extend(&mut value, &added);
+                // The session has moved on: its last set gives way to this one.
+                (value, Some(k.key.clone()))
+            }
+            None => (make(set), None),
+        };
+        let value = Arc::new(value);
+        self.keep(Prepared { revision, key: Arc::new(key), value: value.clone() }, replaced);
+        value
+    }
+
+    /// Keeps `prepared` as the most recently used, once (an equal set kept by another
+    /// thread meanwhile gives way), dropping `replaced` and the least recently used beyond
+    /// the limit.
+    fn keep(&self, prepared: Prepared<T>, replaced: Option<Arc<Key>>) {
         let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        slots.retain(|s| {
+            let same = Arc::ptr_eq(&s.key, &prepared.key) || (s.revision == prepared.revision && s.key == prepared.key);
+            !same && replaced.as_ref().is_none_or(|r| !Arc::ptr_eq(&s.key, r))
+        });
         if slots.len() >= PREPARED_SLOTS {
             slots.remove(0);
         }
-        slots.push(Prepared { revision, set: set.clone(), value: value.clone() });
-        value
+        slots.push(prepared);
     }
+}
+
+/// The ids of `set` at `positions` (ascending, in the set's order).
+fn pick<I: Ord + Clone>(set: &BTreeSet<I>, positions: &[usize]) -> BTreeSet<I> {
+    let mut at = positions.iter().peekable();
+    set.iter().enumerate().filter(|(i, _)| at.next_if_eq(&i).is_some()).map(|(_, x)| x.clone()).collect()
 }
 
 /// Group results by document: at most `group_size` chunks per document unless `quotas`
@@ -308,5 +384,12 @@ mod tests {
         // Another index state: nothing kept is used.
         assert_eq!(*get(2, &turn2), all(&turn2));
         assert_eq!(made.load(Ordering::Relaxed), 4);
+        // The empty set, or a kept subset under half of the set, is no base: made anew.
+        assert!(get(2, &ExclusionSet::default()).is_empty());
+        let five = set(&[], &["a#0", "b#1", "c#3", "e#0", "f#0"]);
+        assert_eq!(*get(2, &set(&[], &["a#0", "b#1"])), ["a#0", "b#1"]);
+        assert_eq!(made.load(Ordering::Relaxed), 6);
+        assert_eq!(*get(2, &five), all(&five), "2 of 5 kept: made anew");
+        assert_eq!(made.load(Ordering::Relaxed), 7);
     }
 }

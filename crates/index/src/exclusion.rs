@@ -82,7 +82,7 @@ impl VectorIndex {
     }
 
     /// Adds the ids of `more` to a set resolved against this index state.
-    pub fn resolve_more(&self, resolved: &mut ResolvedExclusion, more: &ExclusionSet) {
+    pub(crate) fn resolve_more(&self, resolved: &mut ResolvedExclusion, more: &ExclusionSet) {
         assert_eq!(resolved.revision, self.revision, "exclusion resolved against another state of the index");
         let blocked = &mut resolved.blocked;
         for d in &more.documents {

@@ -3,6 +3,8 @@
 mod documents;
 mod lexical;
 
+pub use lexical::by_version as full_text_by_version;
+
 use crate::filter::{self, Filter, DOCUMENT_ID, ID};
 use milvus::v2::prelude::{
     ClientV2, CollectionSchema, ConnectConfig, ConsistencyLevel, CreateCollectionRequest, CreateIndexRequest, DataType,
@@ -304,7 +306,8 @@ impl MilvusVectorStore {
         if !exists.exists() {
             self.create_collection()?;
         } else {
-            let Described { dimension: got, model: stored, .. } = self.describe_collection()?;
+            let Described { dimension: got, model: stored, full_text } = self.describe_collection()?;
+            let mut made_again = false;
             if got != self.dimension {
                 return Err(Error::InvalidInput(format!(
                     "Milvus collection {name:?} holds {got}-d vectors, the model makes {}-d: use another --collection",
@@ -323,6 +326,7 @@ impl MilvusVectorStore {
                         // property does not survive a restart of Milvus 2.3.5, #30144).
                         self.drop_collection()?;
                         self.create_collection()?;
+                        made_again = true;
                     } else if !self.config.unrecorded_is_model {
                         return Err(Error::ModelMismatch {
                             stored: "unrecorded (the collection predates recorded models: the in-process fp32 model)"
@@ -332,6 +336,19 @@ impl MilvusVectorStore {
                     }
                 }
                 _ => {}
+            }
+            // Made before full-text search on a server that has it, and still empty: made
+            // again with it, nothing to lose (a command that embeds nothing leaves it).
+            if !made_again
+                && !full_text
+                && lexical::by_version(&self.capabilities.version)
+                && self.config.model.is_some()
+            {
+                self.load()?;
+                if self.count_strong()? == 0 {
+                    self.drop_collection()?;
+                    self.create_collection()?;
+                }
             }
         }
         self.capabilities.full_text = self.describe_collection()?.full_text;
@@ -953,6 +970,16 @@ impl VectorStore for MilvusVectorStore {
 
     fn search_lexical(&self, request: &LexicalRequest) -> Result<Option<SearchOutcome>> {
         self.full_text_search(request)
+    }
+
+    /// The server builds the BM25 side as rows arrive: nothing to prepare; the rows it
+    /// covers where the collection has it.
+    fn prepare_lexical(&self) -> Result<Option<usize>> {
+        if self.capabilities.full_text {
+            Ok(Some(self.len()?))
+        } else {
+            Ok(None)
+        }
     }
 
     fn lexical_missing(&self) -> String {

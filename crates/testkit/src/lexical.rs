@@ -29,6 +29,10 @@ fn search(
 /// Runs the lexical checks on a fresh, empty store of `dim`-d vectors that has a lexical
 /// index (a backend without one must answer `Ok(None)`; its own tests say so).
 pub fn lexical_conformance(store: &dyn VectorStore, dim: usize) {
+    assert!(
+        search(store, "router reset", 5, Some(Grouping::new(2)), ExclusionSet::default()).is_empty(),
+        "empty store"
+    );
     let mut data = Vec::new();
     // One document that matches the query in 40 chunks, 12 that match once each, and one
     // exact error code in a document of its own.
@@ -45,6 +49,9 @@ pub fn lexical_conformance(store: &dyn VectorStore, dim: usize) {
     let hits = search(store, "0x80070005", 3, None, ExclusionSet::default());
     assert_eq!(hits.first().map(|h| h.0.as_str()), Some("code#0"), "the exact term ranks first: {hits:?}");
     assert!(search(store, "photosynthesis", 5, None, ExclusionSet::default()).is_empty(), "no shared term, no hit");
+    // Stop words only: answered (whether they count is the analyser's business: Milvus
+    // Lite 3.2.2 keeps them).
+    search(store, "the? and, of", 5, None, ExclusionSet::default());
 
     // Grouping: `limit` documents despite the dominant one, none above its quota.
     let hits = search(store, "router firmware reset", 5, Some(Grouping::new(2)), ExclusionSet::default());

@@ -20,7 +20,7 @@ const FUNCTION: &str = "ragctx_bm25";
 
 /// Whether a server of this version has BM25 functions: Milvus 2.5 and later, and Milvus
 /// Lite from 3 (`milvus_lite-3.2.2`; Lite 2.4 has none).
-pub(super) fn by_version(version: &str) -> bool {
+pub fn by_version(version: &str) -> bool {
     let lite = version.starts_with("milvus_lite");
     let digits = version.trim_start_matches(|c: char| !c.is_ascii_digit());
     let mut parts = digits.split(|c: char| !c.is_ascii_digit()).map(|p| p.parse::<u32>().unwrap_or(0));
@@ -33,9 +33,11 @@ pub(super) fn by_version(version: &str) -> bool {
 }
 
 /// `schema` with the analysed text field, its sparse vector and the BM25 function between
-/// them. The analyser is built like Milvus's `english` one (which Milvus Lite does not know
-/// by name): standard tokens, lower case, English stems and stop words — the nearest to the
-/// embedded index's.
+/// them. The analyser is asked for what Milvus's `english` one does (Lite does not know it
+/// by name): standard tokens, lower case, English stems and stop words. What the server does
+/// with it is its own: Milvus Lite 3.2.2 lower-cases but does not stem (measured), and the
+/// standard tokenizer does not make the embedded index's CJK bigrams, so Chinese text
+/// searches better on the embedded store.
 pub(super) fn with_bm25(schema: CollectionSchema) -> CollectionSchema {
     schema
         .add_field(
@@ -91,7 +93,9 @@ pub(super) fn text_of(chunk: &Chunk) -> String {
 
 /// Why this store answers no lexical search.
 pub(super) fn missing(config: &MilvusConfig, capabilities: &Capabilities) -> String {
-    if by_version(&capabilities.version) {
+    if capabilities.full_text {
+        format!("Milvus collection {:?} has full-text search", config.collection)
+    } else if by_version(&capabilities.version) {
         format!(
             "Milvus collection {:?} was made without full-text search (before ragctx used it): \
              ingest into a new --collection to get it",
@@ -119,7 +123,7 @@ impl MilvusVectorStore {
         let (hits, rounds) =
             self.grouped_or_not(Query::Text(&request.query), request.limit, &request.exclusion, &request.grouping)?;
         let reason = format!(
-            "Milvus {} full-text search (BM25, English stems), grouped {}{}",
+            "Milvus {} full-text search (BM25; analyser asked for English stems and stop words), grouped {}{}",
             self.capabilities.version,
             if self.capabilities.group_by { "by the server" } else { "here" },
             if rounds > 1 { format!(", {} completion searches for missing groups", rounds - 1) } else { String::new() }
