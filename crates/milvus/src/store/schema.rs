@@ -1,0 +1,265 @@
+//! The collection: made with its schema and indexes (the model recorded, full-text where
+//! the server has it), checked when it exists, counted, described.
+
+use super::*;
+
+/// What `describe_collection` tells of a collection.
+pub(super) struct Described {
+    pub(super) dimension: usize,
+    pub(super) model: Option<String>,
+    pub(super) full_text: bool,
+}
+
+/// The collection property that records the model of its vectors (a property, not the
+/// description: Milvus Lite keeps properties but drops descriptions).
+const MODEL_PROPERTY: &str = "ragctx.embedding_model";
+
+impl MilvusVectorStore {
+    pub(super) fn ensure_collection(&mut self) -> Result<()> {
+        let name = self.config.collection.clone();
+        let exists = self.call("has_collection", {
+            let (client, name) = (self.client.clone(), name.clone());
+            async move { client.has_collection(HasCollectionRequest::builder().collection_name(name).build()?).await }
+        })?;
+        if !exists.exists() {
+            self.create_collection()?;
+        } else {
+            let Described { dimension: got, model: stored, full_text } = self.describe_collection()?;
+            let mut made_again = false;
+            if got != self.dimension {
+                return Err(Error::InvalidInput(format!(
+                    "Milvus collection {name:?} holds {got}-d vectors, the model makes {}-d: use another --collection",
+                    self.dimension
+                )));
+            }
+            match (stored, &self.config.model) {
+                (Some(stored), Some(configured)) if &stored != configured => {
+                    return Err(Error::ModelMismatch { stored, configured: configured.clone() });
+                }
+                // Made by a command that embeds nothing, or before the model was recorded.
+                (None, Some(configured)) => {
+                    self.load()?;
+                    if self.count_strong()? == 0 {
+                        // Empty: made again with the model recorded at creation (an altered
+                        // property does not survive a restart of Milvus 2.3.5, #30144).
+                        self.drop_collection()?;
+                        self.create_collection()?;
+                        made_again = true;
+                    } else if !self.config.unrecorded_is_model {
+                        return Err(Error::ModelMismatch {
+                            stored: "unrecorded (the collection predates recorded models: the in-process fp32 model)"
+                                .into(),
+                            configured: configured.clone(),
+                        });
+                    }
+                }
+                _ => {}
+            }
+            // Made before full-text search on a server that has it, and still empty: made
+            // again with it, nothing to lose (a command that embeds nothing leaves it).
+            if !made_again
+                && !full_text
+                && lexical::by_version(&self.capabilities.version)
+                && self.config.model.is_some()
+            {
+                self.load()?;
+                if self.count_strong()? == 0 {
+                    self.drop_collection()?;
+                    self.create_collection()?;
+                }
+            }
+        }
+        self.capabilities.full_text = self.describe_collection()?.full_text;
+        self.load()
+    }
+
+    /// Rows, read with strong consistency (another process's recent inserts included).
+    pub(super) fn count_strong(&self) -> Result<usize> {
+        self.count(ConsistencyLevel::Strong)
+    }
+
+    /// Rows, read at `level`.
+    pub(super) fn count(&self, level: ConsistencyLevel) -> Result<usize> {
+        let request = QueryRequest::builder()
+            .collection_name(self.config.collection.clone())
+            .output_fields(["count(*)"])
+            .consistency_level(level)
+            .build()
+            .map_err(Error::storage)?;
+        let response = self.read("count", || {
+            let (client, request) = (self.client.clone(), request.clone());
+            async move { client.query(request).await }
+        })?;
+        match response.results().rows().map_err(Error::storage)?.next() {
+            Some(row) => Ok(int(&row, "count(*)")? as usize),
+            None => Ok(0),
+        }
+    }
+
+    pub(super) fn drop_collection(&self) -> Result<()> {
+        let name = self.config.collection.clone();
+        self.call("drop_collection", {
+            let client = self.client.clone();
+            async move {
+                client
+                    .drop_collection(
+                        milvus::v2::prelude::DropCollectionRequest::builder().collection_name(name).build()?,
+                    )
+                    .await
+            }
+        })
+        .map(|_| ())
+    }
+
+    pub(super) fn create_collection(&self) -> Result<()> {
+        let varchar = |name: &str, max: u32| FieldSchema::new().name(name).data_type(DataType::VarChar).max_length(max);
+        let int = |name: &str| FieldSchema::new().name(name).data_type(DataType::Int64);
+        let schema = CollectionSchema::new()
+            .add_field(varchar(ID, MAX_VARCHAR as u32).primary_key(true))
+            .add_field(varchar(DOCUMENT_ID, MAX_VARCHAR as u32))
+            .add_field(varchar("title", MAX_VARCHAR as u32))
+            .add_field(varchar("text", MAX_VARCHAR as u32))
+            .add_field(int("ordinal"))
+            .add_field(int("start"))
+            .add_field(int("end"))
+            .add_field(int("tokens"))
+            .add_field(FieldSchema::new().name("weight").data_type(DataType::Float))
+            .add_field(
+                FieldSchema::new().name("vector").data_type(DataType::FloatVector).dimension(self.dimension as u32),
+            );
+        let full_text = lexical::by_version(&self.capabilities.version);
+        let schema = if full_text { lexical::with_bm25(schema) } else { schema };
+        let name = self.config.collection.clone();
+        let properties: HashMap<String, String> =
+            self.config.model.iter().map(|m| (MODEL_PROPERTY.to_owned(), m.clone())).collect();
+        self.call("create_collection", {
+            let (client, name) = (self.client.clone(), name.clone());
+            async move {
+                client
+                    .create_collection(
+                        CreateCollectionRequest::builder()
+                            .collection_name(name)
+                            .properties(properties)
+                            .schema(schema)
+                            .build()?,
+                    )
+                    .await
+            }
+        })?;
+        let vector_index = match self.config.index {
+            IndexKind::Flat => IndexParam::new().field_name("vector").index_type(IndexType::Flat),
+            IndexKind::Hnsw { m, ef_construction, .. } => {
+                IndexParam::new().field_name("vector").index_type(IndexType::Hnsw).extra_params(HashMap::from([
+                    ("M".to_owned(), m.to_string()),
+                    ("efConstruction".to_owned(), ef_construction.to_string()),
+                ]))
+            }
+        }
+        .metric_type(MetricType::Cosine);
+        self.call("create_index (vector)", {
+            let (client, name) = (self.client.clone(), name.clone());
+            async move {
+                client
+                    .create_index(
+                        CreateIndexRequest::builder()
+                            .collection_name(name)
+                            .index_param(vector_index)
+                            .sync(false)
+                            .build()?,
+                    )
+                    .await
+            }
+        })?;
+        if full_text {
+            self.call("create_index (BM25)", {
+                let (client, name) = (self.client.clone(), name.clone());
+                async move {
+                    client
+                        .create_index(
+                            CreateIndexRequest::builder()
+                                .collection_name(name)
+                                .index_param(lexical::index())
+                                .sync(false)
+                                .build()?,
+                        )
+                        .await
+                }
+            })?;
+        }
+        // A scalar index on document_id speeds up the exclusion filter; a server without
+        // inverted indexes still filters correctly without it.
+        let _ = self.call("create_index (document_id)", {
+            let (client, name) = (self.client.clone(), name);
+            async move {
+                client
+                    .create_index(
+                        CreateIndexRequest::builder()
+                            .collection_name(name)
+                            .index_param(IndexParam::new().field_name(DOCUMENT_ID).index_type(IndexType::Inverted))
+                            .sync(false)
+                            .build()?,
+                    )
+                    .await
+            }
+        });
+        Ok(())
+    }
+
+    /// The collection's vector dimension, the embedding model it records, and whether it
+    /// was made with full-text search.
+    pub(super) fn describe_collection(&self) -> Result<Described> {
+        let name = self.config.collection.clone();
+        let described = self.call("describe_collection", {
+            let client = self.client.clone();
+            async move {
+                client
+                    .describe_collection(
+                        milvus::v2::prelude::DescribeCollectionRequest::builder().collection_name(name).build()?,
+                    )
+                    .await
+            }
+        })?;
+        let description = described.description();
+        let dimension = description
+            .get_schema()
+            .get_fields()
+            .iter()
+            .find(|f| f.get_name() == "vector")
+            .and_then(|f| f.get_type_params().get("dim").and_then(|d| d.parse().ok()))
+            .ok_or_else(|| {
+                Error::InvalidInput(format!(
+                    "Milvus collection {:?} was not made by ragctx (no `vector` field): use another --collection",
+                    self.config.collection
+                ))
+            })?;
+        Ok(Described {
+            dimension,
+            model: description.get_properties().get(MODEL_PROPERTY).cloned(),
+            full_text: lexical::has_bm25(description.get_schema()),
+        })
+    }
+
+    /// Whether the server takes filter templates: a query whose filter names a template
+    /// value succeeds only where templating exists.
+    pub(super) fn probe_templates(&self) -> bool {
+        let (client, name) = (self.client.clone(), self.config.collection.clone());
+        self.call("template probe", async move {
+            client
+                .query(
+                    QueryRequest::builder()
+                        .collection_name(name)
+                        .filter(format!("{ID} in {{probe}}"))
+                        .filter_templates(HashMap::from([(
+                            "probe".to_owned(),
+                            FilterTemplateValue::StringArray(vec!["\u{0}ragctx-probe".to_owned()]),
+                        )]))
+                        .output_fields([ID])
+                        .limit(1)
+                        .build()?,
+                )
+                .await
+        })
+        .map(|r| r.results().rows().map(|rows| rows.count() == 0).unwrap_or(false))
+        .unwrap_or(false)
+    }
+}
