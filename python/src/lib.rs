@@ -1,4 +1,4 @@
-//! `ragctx._native`: ragctx's engine for Python (PyO3, abi3). An [`Engine`] holds the
+//! `ragctx._native`: ragctx's engine for Python (PyO3, abi3). An `Engine` holds the
 //! backends its settings name (as `ragctx ask` would open them) for its lifetime; turns and
 //! ingests run with the GIL released; ragctx errors are raised as `BadInput`, `NotFound`,
 //! `Unavailable` or `Conflict` (all `RagctxError`). Results are the same JSON objects the

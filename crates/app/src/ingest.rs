@@ -315,7 +315,7 @@ fn store_chunks(settings: &Settings, read: Read, append: bool, started: Instant)
 }
 
 impl crate::App {
-    /// Ingests files or folders as [`ingest`] does, with this app's embedder and stores (the
+    /// Ingests files or folders as [`ingest`](fn@ingest) does, with this app's embedder and stores (the
     /// data dir it holds open is used as it is: a process cannot open it twice).
     pub fn ingest(&self, paths: &[PathBuf], append: bool) -> Result<IngestReport> {
         let started = Instant::now();

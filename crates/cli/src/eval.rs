@@ -35,13 +35,13 @@ pub enum EvalCommand {
     },
     /// Multi-turn evaluation on MTRAG: strategies side by side, every metric of DESIGN §6
     Mtrag {
-        /// Folder with turns.jsonl and corpus_<domain>.jsonl
+        /// Folder with turns.jsonl and corpus_DOMAIN.jsonl
         #[arg(long, default_value = "../shared/data/mtrag")]
         data: PathBuf,
         /// Conversations in the turns.jsonl format [default: DATA/turns.jsonl]
         #[arg(long)]
         turns: Option<PathBuf>,
-        /// Folder with corpus_<domain>.jsonl [default: DATA]
+        /// Folder with corpus_DOMAIN.jsonl [default: DATA]
         #[arg(long)]
         corpus_dir: Option<PathBuf>,
         /// Comma-separated domains (default: all in the turns file)

@@ -36,7 +36,7 @@ pub enum Error {
     UnsupportedFilter { backend: String, message: String },
 }
 
-/// What kind of failure an [`Error`] is, for status mapping.
+/// What kind of failure an [`Error`](enum@Error) is, for status mapping.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ErrorKind {
     /// The caller's mistake: fix the input and retry.

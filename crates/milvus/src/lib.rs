@@ -1,4 +1,4 @@
-//! [`VectorStore`] over Milvus: the production vector store of ragctx, on the official Rust
+//! [`VectorStore`](ragctx_core::VectorStore) over Milvus: the production vector store of ragctx, on the official Rust
 //! SDK (gRPC).
 //!
 //! One collection holds the chunks: `id` (VarChar primary key), `document_id` (VarChar,
@@ -15,7 +15,7 @@
 //! The SDK is async; the store owns a small Tokio runtime and runs each call on it, so the
 //! synchronous trait can be called from any thread, including a server's blocking pool.
 //! Every call has a deadline ([`MilvusConfig::timeout`]) and transient failures are retried
-//! a bounded number of times; an unreachable server gives [`Error::Unavailable`] naming it.
+//! a bounded number of times; an unreachable server gives [`Error::Unavailable`](ragctx_core::Error::Unavailable) naming it.
 //!
 //! ```no_run
 //! let config = ragctx_milvus::MilvusConfig::new("http://127.0.0.1:19530", "ragctx");
