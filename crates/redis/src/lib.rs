@@ -214,14 +214,7 @@ impl RedisSessionStore {
     }
 
     fn error(&self, e: redis::RedisError) -> Error {
-        if e.is_io_error()
-            || e.is_timeout()
-            || e.is_connection_dropped()
-            || e.is_connection_refusal()
-            // A cluster mid-fail-over: slots moving, no master for a slot, a replica syncing.
-            || e.is_cluster_error()
-            || e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::MasterDown)
-        {
+        if is_unavailable(&e) {
             self.unavailable(e)
         } else {
             Error::Storage(format!("redis at {}: {e}", self.url))
@@ -320,5 +313,34 @@ impl SessionStore for RedisSessionStore {
         let k = keys(id);
         let removed: i64 = self.with(|c| redis::cmd("DEL").arg(&k[..]).query(c))?;
         Ok(removed > 0)
+    }
+}
+
+/// Whether `e` means the server cannot serve now (503), rather than that it refused the
+/// request.
+fn is_unavailable(e: &redis::RedisError) -> bool {
+    use redis::{ErrorKind, ServerErrorKind};
+    e.is_io_error()
+        || e.is_timeout()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        // A cluster mid-fail-over: slots moving, no master for a slot, a replica syncing.
+        || e.is_cluster_error()
+        || e.kind() == ErrorKind::Server(ServerErrorKind::MasterDown)
+        // A restarted server still reading its append-only file answers LOADING.
+        || e.kind() == ErrorKind::Server(ServerErrorKind::BusyLoading)
+}
+
+#[cfg(test)]
+mod tests {
+    use redis::{ErrorKind, RedisError, ServerErrorKind};
+
+    #[test]
+    fn a_loading_or_failing_over_server_is_unavailable_a_refusal_is_not() {
+        for kind in [ServerErrorKind::BusyLoading, ServerErrorKind::MasterDown, ServerErrorKind::TryAgain] {
+            assert!(super::is_unavailable(&RedisError::from((ErrorKind::Server(kind), "x"))), "{kind:?}");
+        }
+        let refused = RedisError::from((ErrorKind::Server(ServerErrorKind::ResponseError), "ERR wrong type"));
+        assert!(!super::is_unavailable(&refused));
     }
 }
