@@ -156,53 +156,30 @@ impl MilvusVectorStore {
             }
         }
         .metric_type(MetricType::Cosine);
-        self.call("create_index (vector)", {
-            let (client, name) = (self.client.clone(), name.clone());
-            async move {
-                client
-                    .create_index(
-                        CreateIndexRequest::builder()
-                            .collection_name(name)
-                            .index_param(vector_index)
-                            .sync(false)
-                            .build()?,
-                    )
-                    .await
-            }
-        })?;
+        self.create_index("create_index (vector)", vector_index)?;
         if full_text {
-            self.call("create_index (BM25)", {
-                let (client, name) = (self.client.clone(), name.clone());
-                async move {
-                    client
-                        .create_index(
-                            CreateIndexRequest::builder()
-                                .collection_name(name)
-                                .index_param(lexical::index())
-                                .sync(false)
-                                .build()?,
-                        )
-                        .await
-                }
-            })?;
+            self.create_index("create_index (BM25)", lexical::index())?;
         }
         // A scalar index on document_id speeds up the exclusion filter; a server without
         // inverted indexes still filters correctly without it.
-        let _ = self.call("create_index (document_id)", {
-            let (client, name) = (self.client.clone(), name);
-            async move {
-                client
-                    .create_index(
-                        CreateIndexRequest::builder()
-                            .collection_name(name)
-                            .index_param(IndexParam::new().field_name(DOCUMENT_ID).index_type(IndexType::Inverted))
-                            .sync(false)
-                            .build()?,
-                    )
-                    .await
-            }
-        });
+        let _ = self.create_index(
+            "create_index (document_id)",
+            IndexParam::new().field_name(DOCUMENT_ID).index_type(IndexType::Inverted),
+        );
         Ok(())
+    }
+
+    /// Asks for an index on the collection (built by the server in the background).
+    fn create_index(&self, what: &str, param: IndexParam) -> Result<()> {
+        let (client, name) = (self.client.clone(), self.config.collection.clone());
+        self.call(what, async move {
+            client
+                .create_index(
+                    CreateIndexRequest::builder().collection_name(name).index_param(param).sync(false).build()?,
+                )
+                .await
+        })
+        .map(|_| ())
     }
 
     /// The collection's vector dimension, the embedding model it records, and whether it
