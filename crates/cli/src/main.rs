@@ -3,11 +3,13 @@
 
 mod bench;
 mod bench_http;
+mod bench_search;
 mod bench_window;
 mod documents;
 mod eval;
 mod eval_intent;
 mod eval_mtrag;
+mod mtrag_metrics;
 mod report;
 mod serve;
 mod turn;

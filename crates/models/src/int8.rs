@@ -179,7 +179,7 @@ impl Args<'_> {
     }
 }
 
-crate::bert::simd_dispatch!(quantise_rows, quantise_rows_generic, (x: &[f32], inputs: usize, k_pad: usize, s: &mut QScratch));
+crate::ops::simd_dispatch!(quantise_rows, quantise_rows_generic, (x: &[f32], inputs: usize, k_pad: usize, s: &mut QScratch));
 
 /// Rounds to the nearest integer, ties to even, for |v| < 2²² (adding and subtracting 1.5·2²³
 /// leaves no fraction bits): branch-free, so loops over it vectorise without SSE4.1's

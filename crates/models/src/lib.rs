@@ -21,6 +21,7 @@ mod http;
 mod int8;
 #[cfg(feature = "openai")]
 mod openai;
+mod ops;
 #[cfg(feature = "openai")]
 mod remote;
 mod tokens;

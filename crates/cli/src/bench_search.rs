@@ -1,0 +1,340 @@
+//! `bench search` (the vector index with exclusion sets, against its own exact scan) and
+//! `bench lexical` (BM25 with and without exclusions): timings of one store's searches.
+
+use crate::bench::{noisy, percentile, read_questions, Rng};
+use anyhow::{bail, Context, Result};
+use ragctx_app::app::App;
+use ragctx_core::{ExclusionSet, SearchPath, SearchRequest, VectorStore};
+use ragctx_index::{ForcePath, IndexParams, VectorIndex};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// Times `search_lexical` on the embedded store (its index loaded or built first, untimed).
+pub(crate) fn lexical(app: &App, questions: &std::path::Path, queries: usize, seed: u64, json: bool) -> Result<()> {
+    let store = app.data("bench lexical")?.vector_store();
+    let qs = read_questions(questions, queries)?;
+    if qs.is_empty() {
+        bail!("{} has no questions", questions.display());
+    }
+    let ids: Vec<ragctx_core::ChunkId> = store.all()?.into_iter().map(|c| c.chunk.id).collect();
+    if ids.is_empty() {
+        bail!("the store is empty: ingest a corpus first");
+    }
+    let started = Instant::now();
+    let request = |q: &str, excluded: ExclusionSet, grouping| ragctx_core::LexicalRequest {
+        query: q.to_owned(),
+        limit: 8,
+        grouping,
+        exclusion: excluded,
+    };
+    let first = store.search_lexical(&request("warm up", ExclusionSet::default(), None))?;
+    if first.is_none() {
+        bail!("this store has no lexical index");
+    }
+    let ready_ms = started.elapsed().as_secs_f64() * 1e3;
+    let mut rng = Rng(seed.max(1));
+    let mut rows = Vec::new();
+    // "fresh": a set never seen before for every query (resolved in full inside the timing);
+    // "session": one session's set, 10 more ids each turn (resolved by extending the last).
+    for (excluded, sets) in [(0usize, "fresh"), (10_000, "fresh"), (10_000, "session")] {
+        for grouped in [false, true] {
+            let mut lat = Vec::with_capacity(qs.len());
+            let mut hits = 0;
+            let mut session = ExclusionSet::default();
+            for q in &qs {
+                let mut ex = if sets == "session" { session.clone() } else { ExclusionSet::default() };
+                let want = if sets == "session" && !ex.is_empty() { ex.len() + 10 } else { excluded };
+                while ex.chunks.len() < want.min(ids.len() / 2) {
+                    ex.chunks.insert(ids[rng.below(ids.len())].clone());
+                }
+                if sets == "session" {
+                    session = ex.clone();
+                }
+                let grouping = grouped.then(|| ragctx_core::Grouping::new(3));
+                let t = Instant::now();
+                let out = store.search_lexical(&request(q, ex, grouping))?.expect("checked above");
+                lat.push(t.elapsed().as_secs_f64() * 1e3);
+                hits += out.hits.len();
+            }
+            lat.sort_by(f64::total_cmp);
+            rows.push(serde_json::json!({"excluded": excluded, "sets": sets, "grouped": grouped, "queries": lat.len(),
+                "p50_ms": percentile(&lat, 0.5), "p99_ms": percentile(&lat, 0.99),
+                "mean_hits": hits as f64 / lat.len() as f64}));
+        }
+    }
+    let out = serde_json::json!({"chunks": ids.len(), "index_ready_ms": ready_ms, "rows": rows});
+    if json {
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        println!("lexical index over {} chunks ready in {ready_ms:.0} ms (loaded or built)", ids.len());
+        println!("| excluded | sets | grouped | p50 ms | p99 ms |\n|---:|---|---|---:|---:|");
+        for r in &rows {
+            println!(
+                "| {} | {} | {} | {:.3} | {:.3} |",
+                r["excluded"],
+                r["sets"].as_str().unwrap_or_default(),
+                r["grouped"],
+                r["p50_ms"].as_f64().unwrap_or_default(),
+                r["p99_ms"].as_f64().unwrap_or_default()
+            );
+        }
+    }
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct SearchRow {
+    exclusion: &'static str,
+    excluded: usize,
+    p50_ms: f64,
+    p99_ms: f64,
+    #[serde(rename = "recall@10")]
+    recall_at_10: f64,
+    path: &'static str,
+    graph_share: f64,
+    exact_p50_ms: f64,
+    /// Resolving the excluded ids into node numbers, once per set (outside `p50_ms`, as
+    /// FAISS builds its ID selector outside its search).
+    resolve_p50_ms: f64,
+    /// Resolving a session's next set — the same ids and 10 more — through a store's cache
+    /// that also holds the empty set and 14 other sessions' sets of the row's size: the
+    /// kept set is extended by the difference. What a turn pays.
+    next_turn_resolve_p50_ms: f64,
+    /// The path the planner did not choose, forced on the same query: what the other
+    /// choice would have cost (a wrong choice shows as alt < p50).
+    alt_path: &'static str,
+    alt_path_p50_ms: f64,
+    alt_path_recall: f64,
+}
+
+pub struct SearchOptions {
+    /// Only these rows (`random:10000`, `correlated:1000`); empty = all.
+    pub rows: Vec<String>,
+    pub queries: usize,
+    pub k: usize,
+    pub scale: usize,
+    pub questions: Option<PathBuf>,
+    pub json: bool,
+    pub seed: u64,
+    pub export: Option<PathBuf>,
+}
+
+fn write_f32s(path: &std::path::Path, rows: &mut dyn Iterator<Item = &[f32]>) -> Result<()> {
+    use std::io::Write;
+    let mut w =
+        std::io::BufWriter::new(std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?);
+    for r in rows {
+        for x in r {
+            w.write_all(&x.to_le_bytes())?;
+        }
+    }
+    w.flush()?;
+    Ok(())
+}
+
+pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
+    let (queries, k, scale, questions, json, seed) = (o.queries, o.k, o.scale, o.questions.as_ref(), o.json, o.seed);
+    let store = app.data("bench search")?.vector_store();
+    let all = store.all()?;
+    if all.is_empty() {
+        bail!("the store is empty: ingest a corpus first (e.g. ragctx ingest ../shared/data/mtrag/corpus_*.jsonl)");
+    }
+    let mut rng = Rng(seed.max(1));
+    let params = store.with_index(|ix| ix.params());
+    let started = Instant::now();
+    let index: VectorIndex = if scale > all.len() {
+        let mut ix = VectorIndex::new(store.dimension(), IndexParams { exact_below: params.exact_below, ..params });
+        for c in &all {
+            ix.upsert(c.chunk.id.as_str(), c.chunk.document_id.as_str(), c.chunk.weight, &c.vector);
+        }
+        for i in 0..scale - all.len() {
+            let src = &all[rng.below(all.len())];
+            let v = noisy(&src.vector, &mut rng, 0.02);
+            ix.upsert(&format!("{}~copy{i}", src.chunk.id), &format!("{}~copy{i}", src.chunk.document_id), 1.0, &v);
+            if !json && (i + 1) % 10_000 == 0 {
+                eprintln!("built {} of {scale}", all.len() + i + 1);
+            }
+        }
+        ix
+    } else {
+        store.with_index(|ix| ix.clone())
+    };
+    let build_secs = if scale > all.len() { started.elapsed().as_secs_f64() } else { 0.0 };
+    // Node ids double as the dense ids of the export: no retired nodes.
+    let index = if index.dead_share() > 0.0 { index.compacted() } else { index };
+    let query_vectors: Vec<Vec<f32>> = match questions {
+        Some(path) => {
+            let qs = read_questions(path, queries)?;
+            let refs: Vec<&str> = qs.iter().map(String::as_str).collect();
+            app.embedder.embed_queries(&refs)?
+        }
+        None => (0..queries).map(|_| noisy(&all[rng.below(all.len())].vector, &mut rng, 0.05)).collect(),
+    };
+    let n = index.len();
+    let mut rows = Vec::new();
+    let plan: Vec<(&'static str, usize)> = [0, 10, 100, 1_000, 10_000]
+        .into_iter()
+        .map(|e| ("random", e))
+        .chain([10, 50, 200, 1_000].into_iter().map(|e| ("correlated", e)))
+        .filter(|&(_, e)| e < n / 2)
+        .filter(|(kind, e)| o.rows.is_empty() || o.rows.iter().any(|r| *r == format!("{kind}:{e}")))
+        .collect();
+    if plan.is_empty() {
+        bail!(
+            "no row matches --rows {} (rows are random:0|10|100|1000|10000, correlated:10|50|200|1000)",
+            o.rows.join(",")
+        );
+    }
+    let mut exported_plan = Vec::new();
+    for (kind, excluded) in plan {
+        let mut sets: Vec<Vec<u32>> = Vec::new();
+        let mut lat = Vec::new();
+        let mut exact_lat = Vec::new();
+        let mut resolve_lat = Vec::new();
+        let mut next_lat = Vec::new();
+        let cache = ragctx_index::ResolvedCache::default();
+        cache.get(&index, &ExclusionSet::default());
+        for _ in 0..14 {
+            let mut other = ExclusionSet::default();
+            while other.chunks.len() < excluded {
+                other.chunks.insert(index.chunk_id(rng.below(index.nodes()) as u32).into());
+            }
+            cache.get(&index, &other);
+        }
+        let mut alt_lat = Vec::new();
+        let mut alt_recall = 0.0;
+        let mut recall = 0.0;
+        let mut graph = 0usize;
+        for q in &query_vectors {
+            // Exclusion sets are drawn as node numbers (exported as they are) and handed to the
+            // index as chunk ids, the way a session passes them.
+            let nodes: Vec<u32> = if kind == "random" {
+                let mut picked = std::collections::BTreeSet::new();
+                while picked.len() < excluded {
+                    picked.insert(rng.below(index.nodes()) as u32);
+                }
+                picked.into_iter().collect()
+            } else {
+                let own = SearchRequest {
+                    vector: q.clone(),
+                    limit: excluded,
+                    grouping: None,
+                    exclusion: ExclusionSet::default(),
+                };
+                index.search_with(&own, Some(ForcePath::Exact)).hits.into_iter().map(|(n, _)| n).collect()
+            };
+            let ex = ExclusionSet {
+                chunks: nodes.iter().map(|&n| index.chunk_id(n).into()).collect(),
+                ..Default::default()
+            };
+            if o.export.is_some() {
+                sets.push(nodes);
+            }
+            let t = Instant::now();
+            let resolved = index.resolve(&ex);
+            resolve_lat.push(t.elapsed().as_secs_f64() * 1e3);
+            // The session's next turn: the same ids and 10 more, through the store's cache,
+            // which holds this set, the empty one and other sessions' sets.
+            cache.get(&index, &ex);
+            let mut next = ex.clone();
+            while next.chunks.len() < ex.chunks.len() + 10 {
+                next.chunks.insert(index.chunk_id(rng.below(index.nodes()) as u32).into());
+            }
+            let t = Instant::now();
+            let next_resolved = cache.get(&index, &next);
+            next_lat.push(t.elapsed().as_secs_f64() * 1e3);
+            assert_eq!(next_resolved.excluded(), index.resolve(&next).excluded(), "extended = resolved anew");
+            let t = Instant::now();
+            let got = index.search_resolved(q, k, None, &resolved, None);
+            lat.push(t.elapsed().as_secs_f64() * 1e3);
+            let t = Instant::now();
+            let truth = index.search_resolved(q, k, None, &resolved, Some(ForcePath::Exact));
+            exact_lat.push(t.elapsed().as_secs_f64() * 1e3);
+            let truth: Vec<u32> = truth.hits.iter().map(|h| h.0).collect();
+            let recall_of = |hits: &[(u32, f32)]| {
+                hits.iter().filter(|h| truth.contains(&h.0)).count() as f64 / truth.len().max(1) as f64
+            };
+            let alt = if got.path == SearchPath::Graph {
+                graph += 1;
+                ForcePath::Exact
+            } else {
+                ForcePath::Graph
+            };
+            let t = Instant::now();
+            let other = index.search_resolved(q, k, None, &resolved, Some(alt));
+            alt_lat.push(t.elapsed().as_secs_f64() * 1e3);
+            alt_recall += recall_of(&other.hits);
+            recall += recall_of(&got.hits);
+        }
+        lat.sort_by(f64::total_cmp);
+        exact_lat.sort_by(f64::total_cmp);
+        resolve_lat.sort_by(f64::total_cmp);
+        next_lat.sort_by(f64::total_cmp);
+        alt_lat.sort_by(f64::total_cmp);
+        if o.export.is_some() {
+            exported_plan.push(serde_json::json!({"exclusion": kind, "excluded": excluded, "sets": sets}));
+        }
+        let qn = query_vectors.len() as f64;
+        rows.push(SearchRow {
+            exclusion: kind,
+            excluded,
+            p50_ms: percentile(&lat, 0.5),
+            p99_ms: percentile(&lat, 0.99),
+            recall_at_10: recall / qn,
+            path: if graph * 2 >= query_vectors.len() { "graph" } else { "exact" },
+            graph_share: graph as f64 / qn,
+            exact_p50_ms: percentile(&exact_lat, 0.5),
+            resolve_p50_ms: percentile(&resolve_lat, 0.5),
+            next_turn_resolve_p50_ms: percentile(&next_lat, 0.5),
+            alt_path: if graph * 2 >= query_vectors.len() { "exact" } else { "graph" },
+            alt_path_p50_ms: percentile(&alt_lat, 0.5),
+            alt_path_recall: alt_recall / qn,
+        });
+    }
+    let summary = serde_json::json!({ "vectors": n, "queries": query_vectors.len(), "k": k, "ef_search": index.params().ef_search, "m": index.params().m, "rows": rows });
+    if let Some(dir) = &o.export {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        write_f32s(&dir.join("vectors.f32"), &mut (0..index.nodes() as u32).map(|i| index.vector(i)))?;
+        write_f32s(&dir.join("queries.f32"), &mut query_vectors.iter().map(Vec::as_slice))?;
+        std::fs::write(
+            dir.join("plan.json"),
+            serde_json::to_vec(&serde_json::json!({"dim": store.dimension(), "k": k, "rows": exported_plan}))?,
+        )?;
+        std::fs::write(dir.join("ragctx.json"), serde_json::to_vec_pretty(&summary)?)?;
+    }
+    if json {
+        println!("{}", summary);
+        return Ok(());
+    }
+    println!(
+        "{n} vectors x {} dims, {} queries, k={k}, M={}, ef_search={}{}",
+        store.dimension(),
+        query_vectors.len(),
+        index.params().m,
+        index.params().ef_search,
+        if build_secs > 0.0 { format!(", graph built in {build_secs:.0}s") } else { String::new() }
+    );
+    println!(
+        "| exclusion | excluded | p50 ms | p99 ms | recall@{k} | path | other path: p50 ms (recall) | resolve p50 ms | next turn's resolve (+10 ids) p50 ms |"
+    );
+    println!("|---|---:|---:|---:|---:|---|---|---:|---:|");
+    for r in &rows {
+        println!(
+            "| {} | {} | {:.3} | {:.3} | {:.3} | {} ({:.0}% graph) | {} {:.3} ({:.3}) | {:.3} | {:.3} |",
+            r.exclusion,
+            r.excluded,
+            r.p50_ms,
+            r.p99_ms,
+            r.recall_at_10,
+            r.path,
+            100.0 * r.graph_share,
+            r.alt_path,
+            r.alt_path_p50_ms,
+            r.alt_path_recall,
+            r.resolve_p50_ms,
+            r.next_turn_resolve_p50_ms
+        );
+    }
+    Ok(())
+}
