@@ -17,6 +17,20 @@ pub struct Fragment {
     pub carried_from: Option<u64>,
 }
 
+impl Fragment {
+    /// A fragment of one hit, new to the conversation.
+    pub fn of(h: Hit) -> Fragment {
+        Fragment {
+            document_id: h.chunk.document_id.clone(),
+            title: h.chunk.title.clone(),
+            text: h.chunk.text.clone(),
+            score: h.score,
+            chunks: vec![h.chunk],
+            carried_from: None,
+        }
+    }
+}
+
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Deduped {
     /// Best first.
@@ -80,17 +94,7 @@ pub fn plain(mut hits: Vec<Hit>, drop_identical_text: bool) -> Deduped {
     docs.sort();
     docs.dedup();
     let unique_documents = docs.len();
-    let fragments = hits
-        .into_iter()
-        .map(|h| Fragment {
-            document_id: h.chunk.document_id.clone(),
-            title: h.chunk.title.clone(),
-            text: h.chunk.text.clone(),
-            score: h.score,
-            chunks: vec![h.chunk],
-            carried_from: None,
-        })
-        .collect();
+    let fragments = hits.into_iter().map(Fragment::of).collect();
     Deduped { fragments, unique_documents, aliases }
 }
 
@@ -160,14 +164,7 @@ fn merge_adjacent(mut hits: Vec<Hit>) -> Vec<Fragment> {
                 continue;
             }
         }
-        out.push(Fragment {
-            document_id: h.chunk.document_id.clone(),
-            title: h.chunk.title.clone(),
-            text: h.chunk.text.clone(),
-            score: h.score,
-            chunks: vec![h.chunk],
-            carried_from: None,
-        });
+        out.push(Fragment::of(h));
     }
     out
 }
