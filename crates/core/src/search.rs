@@ -81,7 +81,9 @@ impl Key {
 }
 
 /// FxHash over the id's bytes, 8 at a time (rustc's hasher; collisions between the ids of
-/// two sets are what would matter, at odds of about n² / 2⁶⁴).
+/// two sets are what would matter, at odds of about n² / 2⁶⁴ — for ids not crafted to
+/// collide: this keeps a session from being re-sent what it saw, it is no security
+/// boundary).
 fn id_hash(id: &str) -> u64 {
     const K: u64 = 0x517c_c1b7_2722_0a95;
     let mut h = id.len() as u64;
