@@ -17,6 +17,7 @@
 mod chunk;
 mod context;
 mod error;
+pub mod hash;
 mod ids;
 mod search;
 mod session;
@@ -26,6 +27,7 @@ mod traits;
 pub use chunk::{check_replacement, Chunk, DocumentSummary, EmbeddedChunk, Replaced, CHUNK_TOKENIZER};
 pub use context::{citation_markers, Citation, ContextBlock, Pointer};
 pub use error::{Error, ErrorKind, Result};
+pub use hash::{fx_hash, FastMap, FxHasher};
 pub use ids::{ChunkId, DocumentId, SessionId};
 pub use search::{
     ExclusionSet, Fusion, Grouping, Hit, LexicalRequest, PreparedExclusions, Retrieval, SearchOutcome, SearchPath,

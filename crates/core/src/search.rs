@@ -1,4 +1,4 @@
-use crate::{Chunk, ChunkId, DocumentId};
+use crate::{fx_hash, Chunk, ChunkId, DocumentId};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -20,18 +20,6 @@ impl ExclusionSet {
     }
     pub fn excludes(&self, chunk: &ChunkId, document: &DocumentId) -> bool {
         self.documents.contains(document) || self.chunks.contains(chunk)
-    }
-    /// What this set adds to `base` when it holds every id of `base` — a session's next
-    /// turn, which excludes what the last one did and more; `None` when it does not. Walks
-    /// both sets in order; allocates only for the difference.
-    pub fn added_to(&self, base: &ExclusionSet) -> Option<ExclusionSet> {
-        if !base.documents.is_subset(&self.documents) || !base.chunks.is_subset(&self.chunks) {
-            return None;
-        }
-        Some(ExclusionSet {
-            documents: self.documents.difference(&base.documents).cloned().collect(),
-            chunks: self.chunks.difference(&base.chunks).cloned().collect(),
-        })
     }
 }
 
@@ -61,7 +49,9 @@ impl<T> Clone for Prepared<T> {
     }
 }
 
-/// A set by the hashes of its ids, in its order (sorted by id).
+/// A set by the [`fx_hash`] of its ids, in its order (sorted by id). Two different sets
+/// share a key only by a collision (odds about n² / 2⁶⁴ for ids not crafted to collide:
+/// this keeps a session from being re-sent what it saw; it is no security boundary).
 #[derive(PartialEq, Eq)]
 struct Key {
     documents: Vec<u64>,
@@ -71,29 +61,13 @@ struct Key {
 impl Key {
     fn of(set: &ExclusionSet) -> Key {
         Key {
-            documents: set.documents.iter().map(|d| id_hash(d.as_str())).collect(),
-            chunks: set.chunks.iter().map(|c| id_hash(c.as_str())).collect(),
+            documents: set.documents.iter().map(|d| fx_hash(d.as_str())).collect(),
+            chunks: set.chunks.iter().map(|c| fx_hash(c.as_str())).collect(),
         }
     }
     fn len(&self) -> usize {
         self.documents.len() + self.chunks.len()
     }
-}
-
-/// FxHash over the id's bytes, 8 at a time (rustc's hasher; collisions between the ids of
-/// two sets are what would matter, at odds of about n² / 2⁶⁴ — for ids not crafted to
-/// collide: this keeps a session from being re-sent what it saw, it is no security
-/// boundary).
-fn id_hash(id: &str) -> u64 {
-    const K: u64 = 0x517c_c1b7_2722_0a95;
-    let mut h = id.len() as u64;
-    let mut words = id.as_bytes().chunks_exact(8);
-    for w in &mut words {
-        h = (h.rotate_left(5) ^ u64::from_le_bytes(w.try_into().unwrap())).wrapping_mul(K);
-    }
-    let mut last = [0u8; 8];
-    last[..words.remainder().len()].copy_from_slice(words.remainder());
-    (h.rotate_left(5) ^ u64::from_le_bytes(last)).wrapping_mul(K)
 }
 
 /// Positions in `new` of the ids not in `base`, when `base` holds no id that `new` lacks
@@ -151,15 +125,9 @@ impl<T: Clone> PreparedExclusions<T> {
             .filter(|k| k.key.len() > 0 && k.key.len() <= key.len() && 2 * k.key.len() >= key.len())
             .collect();
         bases.sort_by_key(|k| std::cmp::Reverse(k.key.len()));
-        let base = bases.into_iter().find_map(|k| {
-            let documents = added_positions(&key.documents, &k.key.documents)?;
-            let chunks = added_positions(&key.chunks, &k.key.chunks)?;
-            Some((k, documents, chunks))
-        });
+        let base = bases.into_iter().find_map(|k| Some((k, added(set, &key, &k.key)?)));
         let (value, replaced) = match base {
-            Some((k, documents, chunks)) => {
-                let added =
-                    ExclusionSet { documents: pick(&set.documents, &documents), chunks: pick(&set.chunks, &chunks) };
+            Some((k, added)) => {
                 let mut value = T::clone(&k.value);
                 extend(&mut value, &added);
                 // The session has moved on: its last set gives way to this one.
@@ -186,6 +154,14 @@ impl<T: Clone> PreparedExclusions<T> {
         }
         slots.push(prepared);
     }
+}
+
+/// What `set` (whose key is `key`) adds to the set whose key is `base`, when it holds every
+/// id of it; `None` when it does not.
+fn added(set: &ExclusionSet, key: &Key, base: &Key) -> Option<ExclusionSet> {
+    let documents = added_positions(&key.documents, &base.documents)?;
+    let chunks = added_positions(&key.chunks, &base.chunks)?;
+    Some(ExclusionSet { documents: pick(&set.documents, &documents), chunks: pick(&set.chunks, &chunks) })
 }
 
 /// The ids of `set` at `positions` (ascending, in the set's order).
@@ -331,18 +307,19 @@ mod tests {
     }
 
     #[test]
-    fn added_to_is_the_difference_only_for_a_superset() {
+    fn added_is_the_difference_only_for_a_superset() {
+        let added_to = |s: &ExclusionSet, base: &ExclusionSet| added(s, &Key::of(s), &Key::of(base));
         let base = set(&["d1"], &["a#0", "b#2"]);
         assert_eq!(
-            set(&["d1", "d2"], &["a#0", "a#1", "b#2", "c#0"]).added_to(&base),
+            added_to(&set(&["d1", "d2"], &["a#0", "a#1", "b#2", "c#0"]), &base),
             Some(set(&["d2"], &["a#1", "c#0"]))
         );
-        assert_eq!(base.added_to(&base), Some(ExclusionSet::default()));
+        assert_eq!(added_to(&base, &base), Some(ExclusionSet::default()));
         // Missing one of base's ids, at the start, in the middle or at the end.
-        assert_eq!(set(&["d1"], &["b#2", "c#0"]).added_to(&base), None);
-        assert_eq!(set(&["d1"], &["a#0", "a#1", "c#0"]).added_to(&base), None);
-        assert_eq!(set(&["d1"], &["a#0"]).added_to(&base), None);
-        assert_eq!(set(&[], &["a#0", "b#2", "z#9"]).added_to(&base), None);
+        assert_eq!(added_to(&set(&["d1"], &["b#2", "c#0"]), &base), None);
+        assert_eq!(added_to(&set(&["d1"], &["a#0", "a#1", "c#0"]), &base), None);
+        assert_eq!(added_to(&set(&["d1"], &["a#0"]), &base), None);
+        assert_eq!(added_to(&set(&[], &["a#0", "b#2", "z#9"]), &base), None);
     }
 
     /// A prepared form is a sorted list of the ids: made, extended or reused, it must equal

@@ -32,34 +32,8 @@ pub use persist::IndexError;
 
 use exclusion::{next_revision, Bits};
 use hnsw::{Graph, Scored, Vectors, Walk};
-use ragctx_core::{Grouping, SearchPath, SearchRequest};
+use ragctx_core::{FastMap, Grouping, SearchPath, SearchRequest};
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-
-/// FxHash (rustc's hasher): id lookups turn exclusion sets into node numbers (once per set
-/// and index revision, [`ResolvedCache`]) and serve fetches by id, so hashing speed shows up
-/// in latency; these maps hold no attacker-chosen keys
-/// whose collisions could hurt (ids come from the operator's own corpus).
-#[derive(Default, Clone, Copy)]
-pub struct FxHasher(u64);
-
-impl Hasher for FxHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        const K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(c.try_into().expect("8 bytes"))).wrapping_mul(K);
-        }
-        for &b in chunks.remainder() {
-            self.0 = (self.0.rotate_left(5) ^ b as u64).wrapping_mul(K);
-        }
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 
 /// A first walk is crowded — exclusions sit where the results should be, and it widens —
 /// when fewer than this share of its `ef` nearest points are allowed. At 0.4 a walk at the

@@ -11,7 +11,7 @@
 //! excluded chunks never come back and never take a slot; with grouping, `limit` documents
 //! come back whenever that many match, none with more chunks than its quota.
 
-use ragctx_core::{Chunk, ChunkId, DocumentId, ExclusionSet, Grouping, PreparedExclusions};
+use ragctx_core::{Chunk, ChunkId, DocumentId, ExclusionSet, FastMap, Grouping, PreparedExclusions};
 use rust_stemmers::{Algorithm, Stemmer};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -144,31 +144,6 @@ fn flush_cjk(run: &mut Vec<char>, out: &mut Vec<String>) {
     run.clear();
 }
 
-/// FNV-1a: a fast hash for short keys (ids are not attacker-chosen keys of a long-lived
-/// table: each index is rebuilt from the store).
-#[derive(Clone, Copy, Default)]
-struct Fnv;
-
-struct FnvHasher(u64);
-
-impl std::hash::BuildHasher for Fnv {
-    type Hasher = FnvHasher;
-    fn build_hasher(&self) -> FnvHasher {
-        FnvHasher(0xcbf2_9ce4_8422_2325)
-    }
-}
-
-impl std::hash::Hasher for FnvHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ b as u64).wrapping_mul(0x100_0000_01b3);
-        }
-    }
-}
-
 /// One chunk as the index keeps it.
 struct Entry {
     chunk: ChunkId,
@@ -180,10 +155,10 @@ struct Entry {
 
 /// An inverted index over a fixed set of chunks (rebuilt when the chunks change).
 pub struct LexicalIndex {
-    /// Positions by chunk and by document, to resolve exclusions (FNV: the ids are short,
-    /// and thousands are looked up per search).
-    by_chunk: HashMap<ChunkId, u32, Fnv>,
-    by_document: HashMap<DocumentId, Vec<u32>, Fnv>,
+    /// Positions by chunk and by document, to resolve exclusions (thousands of ids looked
+    /// up when a session's set is first resolved).
+    by_chunk: FastMap<ChunkId, u32>,
+    by_document: FastMap<DocumentId, Vec<u32>>,
     terms: HashMap<String, u32>,
     /// Per term: (entry, term frequency), entries ascending.
     postings: Vec<Vec<(u32, u32)>>,
@@ -243,7 +218,7 @@ impl LexicalIndex {
         average_length: f32,
     ) -> LexicalIndex {
         let by_chunk = entries.iter().enumerate().map(|(i, e)| (e.chunk.clone(), i as u32)).collect();
-        let mut by_document: HashMap<DocumentId, Vec<u32>, Fnv> = HashMap::default();
+        let mut by_document: FastMap<DocumentId, Vec<u32>> = FastMap::default();
         for (i, e) in entries.iter().enumerate() {
             by_document.entry(e.document.clone()).or_default().push(i as u32);
         }
