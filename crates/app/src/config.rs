@@ -321,11 +321,6 @@ pub enum EmbedderSettings {
 }
 
 impl EmbedderSettings {
-    /// Whether embeddings are computed in process (the model in `model_dir`).
-    pub fn is_local(&self) -> bool {
-        matches!(self, EmbedderSettings::Local { .. })
-    }
-
     /// Whether these are the vectors a store written before models were recorded holds: the
     /// in-process model in fp32, without prefixes (what ragctx could compute then).
     pub fn is_unrecorded_default(&self) -> bool {

@@ -28,8 +28,7 @@ pub(crate) fn lexical(app: &App, questions: &std::path::Path, queries: usize, se
         grouping,
         exclusion: excluded,
     };
-    let first = store.search_lexical(&request("warm up", ExclusionSet::default(), None))?;
-    if first.is_none() {
+    if store.prepare_lexical()?.is_none() {
         bail!("this store has no lexical index");
     }
     let ready_ms = started.elapsed().as_secs_f64() * 1e3;
@@ -98,8 +97,9 @@ struct SearchRow {
     /// FAISS builds its ID selector outside its search).
     resolve_p50_ms: f64,
     /// Resolving a session's next set — the same ids and 10 more — through a store's cache
-    /// that also holds the empty set and 14 other sessions' sets of the row's size: the
-    /// kept set is extended by the difference. What a turn pays.
+    /// that also holds other sessions' sets (the empty set and 14 of the row's size at
+    /// first, the earlier queries' sets after): the kept set is extended by the difference.
+    /// What a turn pays.
     next_turn_resolve_p50_ms: f64,
     /// The path the planner did not choose, forced on the same query: what the other
     /// choice would have cost (a wrong choice shows as alt < p50).
@@ -235,7 +235,8 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
             let resolved = index.resolve(&ex);
             resolve_lat.push(t.elapsed().as_secs_f64() * 1e3);
             // The session's next turn: the same ids and 10 more, through the store's cache,
-            // which holds this set, the empty one and other sessions' sets.
+            // which holds this set and other sessions' (the 14 drawn before the loop at first, then the
+            // earlier queries').
             cache.get(&index, &ex);
             let mut next = ex.clone();
             while next.chunks.len() < ex.chunks.len() + 10 {

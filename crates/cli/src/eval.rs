@@ -296,7 +296,8 @@ fn beir(
                         vectors[position[h.chunk.id.as_str()]].iter().zip(v).map(|(a, b)| a * b).sum()
                     };
                     let rescored: Vec<Hit> = l.iter().map(|h| Hit { score: cosine(h), ..h.clone() }).collect();
-                    let mut fused = ragctx_engine::retrieve::fuse(fusion.unwrap_or_default(), &d, &l, &rescored);
+                    let bm25: Vec<f32> = l.iter().map(|h| h.score).collect();
+                    let mut fused = ragctx_engine::retrieve::fuse(fusion.unwrap_or_default(), &d, &bm25, &rescored);
                     fused.truncate(BEIR_DEPTH);
                     fused
                 }

@@ -2,7 +2,7 @@
 
 use anyhow::{bail, Result};
 use ragctx_app::app::App;
-use ragctx_core::{SessionId, SessionStore, Trace, TraceStats};
+use ragctx_core::{RetrievalTrace, SessionId, SessionStore, Trace, TraceStats};
 use ragctx_engine::{TurnOutcome, TurnSettings};
 use std::io::{BufRead, Write};
 
@@ -21,7 +21,7 @@ pub fn print_turn(out: &TurnOutcome, json: bool) -> Result<()> {
                 .trace
                 .retrieval
                 .as_ref()
-                .and_then(|r| b.chunk_ids.iter().filter_map(|c| r.side(c)).max_by_key(|s| *s == "both"))
+                .and_then(|r| r.side(&b.chunk_ids))
                 .map(|s| format!(", found by {s}"))
                 .unwrap_or_default();
             println!(
@@ -52,9 +52,7 @@ pub fn summary(turn: u64, t: &TraceStats) -> String {
     };
     let search = match &t.retrieval {
         None => format!("{:?}", t.search_path),
-        Some(r) if r.fallback.is_some() => {
-            format!("{:?} ({})", t.search_path, r.fallback.as_deref().unwrap_or_default())
-        }
+        Some(RetrievalTrace { fallback: Some(why), .. }) => format!("{:?} ({why})", t.search_path),
         Some(r) => {
             let how = r.fusion.map(|f| format!("/{}", f.as_str())).unwrap_or_default();
             format!("{}{how}: dense {} + lexical {} candidates", r.retrieval.as_str(), r.dense.len(), r.lexical.len())

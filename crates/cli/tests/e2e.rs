@@ -320,8 +320,7 @@ fn memory_modes_never_withhold_what_the_model_cannot_read() {
 
 /// `--retrieval hybrid` on 200 government passages plus one note whose only tie to the
 /// question is an exact form number: the lexical side brings it, the trace says which side
-/// found each block, the second turn excludes what the first showed on both sides, and a
-/// reopened data dir answers the same from its lexical.bin.
+/// found each block, and the second turn excludes what the first showed on both sides.
 #[test]
 fn hybrid_retrieval_finds_exact_terms_and_says_which_side_found_what() {
     let env = Env::new();

@@ -106,10 +106,12 @@ pub struct RetrievalTrace {
 }
 
 impl RetrievalTrace {
-    /// `dense`, `lexical` or `both`: which side found `chunk` (`None`: neither, e.g. a
-    /// block carried from the working set).
-    pub fn side(&self, chunk: &ChunkId) -> Option<&'static str> {
-        match (self.dense.contains(chunk), self.lexical.contains(chunk)) {
+    /// `dense`, `lexical` or `both`: which side found `chunks` (a block's; `both` also when
+    /// its chunks came from different sides), `None`: neither, e.g. a block carried from
+    /// the working set.
+    pub fn side(&self, chunks: &[ChunkId]) -> Option<&'static str> {
+        let found = |side: &[ChunkId]| chunks.iter().any(|c| side.contains(c));
+        match (found(&self.dense), found(&self.lexical)) {
             (true, true) => Some("both"),
             (true, false) => Some("dense"),
             (false, true) => Some("lexical"),
@@ -140,4 +142,26 @@ pub struct Trace {
     pub invalid_markers: Vec<u32>,
     pub at_unix_ms: u64,
     pub stats: TraceStats,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_block_is_found_by_each_side_that_found_one_of_its_chunks() {
+        let ids = |v: &[&str]| v.iter().map(|&c| ChunkId::from(c)).collect::<Vec<_>>();
+        let r = RetrievalTrace {
+            retrieval: Retrieval::Hybrid,
+            fusion: Some(Fusion::Weighted),
+            dense: ids(&["a#0", "c#0"]),
+            lexical: ids(&["b#0", "c#0"]),
+            fallback: None,
+        };
+        assert_eq!(r.side(&ids(&["a#0"])), Some("dense"));
+        assert_eq!(r.side(&ids(&["b#0"])), Some("lexical"));
+        assert_eq!(r.side(&ids(&["c#0"])), Some("both"));
+        assert_eq!(r.side(&ids(&["a#0", "b#0"])), Some("both"), "chunks from different sides");
+        assert_eq!(r.side(&ids(&["z#9"])), None, "carried from the working set");
+    }
 }

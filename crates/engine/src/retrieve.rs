@@ -68,7 +68,8 @@ pub fn retrieve(
     };
     let (lexical, lexical_deeper) = lexical;
     let lexical_ids: Vec<ChunkId> = lexical.hits.iter().map(|h| h.chunk.id.clone()).collect();
-    let lexical_hits = rescored(store, &request.vector, lexical.hits.clone())?;
+    let bm25: Vec<f32> = lexical.hits.iter().map(|h| h.score).collect();
+    let lexical_hits = rescored(store, &request.vector, lexical.hits)?;
     if settings.retrieval == Retrieval::Lexical {
         let sides = RetrievalTrace {
             retrieval: Retrieval::Lexical,
@@ -82,7 +83,7 @@ pub fn retrieve(
     }
     let d = dense(store, request.clone(), settings)?;
     let dense_ids: Vec<ChunkId> = d.outcome.hits.iter().map(|h| h.chunk.id.clone()).collect();
-    let fused = fuse(settings.fusion, &d.outcome.hits, &lexical.hits, &lexical_hits);
+    let fused = fuse(settings.fusion, &d.outcome.hits, &bm25, &lexical_hits);
     // As many as the dense side was asked for in the end (its deeper searches included);
     // `select` takes more while too few documents are in.
     let limit = request.limit << d.deeper;
@@ -177,16 +178,17 @@ pub(crate) fn rescored(store: &dyn VectorStore, vector: &[f32], hits: Vec<Hit>) 
         .collect())
 }
 
-/// Both sides' candidates in fused order, each with its dense score. `bm25` is the lexical
-/// side as it came (BM25 scores, best first), `lexical` the same hits scored densely.
-pub fn fuse(fusion: Fusion, dense: &[Hit], bm25: &[Hit], lexical: &[Hit]) -> Vec<Hit> {
+/// Both sides' candidates in fused order, each with its dense score. `lexical` is the
+/// lexical side in its order (best first) scored densely, `bm25` its BM25 scores.
+pub fn fuse(fusion: Fusion, dense: &[Hit], bm25: &[f32], lexical: &[Hit]) -> Vec<Hit> {
     let ranks = |n: usize| -> Vec<f32> { (0..n).map(|r| 1.0 / (RRF_K + r as f32 + 1.0)).collect() };
-    let half = |hits: &[Hit]| -> Vec<f32> { unit_range(hits).into_iter().map(|s| 0.5 * s).collect() };
+    let half = |scores: &[f32]| -> Vec<f32> { unit_range(scores).into_iter().map(|s| 0.5 * s).collect() };
+    let dense_scores: Vec<f32> = dense.iter().map(|h| h.score).collect();
     let (from_dense, from_lexical) = match fusion {
         Fusion::Rrf => (ranks(dense.len()), ranks(bm25.len())),
-        Fusion::Weighted => (half(dense), half(bm25)),
+        Fusion::Weighted => (half(&dense_scores), half(bm25)),
         // The union ranked by dense similarity: the lexical side brings candidates only.
-        Fusion::Rescore => (dense.iter().map(|h| h.score).collect(), lexical.iter().map(|h| h.score).collect()),
+        Fusion::Rescore => (dense_scores, lexical.iter().map(|h| h.score).collect()),
     };
     let mut fused: Vec<(f32, &Hit)> = Vec::with_capacity(dense.len() + lexical.len());
     let mut at: HashMap<&ChunkId, usize> = HashMap::new();
@@ -208,10 +210,10 @@ pub fn fuse(fusion: Fusion, dense: &[Hit], bm25: &[Hit], lexical: &[Hit]) -> Vec
 }
 
 /// Scores scaled to [0, 1] over the list (all 1 when they are equal).
-fn unit_range(hits: &[Hit]) -> Vec<f32> {
-    let lo = hits.iter().map(|h| h.score).fold(f32::INFINITY, f32::min);
-    let hi = hits.iter().map(|h| h.score).fold(f32::NEG_INFINITY, f32::max);
-    hits.iter().map(|h| if hi > lo { (h.score - lo) / (hi - lo) } else { 1.0 }).collect()
+fn unit_range(scores: &[f32]) -> Vec<f32> {
+    let lo = scores.iter().copied().fold(f32::INFINITY, f32::min);
+    let hi = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    scores.iter().map(|&s| if hi > lo { (s - lo) / (hi - lo) } else { 1.0 }).collect()
 }
 
 /// The first `limit` documents (each up to its quota) of a fused list; without grouping the
@@ -285,7 +287,7 @@ mod tests {
     #[test]
     fn fusions_merge_both_sides_without_duplicates() {
         let dense = vec![hit("d1", "a", 0.9), hit("both", "b", 0.8)];
-        let bm25 = vec![hit("both", "b", 12.0), hit("l1", "c", 3.0)];
+        let bm25 = [12.0, 3.0];
         let lexical = vec![hit("both", "b", 0.8), hit("l1", "c", 0.2)];
         for f in [Fusion::Rrf, Fusion::Weighted, Fusion::Rescore] {
             let ids: Vec<String> =

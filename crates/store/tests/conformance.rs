@@ -42,26 +42,28 @@ fn embedded_lexical_search_conforms_and_survives_a_reopen() {
         .unwrap();
     assert_eq!(out.hits[0].chunk.id.as_str(), "d11#1");
     assert!(dir.path().join("lexical.bin").is_file(), "kept beside the store");
-    // A write moves the generation: the file is stale and the index is rebuilt, in this
-    // process and the next.
-    let mut extra = again.chunks(&["d11#1".into()]).unwrap().remove(0);
-    extra.id = "late#0".into();
-    extra.document_id = "late".into();
-    extra.text = "a late note on 0x80070005 and windows update".into();
+    // A write moves the generation: the file is stale and the index is rebuilt, in the next
+    // process (which finds a file one generation behind) and in this one.
     let vector = again.vectors(&["d11#1".into()]).unwrap().remove(0).unwrap();
-    again.upsert(&[ragctx_core::EmbeddedChunk { chunk: extra, vector }]).unwrap();
-    let late = |store: &dyn VectorStore| {
+    let write = |store: &dyn VectorStore, id: &str, text: &str| {
+        let chunk = ragctx_core::Chunk::new(id, id.split('#').next().unwrap(), "", text);
+        store.upsert(&[ragctx_core::EmbeddedChunk { chunk, vector: vector.clone() }]).unwrap();
+    };
+    let first = |store: &dyn VectorStore, query: &str| {
         let req = ragctx_core::LexicalRequest {
-            query: "late note".into(),
+            query: query.into(),
             limit: 1,
             grouping: None,
             exclusion: Default::default(),
         };
-        assert_eq!(store.search_lexical(&req).unwrap().unwrap().hits[0].chunk.id.as_str(), "late#0");
+        store.search_lexical(&req).unwrap().unwrap().hits[0].chunk.id.0.clone()
     };
-    late(&again);
-    drop(again);
-    late(&open(dir.path(), 0).vector_store());
+    write(&again, "late#0", "a late note on 0x80070005 and windows update");
+    drop(again); // no search since the write: lexical.bin is one generation behind
+    let reopened = open(dir.path(), 0).vector_store();
+    assert_eq!(first(&reopened, "late note"), "late#0", "a stale file is rebuilt in the next process");
+    write(&reopened, "later#0", "an even later memo");
+    assert_eq!(first(&reopened, "later memo"), "later#0", "and in this one");
 }
 
 #[test]

@@ -21,55 +21,46 @@ impl MilvusVectorStore {
             let (client, name) = (self.client.clone(), name.clone());
             async move { client.has_collection(HasCollectionRequest::builder().collection_name(name).build()?).await }
         })?;
-        if !exists.exists() {
-            self.create_collection()?;
+        let full_text = if !exists.exists() {
+            self.create_collection()?
         } else {
             let Described { dimension: got, model: stored, full_text } = self.describe_collection()?;
-            let mut made_again = false;
             if got != self.dimension {
                 return Err(Error::InvalidInput(format!(
                     "Milvus collection {name:?} holds {got}-d vectors, the model makes {}-d: use another --collection",
                     self.dimension
                 )));
             }
-            match (stored, &self.config.model) {
-                (Some(stored), Some(configured)) if &stored != configured => {
-                    return Err(Error::ModelMismatch { stored, configured: configured.clone() });
+            if let (Some(stored), Some(configured)) = (&stored, &self.config.model) {
+                if stored != configured {
+                    return Err(Error::ModelMismatch { stored: stored.clone(), configured: configured.clone() });
                 }
-                // Made by a command that embeds nothing, or before the model was recorded.
-                (None, Some(configured)) => {
+            }
+            // Made by a command that embeds nothing, before the model was recorded, or before
+            // full-text search on a server that has it: while still empty, made again as it is
+            // made now (nothing to lose; an altered property does not survive a restart of
+            // Milvus 2.3.5, #30144). A command that embeds nothing leaves it.
+            let outdated = stored.is_none() || (!full_text && lexical::by_version(&self.capabilities.version));
+            match &self.config.model {
+                Some(configured) if outdated => {
                     self.load()?;
                     if self.count_strong()? == 0 {
-                        // Empty: made again with the model recorded at creation (an altered
-                        // property does not survive a restart of Milvus 2.3.5, #30144).
                         self.drop_collection()?;
-                        self.create_collection()?;
-                        made_again = true;
-                    } else if !self.config.unrecorded_is_model {
+                        self.create_collection()?
+                    } else if stored.is_none() && !self.config.unrecorded_is_model {
                         return Err(Error::ModelMismatch {
                             stored: "unrecorded (the collection predates recorded models: the in-process fp32 model)"
                                 .into(),
                             configured: configured.clone(),
                         });
+                    } else {
+                        full_text
                     }
                 }
-                _ => {}
+                _ => full_text,
             }
-            // Made before full-text search on a server that has it, and still empty: made
-            // again with it, nothing to lose (a command that embeds nothing leaves it).
-            if !made_again
-                && !full_text
-                && lexical::by_version(&self.capabilities.version)
-                && self.config.model.is_some()
-            {
-                self.load()?;
-                if self.count_strong()? == 0 {
-                    self.drop_collection()?;
-                    self.create_collection()?;
-                }
-            }
-        }
-        self.capabilities.full_text = self.describe_collection()?.full_text;
+        };
+        self.capabilities.full_text = full_text;
         self.load()
     }
 
@@ -111,7 +102,8 @@ impl MilvusVectorStore {
         .map(|_| ())
     }
 
-    pub(super) fn create_collection(&self) -> Result<()> {
+    /// Makes the collection, with full-text search where the server has it (returned).
+    pub(super) fn create_collection(&self) -> Result<bool> {
         let varchar = |name: &str, max: u32| FieldSchema::new().name(name).data_type(DataType::VarChar).max_length(max);
         let int = |name: &str| FieldSchema::new().name(name).data_type(DataType::Int64);
         let schema = CollectionSchema::new()
@@ -166,7 +158,7 @@ impl MilvusVectorStore {
             "create_index (document_id)",
             IndexParam::new().field_name(DOCUMENT_ID).index_type(IndexType::Inverted),
         );
-        Ok(())
+        Ok(full_text)
     }
 
     /// Asks for an index on the collection (built by the server in the background).
