@@ -59,6 +59,8 @@ pub struct RawConfig {
     /// `engine` (default: ragctx builds the whole prompt) or `client` (the caller keeps
     /// earlier contexts; chunks of the window are pointed to, not re-sent).
     pub memory: Option<String>,
+    /// `auto` (default: classify each question), `new`, `follow_up` or `reshow`.
+    pub mode: Option<String>,
     /// `always` (default), `follow_up` or `off`: when the query mixes in earlier questions.
     pub conversation_query: Option<String>,
     /// `dense` (default), `lexical` (BM25) or `hybrid` (both, fused).
@@ -120,6 +122,7 @@ impl RawConfig {
             milvus_token,
             sessions,
             memory,
+            mode,
             conversation_query,
             retrieval,
             fusion,
@@ -192,6 +195,7 @@ impl RawConfig {
             milvus_token: var("MILVUS_TOKEN").or_else(|| std::env::var("MILVUS_TOKEN").ok().filter(|k| !k.is_empty())),
             sessions: var("SESSIONS"),
             memory: var("MEMORY"),
+            mode: var("MODE"),
             conversation_query: var("CONVERSATION_QUERY"),
             retrieval: var("RETRIEVAL"),
             fusion: var("FUSION"),
@@ -277,7 +281,10 @@ impl Settings {
             min_documents: raw.min_documents.unwrap_or(d.min_documents),
             budget: raw.budget.unwrap_or(d.budget),
             ttl_secs: raw.session_ttl.unwrap_or(d.ttl_secs),
-            mode: None,
+            mode: match raw.mode.as_deref() {
+                None | Some("auto") => None,
+                Some(m) => Some(m.parse()?),
+            },
         };
         turn.validate()?;
         let embedder = EmbedderSettings::from_raw(&raw)?;

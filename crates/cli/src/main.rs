@@ -1,23 +1,14 @@
 //! `ragctx`: the command-line front of the engine. Arguments become validated settings in
 //! `config`, one factory in `app` builds the backends, and each command is a module.
 
-mod bench;
-mod bench_http;
-mod bench_search;
-mod bench_window;
 mod documents;
-mod eval;
-mod eval_intent;
-mod eval_mtrag;
-mod mtrag_metrics;
-mod report;
 mod serve;
 mod turn;
 
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
 use ragctx_app::{app, ingest, RawConfig, Settings};
-use ragctx_core::{ErrorKind, Intent, SessionId};
+use ragctx_core::{ErrorKind, SessionId};
 use std::path::PathBuf;
 
 #[derive(Parser)]
@@ -75,9 +66,9 @@ struct Cli {
 
 #[derive(Args, Clone, Default)]
 struct TurnFlags {
-    /// auto (classify the question), new, follow_up or reshow
-    #[arg(long, default_value = "auto")]
-    mode: String,
+    /// auto (classify the question), new, follow_up or reshow [default: auto]
+    #[arg(long)]
+    mode: Option<String>,
     /// engine (ragctx builds the whole prompt, carrying earlier sources that still rank) or
     /// client (your app keeps earlier contexts; they are pointed to, not re-sent) [default: engine]
     #[arg(long)]
@@ -190,12 +181,12 @@ enum Command {
     /// Offline evaluation on real data
     Eval {
         #[command(subcommand)]
-        what: eval::EvalCommand,
+        what: ragctx_eval::EvalCommand,
     },
     /// Benchmarks
     Bench {
         #[command(subcommand)]
-        what: bench::BenchCommand,
+        what: ragctx_eval::BenchCommand,
     },
 }
 
@@ -235,6 +226,7 @@ fn settings(cli: &Cli, turn: Option<&TurnFlags>) -> Result<Settings> {
         milvus_consistency: cli.milvus_consistency.clone(),
         sessions: cli.sessions.clone(),
         memory: t.memory,
+        mode: t.mode,
         conversation_query: t.conversation_query,
         strategy: t.strategy,
         retrieval: t.retrieval,
@@ -249,14 +241,7 @@ fn settings(cli: &Cli, turn: Option<&TurnFlags>) -> Result<Settings> {
         session_ttl: t.session_ttl,
         ..Default::default()
     });
-    let mut s = Settings::from_raw(raw)?;
-    if let Some(t) = turn {
-        s.turn.mode = match t.mode.as_str() {
-            "auto" => None,
-            m => Some(m.parse::<Intent>()?),
-        };
-    }
-    Ok(s)
+    Ok(Settings::from_raw(raw)?)
 }
 
 fn run(cli: Cli) -> Result<()> {
@@ -298,9 +283,9 @@ fn run(cli: Cli) -> Result<()> {
             let s = settings(&cli, None)?;
             turn::session(app::sessions_only(&s)?.as_ref(), action, &SessionId::parse(session)?)
         }
-        Command::Bench { what } => bench::run(settings(&cli, None)?, what),
+        Command::Bench { what } => Ok(ragctx_eval::bench::run(settings(&cli, None)?, what)?),
         Command::Serve { addr, turn } => serve::run(app::App::open(settings(&cli, Some(turn))?)?, addr),
-        Command::Eval { what } => eval::run(&settings(&cli, None)?, what),
+        Command::Eval { what } => Ok(ragctx_eval::eval::run(&settings(&cli, None)?, what)?),
     }
 }
 
@@ -389,6 +374,23 @@ fn flush_telemetry() {
     }
 }
 
+/// README "Exit codes": 2 only for the caller's mistakes, 1 for anything that is not a
+/// classified ragctx error (an I/O failure on the terminal, say).
+fn exit_code(e: &anyhow::Error) -> i32 {
+    let kind = match (e.downcast_ref::<ragctx_core::Error>(), e.downcast_ref::<ragctx_eval::Error>()) {
+        (Some(e), _) => e.kind(),
+        (None, Some(e)) => e.kind(),
+        (None, None) => ErrorKind::Internal,
+    };
+    match kind {
+        ErrorKind::BadInput => 2,
+        ErrorKind::NotFound => 3,
+        ErrorKind::Unavailable => 4,
+        ErrorKind::Conflict => 5,
+        ErrorKind::Internal => 1,
+    }
+}
+
 fn main() {
     tune_allocator();
     let cli = Cli::parse();
@@ -397,14 +399,6 @@ fn main() {
     flush_telemetry();
     if let Err(e) = result {
         eprintln!("error: {e:#}");
-        let code = match e.downcast_ref::<ragctx_core::Error>().map(|e| e.kind()) {
-            Some(ErrorKind::BadInput) => 2,
-            Some(ErrorKind::NotFound) => 3,
-            Some(ErrorKind::Unavailable) => 4,
-            Some(ErrorKind::Conflict) => 5,
-            Some(ErrorKind::Internal) => 1,
-            None => 2,
-        };
-        std::process::exit(code);
+        std::process::exit(exit_code(&e));
     }
 }

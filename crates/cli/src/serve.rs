@@ -1,17 +1,19 @@
 //! `ragctx serve`: binds the HTTP API and shuts down gracefully, finishing turns in flight.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use ragctx_app::app::App;
+use ragctx_core::Error;
 use ragctx_server::{router, AppState, Metrics};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 pub fn run(app: App, addr: &str) -> Result<()> {
-    let addr: SocketAddr = addr.parse().with_context(|| format!("--addr {addr:?} is not HOST:PORT"))?;
+    let addr: SocketAddr =
+        addr.parse().map_err(|_| Error::InvalidInput(format!("--addr {addr:?} is not HOST:PORT")))?;
     let keys = app.settings.api_keys.clone();
     if keys.is_empty() && !addr.ip().is_loopback() {
-        bail!("refusing to bind {addr} without API keys: every session would be open to the network; set RAGCTX_API_KEYS or bind 127.0.0.1");
+        bail!(Error::InvalidInput(format!("refusing to bind {addr} without API keys: every session would be open to the network; set RAGCTX_API_KEYS or bind 127.0.0.1")));
     }
     let state = Arc::new(AppState {
         engine: app.engine.clone(),
@@ -24,7 +26,7 @@ pub fn run(app: App, addr: &str) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
         // A taken or forbidden address is the deployment's problem, not bad input: exit 4.
-        let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| ragctx_core::Error::Unavailable {
+        let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| Error::Unavailable {
             backend: format!("address {addr}"),
             message: format!("cannot bind it: {e}"),
         })?;

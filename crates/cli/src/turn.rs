@@ -211,7 +211,9 @@ pub fn session(sessions: &dyn SessionStore, action: &str, session: &SessionId) -
             }
             println!("session {session} deleted");
         }
-        other => bail!("unknown session action {other:?}: use show, reset or delete"),
+        other => bail!(ragctx_core::Error::InvalidInput(format!(
+            "unknown session action {other:?}: use show, reset or delete"
+        ))),
     }
     Ok(())
 }

@@ -14,11 +14,42 @@
 //! assert!(!ex.excludes(&ChunkId::from("c1"), &DocumentId::from("d8")));
 //! ```
 
+/// `as_str`, `Display` and `FromStr` for a settings enum, from one list of names: the names
+/// are the serde names too (`snake_case`), so a mode reads and prints one way everywhere
+/// (flags, config, environment, HTTP, traces).
+macro_rules! named {
+    ($ty:ident, $what:literal, $($v:ident = $s:literal),+) => {
+        impl $ty {
+            /// The name used in flags, config files, HTTP bodies and traces.
+            pub fn as_str(self) -> &'static str {
+                match self { $($ty::$v => $s),+ }
+            }
+        }
+        impl std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+        impl std::str::FromStr for $ty {
+            type Err = crate::Error;
+            fn from_str(s: &str) -> crate::Result<Self> {
+                match s {
+                    $($s => Ok($ty::$v),)+
+                    other => Err(crate::Error::InvalidInput(format!(
+                        concat!("unknown ", $what, " {:?}: use {}"), other, [$($s),+].join(", ")
+                    ))),
+                }
+            }
+        }
+    };
+}
+
 mod chunk;
 mod context;
 mod error;
 pub mod hash;
 mod ids;
+mod modes;
 mod search;
 mod session;
 mod trace;
@@ -29,6 +60,7 @@ pub use context::{citation_markers, Citation, ContextBlock, Pointer};
 pub use error::{Error, ErrorKind, Result};
 pub use hash::{fx_hash, FastMap, FxHasher};
 pub use ids::{ChunkId, DocumentId, SessionId};
+pub use modes::{Consumption, ConversationQuery, Granularity, Strategy};
 pub use search::{
     ExclusionSet, Fusion, Grouping, Hit, LexicalRequest, PreparedExclusions, Retrieval, SearchOutcome, SearchPath,
     SearchRequest,

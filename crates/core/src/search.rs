@@ -260,26 +260,6 @@ pub enum Fusion {
     Rescore,
 }
 
-macro_rules! named {
-    ($ty:ident, $what:literal, $($v:ident = $s:literal),+) => {
-        impl $ty {
-            pub fn as_str(self) -> &'static str {
-                match self { $($ty::$v => $s),+ }
-            }
-        }
-        impl std::str::FromStr for $ty {
-            type Err = crate::Error;
-            fn from_str(s: &str) -> crate::Result<Self> {
-                match s {
-                    $($s => Ok($ty::$v),)+
-                    other => Err(crate::Error::InvalidInput(format!(
-                        concat!($what, " {:?}: expected one of {}"), other, [$($s),+].join(", ")
-                    ))),
-                }
-            }
-        }
-    };
-}
 named!(Retrieval, "retrieval", Dense = "dense", Lexical = "lexical", Hybrid = "hybrid");
 named!(Fusion, "fusion", Rrf = "rrf", Weighted = "weighted", Rescore = "rescore");
 

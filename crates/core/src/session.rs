@@ -51,25 +51,7 @@ pub enum Memory {
     Client,
 }
 
-impl Memory {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Memory::Engine => "engine",
-            Memory::Client => "client",
-        }
-    }
-}
-
-impl FromStr for Memory {
-    type Err = crate::Error;
-    fn from_str(s: &str) -> crate::Result<Self> {
-        match s {
-            "engine" => Ok(Memory::Engine),
-            "client" => Ok(Memory::Client),
-            _ => Err(crate::Error::InvalidInput(format!("unknown memory mode {s:?}: use engine or client"))),
-        }
-    }
-}
+named!(Memory, "memory mode", Engine = "engine", Client = "client");
 
 /// What a turn consumed, as remembered by the session.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

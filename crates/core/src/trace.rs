@@ -1,6 +1,6 @@
 use crate::{
-    ChunkId, Citation, ContextBlock, DocumentId, ExclusionSet, Fusion, Intent, Memory, Pointer, QuantizedVector,
-    Retrieval, SearchPath,
+    ChunkId, Citation, Consumption, ContextBlock, ConversationQuery, DocumentId, ExclusionSet, Fusion, Granularity,
+    Intent, Memory, Pointer, QuantizedVector, Retrieval, SearchPath, Strategy,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -8,23 +8,25 @@ use std::collections::BTreeMap;
 /// The settings a turn actually ran with (after config, flags and intent).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EffectiveSettings {
-    pub strategy: String,
-    pub granularity: String,
-    pub consumption: String,
+    pub strategy: Strategy,
+    /// What the exclusion set was made of (`engine` memory: always chunks).
+    pub granularity: Granularity,
+    pub consumption: Consumption,
     pub window: usize,
     pub limit: usize,
     pub group_size: usize,
     pub min_documents: usize,
     pub budget: usize,
     pub tokenizer: String,
-    #[serde(default)]
-    pub memory: String,
+    /// Who kept earlier contexts; `None` in traces written before memory modes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Memory>,
     /// A document's further chunk is kept when it scores within this of the document's best.
     #[serde(default)]
     pub group_margin: f32,
-    /// `off`, `follow_up` or `always`: when the query mixed in earlier questions.
-    #[serde(default)]
-    pub conversation_query: String,
+    /// When the query mixed in earlier questions; `None` in traces written before it could.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation_query: Option<ConversationQuery>,
     /// `dense`, `lexical` or `hybrid` (traces from before lexical retrieval: dense).
     #[serde(default)]
     pub retrieval: Retrieval,

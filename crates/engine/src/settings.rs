@@ -1,102 +1,9 @@
+pub use ragctx_core::{Consumption, ConversationQuery, Granularity, Strategy};
 use ragctx_core::{EffectiveSettings, Error, Fusion, Intent, Memory, Result, Retention, Retrieval};
 use serde::{Deserialize, Serialize};
-use std::str::FromStr;
-
-/// Which of the seed's retrieval paths a turn takes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Strategy {
-    /// Plain top-k chunks: no grouping, no exclusion.
-    None,
-    /// Group by document (one quota per document), no exclusion.
-    Group,
-    /// Exclude what the session has seen, no grouping: the default (the memory mode
-    /// decides what becomes of what was excluded).
-    Exclude,
-    /// Group and exclude: the seed's recipe.
-    Full,
-}
-
-impl Strategy {
-    pub fn groups(self) -> bool {
-        matches!(self, Strategy::Group | Strategy::Full)
-    }
-    pub fn excludes(self) -> bool {
-        matches!(self, Strategy::Exclude | Strategy::Full)
-    }
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Strategy::None => "none",
-            Strategy::Group => "group",
-            Strategy::Exclude => "exclude",
-            Strategy::Full => "full",
-        }
-    }
-}
-
-/// What the exclusion set is made of.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Granularity {
-    /// A shown document never comes back.
-    Document,
-    /// Only shown chunks are excluded; other chunks of the same document may come back.
-    Chunk,
-}
-
-/// Which ids a turn consumes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Consumption {
-    /// Everything that entered the context.
-    Shown,
-    /// Only what the answer cited.
-    Cited,
-}
-
-macro_rules! parse_enum {
-    ($t:ty, $what:literal, $($s:literal => $v:expr),+) => {
-        impl FromStr for $t {
-            type Err = Error;
-            fn from_str(s: &str) -> Result<Self> {
-                match s {
-                    $($s => Ok($v),)+
-                    _ => Err(Error::InvalidInput(format!(concat!("unknown ", $what, " {:?}: use {}"), s, [$($s),+].join(", ")))),
-                }
-            }
-        }
-    };
-}
-parse_enum!(Strategy, "strategy", "full" => Strategy::Full, "group" => Strategy::Group, "exclude" => Strategy::Exclude, "none" => Strategy::None);
-parse_enum!(Granularity, "granularity", "document" => Granularity::Document, "chunk" => Granularity::Chunk);
-parse_enum!(Consumption, "consumption", "shown" => Consumption::Shown, "cited" => Consumption::Cited);
-parse_enum!(ConversationQuery, "conversation query", "off" => ConversationQuery::Off, "follow_up" => ConversationQuery::FollowUp, "always" => ConversationQuery::Always);
 
 /// Longest question accepted, in characters.
 pub const MAX_QUESTION_CHARS: usize = 4_000;
-
-/// When the query mixes in the user's earlier questions (DESIGN §2.3: "the query for a
-/// follow-up is built from the conversation where measurement shows that it helps").
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ConversationQuery {
-    /// The question alone.
-    Off,
-    /// Questions classified `follow_up` mix in the two before them.
-    FollowUp,
-    /// Every question with history mixes in the two before it.
-    Always,
-}
-
-impl ConversationQuery {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ConversationQuery::Off => "off",
-            ConversationQuery::FollowUp => "follow_up",
-            ConversationQuery::Always => "always",
-        }
-    }
-}
 
 /// Weights of the question and the (up to) two user questions before it in a mixed query:
 /// their embeddings are summed with these weights and normalised. Measured on MTRAG against
@@ -200,22 +107,22 @@ impl TurnSettings {
 
     pub fn effective(&self, tokenizer: &str) -> EffectiveSettings {
         EffectiveSettings {
-            strategy: self.strategy.as_str().into(),
+            strategy: self.strategy,
             // `engine` memory excludes and scores chunks whatever the setting says.
             granularity: match self.memory {
-                Memory::Engine => "chunk".into(),
-                Memory::Client => format!("{:?}", self.granularity).to_lowercase(),
+                Memory::Engine => Granularity::Chunk,
+                Memory::Client => self.granularity,
             },
-            consumption: format!("{:?}", self.consumption).to_lowercase(),
+            consumption: self.consumption,
             window: self.window,
             limit: self.limit,
             group_size: self.group_size,
             min_documents: self.min_documents,
             budget: self.budget,
             tokenizer: tokenizer.into(),
-            memory: self.memory.as_str().into(),
+            memory: Some(self.memory),
             group_margin: self.group_margin,
-            conversation_query: self.conversation_query.as_str().into(),
+            conversation_query: Some(self.conversation_query),
             retrieval: self.retrieval,
             fusion: self.fusion,
         }

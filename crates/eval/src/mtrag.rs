@@ -1,9 +1,10 @@
 //! `ragctx eval mtrag`: replay MTRAG conversations, one fresh session per strategy, and
 //! score every turn that has gold passages (DESIGN §6).
 
+use crate::data::{conversations, Conversation};
+use crate::error::{bail, Error, Result};
 use crate::mtrag_metrics::{Means, StrategyReport, Tally};
 use crate::report;
-use anyhow::{bail, Context, Result};
 use ragctx_app::config::Settings;
 use ragctx_app::ingest::embed_all;
 use ragctx_core::{Chunk, EmbeddedChunk, Embedder, SessionId, SessionStore, TokenCounter, VectorStore};
@@ -16,7 +17,7 @@ use ragctx_index::{IndexParams, MemoryVectorStore};
 use ragctx_models::{Cl100kCounter, ExtractiveGenerator};
 use ragctx_store::DataDir;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -37,59 +38,6 @@ pub struct MtragOptions {
 }
 
 pub const ALL_STRATEGIES: [&str; 8] = ["none", "group", "exclude", "full", "full+cited", "history", "engine", "client"];
-
-pub struct Conversation {
-    pub id: String,
-    pub domain: String,
-    pub messages: Vec<String>,
-    /// 1-based user turn → (gold chunk ids, rewrite).
-    pub gold: HashMap<usize, (Vec<String>, String)>,
-}
-
-/// Conversations of `domains` (all when empty) with every user message in order.
-pub fn conversations(path: &Path, domains: &[String]) -> Result<Vec<Conversation>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let mut by_id: BTreeMap<String, Conversation> = BTreeMap::new();
-    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-        let v: serde_json::Value =
-            serde_json::from_str(line).with_context(|| format!("{}:{}: invalid JSON", path.display(), i + 1))?;
-        let field =
-            |k: &str| v[k].as_str().map(str::to_owned).with_context(|| format!("{}:{}: no {k}", path.display(), i + 1));
-        let (cid, domain, question) = (field("conversation_id")?, field("domain")?, field("question")?);
-        if !domains.is_empty() && !domains.contains(&domain) {
-            continue;
-        }
-        let mut messages: Vec<String> = v["history"]
-            .as_array()
-            .map(|h| {
-                h.iter()
-                    .filter(|m| m["speaker"] == "user")
-                    .filter_map(|m| m["text"].as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default();
-        messages.push(question);
-        let turn = messages.len();
-        let gold: Vec<String> = v["gold"]
-            .as_array()
-            .map(|g| g.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect())
-            .unwrap_or_default();
-        let rewrite = v["rewrite"].as_str().unwrap_or_default().to_owned();
-        let c = by_id.entry(cid.clone()).or_insert_with(|| Conversation {
-            id: cid,
-            domain,
-            messages: Vec::new(),
-            gold: HashMap::new(),
-        });
-        if messages.len() > c.messages.len() {
-            c.messages = messages;
-        }
-        if !gold.is_empty() {
-            c.gold.insert(turn, (gold, rewrite));
-        }
-    }
-    Ok(by_id.into_values().collect())
-}
 
 /// Weights of the current question and the user turns before it in the eval's own
 /// `weighted` query (the engine's `conversation_query` uses `ragctx_engine::MIX_WEIGHTS`).
@@ -190,7 +138,7 @@ fn variants(opts: &MtragOptions, base: &TurnSettings) -> Result<Vec<Variant>> {
                 }
                 let mut key = name.clone();
                 if opts.granularities.len() > 1 && !modes {
-                    key.push_str(&format!("@{}", if g == Granularity::Chunk { "chunk" } else { "document" }));
+                    key.push_str(&format!("@{g}"));
                 }
                 if opts.queries.len() > 1 {
                     key.push_str(&format!("/{q}"));
@@ -263,7 +211,7 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
     let mut tallies: BTreeMap<String, Tally> = BTreeMap::new();
     for domain in &domains {
         let path = opts.corpus_dir.join(format!("corpus_{domain}.jsonl"));
-        let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+        let bytes = std::fs::read(&path).map_err(|source| Error::Read { path: path.clone(), source })?;
         let chunks: Vec<Chunk> = parse_jsonl(&path.display().to_string(), &bytes)?
             .into_iter()
             .map(|s| Chunk { tokens: text_tokens(counter.as_ref(), &s.chunk.text), ..s.chunk })
@@ -397,13 +345,12 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
         .iter()
         .map(|v| {
             let t = tallies.remove(&v.key).unwrap_or_default();
-            let granularity = if v.settings.granularity == Granularity::Chunk { "chunk" } else { "document" };
             (
                 v.key.clone(),
                 StrategyReport {
-                    granularity: granularity.into(),
+                    granularity: v.settings.granularity,
                     query: v.query.clone(),
-                    memory: v.settings.memory.as_str().into(),
+                    memory: v.settings.memory,
                     reader: if v.client_keeps { "client_keeps" } else { "stateless" }.into(),
                     overall: t.overall.mean(),
                     from_turn_5: t.late.mean(),
@@ -423,7 +370,7 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
         "seconds": started.elapsed().as_secs_f64(),
     });
     if let Some(dir) = &opts.out {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(|source| Error::Write { path: dir.to_path_buf(), source })?;
         std::fs::write(dir.join("mtrag.json"), serde_json::to_string_pretty(&report)?)?;
         std::fs::write(dir.join("mtrag.html"), report::mtrag_html(&report))?;
         if !opts.json {

@@ -2,19 +2,20 @@
 //! in parallel, turns within a session in order (as chat clients do); afterwards every
 //! session's turns are read back: a turn answered but not remembered counts as lost.
 
-use crate::bench::percentile;
-use anyhow::{bail, Context, Result};
+use crate::error::{bail, read_to_string, Error, Result};
+use crate::stats::percentile;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 pub fn run(addr: &str, sessions: usize, turns: usize, concurrency: usize, questions: &Path, json: bool) -> Result<()> {
-    let ip: std::net::SocketAddr = addr.parse().with_context(|| format!("--addr {addr:?} is not HOST:PORT"))?;
+    let ip: std::net::SocketAddr =
+        addr.parse().map_err(|_| Error::Input(format!("--addr {addr:?} is not HOST:PORT")))?;
     if !ip.ip().is_loopback() {
         bail!("the load test only targets servers on this machine (127.0.0.0/8 or ::1)");
     }
-    let text = std::fs::read_to_string(questions).with_context(|| format!("reading {}", questions.display()))?;
+    let text = read_to_string(questions)?;
     let pool: Vec<String> = text
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())

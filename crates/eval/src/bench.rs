@@ -1,7 +1,8 @@
 //! `ragctx bench search` and `ragctx bench turn`: numbers, printed, for the targets of the
 //! embedded index and the turn pipeline. Not tests: they measure this machine.
 
-use anyhow::{bail, Context, Result};
+use crate::error::{bail, Error, Result};
+use crate::stats::percentile;
 use clap::Subcommand;
 use ragctx_app::app::App;
 use ragctx_app::config::Settings;
@@ -171,55 +172,9 @@ pub fn run(settings: Settings, what: &BenchCommand) -> Result<()> {
     }
 }
 
-/// The first `n` "question" fields of a JSONL file (lines without one are passed over).
-pub(crate) fn read_questions(path: &std::path::Path, n: usize) -> Result<Vec<String>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    Ok(text
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter_map(|v| v["question"].as_str().map(str::to_owned))
-        .take(n)
-        .collect())
-}
-
-/// xorshift64: reproducible sampling without a dependency.
-pub(crate) struct Rng(pub(crate) u64);
-impl Rng {
-    pub(crate) fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    pub(crate) fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    pub(crate) fn unit(&mut self) -> f32 {
-        (self.next() >> 11) as f32 / (1u64 << 53) as f32 * 2.0 - 1.0
-    }
-}
-
-pub(crate) fn normalise(mut v: Vec<f32>) -> Vec<f32> {
-    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
-    v.iter_mut().for_each(|x| *x /= n);
-    v
-}
-
-pub(crate) fn noisy(v: &[f32], rng: &mut Rng, amount: f32) -> Vec<f32> {
-    normalise(v.iter().map(|x| x + amount * rng.unit()).collect())
-}
-
-pub fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
 fn turn(app: &App, path: &std::path::Path, domain: Option<&str>, conversations: usize, json: bool) -> Result<()> {
     let domains: Vec<String> = domain.map(str::to_owned).into_iter().collect();
-    let mut convs = crate::eval_mtrag::conversations(path, &domains)?;
+    let mut convs = crate::data::conversations(path, &domains)?;
     convs.truncate(conversations);
     if convs.is_empty() {
         bail!("no conversations in {}", path.display());
@@ -297,7 +252,7 @@ fn embed(
     if let Some(path) = save {
         let lines: String =
             texts.iter().map(|t| serde_json::json!({ "text": t }).to_string() + "\n").collect::<Vec<_>>().concat();
-        std::fs::write(path, lines).with_context(|| format!("writing {}", path.display()))?;
+        std::fs::write(path, lines).map_err(|source| Error::Write { path: path.to_path_buf(), source })?;
     }
     // Tokens as the encoder sees them: known for the in-process model only.
     let tokens: Option<usize> = match &app.local {

@@ -1,8 +1,8 @@
 //! `ragctx eval`: offline evaluation on real data (DESIGN §6).
 
-use crate::bench::percentile;
-use crate::eval_mtrag::MtragOptions;
-use anyhow::{bail, Context, Result};
+use crate::error::{bail, read_to_string, Error, Result};
+use crate::mtrag::MtragOptions;
+use crate::stats::percentile;
 use clap::Subcommand;
 use ragctx_app::config::Settings;
 use ragctx_app::ingest::embed_all;
@@ -96,7 +96,7 @@ pub enum EvalCommand {
 /// touch the chunks or sessions in it.
 pub fn run(settings: &Settings, what: &EvalCommand) -> Result<()> {
     match what {
-        EvalCommand::Intent { cases, min_accuracy, json } => crate::eval_intent::run(cases, *min_accuracy, *json),
+        EvalCommand::Intent { cases, min_accuracy, json } => crate::intent::run(cases, *min_accuracy, *json),
         EvalCommand::Conflicts { file, json } => conflicts(settings, file, *json),
         EvalCommand::Beir { data, retrieval, fusion, json } => {
             let runs = retrieval_runs(retrieval, fusion)?;
@@ -143,7 +143,7 @@ pub fn run(settings: &Settings, what: &EvalCommand) -> Result<()> {
                 out: out.clone(),
                 json: *json,
             };
-            crate::eval_mtrag::run(settings, &opts)
+            crate::mtrag::run(settings, &opts)
         }
     }
 }
@@ -166,24 +166,25 @@ pub fn retrieval_runs(retrieval: &[String], fusion: &[String]) -> Result<Vec<(Re
 }
 
 fn read_jsonl(path: &Path) -> Result<Vec<serde_json::Value>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text = read_to_string(path)?;
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| serde_json::from_str(l).with_context(|| format!("{}:{}: invalid JSON", path.display(), i + 1)))
+        .map(|(i, l)| serde_json::from_str(l).map_err(|e| Error::json(path, i + 1, e)))
         .collect()
 }
 
 /// `query-id → (doc-id → relevance)` from a BEIR qrels TSV with a header line.
 pub fn read_qrels(path: &Path) -> Result<HashMap<String, HashMap<String, f64>>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text = read_to_string(path)?;
     let mut out: HashMap<String, HashMap<String, f64>> = HashMap::new();
     for (i, line) in text.lines().enumerate().skip(1) {
         let f: Vec<&str> = line.split('\t').collect();
         if f.len() < 3 {
             bail!("{}:{}: expected query-id, corpus-id, score", path.display(), i + 1);
         }
-        let score: f64 = f[2].trim().parse().with_context(|| format!("{}:{}: bad score", path.display(), i + 1))?;
+        let score: f64 =
+            f[2].trim().parse().map_err(|e| Error::Input(format!("{}:{}: bad score: {e}", path.display(), i + 1)))?;
         out.entry(f[0].to_owned()).or_default().insert(f[1].to_owned(), score);
     }
     Ok(out)
@@ -343,8 +344,7 @@ fn conflicts(settings: &Settings, file: &Path, json: bool) -> Result<()> {
     use ragctx_engine::{Engine, Strategy};
     use std::sync::Arc;
     let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?)
-            .with_context(|| format!("{}: invalid JSON", file.display()))?;
+        serde_json::from_str(&read_to_string(file)?).map_err(|e| Error::json(file, e.line(), e))?;
     let cases = v["cases"].as_array().cloned().unwrap_or_default();
     let mut docs: Vec<&serde_json::Value> =
         cases.iter().flat_map(|c| c["sides"].as_array().into_iter().flatten()).collect();

@@ -95,9 +95,9 @@ pub(crate) struct Tally {
 
 #[derive(Serialize)]
 pub struct StrategyReport {
-    pub granularity: String,
+    pub granularity: ragctx_core::Granularity,
     pub query: String,
-    pub memory: String,
+    pub memory: ragctx_core::Memory,
     /// How `evidence_recall` and `prompt_tokens` count: `stateless` (this turn's prompt
     /// only) or `client_keeps` (plus the earlier contexts of the window).
     pub reader: String,

@@ -2,9 +2,9 @@
 //! replay conversations (and one synthetic long session) and measure search latency and
 //! how much of each context the session had already seen.
 
-use crate::bench::percentile;
-use crate::eval_mtrag::conversations;
-use anyhow::{bail, Result};
+use crate::data::conversations;
+use crate::error::{bail, Result};
+use crate::stats::percentile;
 use ragctx_app::app::App;
 use ragctx_core::SessionId;
 use std::collections::HashSet;

@@ -2,7 +2,7 @@
 //! Each case is judged as the second message of a session whose first was an ordinary
 //! question, which is what `classify(text, has_history = true)` sees.
 
-use anyhow::{bail, Context, Result};
+use crate::error::{bail, read_to_string, Error, Result};
 use ragctx_core::Intent;
 use ragctx_engine::intent::classify;
 use std::collections::BTreeMap;
@@ -19,18 +19,19 @@ pub struct Case {
 
 /// Reads JSONL `{"text", "intent"}` cases; lines with only `_comment` are skipped.
 pub fn read_cases(path: &Path) -> Result<Vec<Case>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text = read_to_string(path)?;
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-        let v: serde_json::Value =
-            serde_json::from_str(line).with_context(|| format!("{}:{}: invalid JSON", path.display(), i + 1))?;
+        let v: serde_json::Value = serde_json::from_str(line).map_err(|e| Error::json(path, i + 1, e))?;
         if v.get("text").is_none() && v.get("_comment").is_some() {
             continue;
         }
-        let field =
-            |k: &str| v[k].as_str().with_context(|| format!("{}:{}: `{k}` must be a string", path.display(), i + 1));
-        let intent: Intent =
-            field("intent")?.parse().with_context(|| format!("{}:{}: bad `intent`", path.display(), i + 1))?;
+        let field = |k: &str| {
+            v[k].as_str().ok_or_else(|| Error::Input(format!("{}:{}: `{k}` must be a string", path.display(), i + 1)))
+        };
+        let intent: Intent = field("intent")?
+            .parse()
+            .map_err(|e| Error::Input(format!("{}:{}: bad `intent`: {e}", path.display(), i + 1)))?;
         out.push(Case { text: field("text")?.to_owned(), intent, line: i + 1 });
     }
     if out.is_empty() {

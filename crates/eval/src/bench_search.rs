@@ -1,8 +1,9 @@
 //! `bench search` (the vector index with exclusion sets, against its own exact scan) and
 //! `bench lexical` (BM25 with and without exclusions): timings of one store's searches.
 
-use crate::bench::{noisy, percentile, read_questions, Rng};
-use anyhow::{bail, Context, Result};
+use crate::data::read_questions;
+use crate::error::{bail, Error, Result};
+use crate::stats::{noisy, percentile, Rng};
 use ragctx_app::app::App;
 use ragctx_core::{ExclusionSet, SearchPath, SearchRequest, VectorStore};
 use ragctx_index::{ForcePath, IndexParams, VectorIndex};
@@ -122,8 +123,9 @@ pub struct SearchOptions {
 
 fn write_f32s(path: &std::path::Path, rows: &mut dyn Iterator<Item = &[f32]>) -> Result<()> {
     use std::io::Write;
-    let mut w =
-        std::io::BufWriter::new(std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?);
+    let mut w = std::io::BufWriter::new(
+        std::fs::File::create(path).map_err(|source| Error::Write { path: path.to_path_buf(), source })?,
+    );
     for r in rows {
         for x in r {
             w.write_all(&x.to_le_bytes())?;
@@ -295,7 +297,7 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
     }
     let summary = serde_json::json!({ "vectors": n, "queries": query_vectors.len(), "k": k, "ef_search": index.params().ef_search, "m": index.params().m, "rows": rows });
     if let Some(dir) = &o.export {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(|source| Error::Write { path: dir.to_path_buf(), source })?;
         write_f32s(&dir.join("vectors.f32"), &mut (0..index.nodes() as u32).map(|i| index.vector(i)))?;
         write_f32s(&dir.join("queries.f32"), &mut query_vectors.iter().map(Vec::as_slice))?;
         std::fs::write(

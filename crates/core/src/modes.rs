@@ -1,0 +1,67 @@
+//! The modes a turn runs with, named one way everywhere (flags, config, HTTP, traces).
+
+use serde::{Deserialize, Serialize};
+
+/// Which of the seed's retrieval paths a turn takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Strategy {
+    /// Plain top-k chunks: no grouping, no exclusion.
+    None,
+    /// Group by document (one quota per document), no exclusion.
+    Group,
+    /// Exclude what the session has seen, no grouping: the default (the memory mode
+    /// decides what becomes of what was excluded).
+    Exclude,
+    /// Group and exclude: the seed's recipe.
+    Full,
+}
+
+impl Strategy {
+    /// Whether the search groups by document.
+    pub fn groups(self) -> bool {
+        matches!(self, Strategy::Group | Strategy::Full)
+    }
+    /// Whether the search excludes what the session has seen.
+    pub fn excludes(self) -> bool {
+        matches!(self, Strategy::Exclude | Strategy::Full)
+    }
+}
+
+/// What the exclusion set is made of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Granularity {
+    /// A shown document never comes back.
+    Document,
+    /// Only shown chunks are excluded; other chunks of the same document may come back.
+    Chunk,
+}
+
+/// Which ids a turn consumes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Consumption {
+    /// Everything that entered the context.
+    Shown,
+    /// Only what the answer cited.
+    Cited,
+}
+
+/// When the query mixes in the user's earlier questions (DESIGN §2.3: "the query for a
+/// follow-up is built from the conversation where measurement shows that it helps").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConversationQuery {
+    /// The question alone.
+    Off,
+    /// Questions classified `follow_up` mix in the two before them.
+    FollowUp,
+    /// Every question with history mixes in the two before it.
+    Always,
+}
+
+named!(Strategy, "strategy", None = "none", Group = "group", Exclude = "exclude", Full = "full");
+named!(Granularity, "granularity", Document = "document", Chunk = "chunk");
+named!(Consumption, "consumption", Shown = "shown", Cited = "cited");
+named!(ConversationQuery, "conversation query", Off = "off", FollowUp = "follow_up", Always = "always");

@@ -1,0 +1,104 @@
+//! The evaluation's one error type: what failed, with its cause kept as the source.
+
+use ragctx_core::ErrorKind;
+use std::path::{Path, PathBuf};
+
+/// `Result` with the evaluation's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Why an evaluation or a benchmark stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A file the caller named could not be read.
+    #[error("reading {}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// What the system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file or folder the caller named could not be written.
+    #[error("writing {}", path.display())]
+    Write {
+        /// The file or folder.
+        path: PathBuf,
+        /// What the system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A line of an input file is not the JSON it should be.
+    #[error("{}:{line}: invalid JSON", path.display())]
+    Json {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// The parser's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// An argument or an input file's content the evaluation cannot use: the message says
+    /// what to fix.
+    #[error("{0}")]
+    Input(String),
+    /// A check the run was asked to make failed (e.g. accuracy under `--min-accuracy`, turns
+    /// lost under load).
+    #[error("{0}")]
+    Failed(String),
+    /// The server under a load test could not be reached or answered out of contract.
+    #[error("HTTP: {0}")]
+    Http(#[source] Box<ureq::Error>),
+    /// Writing the report out failed.
+    #[error("writing the report")]
+    Io(#[from] std::io::Error),
+    /// Encoding a report as JSON failed.
+    #[error("encoding the report as JSON")]
+    Encode(#[from] serde_json::Error),
+    /// The engine, a store or the model failed.
+    #[error(transparent)]
+    Engine(#[from] ragctx_core::Error),
+}
+
+impl Error {
+    /// How the binary and the tests classify it: the caller's files and arguments are
+    /// bad input, a failed check or I/O on the report is internal, an engine error keeps
+    /// its own kind.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Read { .. } | Error::Write { .. } | Error::Json { .. } | Error::Input(_) => ErrorKind::BadInput,
+            Error::Http(_) => ErrorKind::Unavailable,
+            Error::Failed(_) | Error::Io(_) | Error::Encode(_) => ErrorKind::Internal,
+            Error::Engine(e) => e.kind(),
+        }
+    }
+
+    pub(crate) fn json(path: &Path, line: usize, source: serde_json::Error) -> Self {
+        Error::Json { path: path.to_path_buf(), line, source }
+    }
+}
+
+impl From<ragctx_engine::ingest::InputError> for Error {
+    fn from(e: ragctx_engine::ingest::InputError) -> Self {
+        Error::Input(e.to_string())
+    }
+}
+
+impl From<ureq::Error> for Error {
+    fn from(e: ureq::Error) -> Self {
+        Error::Http(Box::new(e))
+    }
+}
+
+/// Reads a file the caller named.
+pub(crate) fn read_to_string(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path).map_err(|source| Error::Read { path: path.to_path_buf(), source })
+}
+
+/// `bail!("…")`: returns [`Error::Input`] with the formatted message.
+macro_rules! bail {
+    ($($arg:tt)*) => {
+        return Err($crate::error::Error::Input(format!($($arg)*)))
+    };
+}
+pub(crate) use bail;

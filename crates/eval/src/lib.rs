@@ -1,0 +1,30 @@
+//! ragctx's offline evaluation and benchmarks: the logic behind `ragctx eval` and
+//! `ragctx bench`, as a library the binary dispatches to.
+//!
+//! - evaluation (DESIGN §6): [`mtrag`] (every strategy and memory mode over MTRAG's
+//!   conversations: evidence recall, tokens, repeats; [`mtrag_metrics`], the HTML
+//!   [`report`]), BEIR-format retrieval quality (`eval beir`, e.g. SciFact), written
+//!   conflicts and the intent rules ([`intent`]);
+//! - benchmarks: search and lexical latency with exclusion ([`bench_search`]), the whole turn,
+//!   the sliding window ([`bench_window`]), the embedder, and a load test of a running server
+//!   ([`bench_http`]);
+//! - [`data`] reads the input files, [`stats`] holds percentiles and seeded randomness.
+//!
+//! Errors are [`Error`], whose [`Error::kind`] the binary maps to an exit status.
+
+pub mod bench;
+pub mod bench_http;
+pub mod bench_search;
+pub mod bench_window;
+pub mod data;
+pub mod error;
+pub mod eval;
+pub mod intent;
+pub mod mtrag;
+pub mod mtrag_metrics;
+pub mod report;
+pub mod stats;
+
+pub use bench::BenchCommand;
+pub use error::{Error, Result};
+pub use eval::EvalCommand;
