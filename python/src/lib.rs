@@ -24,7 +24,7 @@ create_exception!(
 create_exception!(_native, Conflict, RagctxError, "Other turns of the same session kept committing: retry.");
 
 fn raise(e: ragctx_core::Error) -> PyErr {
-    let message = e.to_string();
+    let message = e.report().to_string();
     match e.kind() {
         ErrorKind::BadInput => BadInput::new_err(message),
         ErrorKind::NotFound => NotFound::new_err(message),

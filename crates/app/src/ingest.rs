@@ -130,7 +130,11 @@ pub fn embed_all(embedder: &dyn Embedder, cache: Cache<'_>, texts: &[&str]) -> R
     let (cached, mut caching) = match cache.get(&model, texts) {
         Ok(c) => (c, true),
         Err(e) => {
-            eprintln!("ragctx: embedding cache in {} unavailable ({e}); embedding without it", cache.path().display());
+            eprintln!(
+                "ragctx: embedding cache in {} unavailable ({}); embedding without it",
+                cache.path().display(),
+                e.report()
+            );
             (vec![None; texts.len()], false)
         }
     };
@@ -171,7 +175,7 @@ pub fn embed_all(embedder: &dyn Embedder, cache: Cache<'_>, texts: &[&str]) -> R
         let items: Vec<(&str, &[f32])> = batch.iter().copied().zip(vectors.iter().map(Vec::as_slice)).collect();
         if caching {
             if let Err(e) = cache.put(&model, &items) {
-                eprintln!("ragctx: could not write the embedding cache ({e}); going on without it");
+                eprintln!("ragctx: could not write the embedding cache ({}); going on without it", e.report());
                 caching = false;
             }
         }

@@ -2,6 +2,9 @@ use thiserror::Error;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// The cause an [`Error`](enum@Error) keeps as its [`source`](std::error::Error::source).
+pub type Source = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// The one error type of the core traits. Each variant has a [`ErrorKind`] that the CLI
 /// maps to an exit status and the server to an HTTP status, in one place each.
 #[derive(Debug, Error)]
@@ -26,14 +29,21 @@ pub enum Error {
     ModelMismatch { stored: String, configured: String },
     #[error("{backend} is unavailable: {message}")]
     Unavailable { backend: String, message: String },
-    #[error("storage error: {0}")]
-    Storage(String),
+    /// A store failed or holds what it should not. `message` says what ragctx was doing;
+    /// the cause (a database, network or codec error) is the source, printed after it by
+    /// [`Error::report`].
+    #[error("storage error{}", if message.is_empty() { String::new() } else { format!(": {message}") })]
+    Storage {
+        /// What failed, without the cause's own text.
+        message: String,
+        /// The backend's error, kept whole.
+        #[source]
+        source: Option<Source>,
+    },
     /// The session moved on while a turn was being planned, and re-planning did not settle
     /// within the bounded retries (many turns of one session at once).
     #[error("conflict: {0}")]
     Conflict(String),
-    #[error("unsupported filter for {backend}: {message}")]
-    UnsupportedFilter { backend: String, message: String },
 }
 
 /// What kind of failure an [`Error`](enum@Error) is, for status mapping.
@@ -56,11 +66,63 @@ impl Error {
             Error::NotFound(_) => ErrorKind::NotFound,
             Error::ModelMissing { .. } | Error::Unavailable { .. } => ErrorKind::Unavailable,
             Error::Conflict(_) => ErrorKind::Conflict,
-            Error::Model(_) | Error::Storage(_) | Error::UnsupportedFilter { .. } => ErrorKind::Internal,
+            Error::Model(_) | Error::Storage { .. } => ErrorKind::Internal,
         }
     }
 
-    pub fn storage(e: impl std::fmt::Display) -> Self {
-        Error::Storage(e.to_string())
+    /// A storage failure caused by `source`, kept as the error's source.
+    pub fn storage(source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Error::Storage { message: String::new(), source: Some(Box::new(source)) }
+    }
+
+    /// A storage failure while doing `message`, caused by `source`.
+    pub fn storage_in(message: impl Into<String>, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Error::Storage { message: message.into(), source: Some(Box::new(source)) }
+    }
+
+    /// A store that holds what it should not (two tables that disagree, a field of the
+    /// wrong type): no underlying error, only what was found.
+    pub fn inconsistent(message: impl Into<String>) -> Self {
+        Error::Storage { message: message.into(), source: None }
+    }
+
+    /// The error with every source after it: `storage error: reading x: permission denied`.
+    pub fn report(&self) -> Report<'_> {
+        Report(self)
+    }
+}
+
+/// Displays an error followed by its chain of sources, `: `-separated.
+pub struct Report<'a>(pub &'a (dyn std::error::Error + 'static));
+
+impl std::fmt::Display for Report<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut next = self.0.source();
+        while let Some(e) = next {
+            write!(f, ": {e}")?;
+            next = e.source();
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_storage_error_keeps_its_cause_as_the_source() {
+        let io = std::io::Error::new(std::io::ErrorKind::PermissionDenied, "permission denied");
+        let e = Error::storage_in("opening ragctx.redb", io);
+        assert_eq!(e.to_string(), "storage error: opening ragctx.redb");
+        let source = std::error::Error::source(&e).expect("the cause is kept");
+        assert_eq!(
+            source.downcast_ref::<std::io::Error>().map(|e| e.kind()),
+            Some(std::io::ErrorKind::PermissionDenied)
+        );
+        assert_eq!(e.report().to_string(), "storage error: opening ragctx.redb: permission denied");
+        assert_eq!(Error::inconsistent("tables disagree").report().to_string(), "storage error: tables disagree");
+        assert_eq!(e.kind(), ErrorKind::Internal);
     }
 }

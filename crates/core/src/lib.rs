@@ -57,7 +57,7 @@ mod traits;
 
 pub use chunk::{check_replacement, Chunk, DocumentSummary, EmbeddedChunk, Replaced, CHUNK_TOKENIZER};
 pub use context::{citation_markers, Citation, ContextBlock, Pointer};
-pub use error::{Error, ErrorKind, Result};
+pub use error::{Error, ErrorKind, Report, Result, Source};
 pub use hash::{fx_hash, FastMap, FxHasher};
 pub use ids::{ChunkId, DocumentId, SessionId};
 pub use modes::{Consumption, ConversationQuery, Granularity, Strategy};

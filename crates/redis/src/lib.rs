@@ -217,7 +217,7 @@ impl RedisSessionStore {
         if is_unavailable(&e) {
             self.unavailable(e)
         } else {
-            Error::Storage(format!("redis at {}: {e}", self.url))
+            Error::storage_in(format!("redis at {}", self.url), e)
         }
     }
 
@@ -231,7 +231,7 @@ impl RedisSessionStore {
     }
 
     fn parse<T: serde::de::DeserializeOwned>(&self, what: &str, s: &str) -> Result<T> {
-        serde_json::from_str(s).map_err(|e| Error::Storage(format!("redis at {}: bad {what}: {e}", self.url)))
+        serde_json::from_str(s).map_err(|e| Error::storage_in(format!("redis at {}: bad {what}", self.url), e))
     }
 }
 
@@ -251,9 +251,9 @@ impl SessionStore for RedisSessionStore {
             turns: Vec::with_capacity(turns.len()),
         };
         for entry in turns {
-            let (n, json) = entry.split_once('\t').ok_or_else(|| Error::Storage("redis: bad turn entry".into()))?;
+            let (n, json) = entry.split_once('\t').ok_or_else(|| Error::inconsistent("redis: bad turn entry"))?;
             let mut r: TurnRecord = self.parse("turn record", json)?;
-            r.turn = n.parse().map_err(|_| Error::Storage("redis: bad turn number".into()))?;
+            r.turn = n.parse().map_err(|_| Error::inconsistent("redis: bad turn number"))?;
             state.turns.push(r);
         }
         Ok(Some(state))

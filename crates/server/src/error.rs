@@ -33,7 +33,7 @@ impl From<Error> for ApiError {
             ErrorKind::Conflict => (StatusCode::CONFLICT, "conflict"),
             ErrorKind::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         };
-        ApiError::new(status, code, e.to_string())
+        ApiError::new(status, code, e.report().to_string())
     }
 }
 
@@ -90,13 +90,13 @@ mod tests {
 
     #[tokio::test]
     async fn internal_errors_hide_their_text_and_carry_a_request_id() {
-        let (status, b) = body(Error::Storage("redb: /srv/secret/ragctx.redb corrupted".into()).into()).await;
+        let (status, b) = body(Error::inconsistent("redb: /srv/secret/ragctx.redb corrupted").into()).await;
         assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
         assert_eq!(b["code"], "internal");
         let id = b["request_id"].as_str().expect("request_id");
         assert!(!b.to_string().contains("secret"), "{b}");
         assert!(b["message"].as_str().unwrap().contains(id));
-        let (_, other) = body(Error::Storage("x".into()).into()).await;
+        let (_, other) = body(Error::inconsistent("x").into()).await;
         assert_ne!(other["request_id"], b["request_id"], "ids differ per request");
         // Errors the caller can act on keep their message and have no id.
         let (status, b) = body(Error::InvalidInput("question is empty".into()).into()).await;

@@ -1,4 +1,4 @@
-use crate::db::{bytes_to_f32s, db_err, f32s_to_bytes, generation, CHUNKS, META, VECTORS};
+use crate::db::{bytes_to_f32s, f32s_to_bytes, generation, CHUNKS, META, VECTORS};
 use ragctx_core::{
     check_replacement, Chunk, ChunkId, DocumentId, DocumentSummary, EmbeddedChunk, Error, Hit, LexicalRequest,
     Replaced, Result, SearchOutcome, SearchPath, SearchRequest, VectorStore,
@@ -59,7 +59,7 @@ impl EmbeddedVectorStore {
     fn outcome(&self, (r, ids): (IndexHits, Vec<ChunkId>)) -> Result<SearchOutcome> {
         let chunks = self.chunks(&ids)?;
         if chunks.len() != ids.len() {
-            return Err(Error::Storage("index and chunk table disagree; delete index.bin to rebuild it".into()));
+            return Err(Error::inconsistent("index and chunk table disagree; delete index.bin to rebuild it"));
         }
         let hits = chunks.into_iter().zip(&r.hits).map(|(chunk, &(_, score))| Hit { chunk, score }).collect();
         Ok(SearchOutcome { hits, path: r.path, rounds: r.rounds, reason: r.reason })
@@ -81,11 +81,11 @@ impl VectorStore for EmbeddedVectorStore {
     }
 
     fn documents(&self) -> Result<Vec<DocumentSummary>> {
-        let rx = self.db.begin_read().map_err(db_err)?;
-        let t = rx.open_table(CHUNKS).map_err(db_err)?;
+        let rx = self.db.begin_read().map_err(Error::storage)?;
+        let t = rx.open_table(CHUNKS).map_err(Error::storage)?;
         let mut chunks: Vec<Chunk> = Vec::new();
-        for row in t.iter().map_err(db_err)? {
-            chunks.push(serde_json::from_slice(row.map_err(db_err)?.1.value()).map_err(db_err)?);
+        for row in t.iter().map_err(Error::storage)? {
+            chunks.push(serde_json::from_slice(row.map_err(Error::storage)?.1.value()).map_err(Error::storage)?);
         }
         Ok(DocumentSummary::tally(chunks.iter().map(|c| (c.id.as_str(), c.document_id.as_str(), c.title.as_str()))))
     }
@@ -107,7 +107,7 @@ impl VectorStore for EmbeddedVectorStore {
             let ids: Vec<ChunkId> = found.iter().map(|&(e, _)| lexical.chunk_id(e).clone()).collect();
             let chunks = self.chunks(&ids)?;
             if chunks.len() != ids.len() {
-                return Err(Error::Storage("the lexical index and the chunk table disagree".into()));
+                return Err(Error::inconsistent("the lexical index and the chunk table disagree"));
             }
             let hits = chunks.into_iter().zip(&found).map(|(chunk, &(_, score))| Hit { chunk, score }).collect();
             let reason = format!("BM25 over {} chunks", lexical.len());
@@ -116,12 +116,12 @@ impl VectorStore for EmbeddedVectorStore {
     }
 
     fn chunks(&self, ids: &[ChunkId]) -> Result<Vec<Chunk>> {
-        let rx = self.db.begin_read().map_err(db_err)?;
-        let t = rx.open_table(CHUNKS).map_err(db_err)?;
+        let rx = self.db.begin_read().map_err(Error::storage)?;
+        let t = rx.open_table(CHUNKS).map_err(Error::storage)?;
         let mut out = Vec::with_capacity(ids.len());
         for id in ids {
-            if let Some(v) = t.get(id.as_str()).map_err(db_err)? {
-                out.push(serde_json::from_slice(v.value()).map_err(db_err)?);
+            if let Some(v) = t.get(id.as_str()).map_err(Error::storage)? {
+                out.push(serde_json::from_slice(v.value()).map_err(Error::storage)?);
             }
         }
         Ok(out)
@@ -132,9 +132,9 @@ impl VectorStore for EmbeddedVectorStore {
     }
 
     fn len(&self) -> Result<usize> {
-        let rx = self.db.begin_read().map_err(db_err)?;
-        let t = rx.open_table(CHUNKS).map_err(db_err)?;
-        Ok(t.len().map_err(db_err)? as usize)
+        let rx = self.db.begin_read().map_err(Error::storage)?;
+        let t = rx.open_table(CHUNKS).map_err(Error::storage)?;
+        Ok(t.len().map_err(Error::storage)? as usize)
     }
 }
 
@@ -151,30 +151,30 @@ impl EmbeddedVectorStore {
         // index mirrors the committed store, so it knows each document's chunks.
         let mut ix = self.index.write().expect("index lock");
         let stale = ix.stale_chunks(documents, chunks);
-        let tx = self.db.begin_write().map_err(db_err)?;
+        let tx = self.db.begin_write().map_err(Error::storage)?;
         let mut out = Replaced { removed: stale.len(), ..Replaced::default() };
         let gen = {
-            let mut ct = tx.open_table(CHUNKS).map_err(db_err)?;
-            let mut vt = tx.open_table(VECTORS).map_err(db_err)?;
-            let mut meta = tx.open_table(META).map_err(db_err)?;
+            let mut ct = tx.open_table(CHUNKS).map_err(Error::storage)?;
+            let mut vt = tx.open_table(VECTORS).map_err(Error::storage)?;
+            let mut meta = tx.open_table(META).map_err(Error::storage)?;
             for c in chunks {
-                let json = serde_json::to_vec(&c.chunk).map_err(db_err)?;
-                if ct.insert(c.chunk.id.as_str(), json.as_slice()).map_err(db_err)?.is_none() {
+                let json = serde_json::to_vec(&c.chunk).map_err(Error::storage)?;
+                if ct.insert(c.chunk.id.as_str(), json.as_slice()).map_err(Error::storage)?.is_none() {
                     out.new += 1;
                 } else {
                     out.updated += 1;
                 }
-                vt.insert(c.chunk.id.as_str(), f32s_to_bytes(&c.vector).as_slice()).map_err(db_err)?;
+                vt.insert(c.chunk.id.as_str(), f32s_to_bytes(&c.vector).as_slice()).map_err(Error::storage)?;
             }
             for id in &stale {
-                ct.remove(id.as_str()).map_err(db_err)?;
-                vt.remove(id.as_str()).map_err(db_err)?;
+                ct.remove(id.as_str()).map_err(Error::storage)?;
+                vt.remove(id.as_str()).map_err(Error::storage)?;
             }
-            let g = meta.get("generation").map_err(db_err)?.map(|v| v.value()).unwrap_or(0) + 1;
-            meta.insert("generation", g).map_err(db_err)?;
+            let g = meta.get("generation").map_err(Error::storage)?.map(|v| v.value()).unwrap_or(0) + 1;
+            meta.insert("generation", g).map_err(Error::storage)?;
             g
         };
-        tx.commit().map_err(db_err)?;
+        tx.commit().map_err(Error::storage)?;
         for c in chunks {
             ix.upsert(c.chunk.id.as_str(), c.chunk.document_id.as_str(), c.chunk.weight, &c.vector);
         }
@@ -185,32 +185,33 @@ impl EmbeddedVectorStore {
             *ix = ix.compacted();
         }
         // If this write fails the next open rebuilds the index from the committed store.
-        ix.save(&self.index_path, gen).map_err(db_err)?;
+        ix.save(&self.index_path, gen).map_err(Error::storage)?;
         Ok(out)
     }
 
     /// Every stored chunk with its vector, in id order (for export and benchmarks).
     pub fn all(&self) -> Result<Vec<EmbeddedChunk>> {
-        let rx = self.db.begin_read().map_err(db_err)?;
-        let ct = rx.open_table(CHUNKS).map_err(db_err)?;
-        let vt = rx.open_table(VECTORS).map_err(db_err)?;
+        let rx = self.db.begin_read().map_err(Error::storage)?;
+        let ct = rx.open_table(CHUNKS).map_err(Error::storage)?;
+        let vt = rx.open_table(VECTORS).map_err(Error::storage)?;
         let mut out = Vec::new();
-        for row in ct.iter().map_err(db_err)? {
-            let (id, c) = row.map_err(db_err)?;
-            let vector = vt.get(id.value()).map_err(db_err)?.map(|v| bytes_to_f32s(v.value())).unwrap_or_default();
-            out.push(EmbeddedChunk { chunk: serde_json::from_slice(c.value()).map_err(db_err)?, vector });
+        for row in ct.iter().map_err(Error::storage)? {
+            let (id, c) = row.map_err(Error::storage)?;
+            let vector =
+                vt.get(id.value()).map_err(Error::storage)?.map(|v| bytes_to_f32s(v.value())).unwrap_or_default();
+            out.push(EmbeddedChunk { chunk: serde_json::from_slice(c.value()).map_err(Error::storage)?, vector });
         }
         Ok(out)
     }
 
     /// Every stored chunk without its vector, in id order.
     fn all_chunks(&self) -> Result<Vec<Chunk>> {
-        let rx = self.db.begin_read().map_err(db_err)?;
-        let ct = rx.open_table(CHUNKS).map_err(db_err)?;
+        let rx = self.db.begin_read().map_err(Error::storage)?;
+        let ct = rx.open_table(CHUNKS).map_err(Error::storage)?;
         let mut out = Vec::new();
-        for row in ct.iter().map_err(db_err)? {
-            let (_, c) = row.map_err(db_err)?;
-            out.push(serde_json::from_slice(c.value()).map_err(db_err)?);
+        for row in ct.iter().map_err(Error::storage)? {
+            let (_, c) = row.map_err(Error::storage)?;
+            out.push(serde_json::from_slice(c.value()).map_err(Error::storage)?);
         }
         Ok(out)
     }

@@ -16,10 +16,6 @@ pub(crate) const TRACES: TableDefinition<(&str, u64), &[u8]> = TableDefinition::
 /// `model`: the id of the embedding model whose vectors the store holds.
 pub(crate) const EMBEDDING_MODEL: TableDefinition<&str, &str> = TableDefinition::new("embedding_model");
 
-pub(crate) fn db_err(e: impl std::fmt::Display) -> Error {
-    Error::Storage(e.to_string())
-}
-
 pub(crate) fn f32s_to_bytes(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
@@ -50,23 +46,23 @@ impl DataDir {
     /// `dim: None` takes the stored dimension (for commands that embed nothing).
     pub fn open_with(path: &Path, dim: Option<usize>, params: IndexParams) -> Result<DataDir> {
         std::fs::create_dir_all(path)
-            .map_err(|e| Error::Storage(format!("cannot create data dir {}: {e}", path.display())))?;
+            .map_err(|e| Error::storage_in(format!("cannot create data dir {}", path.display()), e))?;
         let db = open_db(path)?;
-        let tx = db.begin_write().map_err(db_err)?;
+        let tx = db.begin_write().map_err(Error::storage)?;
         let stored_dim = {
-            let mut meta = tx.open_table(META).map_err(db_err)?;
+            let mut meta = tx.open_table(META).map_err(Error::storage)?;
             for t in [CHUNKS, VECTORS, SESSIONS] {
-                tx.open_table(t).map_err(db_err)?;
+                tx.open_table(t).map_err(Error::storage)?;
             }
-            tx.open_table(EMBED_CACHE).map_err(db_err)?;
-            tx.open_table(TRACES).map_err(db_err)?;
-            let d = meta.get("dimension").map_err(db_err)?.map(|v| v.value() as usize);
+            tx.open_table(EMBED_CACHE).map_err(Error::storage)?;
+            tx.open_table(TRACES).map_err(Error::storage)?;
+            let d = meta.get("dimension").map_err(Error::storage)?.map(|v| v.value() as usize);
             if let (None, Some(dim)) = (d, dim) {
-                meta.insert("dimension", dim as u64).map_err(db_err)?;
+                meta.insert("dimension", dim as u64).map_err(Error::storage)?;
             }
             d
         };
-        tx.commit().map_err(db_err)?;
+        tx.commit().map_err(Error::storage)?;
         let dim = match (stored_dim, dim) {
             (Some(d), Some(want)) if d != want => return Err(Error::WrongDimension { expected: d, got: want }),
             (Some(d), _) | (None, Some(d)) => d,
@@ -101,13 +97,13 @@ impl DataDir {
 
     /// The embedding model whose vectors the store holds, when one was recorded.
     pub fn embedding_model(&self) -> Result<Option<String>> {
-        let rx = self.db.begin_read().map_err(db_err)?;
+        let rx = self.db.begin_read().map_err(Error::storage)?;
         let t = match rx.open_table(EMBEDDING_MODEL) {
             Ok(t) => t,
             Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
-            Err(e) => return Err(db_err(e)),
+            Err(e) => return Err(Error::storage(e)),
         };
-        Ok(t.get("model").map_err(db_err)?.map(|v| v.value().to_owned()))
+        Ok(t.get("model").map_err(Error::storage)?.map(|v| v.value().to_owned()))
     }
 
     /// Ties the store to the embedding model `model_id` (a [`Embedder::model_id`]): recorded
@@ -162,11 +158,11 @@ impl EmbeddingCache {
 }
 
 fn bind_model(db: &Database, model_id: &str, local: bool) -> Result<()> {
-    let tx = db.begin_write().map_err(db_err)?;
+    let tx = db.begin_write().map_err(Error::storage)?;
     {
-        let mut t = tx.open_table(EMBEDDING_MODEL).map_err(db_err)?;
-        let stored = t.get("model").map_err(db_err)?.map(|v| v.value().to_owned());
-        let empty = tx.open_table(VECTORS).map_err(db_err)?.is_empty().map_err(db_err)?;
+        let mut t = tx.open_table(EMBEDDING_MODEL).map_err(Error::storage)?;
+        let stored = t.get("model").map_err(Error::storage)?.map(|v| v.value().to_owned());
+        let empty = tx.open_table(VECTORS).map_err(Error::storage)?.is_empty().map_err(Error::storage)?;
         match stored {
             Some(s) if s == model_id => return Ok(()),
             Some(s) if !empty => return Err(Error::ModelMismatch { stored: s, configured: model_id.into() }),
@@ -177,20 +173,20 @@ fn bind_model(db: &Database, model_id: &str, local: bool) -> Result<()> {
                 })
             }
             _ => {
-                t.insert("model", model_id).map_err(db_err)?;
+                t.insert("model", model_id).map_err(Error::storage)?;
             }
         }
     }
-    tx.commit().map_err(db_err)
+    tx.commit().map_err(Error::storage)
 }
 
 fn open_tables(dir: &Path) -> Result<Database> {
     std::fs::create_dir_all(dir)
-        .map_err(|e| Error::Storage(format!("cannot create data dir {}: {e}", dir.display())))?;
+        .map_err(|e| Error::storage_in(format!("cannot create data dir {}", dir.display()), e))?;
     let db = open_db(dir)?;
-    let tx = db.begin_write().map_err(db_err)?;
-    tx.open_table(EMBED_CACHE).map_err(db_err)?;
-    tx.commit().map_err(db_err)?;
+    let tx = db.begin_write().map_err(Error::storage)?;
+    tx.open_table(EMBED_CACHE).map_err(Error::storage)?;
+    tx.commit().map_err(Error::storage)?;
     Ok(db)
 }
 
@@ -220,7 +216,7 @@ fn open_db(dir: &Path) -> Result<Database> {
         .read(true)
         .write(true)
         .open(dir.join("ragctx.lock"))
-        .map_err(|e| Error::Storage(format!("cannot open {}: {e}", dir.join("ragctx.lock").display())))?;
+        .map_err(|e| Error::storage_in(format!("cannot open {}", dir.join("ragctx.lock").display()), e))?;
     // Uncontended (the usual case): the lock is free and no thread is needed.
     if queue.try_lock().is_err() {
         let waiter = queue.try_clone().map_err(Error::storage)?;
@@ -234,7 +230,7 @@ fn open_db(dir: &Path) -> Result<Database> {
         match rx.recv_timeout(wait) {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
-                return Err(Error::Storage(format!("cannot lock {}: {e}", dir.join("ragctx.lock").display())))
+                return Err(Error::storage_in(format!("cannot lock {}", dir.join("ragctx.lock").display()), e))
             }
             Err(_) => return Err(busy()),
         }
@@ -246,29 +242,31 @@ fn open_db(dir: &Path) -> Result<Database> {
                 std::thread::sleep(Duration::from_millis(20));
             }
             Err(DatabaseError::DatabaseAlreadyOpen) => return Err(busy()),
-            Err(e) => return Err(Error::Storage(format!("cannot open {}: {e}", db_path.display()))),
+            Err(e) => return Err(Error::storage_in(format!("cannot open {}", db_path.display()), e)),
         }
     }
 }
 
 fn cached_embeddings(db: &Database, model_id: &str, texts: &[&str]) -> Result<Vec<Option<Vec<f32>>>> {
-    let rx = db.begin_read().map_err(db_err)?;
-    let t = rx.open_table(EMBED_CACHE).map_err(db_err)?;
+    let rx = db.begin_read().map_err(Error::storage)?;
+    let t = rx.open_table(EMBED_CACHE).map_err(Error::storage)?;
     texts
         .iter()
-        .map(|text| Ok(t.get(cache_key(model_id, text).as_slice()).map_err(db_err)?.map(|v| bytes_to_f32s(v.value()))))
+        .map(|text| {
+            Ok(t.get(cache_key(model_id, text).as_slice()).map_err(Error::storage)?.map(|v| bytes_to_f32s(v.value())))
+        })
         .collect()
 }
 
 fn cache_embeddings(db: &Database, model_id: &str, items: &[(&str, &[f32])]) -> Result<()> {
-    let tx = db.begin_write().map_err(db_err)?;
+    let tx = db.begin_write().map_err(Error::storage)?;
     {
-        let mut t = tx.open_table(EMBED_CACHE).map_err(db_err)?;
+        let mut t = tx.open_table(EMBED_CACHE).map_err(Error::storage)?;
         for (text, v) in items {
-            t.insert(cache_key(model_id, text).as_slice(), f32s_to_bytes(v).as_slice()).map_err(db_err)?;
+            t.insert(cache_key(model_id, text).as_slice(), f32s_to_bytes(v).as_slice()).map_err(Error::storage)?;
         }
     }
-    tx.commit().map_err(db_err)
+    tx.commit().map_err(Error::storage)
 }
 
 fn cache_key(model_id: &str, text: &str) -> [u8; 32] {
@@ -280,9 +278,9 @@ fn cache_key(model_id: &str, text: &str) -> [u8; 32] {
 }
 
 pub(crate) fn generation(db: &Database) -> Result<u64> {
-    let rx = db.begin_read().map_err(db_err)?;
-    let meta = rx.open_table(META).map_err(db_err)?;
-    Ok(meta.get("generation").map_err(db_err)?.map(|v| v.value()).unwrap_or(0))
+    let rx = db.begin_read().map_err(Error::storage)?;
+    let meta = rx.open_table(META).map_err(Error::storage)?;
+    Ok(meta.get("generation").map_err(Error::storage)?.map(|v| v.value()).unwrap_or(0))
 }
 
 fn load_or_rebuild_index(db: &Database, dir: &Path, dim: usize, params: IndexParams) -> Result<VectorIndex> {
@@ -298,19 +296,19 @@ fn load_or_rebuild_index(db: &Database, dir: &Path, dim: usize, params: IndexPar
         Err(e) => eprintln!("ragctx: {e}; rebuilding the index"),
     }
     let mut ix = VectorIndex::new(dim, params);
-    let rx = db.begin_read().map_err(db_err)?;
-    let chunks = rx.open_table(CHUNKS).map_err(db_err)?;
-    let vectors = rx.open_table(VECTORS).map_err(db_err)?;
-    for row in vectors.iter().map_err(db_err)? {
-        let (id, v) = row.map_err(db_err)?;
-        let chunk: ragctx_core::Chunk = match chunks.get(id.value()).map_err(db_err)? {
-            Some(c) => serde_json::from_slice(c.value()).map_err(db_err)?,
+    let rx = db.begin_read().map_err(Error::storage)?;
+    let chunks = rx.open_table(CHUNKS).map_err(Error::storage)?;
+    let vectors = rx.open_table(VECTORS).map_err(Error::storage)?;
+    for row in vectors.iter().map_err(Error::storage)? {
+        let (id, v) = row.map_err(Error::storage)?;
+        let chunk: ragctx_core::Chunk = match chunks.get(id.value()).map_err(Error::storage)? {
+            Some(c) => serde_json::from_slice(c.value()).map_err(Error::storage)?,
             None => continue,
         };
         ix.upsert(id.value(), chunk.document_id.as_str(), chunk.weight, &bytes_to_f32s(v.value()));
     }
     if want > 0 {
-        ix.save(&path, want).map_err(db_err)?;
+        ix.save(&path, want).map_err(Error::storage)?;
     }
     Ok(ix)
 }

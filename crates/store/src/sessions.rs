@@ -1,4 +1,4 @@
-use crate::db::{db_err, SESSIONS, TRACES};
+use crate::db::{SESSIONS, TRACES};
 use ragctx_core::{Error, Result, Retention, SessionId, SessionState, SessionStore, Trace, TurnCommit};
 use redb::{Database, ReadableTable, WriteTransaction};
 use serde::{Deserialize, Serialize};
@@ -43,18 +43,20 @@ impl EmbeddedSessionStore {
     }
 
     fn read(&self, id: &SessionId) -> Result<Option<StoredSession>> {
-        let rx = self.db.begin_read().map_err(db_err)?;
-        let t = rx.open_table(SESSIONS).map_err(db_err)?;
-        let raw = t.get(id.as_str()).map_err(db_err)?;
+        let rx = self.db.begin_read().map_err(Error::storage)?;
+        let t = rx.open_table(SESSIONS).map_err(Error::storage)?;
+        let raw = t.get(id.as_str()).map_err(Error::storage)?;
         match raw {
-            Some(v) => Ok(serde_json::from_slice::<StoredSession>(v.value()).map_err(db_err)?.live(now_ms())),
+            Some(v) => Ok(serde_json::from_slice::<StoredSession>(v.value()).map_err(Error::storage)?.live(now_ms())),
             None => Ok(None),
         }
     }
 
     fn delete_traces(tx: &WriteTransaction, id: &SessionId) -> Result<()> {
-        let mut t = tx.open_table(TRACES).map_err(db_err)?;
-        t.extract_from_if((id.as_str(), 0)..=(id.as_str(), u64::MAX), |_, _| true).map_err(db_err)?.for_each(drop);
+        let mut t = tx.open_table(TRACES).map_err(Error::storage)?;
+        t.extract_from_if((id.as_str(), 0)..=(id.as_str(), u64::MAX), |_, _| true)
+            .map_err(Error::storage)?
+            .for_each(drop);
         Ok(())
     }
 }
@@ -66,12 +68,12 @@ impl SessionStore for EmbeddedSessionStore {
 
     fn commit_turn(&self, id: &SessionId, commit: TurnCommit, retention: Retention) -> Result<u64> {
         let now = now_ms();
-        let tx = self.db.begin_write().map_err(db_err)?;
+        let tx = self.db.begin_write().map_err(Error::storage)?;
         let stored = {
-            let t = tx.open_table(SESSIONS).map_err(db_err)?;
-            let raw = t.get(id.as_str()).map_err(db_err)?;
+            let t = tx.open_table(SESSIONS).map_err(Error::storage)?;
+            let raw = t.get(id.as_str()).map_err(Error::storage)?;
             match raw {
-                Some(v) => Some(serde_json::from_slice::<StoredSession>(v.value()).map_err(db_err)?),
+                Some(v) => Some(serde_json::from_slice::<StoredSession>(v.value()).map_err(Error::storage)?),
                 None => None,
             }
         };
@@ -103,7 +105,7 @@ impl SessionStore for EmbeddedSessionStore {
             // The turn planned against this very state: a taken marker is a planning bug,
             // and storing it would make the trace disagree with the session.
             if state.markers.contains_key(&doc) || state.markers.values().any(|&v| v == marker) {
-                return Err(Error::Storage(format!("turn of session {id} hands out marker {marker} twice")));
+                return Err(Error::inconsistent(format!("turn of session {id} hands out marker {marker} twice")));
             }
             state.markers.insert(doc, marker);
         }
@@ -114,13 +116,15 @@ impl SessionStore for EmbeddedSessionStore {
         let mut trace = commit.trace;
         trace.turn = turn;
         {
-            let mut t = tx.open_table(SESSIONS).map_err(db_err)?;
-            let bytes = serde_json::to_vec(&StoredSession { state, expires_at_unix_ms: expires }).map_err(db_err)?;
-            t.insert(id.as_str(), bytes.as_slice()).map_err(db_err)?;
-            let mut tr = tx.open_table(TRACES).map_err(db_err)?;
-            tr.insert((id.as_str(), turn), serde_json::to_vec(&trace).map_err(db_err)?.as_slice()).map_err(db_err)?;
+            let mut t = tx.open_table(SESSIONS).map_err(Error::storage)?;
+            let bytes =
+                serde_json::to_vec(&StoredSession { state, expires_at_unix_ms: expires }).map_err(Error::storage)?;
+            t.insert(id.as_str(), bytes.as_slice()).map_err(Error::storage)?;
+            let mut tr = tx.open_table(TRACES).map_err(Error::storage)?;
+            tr.insert((id.as_str(), turn), serde_json::to_vec(&trace).map_err(Error::storage)?.as_slice())
+                .map_err(Error::storage)?;
         }
-        tx.commit().map_err(db_err)?;
+        tx.commit().map_err(Error::storage)?;
         Ok(turn)
     }
 
@@ -128,23 +132,23 @@ impl SessionStore for EmbeddedSessionStore {
         if self.read(id)?.is_none() {
             return Ok(Vec::new());
         }
-        let rx = self.db.begin_read().map_err(db_err)?;
-        let t = rx.open_table(TRACES).map_err(db_err)?;
+        let rx = self.db.begin_read().map_err(Error::storage)?;
+        let t = rx.open_table(TRACES).map_err(Error::storage)?;
         let mut out = Vec::new();
-        for row in t.range((id.as_str(), 0)..=(id.as_str(), u64::MAX)).map_err(db_err)? {
-            let (_, v) = row.map_err(db_err)?;
-            out.push(serde_json::from_slice(v.value()).map_err(db_err)?);
+        for row in t.range((id.as_str(), 0)..=(id.as_str(), u64::MAX)).map_err(Error::storage)? {
+            let (_, v) = row.map_err(Error::storage)?;
+            out.push(serde_json::from_slice(v.value()).map_err(Error::storage)?);
         }
         Ok(out)
     }
 
     fn reset(&self, id: &SessionId) -> Result<bool> {
         // Read and write in one transaction: a turn committed meanwhile is not undone.
-        let tx = self.db.begin_write().map_err(db_err)?;
+        let tx = self.db.begin_write().map_err(Error::storage)?;
         let found = {
-            let mut t = tx.open_table(SESSIONS).map_err(db_err)?;
-            let stored = match t.get(id.as_str()).map_err(db_err)? {
-                Some(v) => serde_json::from_slice::<StoredSession>(v.value()).map_err(db_err)?.live(now_ms()),
+            let mut t = tx.open_table(SESSIONS).map_err(Error::storage)?;
+            let stored = match t.get(id.as_str()).map_err(Error::storage)? {
+                Some(v) => serde_json::from_slice::<StoredSession>(v.value()).map_err(Error::storage)?.live(now_ms()),
                 None => None,
             };
             match stored {
@@ -153,25 +157,26 @@ impl SessionStore for EmbeddedSessionStore {
                     s.state.markers.clear();
                     // A turn planned before the reset must not commit what it excluded.
                     s.state.version = next_version(s.state.version);
-                    t.insert(id.as_str(), serde_json::to_vec(&s).map_err(db_err)?.as_slice()).map_err(db_err)?;
+                    t.insert(id.as_str(), serde_json::to_vec(&s).map_err(Error::storage)?.as_slice())
+                        .map_err(Error::storage)?;
                     true
                 }
                 None => false,
             }
         };
-        tx.commit().map_err(db_err)?;
+        tx.commit().map_err(Error::storage)?;
         Ok(found)
     }
 
     fn delete(&self, id: &SessionId) -> Result<bool> {
-        let tx = self.db.begin_write().map_err(db_err)?;
+        let tx = self.db.begin_write().map_err(Error::storage)?;
         let existed = {
-            let mut t = tx.open_table(SESSIONS).map_err(db_err)?;
-            let removed = t.remove(id.as_str()).map_err(db_err)?;
+            let mut t = tx.open_table(SESSIONS).map_err(Error::storage)?;
+            let removed = t.remove(id.as_str()).map_err(Error::storage)?;
             removed.is_some()
         };
         Self::delete_traces(&tx, id)?;
-        tx.commit().map_err(db_err)?;
+        tx.commit().map_err(Error::storage)?;
         Ok(existed)
     }
 }

@@ -18,7 +18,7 @@ pub(super) fn unopt<N: TryFrom<i64>>(v: i64) -> Option<N> {
 pub(super) fn string(row: &milvus::v2::prelude::ResultRow<'_>, field: &str) -> Result<String> {
     match row.get(field).map_err(Error::storage)? {
         ResultValue::String(s) => Ok(s.to_owned()),
-        other => Err(Error::Storage(format!("Milvus field {field} of unexpected type: {other:?}"))),
+        other => Err(Error::inconsistent(format!("Milvus field {field} of unexpected type: {other:?}"))),
     }
 }
 
@@ -26,7 +26,7 @@ pub(super) fn int(row: &milvus::v2::prelude::ResultRow<'_>, field: &str) -> Resu
     match row.get(field).map_err(Error::storage)? {
         ResultValue::Int64(v) => Ok(v),
         ResultValue::Int32(v) => Ok(v as i64),
-        other => Err(Error::Storage(format!("Milvus field {field} of unexpected type: {other:?}"))),
+        other => Err(Error::inconsistent(format!("Milvus field {field} of unexpected type: {other:?}"))),
     }
 }
 
@@ -42,7 +42,7 @@ pub(super) fn chunk_of(row: &milvus::v2::prelude::ResultRow<'_>) -> Result<Chunk
         weight: match row.get("weight").map_err(Error::storage)? {
             ResultValue::Float(w) => w,
             ResultValue::Double(w) => w as f32,
-            other => return Err(Error::Storage(format!("Milvus field weight of unexpected type: {other:?}"))),
+            other => return Err(Error::inconsistent(format!("Milvus field weight of unexpected type: {other:?}"))),
         },
         tokens: unopt(int(row, "tokens")?),
     })

@@ -15,7 +15,16 @@ impl MilvusVectorStore {
         T: Send + 'static,
         F: Future<Output = milvus::v2::error::Result<T>> + Send + 'static,
     {
-        run(&self.runtime, self.config.timeout * self.config.attempts.max(1), fut).map_err(|e| self.error(what, e))
+        self.call_raw(fut).map_err(|e| self.error(what, e))
+    }
+
+    /// [`Self::call`] with the SDK's own error, for callers that tell its kinds apart.
+    fn call_raw<T, F>(&self, fut: F) -> std::result::Result<T, CallError>
+    where
+        T: Send + 'static,
+        F: Future<Output = milvus::v2::error::Result<T>> + Send + 'static,
+    {
+        run(&self.runtime, self.config.timeout * self.config.attempts.max(1), fut)
     }
 
     /// A read ([`Self::call`]) that reloads the collection and tries once more when the
@@ -25,22 +34,22 @@ impl MilvusVectorStore {
         T: Send + 'static,
         F: Future<Output = milvus::v2::error::Result<T>> + Send + 'static,
     {
-        match self.call(what, make()) {
-            Err(Error::Storage(m)) if needs_load(&m) => {
+        match self.call_raw(make()) {
+            Err(e) if needs_load(&e) => {
                 self.load()?;
                 // A load is asynchronous on the server: a read right after it can still find
                 // the collection released. Wait a little, then call it what it is — a server
                 // that is recovering (503), not a rejected request.
                 for wait_ms in [0u64, 200, 400, 800] {
                     std::thread::sleep(Duration::from_millis(wait_ms));
-                    match self.call(what, make()) {
-                        Err(Error::Storage(m)) if needs_load(&m) => continue,
-                        r => return r,
+                    match self.call_raw(make()) {
+                        Err(e) if needs_load(&e) => continue,
+                        r => return r.map_err(|e| self.error(what, e)),
                     }
                 }
                 Err(unavailable(&self.config, what, "the collection is still loading after a restart; try again"))
             }
-            r => r,
+            r => r.map_err(|e| self.error(what, e)),
         }
     }
 
@@ -54,17 +63,26 @@ impl MilvusVectorStore {
     pub(super) fn error(&self, what: &str, e: CallError) -> Error {
         match e {
             CallError::Sdk(e) if is_rejection(&e) => {
-                Error::Storage(format!("Milvus at {} rejected {what}: {e}", self.config.uri))
+                Error::storage_in(format!("Milvus at {} rejected {what}", self.config.uri), *e)
             }
             e => unavailable(&self.config, what, e),
         }
     }
 }
 
-/// Whether a refusal means "load the collection first" (Milvus 2.x and Lite wordings).
-pub(super) fn needs_load(message: &str) -> bool {
-    let m = message.to_ascii_lowercase();
-    m.contains("call load()") || m.contains("not loaded") || m.contains("state 'released'")
+/// Whether the server refused because the collection is not loaded. Told by the server's
+/// own status (the error code Milvus 2.3+ gives it, or its reason in the wordings of Milvus
+/// 2.x and Lite), never by text ragctx made.
+pub(super) fn needs_load(e: &CallError) -> bool {
+    /// `ErrCollectionNotLoaded` in Milvus' `merr` codes.
+    const COLLECTION_NOT_LOADED: i32 = 101;
+    let CallError::Sdk(e) = e else { return false };
+    let milvus::v2::error::Error::Server(s) = e.as_ref() else { return false };
+    let m = s.reason().to_ascii_lowercase();
+    s.code() == COLLECTION_NOT_LOADED
+        || m.contains("call load()")
+        || m.contains("not loaded")
+        || m.contains("state 'released'")
 }
 
 /// Whether the server answered and refused (bad request, schema) rather than failed to answer.

@@ -80,7 +80,7 @@ impl MilvusVectorStore {
                 let score = match row.get("score").map_err(Error::storage)? {
                     ResultValue::Float(s) => s,
                     ResultValue::Double(s) => s as f32,
-                    other => return Err(Error::Storage(format!("Milvus score of unexpected type: {other:?}"))),
+                    other => return Err(Error::inconsistent(format!("Milvus score of unexpected type: {other:?}"))),
                 };
                 let score = if matches!(query, Query::Text(_)) { score.abs() } else { score };
                 hits.push(Hit { chunk: chunk_of(&row)?, score });
@@ -104,7 +104,9 @@ impl MilvusVectorStore {
                 let vector = if vectors {
                     match row.get("vector").map_err(Error::storage)? {
                         ResultValue::FloatVector(v) => Some(v.to_vec()),
-                        other => return Err(Error::Storage(format!("Milvus vector of unexpected type: {other:?}"))),
+                        other => {
+                            return Err(Error::inconsistent(format!("Milvus vector of unexpected type: {other:?}")))
+                        }
                     }
                 } else {
                     None
