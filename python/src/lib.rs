@@ -9,7 +9,7 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use ragctx_app::{App, RawConfig, Settings};
-use ragctx_core::{ErrorKind, Intent, SessionId};
+use ragctx_core::{ErrorKind, SessionId};
 use std::path::PathBuf;
 
 create_exception!(_native, RagctxError, PyException, "An error from ragctx.");
@@ -194,7 +194,7 @@ impl Engine {
     fn __repr__(&self) -> String {
         format!(
             "Engine(data_dir={:?}, embedder={:?})",
-            self.app.settings.data_dir.display().to_string(),
+            self.app.settings.data_dir().display().to_string(),
             self.app.embedder.model_id()
         )
     }
@@ -211,7 +211,6 @@ impl Engine {
         overrides: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let id = SessionId::parse(session).map_err(raise)?;
-        let mut mode = None;
         let turn = match overrides {
             Some(o) if !o.is_empty() => {
                 let o = o.copy()?;
@@ -225,18 +224,13 @@ impl Engine {
                     }
                 }
                 if let Some(m) = o.get_item("mode")? {
-                    let m: String =
+                    let _: String =
                         m.extract().map_err(|_| BadInput::new_err("mode: auto, new, follow_up or reshow"))?;
-                    if m != "auto" {
-                        mode = Some(m.parse::<Intent>().map_err(raise)?);
-                    }
-                    o.del_item("mode")?;
                 }
-                Settings::from_raw(self.raw.clone().merge(layer(py, Some(&o))?)).map_err(raise)?.turn
+                Settings::from_raw(self.raw.clone().merge(layer(py, Some(&o))?)).map_err(raise)?.turn().clone()
             }
-            _ => self.app.settings.turn.clone(),
+            _ => self.app.settings.turn().clone(),
         };
-        let turn = ragctx_engine::TurnSettings { mode, ..turn };
         let out = py.detach(|| engine.ask(&id, question, &turn)).map_err(raise)?;
         from_json(py, &serde_json::to_string(&out).map_err(|e| RagctxError::new_err(e.to_string()))?)
     }

@@ -223,26 +223,68 @@ impl RawConfig {
     }
 }
 
-/// Validated settings.
+/// Validated settings: made only by [`Settings::from_raw`], read through its methods, never
+/// changed after (a caller who wants other values merges another [`RawConfig`] layer and
+/// validates again).
 #[derive(Clone, Debug)]
 pub struct Settings {
-    pub data_dir: PathBuf,
-    pub model_dir: PathBuf,
-    /// Where embeddings come from.
-    pub embedder: EmbedderSettings,
-    pub turn: TurnSettings,
-    pub ef_search: Option<usize>,
-    /// Where vectors live: the data dir, or a Milvus collection.
-    pub backend: Backend,
-    /// `embedded` or a `redis://` URL.
-    pub sessions: String,
-    pub api_keys: Vec<String>,
-    pub turn_timeout: std::time::Duration,
-    /// `None` = the extractive generator.
-    pub openai: Option<ragctx_models::OpenAiConfig>,
+    pub(crate) data_dir: PathBuf,
+    pub(crate) model_dir: PathBuf,
+    pub(crate) embedder: EmbedderSettings,
+    pub(crate) turn: TurnSettings,
+    pub(crate) ef_search: Option<usize>,
+    pub(crate) backend: Backend,
+    pub(crate) sessions: String,
+    pub(crate) api_keys: Vec<String>,
+    pub(crate) turn_timeout: std::time::Duration,
+    pub(crate) openai: Option<ragctx_models::OpenAiConfig>,
 }
 
 impl Settings {
+    /// The data dir: the embedded store, its sessions, the embedding cache.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+    /// Where the in-process embedding model's files are.
+    pub fn model_dir(&self) -> &Path {
+        &self.model_dir
+    }
+    /// Where embeddings come from.
+    pub fn embedder(&self) -> &EmbedderSettings {
+        &self.embedder
+    }
+    /// The default settings of a turn (a request or a call may pass others, which the engine
+    /// validates).
+    pub fn turn(&self) -> &TurnSettings {
+        &self.turn
+    }
+    /// The HNSW search breadth, when set.
+    pub fn ef_search(&self) -> Option<usize> {
+        self.ef_search
+    }
+    /// Where vectors live: the data dir, or a Milvus collection.
+    pub fn backend(&self) -> &Backend {
+        &self.backend
+    }
+    /// The session store: `embedded`, or a `redis://` / `redis+cluster://` URL.
+    pub fn sessions(&self) -> &str {
+        &self.sessions
+    }
+    /// The API keys `ragctx serve` accepts (none: loopback only).
+    pub fn api_keys(&self) -> &[String] {
+        &self.api_keys
+    }
+    /// Deadline of one turn in `ragctx serve`.
+    pub fn turn_timeout(&self) -> std::time::Duration {
+        self.turn_timeout
+    }
+    /// The OpenAI-compatible generator's configuration; `None` = the extractive generator.
+    pub fn openai(&self) -> Option<&ragctx_models::OpenAiConfig> {
+        self.openai.as_ref()
+    }
+
+    /// Validates merged layers: every value parsed and range-checked, the message naming the
+    /// setting and what it accepts.
     pub fn from_raw(raw: RawConfig) -> Result<Settings> {
         let backend = match raw.backend.as_deref().unwrap_or("embedded") {
             "embedded" => Backend::Embedded,

@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! ragctx as a library: the one place that turns layered configuration (defaults → TOML
 //! file → `RAGCTX_*` environment → the caller's values) into validated [`Settings`], builds
 //! the backends they name (the data dir's store and index, Milvus, Redis, the embedder and

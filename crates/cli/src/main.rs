@@ -261,14 +261,14 @@ fn run(cli: Cli) -> Result<()> {
             let s = settings(&cli, Some(turn))?;
             let id = SessionId::parse(session)?;
             let app = app::App::open(s)?;
-            let t = app.settings.turn.clone();
+            let t = app.settings.turn().clone();
             turn::ask(&app, &id, &question.join(" "), &t, *json)
         }
         Command::Chat { session, turn } => {
             let s = settings(&cli, Some(turn))?;
             let id = SessionId::parse(session)?;
             let app = app::App::open(s)?;
-            let t = app.settings.turn.clone();
+            let t = app.settings.turn().clone();
             turn::chat(&app, &id, &t)
         }
         Command::Trace { session, turn: Some(n), json, replay: true, flags } => {

@@ -11,16 +11,16 @@ use std::time::Duration;
 pub fn run(app: App, addr: &str) -> Result<()> {
     let addr: SocketAddr =
         addr.parse().map_err(|_| Error::InvalidInput(format!("--addr {addr:?} is not HOST:PORT")))?;
-    let keys = app.settings.api_keys.clone();
+    let keys = app.settings.api_keys().to_vec();
     if keys.is_empty() && !addr.ip().is_loopback() {
         bail!(Error::InvalidInput(format!("refusing to bind {addr} without API keys: every session would be open to the network; set RAGCTX_API_KEYS or bind 127.0.0.1")));
     }
     let state = Arc::new(AppState {
         engine: app.engine.clone(),
-        settings: app.settings.turn.clone(),
+        settings: app.settings.turn().clone(),
         keys,
         metrics: Metrics::default(),
-        turn_timeout: app.settings.turn_timeout,
+        turn_timeout: app.settings.turn_timeout(),
         ingest_timeout: Duration::from_secs(1800),
     });
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;

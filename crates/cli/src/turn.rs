@@ -176,7 +176,7 @@ pub fn replay(app: &App, session: &SessionId, turn: u64, json: bool) -> Result<(
     let Some(pos) = all.iter().position(|t| t.turn == turn) else {
         bail!(ragctx_core::Error::NotFound(format!("session {session} has no turn {turn}")));
     };
-    let mut settings = app.settings.turn.clone();
+    let mut settings = app.settings.turn().clone();
     if settings.mode.is_none() {
         settings.mode = Some(all[pos].stats.intent);
     }

@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! Core types and traits of ragctx: no I/O, no async runtime.
 //!
 //! Everything the turn pipeline passes between stages lives here ([`Chunk`], [`Hit`],

@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! The ragctx turn pipeline, one module per stage:
 //! [`intent`] → [`exclusion`] → [`retrieve`] → [`dedupe`] → [`context`] → generate →
 //! [`memory`] → trace. Stages are plain functions over data; [`Engine`] wires them to the

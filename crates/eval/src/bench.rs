@@ -179,7 +179,7 @@ fn turn(app: &App, path: &std::path::Path, domain: Option<&str>, conversations: 
     if convs.is_empty() {
         bail!("no conversations in {}", path.display());
     }
-    let settings = app.settings.turn.clone();
+    let settings = app.settings.turn().clone();
     // Every stage of the trace, plus the engine's own share of a turn.
     let mut parts: std::collections::BTreeMap<String, Vec<f64>> = std::collections::BTreeMap::new();
     for (i, conv) in convs.iter().enumerate() {

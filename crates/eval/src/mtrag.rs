@@ -195,7 +195,7 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
     let mut domains: Vec<String> = convs.iter().map(|c| c.domain.clone()).collect();
     domains.sort();
     domains.dedup();
-    let mut base = settings.turn.clone();
+    let mut base = settings.turn().clone();
     if let Some(b) = opts.budget {
         base.budget = b;
     }
@@ -218,10 +218,10 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
             .collect();
         let texts: Vec<&str> = chunks.iter().map(|c| c.text.as_str()).collect();
         if !opts.json {
-            eprintln!("{domain}: {} passages (embeddings cached in {})", chunks.len(), settings.data_dir.display());
+            eprintln!("{domain}: {} passages (embeddings cached in {})", chunks.len(), settings.data_dir().display());
         }
         let (vectors, _) =
-            embed_all(embedder.inner.as_ref(), ragctx_app::ingest::Cache::At(&settings.data_dir), &texts)?;
+            embed_all(embedder.inner.as_ref(), ragctx_app::ingest::Cache::At(&settings.data_dir()), &texts)?;
         let doc_of: HashMap<String, String> =
             chunks.iter().map(|c| (c.id.0.clone(), c.document_id.0.clone())).collect();
         let store = MemoryVectorStore::new(embedder.dimension(), IndexParams::default());
