@@ -9,14 +9,19 @@ use ragctx_redis::RedisSessionStore;
 use ragctx_store::DataDir;
 use std::sync::Arc;
 
+/// An opened ragctx: its settings, the backends they name and the engine over them.
 pub struct App {
+    /// The settings it was opened with.
     pub settings: Settings,
     /// The data dir, when a backend lives there; `None` with Milvus and Redis (production):
     /// nothing local is opened or locked, so any number of processes run side by side.
     pub data: Option<DataDir>,
+    /// The embedder the settings name, shared with the engine.
     pub embedder: Arc<dyn Embedder>,
     /// The same embedder when it runs in process (for what only it can tell: its tokens).
     pub local: Option<Arc<MiniLmEmbedder>>,
+    /// The turn pipeline over the opened stores, the embedder, the cl100k counter and the
+    /// generator the settings name (extractive without an OpenAI endpoint).
     pub engine: Engine,
 }
 
@@ -45,6 +50,8 @@ pub fn bind_model(settings: &Settings, data: &DataDir, embedder: &dyn Embedder) 
     data.bind_model(embedder.model_id(), settings.embedder.is_unrecorded_default())
 }
 
+/// The vector index's parameters: the defaults, with the settings' `ef_search` (at least 1)
+/// when set.
 pub fn index_params(settings: &Settings) -> IndexParams {
     let mut p = IndexParams::default();
     if let Some(ef) = settings.ef_search {

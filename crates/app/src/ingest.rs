@@ -19,9 +19,13 @@ use std::time::Instant;
 /// Texts embedded per cache commit.
 const EMBED_STEP: usize = 128;
 
+/// What [`read_paths`] found: the chunks, and the files read and left out.
 pub struct Read {
+    /// Every chunk read, in file order, ids checked unique.
     pub chunks: Vec<SourcedChunk>,
+    /// Files read (0 for records).
     pub files: usize,
+    /// Files of other types found in folders and left out.
     pub skipped: Vec<PathBuf>,
 }
 
@@ -97,7 +101,9 @@ fn read_file(path: &Path, document_id: &str, read: &mut Read) -> Result<bool> {
 /// for each access only (a long ingest does not lock out other processes while it embeds).
 #[derive(Clone, Copy)]
 pub enum Cache<'a> {
+    /// The cache in a data dir this process holds open (an opened [`App`](crate::App)).
     Open(&'a DataDir),
+    /// The cache in the data dir at this path, opened for each read and write only.
     At(&'a Path),
 }
 
@@ -210,14 +216,22 @@ pub fn embed_all(embedder: &dyn Embedder, cache: Cache<'_>, texts: &[&str]) -> R
 /// What an ingest did.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct IngestReport {
+    /// Chunks read from the input.
     pub chunks: usize,
+    /// Documents those chunks belong to.
     pub documents: usize,
+    /// Files read (0 for records).
     pub files: usize,
+    /// Chunk ids the store did not hold before.
     pub new: usize,
+    /// Chunks written again under an id the store already held.
     pub updated: usize,
+    /// Chunks of the replaced documents that are no longer in them (0 with `append`).
     pub removed: usize,
     /// Texts embedded now; the rest came from the embedding cache.
     pub embedded: usize,
+    /// Chunks not embedded now: their vector came from the cache, or from another chunk of the
+    /// input with the same text.
     pub cached: usize,
     /// Chunks the store holds afterwards.
     pub stored: usize,
@@ -226,6 +240,7 @@ pub struct IngestReport {
     /// Chunks the lexical (BM25) index covers, built with the ingest; `None` for a backend
     /// without one.
     pub lexical: Option<usize>,
+    /// Wall time of the whole ingest, in seconds.
     pub seconds: f64,
 }
 

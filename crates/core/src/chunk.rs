@@ -4,9 +4,13 @@ use serde::{Deserialize, Serialize};
 /// One retrievable passage of a source document.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Chunk {
+    /// Unique in the store: upserts and replacements key on it, and an ingest refuses two in one input.
     pub id: ChunkId,
+    /// The document it is part of: what grouping, dedupe, citation and document exclusion count by.
     pub document_id: DocumentId,
+    /// Its document's title: shown in block headers and searched by BM25 with the text.
     pub title: String,
+    /// The passage: what is embedded, searched, counted and shown to the model.
     pub text: String,
     /// Position of the chunk in its document (0-based), when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -14,6 +18,7 @@ pub struct Chunk {
     /// Character offsets of the chunk in its document, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start: Option<u64>,
+    /// Where the chunk ends in its document, exclusive (the chunker's in characters), when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end: Option<u64>,
     /// Per-source weight: a weight `w >= 2` lets the document take `floor(w)` times the
@@ -69,16 +74,20 @@ impl Chunk {
 /// A chunk with its embedding, as handed to [`crate::VectorStore::upsert`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct EmbeddedChunk {
+    /// The chunk as it will be stored.
     pub chunk: Chunk,
+    /// Its passage embedding (L2-normalised), of the store's dimension.
     pub vector: Vec<f32>,
 }
 
 /// A stored document, as `ragctx documents list` shows it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DocumentSummary {
+    /// The document, by the id that `documents delete` takes.
     pub document_id: DocumentId,
     /// The title of its first chunk (by id).
     pub title: String,
+    /// How many chunks the store holds for it.
     pub chunks: usize,
 }
 

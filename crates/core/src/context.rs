@@ -6,20 +6,28 @@ use serde::{Deserialize, Serialize};
 pub struct ContextBlock {
     /// Stable within a session: a document keeps its marker across turns.
     pub marker: u32,
+    /// The document the block's chunks come from, named in its header.
     pub document_id: DocumentId,
+    /// The document's title, as the header shows it.
     pub title: String,
+    /// The chunks whose text the block holds, in document order (several when adjacent chunks
+    /// were merged).
     pub chunk_ids: Vec<ChunkId>,
     /// Tokens of the rendered block, header included.
     pub tokens: usize,
+    /// The best similarity (cosine) among its chunks: what the block is ranked by.
     pub score: f32,
     /// `engine` memory: the turn that first showed this block's chunks, when it is carried
     /// from the working set; `None` for a block new to the conversation.
     #[serde(default)]
     pub carried_from: Option<u64>,
+    /// The chunks' text, adjacent chunks joined without their overlap.
     pub text: String,
 }
 
 impl ContextBlock {
+    /// `[marker] title (document_id)`: the header of a block or a pointer, without the turn note
+    /// or the line break.
     pub fn header(marker: u32, title: &str, document_id: &DocumentId) -> String {
         format!("[{marker}] {title} ({document_id})")
     }
@@ -42,11 +50,17 @@ impl ContextBlock {
 /// text again, citable with its stable marker.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Pointer {
+    /// The document's marker in the session, by which the answer cites it.
     pub marker: u32,
+    /// The document the caller already holds chunks of.
     pub document_id: DocumentId,
+    /// The document's title, as the pointer line shows it.
     pub title: String,
+    /// The chunks of that document that rank this turn, best first.
     pub chunk_ids: Vec<ChunkId>,
+    /// The earliest turn of the window that showed one of those chunks.
     pub shown_in_turn: u64,
+    /// The best cosine among those chunks against this turn's query.
     pub score: f32,
     /// Tokens of the rendered line.
     pub tokens: usize,
@@ -88,8 +102,12 @@ pub fn citation_markers(text: &str) -> Vec<(std::ops::Range<usize>, u32)> {
 /// A marker the answer used that refers to a block of this turn's context.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Citation {
+    /// The marker `[n]` as the answer wrote it.
     pub marker: u32,
+    /// The document the marker stands for in this session.
     pub document_id: DocumentId,
+    /// That document's title.
     pub title: String,
+    /// Every chunk of this turn's blocks and pointers under that marker.
     pub chunk_ids: Vec<ChunkId>,
 }

@@ -1,5 +1,6 @@
 use thiserror::Error;
 
+/// The result of ragctx's fallible calls; the error is an [`Error`](enum@Error) unless given.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// The cause an [`Error`](enum@Error) keeps as its [`source`](std::error::Error::source).
@@ -9,14 +10,27 @@ pub type Source = Box<dyn std::error::Error + Send + Sync + 'static>;
 /// maps to an exit status and the server to an HTTP status, in one place each.
 #[derive(Debug, Error)]
 pub enum Error {
+    /// The caller's input or settings are wrong; the message says what to change.
     #[error("invalid input: {0}")]
     InvalidInput(String),
+    /// Something the caller named (a session, a turn, a document) does not exist.
     #[error("not found: {0}")]
     NotFound(String),
+    /// A vector whose length is not the store's dimension.
     #[error("wrong embedding dimension: expected {expected}, got {got}")]
-    WrongDimension { expected: usize, got: usize },
+    WrongDimension {
+        /// The store's dimension.
+        expected: usize,
+        /// The length of the vector given.
+        got: usize,
+    },
+    /// The embedding model's files are not in the model directory the settings name.
     #[error("embedding model not found at {path}: run `scripts/setup` to install it (or pass --model-dir / set RAGCTX_MODEL_DIR)")]
-    ModelMissing { path: String },
+    ModelMissing {
+        /// The model directory that was looked in.
+        path: String,
+    },
+    /// The embedding model failed: unreadable model files, or no vector returned.
     #[error("model error: {0}")]
     Model(String),
     /// The store holds vectors of another embedding model: searching them with this one's
@@ -26,9 +40,21 @@ pub enum Error {
          vectors of two models cannot be mixed: go back to the first model, or ingest the documents again into a new \
          data dir (--data-dir) or collection (--collection) with the new one"
     )]
-    ModelMismatch { stored: String, configured: String },
+    ModelMismatch {
+        /// The model id recorded with the store's vectors.
+        stored: String,
+        /// The model id of the embedder the settings name.
+        configured: String,
+    },
+    /// A backend could not be reached or gave up (Milvus, Redis, an OpenAI-compatible server,
+    /// a data dir held by another process), or a turn ran past its deadline.
     #[error("{backend} is unavailable: {message}")]
-    Unavailable { backend: String, message: String },
+    Unavailable {
+        /// What failed, with its address when it has one (`Milvus at …`); `turn` for a deadline.
+        backend: String,
+        /// What went wrong, with the backend's own error text.
+        message: String,
+    },
     /// A store failed or holds what it should not. `message` says what ragctx was doing;
     /// the cause (a database, network or codec error) is the source, printed after it by
     /// [`Error::report`].
@@ -51,15 +77,18 @@ pub enum Error {
 pub enum ErrorKind {
     /// The caller's mistake: fix the input and retry.
     BadInput,
+    /// What the caller named does not exist.
     NotFound,
     /// A backend or model is missing or down: retry later or fix the deployment.
     Unavailable,
     /// Another request changed the same session at the same time: retry.
     Conflict,
+    /// A fault of ragctx, its model or its storage: not the caller's to fix.
     Internal,
 }
 
 impl Error {
+    /// The kind the CLI maps to an exit status and the server to an HTTP status.
     pub fn kind(&self) -> ErrorKind {
         match self {
             Error::InvalidInput(_) | Error::WrongDimension { .. } | Error::ModelMismatch { .. } => ErrorKind::BadInput,

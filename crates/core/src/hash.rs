@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
+/// rustc's FxHash over bytes, eight at a time: fast, but not resistant to chosen collisions.
 #[derive(Default, Clone, Copy)]
 pub struct FxHasher(u64);
 

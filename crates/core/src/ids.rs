@@ -10,6 +10,7 @@ macro_rules! string_id {
         pub struct $name(pub String);
 
         impl $name {
+            /// The id as text, as stored and as `Display` prints it.
             pub fn as_str(&self) -> &str {
                 &self.0
             }

@@ -7,17 +7,22 @@ use std::sync::{Arc, Mutex};
 /// comes back and never costs a result slot.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExclusionSet {
+    /// Documents none of whose chunks may come back (`document` granularity).
     pub documents: BTreeSet<DocumentId>,
+    /// Single chunks that may not come back; other chunks of their documents may.
     pub chunks: BTreeSet<ChunkId>,
 }
 
 impl ExclusionSet {
+    /// True when nothing is excluded.
     pub fn is_empty(&self) -> bool {
         self.documents.is_empty() && self.chunks.is_empty()
     }
+    /// Ids in the set, documents and chunks together (the trace's `excluded`).
     pub fn len(&self) -> usize {
         self.documents.len() + self.chunks.len()
     }
+    /// Whether a chunk is excluded, by its own id or by its document's.
     pub fn excludes(&self, chunk: &ChunkId, document: &DocumentId) -> bool {
         self.documents.contains(document) || self.chunks.contains(chunk)
     }
@@ -174,11 +179,15 @@ fn pick<I: Ord + Clone>(set: &BTreeSet<I>, positions: &[usize]) -> BTreeSet<I> {
 /// (or a chunk's weight) raises it for a document.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Grouping {
+    /// Chunks each document may place in the result, before quotas and source weights.
     pub group_size: usize,
+    /// Raised quotas of some documents (a follow-up's or a reshow's); an entry below `group_size`
+    /// changes nothing.
     pub quotas: HashMap<DocumentId, usize>,
 }
 
 impl Grouping {
+    /// Grouping with `group_size` chunks per document (at least 1) and no raised quotas.
     pub fn new(group_size: usize) -> Self {
         Self { group_size: group_size.max(1), quotas: HashMap::new() }
     }
@@ -197,14 +206,19 @@ pub struct SearchRequest {
     pub vector: Vec<f32>,
     /// Documents when `grouping` is set, chunks otherwise.
     pub limit: usize,
+    /// Group by document with quotas; `None`: the best `limit` chunks.
     pub grouping: Option<Grouping>,
+    /// Ids never returned and never costing a result slot.
     pub exclusion: ExclusionSet,
 }
 
 /// A chunk returned by a search with its similarity (cosine; higher is closer).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Hit {
+    /// The stored chunk, whole.
     pub chunk: Chunk,
+    /// Similarity to the query, higher is closer: cosine for a vector search, BM25 for a lexical
+    /// one.
     pub score: f32,
 }
 
@@ -226,10 +240,13 @@ pub enum SearchPath {
 /// [`SearchRequest`].
 #[derive(Clone, Debug)]
 pub struct LexicalRequest {
+    /// The text matched against titles and texts (in a turn, the question alone).
     pub query: String,
     /// Documents when `grouping` is set, chunks otherwise.
     pub limit: usize,
+    /// Group by document with quotas, as in a vector search; `None`: the best `limit` chunks.
     pub grouping: Option<Grouping>,
+    /// Ids never returned and never costing a result slot.
     pub exclusion: ExclusionSet,
 }
 
@@ -266,7 +283,9 @@ named!(Fusion, "fusion", Rrf = "rrf", Weighted = "weighted", Rescore = "rescore"
 /// Hits sorted by score, best first, and how they were found.
 #[derive(Clone, Debug)]
 pub struct SearchOutcome {
+    /// Best first; never an excluded chunk.
     pub hits: Vec<Hit>,
+    /// How the store searched: graph walk, exact scan, remote engine or BM25.
     pub path: SearchPath,
     /// Searches run (more than one when grouping needed a deeper pass).
     pub rounds: u32,

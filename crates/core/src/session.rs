@@ -16,6 +16,7 @@ pub enum Intent {
 }
 
 impl Intent {
+    /// The name used in flags, HTTP bodies and traces (`new`, `follow_up`, `reshow`).
     pub fn as_str(self) -> &'static str {
         match self {
             Intent::New => "new",
@@ -56,13 +57,22 @@ named!(Memory, "memory mode", Engine = "engine", Client = "client");
 /// What a turn consumed, as remembered by the session.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TurnRecord {
+    /// The turn's number in the session (1-based), assigned by the store on commit.
     pub turn: u64,
+    /// The question as the user asked it.
     pub question: String,
+    /// The intent the turn ran with (classified, or forced by `mode`).
     pub intent: Intent,
+    /// Chunks of the context blocks, each once, in block order: the working set, and what
+    /// `shown` consumption excludes.
     pub shown_chunks: Vec<ChunkId>,
+    /// Documents of those blocks, each once, in block order.
     pub shown_documents: Vec<DocumentId>,
+    /// Chunks of the blocks and pointers the answer cited: what `cited` consumption excludes.
     pub cited_chunks: Vec<ChunkId>,
+    /// Documents the answer cited, each once, in the order first cited.
     pub cited_documents: Vec<DocumentId>,
+    /// When the turn was answered, in milliseconds since the Unix epoch.
     pub at_unix_ms: u64,
     /// The answer given, so that `engine` memory can put the conversation in the prompt.
     #[serde(default)]
@@ -80,16 +90,20 @@ pub struct TurnRecord {
 /// JSON instead of 4.5 KB, at a cosine of ≈ 0.9999 to the original.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct QuantizedVector {
+    /// The value of one step: the largest magnitude over 127 (1 for a zero vector).
     pub scale: f32,
+    /// Each dimension divided by `scale`, rounded into -127..=127.
     pub values: Vec<i8>,
 }
 
 impl QuantizedVector {
+    /// `v` in one byte per dimension, its largest magnitude mapped to ±127.
     pub fn quantize(v: &[f32]) -> Self {
         let max = v.iter().fold(0.0f32, |m, x| m.max(x.abs()));
         let scale = if max > 0.0 && max.is_finite() { max / 127.0 } else { 1.0 };
         QuantizedVector { scale, values: v.iter().map(|x| (x / scale).round().clamp(-127.0, 127.0) as i8).collect() }
     }
+    /// The vector back in f32: `values[i] × scale`.
     pub fn dequantize(&self) -> Vec<f32> {
         self.values.iter().map(|&q| q as f32 * self.scale).collect()
     }
@@ -104,6 +118,7 @@ pub struct SessionState {
     pub turns: Vec<TurnRecord>,
     /// Marker of every document this session has shown.
     pub markers: BTreeMap<DocumentId, u32>,
+    /// When the last turn was committed, in milliseconds since the Unix epoch (0 before the first).
     pub updated_at_unix_ms: u64,
     /// Moved by every commit and reset (to at least the clock in µs, so a session deleted and
     /// begun again never reuses one): a turn commits only if the session is still at the

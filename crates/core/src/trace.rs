@@ -8,15 +8,23 @@ use std::collections::BTreeMap;
 /// The settings a turn actually ran with (after config, flags and intent).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EffectiveSettings {
+    /// Which retrieval path the turn took: grouping, exclusion, both or neither.
     pub strategy: Strategy,
     /// What the exclusion set was made of (`engine` memory: always chunks).
     pub granularity: Granularity,
+    /// Which ids the turn counted as consumed: shown or cited.
     pub consumption: Consumption,
+    /// Turns whose ids were excluded; 0 = all.
     pub window: usize,
+    /// Documents per search (chunks when the strategy does not group).
     pub limit: usize,
+    /// Chunks per document at most.
     pub group_size: usize,
+    /// Fewer unique documents than this triggered a deeper search.
     pub min_documents: usize,
+    /// The turn's token budget: the evidence and (`engine` memory) the conversation.
     pub budget: usize,
+    /// The token counter's name (`cl100k_base`).
     pub tokenizer: String,
     /// Who kept earlier contexts; `None` in traces written before memory modes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -57,7 +65,9 @@ pub struct TraceStats {
     /// `engine` memory: tokens of the earlier questions and answers in the prompt.
     #[serde(default)]
     pub conversation_tokens: usize,
+    /// Distinct markers of the answer that name a block or pointer of this turn.
     pub answer_citations: usize,
+    /// Distinct markers of the answer that name no block or pointer of this turn.
     pub invalid_citations: usize,
     /// Size of the exclusion set (ids).
     pub excluded: usize,
@@ -78,17 +88,25 @@ pub struct TraceStats {
     /// while it was being planned (several servers or clients on one session).
     #[serde(default)]
     pub replans: u32,
+    /// Documents left out because their block or pointer did not fit the budget, in rank order.
     pub dropped_by_budget: Vec<DocumentId>,
+    /// The intent the turn ran with (classified, or forced by `mode`).
     pub intent: Intent,
+    /// How the store searched (`exact` for a reshow, which fetches the earlier chunks by id).
     pub search_path: SearchPath,
+    /// Searches run, deeper ones included (0 for a reshow).
     pub search_rounds: u32,
+    /// Why the store took its path, in words.
     pub search_reason: String,
     /// Lexical or hybrid retrieval: what each side found (absent for dense).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retrieval: Option<RetrievalTrace>,
     /// Documents whose text duplicated a better-scoring document: `(dropped, kept)`.
     pub aliases: Vec<(DocumentId, DocumentId)>,
+    /// The settings the turn ran with.
     pub settings: EffectiveSettings,
+    /// Milliseconds per stage (`embed`, `search`, `dedupe`, `assemble`, `generate`); the turn's
+    /// outcome also has `remember` and `total`, which the stored trace lacks.
     pub timings_ms: BTreeMap<String, f64>,
 }
 
@@ -98,9 +116,12 @@ pub struct TraceStats {
 pub struct RetrievalTrace {
     /// What ran (`dense` when the lexical side was asked for but the backend has none).
     pub retrieval: Retrieval,
+    /// How the two sides were fused; `None` unless both ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fusion: Option<Fusion>,
+    /// Chunk ids the dense search found, best first; empty when only the lexical side ran.
     pub dense: Vec<ChunkId>,
+    /// Chunk ids the lexical search found, in BM25 order; empty when it did not run.
     pub lexical: Vec<ChunkId>,
     /// Why the lexical side did not run, when it was asked for and did not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -125,13 +146,19 @@ impl RetrievalTrace {
 /// Everything persisted about one turn.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Trace {
+    /// The session the turn belongs to.
     pub session_id: String,
+    /// The turn's number in the session (1-based), assigned on commit.
     pub turn: u64,
+    /// The question as the user asked it.
     pub question: String,
     /// The query text actually embedded (may differ from `question`).
     pub query: String,
+    /// The generator's answer, with its `[n]` markers.
     pub answer: String,
+    /// The answer's markers that name a block or pointer of this turn, in the order first used.
     pub citations: Vec<Citation>,
+    /// The blocks the model read, in rank order.
     pub context: Vec<ContextBlock>,
     /// `client` memory: one-line pointers to chunks the caller already holds.
     #[serde(default)]
@@ -141,8 +168,11 @@ pub struct Trace {
     pub query_vector: Option<QuantizedVector>,
     /// The exclusion applied to the search, so the turn can be replayed.
     pub exclusion: ExclusionSet,
+    /// Markers of the answer that name no block or pointer of this turn.
     pub invalid_markers: Vec<u32>,
+    /// When the turn was answered, in milliseconds since the Unix epoch.
     pub at_unix_ms: u64,
+    /// The numbers of the turn: counts, search path, settings and timings.
     pub stats: TraceStats,
 }
 

@@ -14,6 +14,7 @@ use crate::{
 /// - Hits are sorted by score, best first; ties keep a deterministic order.
 /// - `upsert` is atomic and idempotent: after an error nothing of the batch is visible.
 pub trait VectorStore: Send + Sync {
+    /// Length of the vectors the store holds; every vector given to it must have it.
     fn dimension(&self) -> usize;
     /// Insert or replace chunks by id. Returns how many ids were new.
     fn upsert(&self, chunks: &[EmbeddedChunk]) -> Result<usize>;
@@ -25,6 +26,7 @@ pub trait VectorStore: Send + Sync {
     fn replace_documents(&self, documents: &[DocumentId], chunks: &[EmbeddedChunk]) -> Result<Replaced>;
     /// Every stored document, by id.
     fn documents(&self) -> Result<Vec<DocumentSummary>>;
+    /// The chunks nearest `request.vector` by cosine, under the contract above.
     fn search(&self, request: &SearchRequest) -> Result<SearchOutcome>;
     /// BM25 over titles and texts under the same contract as [`VectorStore::search`]
     /// (hits scored by BM25); `Ok(None)` where the backend has no lexical index, and the
@@ -46,7 +48,9 @@ pub trait VectorStore: Send + Sync {
     fn chunks(&self, ids: &[ChunkId]) -> Result<Vec<Chunk>>;
     /// Stored vectors by chunk id, in the order asked; `None` for unknown ids.
     fn vectors(&self, ids: &[ChunkId]) -> Result<Vec<Option<Vec<f32>>>>;
+    /// Chunks stored.
     fn len(&self) -> Result<usize>;
+    /// Whether the store holds no chunk.
     fn is_empty(&self) -> Result<bool> {
         Ok(self.len()? == 0)
     }
@@ -75,6 +79,7 @@ pub trait SessionStore: Send + Sync {
 
 /// Turns text into L2-normalised vectors.
 pub trait Embedder: Send + Sync {
+    /// Length of the vectors it returns.
     fn dimension(&self) -> usize;
     /// A stable name of the model and of everything that changes its vectors (provider,
     /// prefixes, sequence length), used to key embedding caches and to refuse mixing two
@@ -92,14 +97,19 @@ pub trait Embedder: Send + Sync {
 
 /// Counts tokens the way the model will.
 pub trait TokenCounter: Send + Sync {
+    /// The tokenizer's name, recorded in traces; token counts taken at ingest are reused only when
+    /// it is [`crate::CHUNK_TOKENIZER`].
     fn name(&self) -> &str;
+    /// Tokens of `text`.
     fn count(&self, text: &str) -> usize;
 }
 
 /// What a generator is given.
 #[derive(Clone, Debug)]
 pub struct GenerationRequest<'a> {
+    /// The question to answer (for a reshow, the earlier question it shows again).
     pub question: &'a str,
+    /// The context blocks, in prompt order, citable by their markers.
     pub blocks: &'a [ContextBlock],
     /// `client` memory: sources the model already holds, citable by marker.
     pub pointers: &'a [Pointer],
@@ -110,7 +120,9 @@ pub struct GenerationRequest<'a> {
 
 /// Writes an answer that cites context blocks as `[n]`.
 pub trait Generator: Send + Sync {
+    /// A short name of the generator (`extractive`, `openai`).
     fn name(&self) -> &str;
+    /// The whole answer to `request`, citing its blocks and pointers as `[n]`.
     fn generate(&self, request: &GenerationRequest<'_>) -> Result<String>;
     /// [`Generator::generate`], handing each piece of the answer to `on_delta` as the model
     /// produces it; returns the whole answer. Generators that cannot stream hand over the

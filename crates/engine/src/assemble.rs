@@ -5,21 +5,37 @@ use super::*;
 
 /// What a turn assembled before generation; shared by [`Engine::ask`] and replays.
 pub struct Assembled {
+    /// The intent the turn runs with (classified, or forced by `mode`).
     pub intent: Intent,
+    /// The text searched with: the query given, or for a reshow the earlier question it shows
+    /// again.
     pub query: String,
+    /// The ids the search excluded (empty for a reshow or a strategy that does not exclude).
     pub exclusion: ExclusionSet,
+    /// Hits the search returned, all rounds, before the working set's ranking chunks joined them.
     pub candidates: usize,
+    /// Documents left after dedupe.
     pub unique_documents: usize,
+    /// `(dropped, kept)`: documents whose text duplicated a better-scoring one's.
     pub aliases: Vec<(DocumentId, DocumentId)>,
+    /// How the store searched (`exact` for a reshow, which fetches the earlier chunks by id).
     pub search_path: SearchPath,
+    /// Searches run, deeper ones included (0 for a reshow).
     pub search_rounds: u32,
+    /// Why the store took its path, in words.
     pub search_reason: String,
+    /// Lexical or hybrid retrieval: what each side found, or why the lexical side did not run;
+    /// `None` for dense retrieval and for a reshow.
     pub retrieval: Option<ragctx_core::RetrievalTrace>,
+    /// The blocks and pointers within the budget, with the markers handed out.
     pub context: context::BuiltContext,
     /// `engine` memory: the earlier turns in the prompt, rendered, and their tokens.
     pub conversation: String,
+    /// Tokens of `conversation` (0 in `client` memory).
     pub conversation_tokens: usize,
+    /// The whole prompt, as the generator is given it.
     pub prompt: String,
+    /// Tokens of `prompt`, counted piece by piece ([`crate::context::Prompt::tokens`]).
     pub prompt_tokens: usize,
     /// The question the answer addresses when it is not the one asked (a reshow answers
     /// the previous question again).
@@ -28,6 +44,7 @@ pub struct Assembled {
     pub query_vector: Vec<f32>,
     /// Earlier questions mixed into the search vector (0, 1 or 2).
     pub mixed_questions: usize,
+    /// Milliseconds per stage so far (`embed`, `search`, `dedupe`, `assemble`).
     pub timings: BTreeMap<String, f64>,
 }
 

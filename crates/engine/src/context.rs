@@ -17,13 +17,19 @@ build on it instead of repeating what was said.";
 /// A chunk the caller already holds that ranks among this turn's results (`client` memory).
 #[derive(Clone, Debug, PartialEq)]
 pub struct PointerCandidate {
+    /// The document the caller already holds chunks of.
     pub document_id: DocumentId,
+    /// The document's title, for the pointer line.
     pub title: String,
+    /// The ranking chunks of that document, best first.
     pub chunk_ids: Vec<ChunkId>,
+    /// The earliest turn of the window that showed one of them.
     pub shown_in_turn: u64,
+    /// The best cosine among them against this turn's query.
     pub score: f32,
 }
 
+/// What [`build_context`] admitted within the budget, what it costs and what it left out.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct BuiltContext {
     /// In rank order.
@@ -141,10 +147,13 @@ pub fn block_tokens(block: &ContextBlock, fragment: &Fragment, counter: &dyn Tok
 /// far (`engine` memory), pointers (`client` memory), the sources, the question.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Prompt<'a> {
+    /// The question the answer addresses, last in the prompt.
     pub question: &'a str,
     /// Rendered earlier turns (see [`crate::conversation`]); empty for none.
     pub conversation: &'a str,
+    /// `client` memory: pointer lines, listed before the sources; empty for none.
     pub pointers: &'a [Pointer],
+    /// The sources, in rank order, counted by their own `tokens`.
     pub blocks: &'a [ContextBlock],
 }
 

@@ -9,21 +9,27 @@ pub const CONVERSATION_SHARE: f64 = 0.15;
 /// Who said a line of the conversation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Speaker {
+    /// The person asking: `User:` in the prompt.
     User,
+    /// The earlier answers: `Assistant:` in the prompt.
     Assistant,
 }
 
 /// One message of the conversation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Utterance {
+    /// Who said it.
     pub speaker: Speaker,
+    /// What was said; line breaks are flattened only when rendered.
     pub text: String,
 }
 
 impl Utterance {
+    /// A question of the user.
     pub fn user(text: impl Into<String>) -> Self {
         Utterance { speaker: Speaker::User, text: text.into() }
     }
+    /// An answer of the assistant.
     pub fn assistant(text: impl Into<String>) -> Self {
         Utterance { speaker: Speaker::Assistant, text: text.into() }
     }

@@ -7,11 +7,15 @@ use std::collections::HashMap;
 /// Text that will become one context block: one chunk, or adjacent chunks of one document.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Fragment {
+    /// The document of its chunks.
     pub document_id: DocumentId,
+    /// The document's title, for the block header.
     pub title: String,
+    /// Its chunks, in document order (one unless adjacent chunks were merged).
     pub chunks: Vec<Chunk>,
     /// The best score among its chunks.
     pub score: f32,
+    /// The chunks' text, adjacent chunks joined without their overlap.
     pub text: String,
     /// The turn that first showed one of its chunks, when it comes from the working set.
     pub carried_from: Option<u64>,
@@ -31,10 +35,12 @@ impl Fragment {
     }
 }
 
+/// What dedupe kept, and the aliases it found on the way.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Deduped {
     /// Best first.
     pub fragments: Vec<Fragment>,
+    /// Documents with a fragment kept (a document whose chunks were all aliases is not counted).
     pub unique_documents: usize,
     /// `(dropped, kept)`: a document whose chunk text duplicated a better one's.
     pub aliases: Vec<(DocumentId, DocumentId)>,

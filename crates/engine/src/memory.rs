@@ -14,13 +14,22 @@ fn unique<T: PartialEq + Clone>(items: impl IntoIterator<Item = T>) -> Vec<T> {
 
 /// What a turn showed and said, as [`turn_record`] remembers it.
 pub struct Shown<'a> {
+    /// The question as the user asked it.
     pub question: &'a str,
+    /// The intent the turn ran with.
     pub intent: Intent,
+    /// The context blocks: what the turn showed.
     pub blocks: &'a [ContextBlock],
+    /// `client` memory: the pointers, remembered as pointed to rather than shown.
     pub pointers: &'a [Pointer],
+    /// The answer's citations that name a block or pointer of this turn.
     pub citations: &'a [Citation],
+    /// The answer, kept for `engine` memory's conversation.
     pub answer: &'a str,
+    /// The embedding the turn searched with, for later turns to mix in; `None` in traces from
+    /// before query vectors were kept.
     pub query_vector: Option<ragctx_core::QuantizedVector>,
+    /// When the turn was answered, in milliseconds since the Unix epoch.
     pub at_unix_ms: u64,
 }
 

@@ -16,6 +16,7 @@ pub const RRF_K: f32 = 60.0;
 
 /// What retrieval returned, with the number of searches it took.
 pub struct Retrieved {
+    /// The hits, scored by dense cosine whatever the retrieval, and how they were found.
     pub outcome: SearchOutcome,
     /// Searches beyond the first, asked for because too few documents came back.
     pub deeper: u32,

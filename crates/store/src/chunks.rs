@@ -11,26 +11,16 @@ use std::sync::{Arc, RwLock};
 /// The embedded default [`VectorStore`]: chunks in redb, vectors in the HNSW index.
 #[derive(Clone)]
 pub struct EmbeddedVectorStore {
-    db: Arc<Database>,
-    index: Arc<RwLock<VectorIndex>>,
-    resolved: Arc<ResolvedCache>,
-    lexical: Arc<ragctx_lexical::Cached>,
-    index_path: PathBuf,
-    dim: usize,
+    // Made by `DataDir::vector_store`, which shares its handles.
+    pub(crate) db: Arc<Database>,
+    pub(crate) index: Arc<RwLock<VectorIndex>>,
+    pub(crate) resolved: Arc<ResolvedCache>,
+    pub(crate) lexical: Arc<ragctx_lexical::Cached>,
+    pub(crate) index_path: PathBuf,
+    pub(crate) dim: usize,
 }
 
 impl EmbeddedVectorStore {
-    pub(crate) fn new(
-        db: Arc<Database>,
-        index: Arc<RwLock<VectorIndex>>,
-        resolved: Arc<ResolvedCache>,
-        lexical: Arc<ragctx_lexical::Cached>,
-        index_path: PathBuf,
-        dim: usize,
-    ) -> Self {
-        EmbeddedVectorStore { db, index, resolved, lexical, index_path, dim }
-    }
-
     /// Runs `f` with read access to the index (benchmarks use it to force a path).
     pub fn with_index<T>(&self, f: impl FnOnce(&VectorIndex) -> T) -> T {
         f(&self.index.read().expect("index lock"))

@@ -124,14 +124,14 @@ impl DataDir {
     }
 
     pub fn vector_store(&self) -> EmbeddedVectorStore {
-        EmbeddedVectorStore::new(
-            self.db.clone(),
-            self.index.clone(),
-            self.resolved.clone(),
-            self.lexical.clone(),
-            self.path.join("index.bin"),
-            self.dim,
-        )
+        EmbeddedVectorStore {
+            db: self.db.clone(),
+            index: self.index.clone(),
+            resolved: self.resolved.clone(),
+            lexical: self.lexical.clone(),
+            index_path: self.path.join("index.bin"),
+            dim: self.dim,
+        }
     }
 
     pub fn session_store(&self) -> EmbeddedSessionStore {

@@ -5,10 +5,15 @@ use ragctx_core::Chunk;
 /// embedder's 256-token window).
 pub const CHUNK_CHARS: usize = 1_000;
 
+/// A document format chunked here (JSONL is read as pre-chunked instead); a document that
+/// names no title is titled by its file name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DocumentFormat {
+    /// `.md`: titled by its first `# ` heading; the text kept as written.
     Markdown,
+    /// `.txt`: titled by its first non-empty line (up to 100 characters).
     Text,
+    /// `.html`: the visible text, titled by its `<title>`.
     Html,
 }
 

@@ -14,8 +14,11 @@ use std::collections::HashMap;
 /// A problem with the input, located.
 #[derive(Debug, Clone, PartialEq)]
 pub struct InputError {
+    /// The file at fault, as it was named or found in a folder.
     pub file: String,
+    /// The 1-based line at fault, when there is one (a JSONL line, invalid UTF-8).
     pub line: Option<usize>,
+    /// What is wrong.
     pub message: String,
 }
 
@@ -68,8 +71,11 @@ pub fn store(
 /// A chunk and where it came from, for duplicate reports.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SourcedChunk {
+    /// The chunk as read, before its tokens are counted.
     pub chunk: Chunk,
+    /// The file it was read from.
     pub file: String,
+    /// Its JSONL line; `None` for a chunked document.
     pub line: Option<usize>,
 }
 
