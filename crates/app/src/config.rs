@@ -13,213 +13,179 @@ use ragctx_engine::TurnSettings;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
-/// Every setting, each optional so that layers can be merged.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawConfig {
-    pub data_dir: Option<PathBuf>,
-    pub model_dir: Option<PathBuf>,
+/// Declares [`RawConfig`] from one list of settings: the struct (each field optional so that
+/// layers merge; TOML keys are the field names), [`RawConfig::merge`], and the environment
+/// layer (`RAGCTX_<FIELD>`, the field name in capitals). A setting is added in one place.
+macro_rules! raw_config {
+    ($($(#[$doc:meta])* $field:ident: $ty:ty,)+) => {
+        /// Every setting, each optional so that layers can be merged.
+        #[derive(Clone, Debug, Default, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct RawConfig {
+            $($(#[$doc])* pub $field: Option<$ty>,)+
+        }
+
+        impl RawConfig {
+            /// `other` wins where it has a value.
+            pub fn merge(self, other: RawConfig) -> RawConfig {
+                RawConfig { $($field: other.$field.or(self.$field)),+ }
+            }
+
+            /// Each setting from `RAGCTX_<FIELD>`; unset or empty is no value.
+            fn from_env_vars() -> Result<RawConfig> {
+                Ok(RawConfig { $($field: env_value(stringify!($field))?),+ })
+            }
+        }
+    };
+}
+
+raw_config! {
+    /// The data dir (default `ragctx-data`).
+    data_dir: PathBuf,
+    /// The in-process model's files (default `models/all-MiniLM-L6-v2`).
+    model_dir: PathBuf,
     /// `local` (default: the model in `model_dir`, in process) or `openai` (an
     /// OpenAI-compatible `/v1/embeddings` server at `embedder_url`).
-    pub embedder: Option<String>,
+    embedder: String,
     /// e.g. `http://127.0.0.1:8000/v1` (what `scripts/embedder-up` prints).
-    pub embedder_url: Option<String>,
-    pub embedder_model: Option<String>,
+    embedder_url: String,
+    /// The model name sent to the embedding server.
+    embedder_model: String,
     /// Also read from RAGCTX_EMBEDDER_API_KEY.
-    pub embedder_api_key: Option<String>,
+    embedder_api_key: String,
     /// Send `input_type` query/passage (default true; OpenAI's own API wants false).
-    pub embedder_input_type: Option<bool>,
+    embedder_input_type: bool,
     /// Put before each query / passage before embedding (e5: `query: ` / `passage: `).
-    pub embedder_query_prefix: Option<String>,
-    pub embedder_passage_prefix: Option<String>,
+    embedder_query_prefix: String,
+    /// See `embedder_query_prefix`.
+    embedder_passage_prefix: String,
     /// `fp32` (default) or `int8`: what the in-process model's dense layers compute in.
-    pub embedder_precision: Option<String>,
+    embedder_precision: String,
     /// Texts per request (default 16).
-    pub embedder_batch: Option<usize>,
+    embedder_batch: usize,
     /// Requests in flight at once (default 2).
-    pub embedder_concurrency: Option<usize>,
+    embedder_concurrency: usize,
     /// Deadline of one request in seconds (default 120).
-    pub embedder_timeout_secs: Option<u64>,
+    embedder_timeout_secs: u64,
     /// Retries after a failed request, with back-off (default 4).
-    pub embedder_retries: Option<u32>,
-    pub backend: Option<String>,
+    embedder_retries: u32,
+    /// `embedded` (default: the data dir's index) or `milvus`.
+    backend: String,
     /// Milvus server, e.g. `http://127.0.0.1:19530` (backend `milvus`).
-    pub milvus_uri: Option<String>,
+    milvus_uri: String,
     /// Milvus collection (default `ragctx`).
-    pub collection: Option<String>,
+    collection: String,
     /// `hnsw` (default) or `flat`: the index built when the collection is created.
-    pub milvus_index: Option<String>,
+    milvus_index: String,
     /// `session` (default), `bounded`, `eventually` or `strong`.
-    pub milvus_consistency: Option<String>,
+    milvus_consistency: String,
     /// Per-call deadline in seconds (default 5).
-    pub milvus_timeout_secs: Option<u64>,
+    milvus_timeout_secs: u64,
     /// `user:password` or API key (also read from MILVUS_TOKEN).
-    pub milvus_token: Option<String>,
-    pub sessions: Option<String>,
+    milvus_token: String,
+    /// `embedded` (default), `redis://HOST:PORT` or `redis+cluster://HOST:PORT[,HOST:PORT...]`.
+    sessions: String,
     /// `engine` (default: ragctx builds the whole prompt) or `client` (the caller keeps
     /// earlier contexts; chunks of the window are pointed to, not re-sent).
-    pub memory: Option<String>,
+    memory: String,
     /// `auto` (default: classify each question), `new`, `follow_up` or `reshow`.
-    pub mode: Option<String>,
+    mode: String,
     /// `always` (default), `follow_up` or `off`: when the query mixes in earlier questions.
-    pub conversation_query: Option<String>,
+    conversation_query: String,
     /// `dense` (default), `lexical` (BM25) or `hybrid` (both, fused).
-    pub retrieval: Option<String>,
+    retrieval: String,
     /// `weighted` (default), `rrf` or `rescore`: how `hybrid` fuses its two sides.
-    pub fusion: Option<String>,
-    pub strategy: Option<String>,
-    pub granularity: Option<String>,
-    pub consumption: Option<String>,
-    pub window: Option<usize>,
-    pub limit: Option<usize>,
-    pub group_size: Option<usize>,
+    fusion: String,
+    /// `exclude` (default), `full`, `group` or `none`.
+    strategy: String,
+    /// `chunk` (default) or `document`: what the exclusion set is made of (`client` memory).
+    granularity: String,
+    /// `shown` (default) or `cited`: which ids a turn consumes.
+    consumption: String,
+    /// Turns whose ids are excluded, 0 = all (default).
+    window: usize,
+    /// Documents per search (default 8).
+    limit: usize,
+    /// Chunks per document at most (default 3).
+    group_size: usize,
     /// A further chunk of a document is kept within this cosine distance of its best.
-    pub group_margin: Option<f32>,
-    pub min_documents: Option<usize>,
-    pub budget: Option<usize>,
-    pub session_ttl: Option<u64>,
-    pub ef_search: Option<usize>,
+    group_margin: f32,
+    /// Fewer unique documents than this triggers a deeper search.
+    min_documents: usize,
+    /// Context budget in cl100k_base tokens (default 6000).
+    budget: usize,
+    /// Session time-to-live in seconds, 0 = never (default 86400).
+    session_ttl: u64,
+    /// HNSW search breadth of the embedded index.
+    ef_search: usize,
     /// API keys of `ragctx serve` (env: RAGCTX_API_KEYS, comma-separated).
-    pub api_keys: Option<Vec<String>>,
+    api_keys: Vec<String>,
     /// `extractive` (default) or `openai`.
-    pub generator: Option<String>,
-    pub openai_base_url: Option<String>,
-    pub openai_model: Option<String>,
+    generator: String,
+    /// The OpenAI-compatible generator's base URL (default `https://api.openai.com/v1`).
+    openai_base_url: String,
+    /// The generator's model (needed with `generator = "openai"`).
+    openai_model: String,
     /// Also read from OPENAI_API_KEY.
-    pub openai_api_key: Option<String>,
-    pub openai_timeout_secs: Option<u64>,
+    openai_api_key: String,
+    /// Deadline of one generation in seconds (default 60).
+    openai_timeout_secs: u64,
     /// Deadline of one turn in `ragctx serve` (default 30 s): past it the caller gets 503.
-    pub turn_timeout_secs: Option<u64>,
+    turn_timeout_secs: u64,
+}
+
+/// A setting's type as read from an environment variable.
+trait FromEnv: Sized {
+    fn from_env(text: &str) -> Option<Self>;
+}
+
+macro_rules! from_env_by_parse {
+    ($($t:ty),+) => {
+        $(impl FromEnv for $t {
+            fn from_env(text: &str) -> Option<Self> {
+                text.parse().ok()
+            }
+        })+
+    };
+}
+from_env_by_parse!(String, PathBuf, usize, u64, u32, f32, bool);
+
+/// Comma-separated, blanks dropped (`RAGCTX_API_KEYS=k1,k2`).
+impl FromEnv for Vec<String> {
+    fn from_env(text: &str) -> Option<Self> {
+        Some(text.split(',').map(|k| k.trim().to_owned()).filter(|k| !k.is_empty()).collect())
+    }
+}
+
+fn env_value<T: FromEnv>(field: &str) -> Result<Option<T>> {
+    let name = format!("RAGCTX_{}", field.to_ascii_uppercase());
+    match std::env::var(&name).ok().filter(|v| !v.is_empty()) {
+        Some(v) => {
+            T::from_env(&v).map(Some).ok_or_else(|| Error::InvalidInput(format!("{name}={v:?} is not a valid value")))
+        }
+        None => Ok(None),
+    }
 }
 
 impl RawConfig {
-    /// `other` wins where it has a value.
-    pub fn merge(self, other: RawConfig) -> RawConfig {
-        macro_rules! pick {
-            ($($f:ident),+) => { RawConfig { $($f: other.$f.or(self.$f)),+ } };
-        }
-        pick!(
-            data_dir,
-            model_dir,
-            embedder,
-            embedder_url,
-            embedder_model,
-            embedder_api_key,
-            embedder_input_type,
-            embedder_query_prefix,
-            embedder_passage_prefix,
-            embedder_precision,
-            embedder_batch,
-            embedder_concurrency,
-            embedder_timeout_secs,
-            embedder_retries,
-            backend,
-            milvus_uri,
-            collection,
-            milvus_index,
-            milvus_consistency,
-            milvus_timeout_secs,
-            milvus_token,
-            sessions,
-            memory,
-            mode,
-            conversation_query,
-            retrieval,
-            fusion,
-            strategy,
-            granularity,
-            consumption,
-            window,
-            limit,
-            group_size,
-            group_margin,
-            min_documents,
-            budget,
-            session_ttl,
-            ef_search,
-            api_keys,
-            generator,
-            openai_base_url,
-            openai_model,
-            openai_api_key,
-            openai_timeout_secs,
-            turn_timeout_secs
-        )
-    }
-
+    /// A TOML file whose keys are the field names; unknown keys are errors.
     pub fn from_file(path: &Path) -> Result<RawConfig> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| Error::InvalidInput(format!("reading config {}: {e}", path.display())))?;
         toml::from_str(&text).map_err(|e| Error::InvalidInput(format!("config {}: {e}", path.display())))
     }
 
-    /// `RAGCTX_<FIELD>` variables, e.g. `RAGCTX_BUDGET=2000`.
+    /// `RAGCTX_<FIELD>` variables, e.g. `RAGCTX_BUDGET=2000`; the Milvus token and the OpenAI
+    /// key also from `MILVUS_TOKEN` and `OPENAI_API_KEY`.
     pub fn from_env() -> Result<RawConfig> {
-        fn var(name: &str) -> Option<String> {
-            std::env::var(format!("RAGCTX_{name}")).ok().filter(|v| !v.is_empty())
-        }
-        fn num<T: std::str::FromStr>(name: &str) -> Result<Option<T>> {
-            match var(name) {
-                Some(v) => v
-                    .parse()
-                    .map(Some)
-                    .map_err(|_| Error::InvalidInput(format!("RAGCTX_{name}={v:?} is not a valid value"))),
-                None => Ok(None),
-            }
-        }
+        let mut raw = RawConfig::from_env_vars()?;
         // Prefixes keep their spaces ("query: "), and an empty one is a value.
-        fn raw_var(name: &str) -> Option<String> {
-            std::env::var(format!("RAGCTX_{name}")).ok()
-        }
-        Ok(RawConfig {
-            data_dir: var("DATA_DIR").map(PathBuf::from),
-            model_dir: var("MODEL_DIR").map(PathBuf::from),
-            embedder: var("EMBEDDER"),
-            embedder_url: var("EMBEDDER_URL"),
-            embedder_model: var("EMBEDDER_MODEL"),
-            embedder_api_key: var("EMBEDDER_API_KEY"),
-            embedder_input_type: num("EMBEDDER_INPUT_TYPE")?,
-            embedder_query_prefix: raw_var("EMBEDDER_QUERY_PREFIX"),
-            embedder_passage_prefix: raw_var("EMBEDDER_PASSAGE_PREFIX"),
-            embedder_precision: var("EMBEDDER_PRECISION"),
-            embedder_batch: num("EMBEDDER_BATCH")?,
-            embedder_concurrency: num("EMBEDDER_CONCURRENCY")?,
-            embedder_timeout_secs: num("EMBEDDER_TIMEOUT_SECS")?,
-            embedder_retries: num("EMBEDDER_RETRIES")?,
-            backend: var("BACKEND"),
-            milvus_uri: var("MILVUS_URI"),
-            collection: var("COLLECTION"),
-            milvus_index: var("MILVUS_INDEX"),
-            milvus_consistency: var("MILVUS_CONSISTENCY"),
-            milvus_timeout_secs: num("MILVUS_TIMEOUT_SECS")?,
-            milvus_token: var("MILVUS_TOKEN").or_else(|| std::env::var("MILVUS_TOKEN").ok().filter(|k| !k.is_empty())),
-            sessions: var("SESSIONS"),
-            memory: var("MEMORY"),
-            mode: var("MODE"),
-            conversation_query: var("CONVERSATION_QUERY"),
-            retrieval: var("RETRIEVAL"),
-            fusion: var("FUSION"),
-            strategy: var("STRATEGY"),
-            granularity: var("GRANULARITY"),
-            consumption: var("CONSUMPTION"),
-            window: num("WINDOW")?,
-            limit: num("LIMIT")?,
-            group_size: num("GROUP_SIZE")?,
-            group_margin: num("GROUP_MARGIN")?,
-            min_documents: num("MIN_DOCUMENTS")?,
-            budget: num("BUDGET")?,
-            session_ttl: num("SESSION_TTL")?,
-            ef_search: num("EF_SEARCH")?,
-            api_keys: var("API_KEYS")
-                .map(|v| v.split(',').map(|k| k.trim().to_owned()).filter(|k| !k.is_empty()).collect()),
-            generator: var("GENERATOR"),
-            openai_base_url: var("OPENAI_BASE_URL"),
-            openai_model: var("OPENAI_MODEL"),
-            openai_api_key: var("OPENAI_API_KEY")
-                .or_else(|| std::env::var("OPENAI_API_KEY").ok().filter(|k| !k.is_empty())),
-            openai_timeout_secs: num("OPENAI_TIMEOUT_SECS")?,
-            turn_timeout_secs: num("TURN_TIMEOUT_SECS")?,
-        })
+        raw.embedder_query_prefix = std::env::var("RAGCTX_EMBEDDER_QUERY_PREFIX").ok();
+        raw.embedder_passage_prefix = std::env::var("RAGCTX_EMBEDDER_PASSAGE_PREFIX").ok();
+        let fallback = |name: &str| std::env::var(name).ok().filter(|k| !k.is_empty());
+        raw.milvus_token = raw.milvus_token.or_else(|| fallback("MILVUS_TOKEN"));
+        raw.openai_api_key = raw.openai_api_key.or_else(|| fallback("OPENAI_API_KEY"));
+        Ok(raw)
     }
 }
 
@@ -364,7 +330,12 @@ impl Settings {
 #[derive(Clone, Debug)]
 pub enum EmbedderSettings {
     /// The model in `model_dir`, run in process.
-    Local { prefixes: ragctx_models::Prefixes, precision: ragctx_models::Precision },
+    Local {
+        /// Put before queries and passages.
+        prefixes: ragctx_models::Prefixes,
+        /// fp32 or int8 dense layers.
+        precision: ragctx_models::Precision,
+    },
     /// An OpenAI-compatible `/v1/embeddings` server.
     OpenAi(ragctx_models::RemoteEmbedderConfig),
 }
@@ -460,11 +431,17 @@ pub enum Backend {
 /// How to reach Milvus, validated.
 #[derive(Clone, Debug)]
 pub struct MilvusSettings {
+    /// `http://` or `https://` address of the server.
     pub uri: String,
+    /// The collection ragctx keeps its chunks in.
     pub collection: String,
+    /// `hnsw` or `flat`: the index made with the collection.
     pub index: String,
+    /// Read consistency: `session`, `bounded`, `eventually` or `strong`.
     pub consistency: String,
+    /// Deadline of one call in seconds.
     pub timeout_secs: u64,
+    /// `user:password` or an API key.
     pub token: Option<String>,
 }
 

@@ -12,7 +12,7 @@
 //! ragctx_app::ingest::ingest(&settings, &["demo/houseplants".into()], false)?;
 //! let app = App::open(settings)?;
 //! let session = ragctx_core::SessionId::parse("s1")?;
-//! let turn = app.engine.ask(&session, "How often should I water ferns?", &app.settings.turn)?;
+//! let turn = app.engine.ask(&session, "How often should I water ferns?", app.settings.turn())?;
 //! println!("{}", turn.answer);
 //! # Ok::<(), ragctx_core::Error>(())
 //! ```
