@@ -411,6 +411,9 @@ fn bad_input_fails_clearly_and_changes_nothing() {
         (vec!["ask", "--session", "s", "--mode", "sideways", "q"], 2),
         (vec!["ask", "--session", "s", "--budget", "0", "q"], 2),
         (vec!["trace", "--session", "never"], 3),
+        // Errors of `ragctx-eval` keep their kind: a file the caller named that is not there.
+        (vec!["eval", "intent", "--cases", "/nonexistent/cases.jsonl"], 2),
+        (vec!["serve", "--addr", "not-an-address"], 2),
     ] {
         let out = env.run(&args);
         assert_eq!(out.status.code(), Some(code), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
