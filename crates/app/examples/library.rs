@@ -37,7 +37,7 @@ fn main() -> Result<(), Error> {
     let session = SessionId::parse("library-example")?;
     let mut shown: Vec<String> = Vec::new();
     for question in ["How often should I water a fern?", "And in winter?"] {
-        let turn = app.engine.ask(&session, question, &app.settings.turn())?;
+        let turn = app.engine.ask(&session, question, app.settings.turn())?;
         println!("\nturn {} ({:?}): {question}", turn.turn, turn.intent);
         let mut new = Vec::new();
         for block in &turn.context {

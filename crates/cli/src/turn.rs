@@ -68,7 +68,7 @@ pub fn summary(turn: u64, t: &TraceStats) -> String {
         t.carried,
         t.pointers,
         t.context_tokens,
-        t.settings.budget,
+        t.settings.turn.budget,
         t.prompt_tokens,
         t.excluded,
         t.answer_citations,

@@ -55,6 +55,7 @@ mod search;
 mod session;
 mod trace;
 mod traits;
+mod turn;
 
 pub use chunk::{check_replacement, Chunk, DocumentSummary, EmbeddedChunk, Replaced, CHUNK_TOKENIZER};
 pub use context::{citation_markers, Citation, ContextBlock, Pointer};
@@ -69,3 +70,4 @@ pub use search::{
 pub use session::{Intent, Memory, QuantizedVector, Retention, SessionState, TurnCommit, TurnRecord};
 pub use trace::{EffectiveSettings, RetrievalTrace, Trace, TraceStats};
 pub use traits::{Embedder, GenerationRequest, Generator, SessionStore, TokenCounter, VectorStore};
+pub use turn::{TurnSettings, DEFAULT_GROUP_MARGIN};

@@ -1,49 +1,25 @@
 use crate::{
-    ChunkId, Citation, Consumption, ContextBlock, ConversationQuery, DocumentId, ExclusionSet, Fusion, Granularity,
-    Intent, Memory, Pointer, QuantizedVector, Retrieval, SearchPath, Strategy,
+    ChunkId, Citation, ContextBlock, DocumentId, ExclusionSet, Fusion, Intent, Memory, Pointer, QuantizedVector,
+    Retrieval, SearchPath, TurnSettings,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// The settings a turn actually ran with (after config, flags and intent).
+/// The settings a turn actually ran with (after config, flags and intent): its
+/// [`TurnSettings`] as the turn used them (`engine` memory: chunk granularity) and the token
+/// counter. In JSON one flat object, as traces have always been written.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EffectiveSettings {
-    /// Which retrieval path the turn took: grouping, exclusion, both or neither.
-    pub strategy: Strategy,
-    /// What the exclusion set was made of (`engine` memory: always chunks).
-    pub granularity: Granularity,
-    /// Which ids the turn counted as consumed: shown or cited.
-    pub consumption: Consumption,
-    /// Turns whose ids were excluded; 0 = all.
-    pub window: usize,
-    /// Documents per search (chunks when the strategy does not group).
-    pub limit: usize,
-    /// Chunks per document at most.
-    pub group_size: usize,
-    /// Fewer unique documents than this triggered a deeper search.
-    pub min_documents: usize,
-    /// The turn's token budget: the evidence and (`engine` memory) the conversation.
-    pub budget: usize,
+    /// The turn's settings.
+    #[serde(flatten)]
+    pub turn: TurnSettings,
     /// The token counter's name (`cl100k_base`).
     pub tokenizer: String,
-    /// Who kept earlier contexts; `None` in traces written before memory modes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub memory: Option<Memory>,
-    /// A document's further chunk is kept when it scores within this of the document's best.
-    #[serde(default)]
-    pub group_margin: f32,
-    /// When the query mixed in earlier questions; `None` in traces written before it could.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub conversation_query: Option<ConversationQuery>,
-    /// `dense`, `lexical` or `hybrid` (traces from before lexical retrieval: dense).
-    #[serde(default)]
-    pub retrieval: Retrieval,
-    /// How hybrid retrieval fused its sides.
-    #[serde(default)]
-    pub fusion: Fusion,
 }
 
-fn memory_before_modes() -> Memory {
+/// What a trace or setting written before memory modes means: the caller kept the contexts,
+/// nothing was carried.
+pub(crate) fn memory_before_modes() -> Memory {
     Memory::Client
 }
 

@@ -33,8 +33,8 @@ fn an_old_trace_loads_as_client_memory_with_nothing_carried() {
     assert_eq!((t.stats.carried, t.stats.pointers, t.stats.conversation_tokens), (0, 0, 0));
     assert!(t.pointers.is_empty() && t.query_vector.is_none());
     assert_eq!(t.context[0].carried_from, None);
-    assert_eq!(t.stats.settings.memory, None); // not recorded then
-                                               // And it writes back in the new shape, which loads again unchanged.
+    assert_eq!(t.stats.settings.turn.memory, Memory::Client); // not recorded then: read as the stats are
+                                                              // And it writes back in the new shape, which loads again unchanged.
     let again: Trace = serde_json::from_str(&serde_json::to_string(&t).unwrap()).unwrap();
     assert_eq!(again, t);
 }

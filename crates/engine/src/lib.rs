@@ -45,15 +45,22 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 /// The answer to one turn: the object `ask --json` prints and the HTTP API returns.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TurnOutcome {
+    /// The session the turn belongs to.
     pub session_id: String,
+    /// 1-based number of the turn in its session.
     pub turn: u64,
+    /// What the turn took the question for (classified, or forced by `mode`).
     pub intent: Intent,
+    /// The generator's answer, citing blocks by their markers.
     pub answer: String,
+    /// The markers the answer cites, each resolved to its block's document and chunks.
     pub citations: Vec<Citation>,
+    /// The evidence blocks of the prompt, in prompt order.
     pub context: Vec<ContextBlock>,
     /// `client` memory only: chunks the caller already holds that rank this turn.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pointers: Option<Vec<Pointer>>,
+    /// The turn's numbers, settings and timings.
     pub trace: TraceStats,
 }
 
@@ -110,10 +117,15 @@ impl Stage {
 /// The backends a turn runs on.
 #[derive(Clone)]
 pub struct Engine {
+    /// Chunks and their vectors (and the lexical index where the store has one).
     pub vectors: Arc<dyn VectorStore>,
+    /// Sessions and their traces.
     pub sessions: Arc<dyn SessionStore>,
+    /// Embeds questions (the store's vectors come from the same model).
     pub embedder: Arc<dyn Embedder>,
+    /// Counts prompt tokens for the budget (`cl100k_base`).
     pub counter: Arc<dyn TokenCounter>,
+    /// Writes the answer from the prompt.
     pub generator: Arc<dyn Generator>,
     /// Queues the turns of one session inside this process (share it between clones).
     pub turn_locks: TurnLocks,

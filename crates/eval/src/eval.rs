@@ -100,7 +100,7 @@ pub fn run(settings: &Settings, what: &EvalCommand) -> Result<()> {
         EvalCommand::Conflicts { file, json } => conflicts(settings, file, *json),
         EvalCommand::Beir { data, retrieval, fusion, json } => {
             let runs = retrieval_runs(retrieval, fusion)?;
-            beir(ragctx_app::app::embedder(settings)?.as_ref(), &settings.data_dir(), data, &runs, *json)
+            beir(ragctx_app::app::embedder(settings)?.as_ref(), settings.data_dir(), data, &runs, *json)
         }
         EvalCommand::Mtrag {
             data,
@@ -117,7 +117,7 @@ pub fn run(settings: &Settings, what: &EvalCommand) -> Result<()> {
             out,
             json,
         } => {
-            let turn = &settings.turn();
+            let turn = settings.turn();
             let retrieval =
                 if retrieval.is_empty() { vec![turn.retrieval.as_str().to_owned()] } else { retrieval.clone() };
             let fusion = if fusion.is_empty() { vec![turn.fusion.as_str().to_owned()] } else { fusion.clone() };

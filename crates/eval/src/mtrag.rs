@@ -221,7 +221,7 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
             eprintln!("{domain}: {} passages (embeddings cached in {})", chunks.len(), settings.data_dir().display());
         }
         let (vectors, _) =
-            embed_all(embedder.inner.as_ref(), ragctx_app::ingest::Cache::At(&settings.data_dir()), &texts)?;
+            embed_all(embedder.inner.as_ref(), ragctx_app::ingest::Cache::At(settings.data_dir()), &texts)?;
         let doc_of: HashMap<String, String> =
             chunks.iter().map(|c| (c.id.0.clone(), c.document_id.0.clone())).collect();
         let store = MemoryVectorStore::new(embedder.dimension(), IndexParams::default());

@@ -1,0 +1,133 @@
+//! The settings of one turn, and their check.
+
+use crate::trace::memory_before_modes;
+use crate::{
+    Consumption, ConversationQuery, EffectiveSettings, Error, Fusion, Granularity, Intent, Memory, Result, Retention,
+    Retrieval, Strategy,
+};
+use serde::{Deserialize, Serialize};
+
+/// Default of [`TurnSettings::group_margin`], chosen on MTRAG (bench/README.md).
+pub const DEFAULT_GROUP_MARGIN: f32 = 0.1;
+
+/// The settings of one turn: what flags, config and requests choose, checked by
+/// [`TurnSettings::validate`] (the engine checks them at the start of every turn).
+///
+/// Serialised inside each trace ([`EffectiveSettings`]). The serde defaults are what a field
+/// missing from a trace written before it existed meant then; `ttl_secs` and `mode` are not
+/// part of a trace (the intent is recorded on its own).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TurnSettings {
+    /// Who keeps earlier contexts: `engine` (the default) or `client`. Traces from before
+    /// memory modes read as `client`: nothing was carried then.
+    #[serde(default = "memory_before_modes")]
+    pub memory: Memory,
+    /// Which of the seed's retrieval paths the turn takes.
+    pub strategy: Strategy,
+    /// What the exclusion set is made of (`engine` memory: always chunks).
+    pub granularity: Granularity,
+    /// Which ids a turn consumes: shown or cited.
+    pub consumption: Consumption,
+    /// Turns whose ids are excluded; 0 = all.
+    pub window: usize,
+    /// Documents per search (chunks when the strategy does not group).
+    pub limit: usize,
+    /// Chunks per document at most (a hard cap): a further chunk of a document is kept only
+    /// when it scores within `group_margin` of the document's best or touches a kept one.
+    pub group_size: usize,
+    /// Cosine distance from a document's best chunk within which a further chunk of the
+    /// same document is kept (up to `group_size`); 0 keeps ties only.
+    #[serde(default)]
+    pub group_margin: f32,
+    /// Fewer unique documents than this triggers a deeper search.
+    pub min_documents: usize,
+    /// Context budget in tokens, block headers included.
+    pub budget: usize,
+    /// Session time-to-live in seconds; 0 = never expires.
+    #[serde(skip)]
+    pub ttl_secs: u64,
+    /// Forced intent; `None` = classify the question.
+    #[serde(skip)]
+    pub mode: Option<Intent>,
+    /// When the search query mixes in the user's earlier questions (traces from before it
+    /// could: `off`).
+    #[serde(default = "query_before_mixing")]
+    pub conversation_query: ConversationQuery,
+    /// Dense, lexical (BM25) or hybrid search.
+    #[serde(default)]
+    pub retrieval: Retrieval,
+    /// How hybrid search fuses its two sides.
+    #[serde(default)]
+    pub fusion: Fusion,
+}
+
+impl Default for TurnSettings {
+    fn default() -> Self {
+        TurnSettings {
+            memory: Memory::Engine,
+            // Exclusion without document grouping: on MTRAG one-chunk-per-document grouping
+            // keeps less evidence per token than plain ranking, with or without a margin
+            // (bench/README.md, "Memory modes"); `full` groups, with `group_margin`.
+            strategy: Strategy::Exclude,
+            // Chunks, not documents: MTRAG follow-ups return to documents already shown
+            // (available recall 0.471 vs 0.345 with document exclusion, bench/README.md).
+            granularity: Granularity::Chunk,
+            consumption: Consumption::Shown,
+            window: 0,
+            limit: 8,
+            group_size: 3,
+            group_margin: DEFAULT_GROUP_MARGIN,
+            min_documents: 3,
+            budget: 6_000,
+            ttl_secs: 86_400,
+            mode: None,
+            conversation_query: ConversationQuery::Always,
+            retrieval: Retrieval::Dense,
+            fusion: Fusion::Weighted,
+        }
+    }
+}
+
+impl TurnSettings {
+    /// Checks ranges; the message says which setting and what is accepted.
+    pub fn validate(&self) -> Result<()> {
+        let range = |name: &str, v: usize, lo: usize, hi: usize| {
+            if v < lo || v > hi {
+                Err(Error::InvalidInput(format!("{name} must be between {lo} and {hi}, got {v}")))
+            } else {
+                Ok(())
+            }
+        };
+        range("limit", self.limit, 1, 1_000)?;
+        range("group_size", self.group_size, 1, 100)?;
+        range("min_documents", self.min_documents, 0, 1_000)?;
+        range("budget", self.budget, 16, 1_000_000)?;
+        range("window", self.window, 0, 10_000)?;
+        if !(self.group_margin.is_finite() && (0.0..=2.0).contains(&self.group_margin)) {
+            return Err(Error::InvalidInput(format!(
+                "group_margin must be between 0 and 2 (a cosine distance), got {}",
+                self.group_margin
+            )));
+        }
+        Ok(())
+    }
+
+    /// What the session keeps: the window and the time-to-live.
+    pub fn retention(&self) -> Retention {
+        Retention { window: self.window, ttl_secs: self.ttl_secs }
+    }
+
+    /// The settings as the turn ran with them, for its trace.
+    pub fn effective(&self, tokenizer: &str) -> EffectiveSettings {
+        let mut turn = self.clone();
+        // `engine` memory excludes and scores chunks whatever the setting says.
+        if turn.memory == Memory::Engine {
+            turn.granularity = Granularity::Chunk;
+        }
+        EffectiveSettings { turn, tokenizer: tokenizer.into() }
+    }
+}
+
+fn query_before_mixing() -> ConversationQuery {
+    ConversationQuery::Off
+}
