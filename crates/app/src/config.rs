@@ -9,6 +9,9 @@ macro_rules! bad {
         return Err(Error::InvalidInput(format!($($arg)*)))
     };
 }
+
+mod backends;
+pub use backends::{Backend, EmbedderSettings, MilvusSettings};
 use ragctx_engine::TurnSettings;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -323,154 +326,6 @@ impl Settings {
                 other => bad!("unknown generator {other:?}: use extractive or openai"),
             },
         })
-    }
-}
-
-/// Where embeddings come from, validated.
-#[derive(Clone, Debug)]
-pub enum EmbedderSettings {
-    /// The model in `model_dir`, run in process.
-    Local {
-        /// Put before queries and passages.
-        prefixes: ragctx_models::Prefixes,
-        /// fp32 or int8 dense layers.
-        precision: ragctx_models::Precision,
-    },
-    /// An OpenAI-compatible `/v1/embeddings` server.
-    OpenAi(ragctx_models::RemoteEmbedderConfig),
-}
-
-impl EmbedderSettings {
-    /// Whether these are the vectors a store written before models were recorded holds: the
-    /// in-process model in fp32, without prefixes (what ragctx could compute then).
-    pub fn is_unrecorded_default(&self) -> bool {
-        match self {
-            EmbedderSettings::Local { prefixes, precision } => {
-                *precision == ragctx_models::Precision::F32 && *prefixes == ragctx_models::Prefixes::default()
-            }
-            EmbedderSettings::OpenAi(_) => false,
-        }
-    }
-
-    fn from_raw(raw: &RawConfig) -> Result<EmbedderSettings> {
-        let prefixes = ragctx_models::Prefixes {
-            query: raw.embedder_query_prefix.clone().unwrap_or_default(),
-            passage: raw.embedder_passage_prefix.clone().unwrap_or_default(),
-        };
-        let remote_only = [
-            ("embedder_url", raw.embedder_url.is_some()),
-            ("embedder_model", raw.embedder_model.is_some()),
-            ("embedder_api_key", raw.embedder_api_key.is_some()),
-            ("embedder_input_type", raw.embedder_input_type.is_some()),
-            ("embedder_batch", raw.embedder_batch.is_some()),
-            ("embedder_concurrency", raw.embedder_concurrency.is_some()),
-            ("embedder_timeout_secs", raw.embedder_timeout_secs.is_some()),
-            ("embedder_retries", raw.embedder_retries.is_some()),
-        ];
-        match raw.embedder.as_deref().unwrap_or("local") {
-            "local" => {
-                if let Some((key, _)) = remote_only.iter().find(|(_, set)| *set) {
-                    return Err(Error::InvalidInput(format!(
-                        "{key} is set, but the embedder is local (the model in --model-dir): use --embedder openai to embed with a server"
-                    )));
-                }
-                let precision = raw.embedder_precision.as_deref().unwrap_or("fp32").parse()?;
-                Ok(EmbedderSettings::Local { prefixes, precision })
-            }
-            "openai" => {
-                let precision = raw.embedder_precision.as_deref().map(str::parse::<ragctx_models::Precision>);
-                if precision.transpose()?.is_some_and(|p| p != ragctx_models::Precision::F32) {
-                    return Err(Error::InvalidInput(
-                        "embedder_precision applies to the in-process model; the server decides how it computes".into(),
-                    ));
-                }
-                let url = raw.embedder_url.clone().ok_or_else(|| {
-                    Error::InvalidInput(
-                        "--embedder openai needs --embedder-url (e.g. http://127.0.0.1:8000/v1; RAGCTX_EMBEDDER_URL)"
-                            .into(),
-                    )
-                })?;
-                let model = raw.embedder_model.clone().ok_or_else(|| {
-                    Error::InvalidInput("--embedder openai needs --embedder-model (RAGCTX_EMBEDDER_MODEL)".into())
-                })?;
-                let mut c = ragctx_models::RemoteEmbedderConfig::new(&url, &model);
-                c.api_key = raw.embedder_api_key.clone();
-                c.input_type = raw.embedder_input_type.unwrap_or(true);
-                c.prefixes = prefixes;
-                c.batch = raw.embedder_batch.unwrap_or(c.batch);
-                c.concurrency = raw.embedder_concurrency.unwrap_or(c.concurrency);
-                if c.batch == 0 || c.concurrency == 0 {
-                    return Err(Error::InvalidInput(
-                        "embedder_batch and embedder_concurrency must be at least 1".into(),
-                    ));
-                }
-                match raw.embedder_timeout_secs {
-                    Some(0) => return Err(Error::InvalidInput("embedder_timeout_secs must be at least 1".into())),
-                    Some(t) => c.timeout = std::time::Duration::from_secs(t),
-                    None => {}
-                }
-                c.retries = raw.embedder_retries.unwrap_or(c.retries);
-                Ok(EmbedderSettings::OpenAi(c))
-            }
-            other => Err(Error::InvalidInput(format!(
-                "unknown embedder {other:?}: use local (the model in --model-dir) or openai (a /v1/embeddings server)"
-            ))),
-        }
-    }
-}
-
-/// Where vectors live.
-#[derive(Clone, Debug)]
-pub enum Backend {
-    /// The data dir's own index.
-    Embedded,
-    /// A Milvus collection (built with the `milvus` feature, on by default).
-    Milvus(MilvusSettings),
-}
-
-/// How to reach Milvus, validated.
-#[derive(Clone, Debug)]
-pub struct MilvusSettings {
-    /// `http://` or `https://` address of the server.
-    pub uri: String,
-    /// The collection ragctx keeps its chunks in.
-    pub collection: String,
-    /// `hnsw` or `flat`: the index made with the collection.
-    pub index: String,
-    /// Read consistency: `session`, `bounded`, `eventually` or `strong`.
-    pub consistency: String,
-    /// Deadline of one call in seconds.
-    pub timeout_secs: u64,
-    /// `user:password` or an API key.
-    pub token: Option<String>,
-}
-
-impl Backend {
-    fn milvus(raw: &RawConfig) -> Result<Backend> {
-        let uri = raw.milvus_uri.clone().unwrap_or_else(|| "http://127.0.0.1:19530".into());
-        if !(uri.starts_with("http://") || uri.starts_with("https://")) {
-            bad!("milvus_uri {uri:?}: use http://HOST:PORT or https://HOST:PORT");
-        }
-        let index = raw.milvus_index.clone().unwrap_or_else(|| "hnsw".into());
-        if !matches!(index.as_str(), "hnsw" | "flat") {
-            bad!("milvus_index {index:?}: use hnsw or flat");
-        }
-        let consistency = raw.milvus_consistency.clone().unwrap_or_else(|| "session".into());
-        if !matches!(consistency.as_str(), "strong" | "session" | "bounded" | "eventually") {
-            bad!("milvus_consistency {consistency:?}: use session, bounded, eventually or strong");
-        }
-        let timeout_secs = raw.milvus_timeout_secs.unwrap_or(5);
-        if timeout_secs == 0 {
-            bad!("milvus_timeout_secs must be at least 1");
-        }
-        Ok(Backend::Milvus(MilvusSettings {
-            uri,
-            collection: raw.collection.clone().unwrap_or_else(|| "ragctx".into()),
-            index,
-            consistency,
-            timeout_secs,
-            token: raw.milvus_token.clone(),
-        }))
     }
 }
 
