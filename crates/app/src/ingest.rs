@@ -6,9 +6,7 @@ use crate::config::{Backend, Settings};
 use indicatif::{ProgressBar, ProgressStyle};
 use ragctx_core::{EmbeddedChunk, Embedder, VectorStore};
 use ragctx_core::{Error, Result};
-use ragctx_engine::ingest::{
-    self, check_unique_ids, chunk_document, parse_jsonl, text_tokens, DocumentFormat, SourcedChunk,
-};
+use ragctx_engine::ingest::{self, check_unique_ids, chunk_document, parse_jsonl, DocumentFormat, SourcedChunk};
 use ragctx_models::Cl100kCounter;
 use ragctx_store::{DataDir, EmbeddingCache};
 use std::collections::hash_map::{Entry, HashMap};
@@ -369,17 +367,7 @@ fn embed_chunks(
 ) -> Result<(Vec<EmbeddedChunk>, usize)> {
     let texts: Vec<&str> = chunks.iter().map(|c| c.chunk.text.as_str()).collect();
     let (vectors, embedded) = embed_all(embedder, cache, &texts)?;
-    let counter = Cl100kCounter::new();
-    let chunks = chunks
-        .into_iter()
-        .zip(vectors)
-        .map(|(s, vector)| {
-            let mut chunk = s.chunk;
-            chunk.tokens = text_tokens(&counter, &chunk.text);
-            EmbeddedChunk { chunk, vector }
-        })
-        .collect();
-    Ok((chunks, embedded))
+    Ok((ingest::with_vectors(chunks, vectors, &Cl100kCounter::new()), embedded))
 }
 
 /// Writes the chunks (one transaction) and says what changed.

@@ -23,8 +23,8 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use ragctx_core::{EmbeddedChunk, Intent, SessionId, Trace};
-use ragctx_engine::ingest::{check_unique_ids, parse_jsonl, text_tokens};
+use ragctx_core::{Intent, SessionId, Trace};
+use ragctx_engine::ingest::{check_unique_ids, parse_jsonl};
 use ragctx_engine::{Engine, TurnOutcome, TurnSettings};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
@@ -375,25 +375,11 @@ async fn documents(
         return Err(ApiError::bad_request("no chunks in the body"));
     }
     let engine = state.engine.clone();
-    let (n, r, docs) = blocking(state.ingest_timeout, move || {
-        let texts: Vec<&str> = chunks.iter().map(|c| c.chunk.text.as_str()).collect();
-        let vectors = engine.embedder.embed(&texts)?;
-        let embedded: Vec<EmbeddedChunk> = chunks
-            .into_iter()
-            .zip(vectors)
-            .map(|(s, vector)| {
-                let mut chunk = s.chunk;
-                chunk.tokens = text_tokens(engine.counter.as_ref(), &chunk.text);
-                EmbeddedChunk { chunk, vector }
-            })
-            .collect();
-        // As `ragctx ingest`: each document replaced whole, or upserted with `append`.
-        let (r, docs) = ragctx_engine::ingest::store(engine.vectors.as_ref(), &embedded, append)?;
-        Ok((embedded.len(), r, docs))
-    })
-    .await?;
+    // As `ragctx ingest`: each document replaced whole, or upserted with `append`.
+    let s = blocking(state.ingest_timeout, move || engine.ingest(chunks, append)).await?;
+    let r = s.replaced;
     Ok(Json(
-        serde_json::json!({"chunks": n, "new": r.new, "updated": r.updated, "removed": r.removed, "documents": docs}),
+        serde_json::json!({"chunks": s.chunks, "new": r.new, "updated": r.updated, "removed": r.removed, "documents": s.documents}),
     ))
 }
 

@@ -48,6 +48,48 @@ pub fn text_tokens(counter: &dyn TokenCounter, text: &str) -> Option<u32> {
         .then(|| counter.count(&format!("{text}\n\n")) as u32)
 }
 
+/// The chunks paired with their vectors (in order), each with its token count: what every
+/// ingest stores.
+pub fn with_vectors(
+    chunks: Vec<SourcedChunk>,
+    vectors: Vec<Vec<f32>>,
+    counter: &dyn TokenCounter,
+) -> Vec<EmbeddedChunk> {
+    chunks
+        .into_iter()
+        .zip(vectors)
+        .map(|(s, vector)| {
+            let mut chunk = s.chunk;
+            chunk.tokens = text_tokens(counter, &chunk.text);
+            EmbeddedChunk { chunk, vector }
+        })
+        .collect()
+}
+
+/// What an ingest changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stored {
+    /// Chunks written.
+    pub chunks: usize,
+    /// New, updated and removed chunks.
+    pub replaced: Replaced,
+    /// Documents the chunks belong to.
+    pub documents: usize,
+}
+
+impl crate::Engine {
+    /// Embeds validated chunks with the engine's embedder (no cache), counts their tokens and
+    /// stores them as [`store`] does. The caller reads and checks them first
+    /// ([`parse_jsonl`], [`check_unique_ids`]).
+    pub fn ingest(&self, chunks: Vec<SourcedChunk>, append: bool) -> ragctx_core::Result<Stored> {
+        let texts: Vec<&str> = chunks.iter().map(|c| c.chunk.text.as_str()).collect();
+        let vectors = self.embedder.embed(&texts)?;
+        let embedded = with_vectors(chunks, vectors, self.counter.as_ref());
+        let (replaced, documents) = store(self.vectors.as_ref(), &embedded, append)?;
+        Ok(Stored { chunks: embedded.len(), replaced, documents })
+    }
+}
+
 /// Writes embedded chunks as `ragctx ingest` and `POST /v1/documents` do: each document
 /// they belong to replaced whole, or with `append` upserted by id (a document's other chunks
 /// stay). Returns what changed and how many documents the chunks belong to.
