@@ -60,6 +60,24 @@ pub fn index_params(settings: &Settings) -> IndexParams {
     p
 }
 
+/// An engine over the given stores and embedder, with ragctx's token counter and the
+/// extractive generator: what [`App::open`] builds before it adds the configured generator,
+/// and what the evaluations replay conversations through (over in-memory stores).
+pub fn engine_over(
+    vectors: Arc<dyn VectorStore>,
+    sessions: Arc<dyn SessionStore>,
+    embedder: Arc<dyn Embedder>,
+) -> Engine {
+    Engine {
+        vectors,
+        sessions,
+        embedder,
+        counter: Arc::new(Cl100kCounter::new()),
+        generator: Arc::new(ExtractiveGenerator::default()),
+        turn_locks: Default::default(),
+    }
+}
+
 /// Whether the settings keep anything in the data dir (vectors or sessions).
 pub fn uses_data_dir(settings: &Settings) -> bool {
     matches!(settings.backend, Backend::Embedded) || settings.sessions == "embedded"
@@ -74,17 +92,14 @@ impl App {
         if let (Some(d), Backend::Embedded) = (&data, &settings.backend) {
             bind_model(&settings, d, embedder.as_ref())?;
         }
-        let engine = Engine {
-            vectors: vector_store(&settings, data.as_ref(), embedder.dimension(), Some(embedder.model_id()))?,
-            sessions: session_store(&settings, data.as_ref())?,
-            embedder: embedder.clone(),
-            counter: Arc::new(Cl100kCounter::new()),
-            generator: match &settings.openai {
-                Some(c) => Arc::new(OpenAiGenerator::new(c.clone())?),
-                None => Arc::new(ExtractiveGenerator::default()),
-            },
-            turn_locks: Default::default(),
-        };
+        let mut engine = engine_over(
+            vector_store(&settings, data.as_ref(), embedder.dimension(), Some(embedder.model_id()))?,
+            session_store(&settings, data.as_ref())?,
+            embedder.clone(),
+        );
+        if let Some(c) = &settings.openai {
+            engine.generator = Arc::new(OpenAiGenerator::new(c.clone())?);
+        }
         Ok(App { settings, data, embedder, local, engine })
     }
 

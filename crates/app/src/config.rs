@@ -360,4 +360,15 @@ mod tests {
         let bad = RawConfig { limit: Some(0), ..Default::default() };
         assert!(Settings::from_raw(bad).is_err());
     }
+
+    #[test]
+    fn mode_is_validated_with_the_rest_and_auto_classifies() {
+        let with = |m: &str| Settings::from_raw(RawConfig { mode: Some(m.into()), ..Default::default() });
+        assert_eq!(with("auto").unwrap().turn().mode, None);
+        assert_eq!(with("follow_up").unwrap().turn().mode, Some(ragctx_core::Intent::FollowUp));
+        assert_eq!(Settings::from_raw(RawConfig::default()).unwrap().turn().mode, None);
+        assert!(with("sideways").unwrap_err().to_string().contains("unknown mode"));
+        let file: RawConfig = toml::from_str("mode = \"new\"").unwrap();
+        assert_eq!(Settings::from_raw(file).unwrap().turn().mode, Some(ragctx_core::Intent::New));
+    }
 }

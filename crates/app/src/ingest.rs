@@ -384,7 +384,7 @@ fn report(
     let lexical = match store.prepare_lexical() {
         Ok(n) => n,
         Err(e) => {
-            tracing::warn!(error = %e, "the lexical index was not built with the ingest; the first lexical search builds it");
+            tracing::warn!(error = %e.report(), "the lexical index was not built with the ingest; the first lexical search builds it");
             None
         }
     };

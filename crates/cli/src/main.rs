@@ -273,7 +273,8 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Trace { session, turn: Some(n), json, replay: true, flags } => {
             let app = app::App::open(settings(&cli, Some(flags))?)?;
-            turn::replay(&app, &SessionId::parse(session)?, *n, *json)
+            let forced = flags.mode.as_deref().is_some_and(|m| m != "auto");
+            turn::replay(&app, &SessionId::parse(session)?, *n, *json, forced)
         }
         Command::Trace { session, turn, json, .. } => {
             let s = settings(&cli, None)?;

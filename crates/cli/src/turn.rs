@@ -121,7 +121,7 @@ pub fn chat(app: &App, session: &SessionId, settings: &TurnSettings) -> Result<(
         };
         match app.engine.ask(session, question, &s) {
             Ok(out) => print_turn(&out, false)?,
-            Err(e) => eprintln!("error: {e}"),
+            Err(e) => eprintln!("error: {}", e.report()),
         }
     }
 }
@@ -170,14 +170,15 @@ pub fn trace(sessions: &dyn SessionStore, session: &SessionId, turn: Option<u64>
     Ok(())
 }
 
-/// `trace --turn N --replay`: the turn again with the given settings, beside the original.
-pub fn replay(app: &App, session: &SessionId, turn: u64, json: bool) -> Result<()> {
+/// `trace --turn N --replay`: the turn again with the given settings, beside the original;
+/// with the intent it was recorded with unless `forced_mode` (a `--mode` other than `auto`).
+pub fn replay(app: &App, session: &SessionId, turn: u64, json: bool, forced_mode: bool) -> Result<()> {
     let all = app.engine.sessions.traces(session)?;
     let Some(pos) = all.iter().position(|t| t.turn == turn) else {
         bail!(ragctx_core::Error::NotFound(format!("session {session} has no turn {turn}")));
     };
     let mut settings = app.settings.turn().clone();
-    if settings.mode.is_none() {
+    if !forced_mode {
         settings.mode = Some(all[pos].stats.intent);
     }
     let out = app.engine.replay(session, &all[pos], &all[..pos], &settings)?;

@@ -414,6 +414,18 @@ fn bad_input_fails_clearly_and_changes_nothing() {
         // Errors of `ragctx-eval` keep their kind: a file the caller named that is not there.
         (vec!["eval", "intent", "--cases", "/nonexistent/cases.jsonl"], 2),
         (vec!["serve", "--addr", "not-an-address"], 2),
+        // A check that fails is not the caller's mistake: exit 1 (no accuracy reaches 1.01).
+        (
+            vec![
+                "eval",
+                "intent",
+                "--cases",
+                concat!(env!("CARGO_MANIFEST_DIR"), "/../../eval/intent.jsonl"),
+                "--min-accuracy",
+                "1.01",
+            ],
+            1,
+        ),
     ] {
         let out = env.run(&args);
         assert_eq!(out.status.code(), Some(code), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));

@@ -117,9 +117,11 @@ impl TurnSettings {
         Retention { window: self.window, ttl_secs: self.ttl_secs }
     }
 
-    /// The settings as the turn ran with them, for its trace.
+    /// The settings as the turn ran with them, for its trace. `ttl_secs` and `mode` are not
+    /// recorded (a trace holds the intent itself): they are 0 and `None` here, as a stored
+    /// trace reads back.
     pub fn effective(&self, tokenizer: &str) -> EffectiveSettings {
-        let mut turn = self.clone();
+        let mut turn = TurnSettings { ttl_secs: 0, mode: None, ..self.clone() };
         // `engine` memory excludes and scores chunks whatever the setting says.
         if turn.memory == Memory::Engine {
             turn.granularity = Granularity::Chunk;
@@ -130,4 +132,30 @@ impl TurnSettings {
 
 fn query_before_mixing() -> ConversationQuery {
     ConversationQuery::Off
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn effective_settings_read_back_as_written_in_one_flat_object() {
+        let s = TurnSettings {
+            mode: Some(Intent::New),
+            ttl_secs: 60,
+            memory: Memory::Client,
+            granularity: Granularity::Document,
+            ..Default::default()
+        };
+        let e = s.effective("cl100k_base");
+        let json = serde_json::to_string(&e).unwrap();
+        assert_eq!(serde_json::from_str::<EffectiveSettings>(&json).unwrap(), e);
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!((v["granularity"].as_str(), v["memory"].as_str()), (Some("document"), Some("client")));
+        assert_eq!((v["tokenizer"].as_str(), v["strategy"].as_str()), (Some("cl100k_base"), Some("exclude")));
+        assert!(v.get("ttl_secs").is_none() && v.get("mode").is_none() && v.get("turn").is_none(), "{v}");
+        // `engine` memory records chunk granularity, whatever was asked.
+        let engine = TurnSettings { memory: Memory::Engine, ..s }.effective("cl100k_base");
+        assert_eq!(engine.turn.granularity, Granularity::Chunk);
+    }
 }

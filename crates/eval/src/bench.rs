@@ -1,7 +1,7 @@
 //! `ragctx bench search` and `ragctx bench turn`: numbers, printed, for the targets of the
 //! embedded index and the turn pipeline. Not tests: they measure this machine.
 
-use crate::error::{bail, Error, Result};
+use crate::error::{bail, write_file, Result};
 use crate::stats::percentile;
 use clap::Subcommand;
 use ragctx_app::app::App;
@@ -179,7 +179,7 @@ fn turn(app: &App, path: &std::path::Path, domain: Option<&str>, conversations: 
     if convs.is_empty() {
         bail!("no conversations in {}", path.display());
     }
-    let settings = app.settings.turn().clone();
+    let settings = crate::replay_settings(&app.settings);
     // Every stage of the trace, plus the engine's own share of a turn.
     let mut parts: std::collections::BTreeMap<String, Vec<f64>> = std::collections::BTreeMap::new();
     for (i, conv) in convs.iter().enumerate() {
@@ -252,7 +252,7 @@ fn embed(
     if let Some(path) = save {
         let lines: String =
             texts.iter().map(|t| serde_json::json!({ "text": t }).to_string() + "\n").collect::<Vec<_>>().concat();
-        std::fs::write(path, lines).map_err(|source| Error::Write { path: path.to_path_buf(), source })?;
+        write_file(path, lines)?;
     }
     // Tokens as the encoder sees them: known for the in-process model only.
     let tokens: Option<usize> = match &app.local {

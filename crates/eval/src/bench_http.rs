@@ -94,7 +94,7 @@ pub fn run(addr: &str, sessions: usize, turns: usize, concurrency: usize, questi
         );
     }
     if lost > 0 || errors.load(Ordering::Relaxed) > 0 {
-        bail!("{lost} turns lost, {} errors", report["errors"]);
+        return Err(Error::Failed(format!("{lost} turns lost, {} errors", report["errors"])));
     }
     Ok(())
 }

@@ -2,7 +2,7 @@
 //! `bench lexical` (BM25 with and without exclusions): timings of one store's searches.
 
 use crate::data::read_questions;
-use crate::error::{bail, Error, Result};
+use crate::error::{bail, write_file, Error, Result};
 use crate::stats::{noisy, percentile, Rng};
 use ragctx_app::app::App;
 use ragctx_core::{ExclusionSet, SearchPath, SearchRequest, VectorStore};
@@ -123,16 +123,14 @@ pub struct SearchOptions {
 
 fn write_f32s(path: &std::path::Path, rows: &mut dyn Iterator<Item = &[f32]>) -> Result<()> {
     use std::io::Write;
-    let mut w = std::io::BufWriter::new(
-        std::fs::File::create(path).map_err(|source| Error::Write { path: path.to_path_buf(), source })?,
-    );
+    let failed = |source| Error::Write { path: path.to_path_buf(), source };
+    let mut w = std::io::BufWriter::new(std::fs::File::create(path).map_err(failed)?);
     for r in rows {
         for x in r {
-            w.write_all(&x.to_le_bytes())?;
+            w.write_all(&x.to_le_bytes()).map_err(failed)?;
         }
     }
-    w.flush()?;
-    Ok(())
+    w.flush().map_err(failed)
 }
 
 pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
@@ -300,11 +298,11 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
         std::fs::create_dir_all(dir).map_err(|source| Error::Write { path: dir.to_path_buf(), source })?;
         write_f32s(&dir.join("vectors.f32"), &mut (0..index.nodes() as u32).map(|i| index.vector(i)))?;
         write_f32s(&dir.join("queries.f32"), &mut query_vectors.iter().map(Vec::as_slice))?;
-        std::fs::write(
-            dir.join("plan.json"),
+        write_file(
+            &dir.join("plan.json"),
             serde_json::to_vec(&serde_json::json!({"dim": store.dimension(), "k": k, "rows": exported_plan}))?,
         )?;
-        std::fs::write(dir.join("ragctx.json"), serde_json::to_vec_pretty(&summary)?)?;
+        write_file(&dir.join("ragctx.json"), serde_json::to_vec_pretty(&summary)?)?;
     }
     if json {
         println!("{}", summary);

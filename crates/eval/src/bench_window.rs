@@ -35,7 +35,7 @@ struct Row {
 /// Replays `sessions` (lists of questions) with window `n`; returns search latencies,
 /// exclusion sizes and the share of context chunks seen earlier in the session.
 fn replay(app: &App, sessions: &[Vec<String>], n: usize, tag: &str) -> Result<(Vec<f64>, Vec<f64>, f64)> {
-    let mut settings = app.settings.turn().clone();
+    let mut settings = crate::replay_settings(&app.settings);
     settings.window = n;
     let (mut lat, mut excluded) = (Vec::new(), Vec::new());
     let (mut repeated, mut shown_total) = (0usize, 0usize);

@@ -18,7 +18,7 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// A file or folder the caller named could not be written.
+    /// A report, export or folder could not be written (permissions, a full disk).
     #[error("writing {}", path.display())]
     Write {
         /// The file or folder.
@@ -42,16 +42,10 @@ pub enum Error {
     /// what to fix.
     #[error("{0}")]
     Input(String),
-    /// A check the run was asked to make failed (e.g. accuracy under `--min-accuracy`, turns
-    /// lost under load).
+    /// A check the run was asked to make failed (accuracy under `--min-accuracy`, turns
+    /// lost or failed under load).
     #[error("{0}")]
     Failed(String),
-    /// The server under a load test could not be reached or answered out of contract.
-    #[error("HTTP: {0}")]
-    Http(#[source] Box<ureq::Error>),
-    /// Writing the report out failed.
-    #[error("writing the report")]
-    Io(#[from] std::io::Error),
     /// Encoding a report as JSON failed.
     #[error("encoding the report as JSON")]
     Encode(#[from] serde_json::Error),
@@ -61,14 +55,13 @@ pub enum Error {
 }
 
 impl Error {
-    /// How the binary and the tests classify it: the caller's files and arguments are
-    /// bad input, a failed check or I/O on the report is internal, an engine error keeps
-    /// its own kind.
+    /// How the binary classifies it: the caller's input files and arguments are bad input;
+    /// a failed check, a write that failed or an encoding error is internal; an engine error
+    /// keeps its own kind.
     pub fn kind(&self) -> ErrorKind {
         match self {
-            Error::Read { .. } | Error::Write { .. } | Error::Json { .. } | Error::Input(_) => ErrorKind::BadInput,
-            Error::Http(_) => ErrorKind::Unavailable,
-            Error::Failed(_) | Error::Io(_) | Error::Encode(_) => ErrorKind::Internal,
+            Error::Read { .. } | Error::Json { .. } | Error::Input(_) => ErrorKind::BadInput,
+            Error::Failed(_) | Error::Write { .. } | Error::Encode(_) => ErrorKind::Internal,
             Error::Engine(e) => e.kind(),
         }
     }
@@ -84,15 +77,14 @@ impl From<ragctx_engine::ingest::InputError> for Error {
     }
 }
 
-impl From<ureq::Error> for Error {
-    fn from(e: ureq::Error) -> Self {
-        Error::Http(Box::new(e))
-    }
-}
-
 /// Reads a file the caller named.
 pub(crate) fn read_to_string(path: &Path) -> Result<String> {
     std::fs::read_to_string(path).map_err(|source| Error::Read { path: path.to_path_buf(), source })
+}
+
+/// Writes a report or export file.
+pub(crate) fn write_file(path: &Path, bytes: impl AsRef<[u8]>) -> Result<()> {
+    std::fs::write(path, bytes).map_err(|source| Error::Write { path: path.to_path_buf(), source })
 }
 
 /// `bail!("…")`: returns [`Error::Input`] with the formatted message.

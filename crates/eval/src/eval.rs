@@ -341,7 +341,7 @@ fn beir(
 /// Both sides of every written conflict must reach the context, and citations stay inside it.
 fn conflicts(settings: &Settings, file: &Path, json: bool) -> Result<()> {
     use ragctx_core::{Chunk, EmbeddedChunk, SessionId, SessionStore, VectorStore};
-    use ragctx_engine::{Engine, Strategy};
+    use ragctx_engine::Strategy;
     use std::sync::Arc;
     let v: serde_json::Value =
         serde_json::from_str(&read_to_string(file)?).map_err(|e| Error::json(file, e.line(), e))?;
@@ -378,18 +378,11 @@ fn conflicts(settings: &Settings, file: &Path, json: bool) -> Result<()> {
     let dir = std::env::temp_dir().join(format!("ragctx-conflicts-{}", std::process::id()));
     let data = ragctx_store::DataDir::open(&dir, embedder.dimension())?;
     let sessions: Arc<dyn SessionStore> = Arc::new(data.session_store());
-    let engine = Engine {
-        vectors: Arc::new(store),
-        sessions: sessions.clone(),
-        embedder,
-        counter: Arc::new(ragctx_models::Cl100kCounter::new()),
-        generator: Arc::new(ragctx_models::ExtractiveGenerator::default()),
-        turn_locks: Default::default(),
-    };
+    let engine = ragctx_app::app::engine_over(Arc::new(store), sessions.clone(), embedder);
     let mut rows = Vec::new();
     for strategy in [Strategy::None, Strategy::Group, Strategy::Full] {
         for limit in [2usize, 4, settings.turn().limit] {
-            let mut s = settings.turn().clone();
+            let mut s = crate::replay_settings(settings);
             s.strategy = strategy;
             s.limit = limit;
             s.min_documents = s.min_documents.min(limit);

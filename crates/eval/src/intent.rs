@@ -85,9 +85,9 @@ pub fn run(path: &Path, min_accuracy: f64, json: bool) -> Result<()> {
         }
     }
     if accuracy < min_accuracy || false_reshow > 0 {
-        bail!(
+        return Err(Error::Failed(format!(
             "intent accuracy {accuracy:.3} (needs {min_accuracy}) with {false_reshow} message(s) wrongly taken for a reshow"
-        );
+        )));
     }
     Ok(())
 }

@@ -25,6 +25,13 @@ pub mod mtrag_metrics;
 pub mod report;
 pub mod stats;
 
+/// The turn settings an evaluation or benchmark replays conversations with: the configured
+/// ones, every question classified (a `mode` set in the configuration or `RAGCTX_MODE` would
+/// force one intent on every turn and change what is measured).
+pub fn replay_settings(settings: &ragctx_app::Settings) -> ragctx_engine::TurnSettings {
+    ragctx_engine::TurnSettings { mode: None, ..settings.turn().clone() }
+}
+
 pub use bench::BenchCommand;
 pub use error::{Error, Result};
 pub use eval::EvalCommand;

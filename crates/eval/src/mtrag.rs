@@ -2,7 +2,7 @@
 //! score every turn that has gold passages (DESIGN §6).
 
 use crate::data::{conversations, Conversation};
-use crate::error::{bail, Error, Result};
+use crate::error::{bail, write_file, Error, Result};
 use crate::mtrag_metrics::{Means, StrategyReport, Tally};
 use crate::report;
 use ragctx_app::config::Settings;
@@ -12,9 +12,9 @@ use ragctx_core::{Fusion, Memory, Retrieval};
 use ragctx_engine::context::INSTRUCTIONS;
 use ragctx_engine::dedupe::text_hash;
 use ragctx_engine::ingest::{parse_jsonl, text_tokens};
-use ragctx_engine::{Consumption, ConversationQuery, Engine, Granularity, Strategy, TurnSettings, Utterance};
+use ragctx_engine::{Consumption, ConversationQuery, Granularity, Strategy, TurnSettings, Utterance};
 use ragctx_index::{IndexParams, MemoryVectorStore};
-use ragctx_models::{Cl100kCounter, ExtractiveGenerator};
+use ragctx_models::Cl100kCounter;
 use ragctx_store::DataDir;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
@@ -195,7 +195,7 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
     let mut domains: Vec<String> = convs.iter().map(|c| c.domain.clone()).collect();
     domains.sort();
     domains.dedup();
-    let mut base = settings.turn().clone();
+    let mut base = crate::replay_settings(settings);
     if let Some(b) = opts.budget {
         base.budget = b;
     }
@@ -229,14 +229,7 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
             chunks.into_iter().zip(vectors).map(|(chunk, vector)| EmbeddedChunk { chunk, vector }).collect();
         store.upsert(&embedded)?;
         drop(embedded);
-        let engine = Engine {
-            vectors: Arc::new(store),
-            sessions: sessions.clone(),
-            embedder: embedder.clone(),
-            counter: counter.clone(),
-            generator: Arc::new(ExtractiveGenerator::default()),
-            turn_locks: Default::default(),
-        };
+        let engine = ragctx_app::app::engine_over(Arc::new(store), sessions.clone(), embedder.clone());
         for conv in convs.iter().filter(|c| &c.domain == domain) {
             for v in &variants {
                 let session = SessionId::parse(&format!("eval-{}-{}", conv.id, v.key.replace(['+', '@', '/'], "_")))?;
@@ -371,8 +364,8 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
     });
     if let Some(dir) = &opts.out {
         std::fs::create_dir_all(dir).map_err(|source| Error::Write { path: dir.to_path_buf(), source })?;
-        std::fs::write(dir.join("mtrag.json"), serde_json::to_string_pretty(&report)?)?;
-        std::fs::write(dir.join("mtrag.html"), report::mtrag_html(&report))?;
+        write_file(&dir.join("mtrag.json"), serde_json::to_string_pretty(&report)?)?;
+        write_file(&dir.join("mtrag.html"), report::mtrag_html(&report))?;
         if !opts.json {
             eprintln!("wrote {0}/mtrag.json and {0}/mtrag.html", dir.display());
         }
