@@ -113,26 +113,41 @@ fn lexical(
     query: &str,
     settings: &TurnSettings,
 ) -> Result<Option<(SearchOutcome, u32)>> {
-    let min_documents = settings.min_documents.min(settings.limit);
     let mut asked = LexicalRequest {
         query: query.to_owned(),
         limit: request.limit,
         grouping: request.grouping.clone(),
         exclusion: request.exclusion.clone(),
     };
-    let mut deeper = 0;
+    deepen(request.limit, request.grouping.is_some(), settings, |limit| {
+        asked.limit = limit;
+        store.search_lexical(&asked)
+    })
+}
+
+/// Runs `search` asking for `limit` results, then twice as many (at most [`MAX_DEEPER`] more
+/// times) while fewer unique documents than the settings' minimum come back — unless the
+/// store had nothing more to give. Returns the last outcome and how many deeper searches it
+/// took; `None` as soon as `search` has no index to search.
+fn deepen(
+    limit: usize,
+    grouped: bool,
+    settings: &TurnSettings,
+    mut search: impl FnMut(usize) -> Result<Option<SearchOutcome>>,
+) -> Result<Option<(SearchOutcome, u32)>> {
+    // Asking for fewer documents than the minimum means the caller wants fewer.
+    let min_documents = settings.min_documents.min(settings.limit);
+    let (mut limit, mut deeper) = (limit, 0);
     loop {
-        let Some(outcome) = store.search_lexical(&asked)? else { return Ok(None) };
+        let Some(outcome) = search(limit)? else { return Ok(None) };
         let docs: HashSet<&DocumentId> = outcome.hits.iter().map(|h| &h.chunk.document_id).collect();
-        let exhausted = match &asked.grouping {
-            Some(_) => docs.len() < asked.limit,
-            None => outcome.hits.len() < asked.limit,
-        };
+        // Fewer hits than asked means the store has nothing more to give.
+        let exhausted = if grouped { docs.len() < limit } else { outcome.hits.len() < limit };
         if docs.len() >= min_documents || exhausted || deeper >= MAX_DEEPER {
             return Ok(Some((outcome, deeper)));
         }
         deeper += 1;
-        asked.limit *= 2;
+        limit *= 2;
     }
 }
 
@@ -149,23 +164,13 @@ pub fn ladder(mut hits: Vec<Hit>) -> Vec<Hit> {
 
 /// Dense search, deeper while too few documents come back.
 fn dense(store: &dyn VectorStore, mut request: SearchRequest, settings: &TurnSettings) -> Result<Retrieved> {
-    // Asking for fewer documents than the minimum means the caller wants fewer.
-    let min_documents = settings.min_documents.min(settings.limit);
-    let mut deeper = 0;
-    loop {
-        let outcome = store.search(&request)?;
-        let docs: HashSet<&DocumentId> = outcome.hits.iter().map(|h| &h.chunk.document_id).collect();
-        // Fewer hits than asked means the store has nothing more to give.
-        let exhausted = match &request.grouping {
-            Some(_) => docs.len() < request.limit,
-            None => outcome.hits.len() < request.limit,
-        };
-        if docs.len() >= min_documents || exhausted || deeper >= MAX_DEEPER {
-            return Ok(Retrieved { outcome, deeper, sides: None });
-        }
-        deeper += 1;
-        request.limit *= 2;
-    }
+    let (limit, grouped) = (request.limit, request.grouping.is_some());
+    let searched = deepen(limit, grouped, settings, |limit| {
+        request.limit = limit;
+        store.search(&request).map(Some)
+    })?;
+    let (outcome, deeper) = searched.expect("a dense search always answers");
+    Ok(Retrieved { outcome, deeper, sides: None })
 }
 
 /// The same hits scored by dense similarity to `vector` (their order kept).
