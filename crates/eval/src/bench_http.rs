@@ -2,7 +2,8 @@
 //! in parallel, turns within a session in order (as chat clients do); afterwards every
 //! session's turns are read back: a turn answered but not remembered counts as lost.
 
-use crate::error::{bail, read_to_string, Error, Result};
+use crate::data::read_questions;
+use crate::error::{bail, Error, Result};
 use crate::stats::percentile;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,12 +16,7 @@ pub fn run(addr: &str, sessions: usize, turns: usize, concurrency: usize, questi
     if !ip.ip().is_loopback() {
         bail!("the load test only targets servers on this machine (127.0.0.0/8 or ::1)");
     }
-    let text = read_to_string(questions)?;
-    let pool: Vec<String> = text
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter_map(|v| v["question"].as_str().map(str::to_owned))
-        .collect();
+    let pool = read_questions(questions, usize::MAX)?;
     if pool.is_empty() {
         bail!("no questions in {}", questions.display());
     }
