@@ -226,7 +226,7 @@ pub struct IngestReport {
     pub updated: usize,
     /// Chunks of the replaced documents that are no longer in them (0 with `append`).
     pub removed: usize,
-    /// Texts embedded now; the rest came from the embedding cache.
+    /// Texts embedded now (each distinct text once; see `cached` for the others).
     pub embedded: usize,
     /// Chunks not embedded now: their vector came from the cache, or from another chunk of the
     /// input with the same text.
