@@ -10,6 +10,7 @@ use ragctx_core::SessionId;
 use std::path::PathBuf;
 use std::time::Instant;
 
+/// The `ragctx bench` subcommands: what each measures, and its flags.
 #[derive(Subcommand)]
 pub enum BenchCommand {
     /// Search latency and recall@k against exact search, with random and correlated exclusion
@@ -17,6 +18,7 @@ pub enum BenchCommand {
         /// Queries per row
         #[arg(long, default_value_t = 200)]
         queries: usize,
+        /// Nearest neighbours per query (the k of recall@k)
         #[arg(long, default_value_t = 10)]
         k: usize,
         /// Grow the corpus to this many vectors with noisy copies of the stored ones
@@ -26,8 +28,10 @@ pub enum BenchCommand {
         /// copies of stored vectors)
         #[arg(long)]
         questions: Option<PathBuf>,
+        /// Print the results as one JSON object
         #[arg(long)]
         json: bool,
+        /// Seed of the random copies, queries and exclusion sets
         #[arg(long, default_value_t = 7)]
         seed: u64,
         /// Write the vectors, queries, exclusion sets and these results here, for
@@ -43,6 +47,7 @@ pub enum BenchCommand {
         /// Conversations file (turns.jsonl format)
         #[arg(long, default_value = "../shared/data/mtrag/turns.jsonl")]
         turns: PathBuf,
+        /// Only conversations of this domain (the long session's questions too)
         #[arg(long)]
         domain: Option<String>,
         /// Comma-separated window sizes; 0 = all turns
@@ -57,6 +62,7 @@ pub enum BenchCommand {
         /// Recommend the largest window whose p99 search latency stays under this
         #[arg(long, default_value_t = 5.0)]
         latency_ceiling_ms: f64,
+        /// Print the rows and the recommended window as one JSON object
         #[arg(long)]
         json: bool,
     },
@@ -78,6 +84,7 @@ pub enum BenchCommand {
         /// Questions (turns.jsonl format) to draw from
         #[arg(long, default_value = "../shared/data/mtrag/turns.jsonl")]
         questions: PathBuf,
+        /// Print the report as one JSON object
         #[arg(long)]
         json: bool,
     },
@@ -87,6 +94,7 @@ pub enum BenchCommand {
         /// Corpus to read as `ragctx ingest` reads it (JSONL, .md, .txt, .html, or a folder)
         #[arg(long, default_value = "../shared/data/mtrag/corpus_govt.jsonl")]
         corpus: PathBuf,
+        /// Passages to embed: the corpus's first N chunks
         #[arg(long, default_value_t = 256)]
         passages: usize,
         /// Embed one text per call (as a query is) and report latency percentiles
@@ -96,6 +104,7 @@ pub enum BenchCommand {
         /// peers on the same texts: bench/embed_peers.py)
         #[arg(long)]
         save_passages: Option<PathBuf>,
+        /// Print the timings as one JSON object
         #[arg(long)]
         json: bool,
     },
@@ -105,10 +114,13 @@ pub enum BenchCommand {
         /// JSONL whose "question" fields are the queries
         #[arg(long, default_value = "../shared/data/mtrag/turns.jsonl")]
         questions: PathBuf,
+        /// Queries per row: the file's first N questions
         #[arg(long, default_value_t = 200)]
         queries: usize,
+        /// Seed of the random excluded chunk ids
         #[arg(long, default_value_t = 7)]
         seed: u64,
+        /// Print the results as one JSON object
         #[arg(long)]
         json: bool,
     },
@@ -123,11 +135,14 @@ pub enum BenchCommand {
         /// Conversations to replay at most
         #[arg(long, default_value_t = 20)]
         conversations: usize,
+        /// Print the per-stage latencies as one JSON object
         #[arg(long)]
         json: bool,
     },
 }
 
+/// Runs one benchmark and prints its numbers. `http` only talks to a running server; the
+/// others open the data dir of `settings` first.
 pub fn run(settings: Settings, what: &BenchCommand) -> Result<()> {
     if let BenchCommand::Http { addr, conversations, turns, concurrency, questions, json } = what {
         return crate::bench_http::run(addr, *conversations, *turns, *concurrency, questions, *json);

@@ -10,6 +10,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+/// Runs `sessions` sessions of `turns` questions each (cycling through `questions`) against the
+/// server at `addr`, which must be a loopback address, on `concurrency` threads; prints
+/// throughput and latency, then deletes the sessions. Fails on any failed turn or turn not
+/// remembered.
 pub fn run(addr: &str, sessions: usize, turns: usize, concurrency: usize, questions: &Path, json: bool) -> Result<()> {
     let ip: std::net::SocketAddr =
         addr.parse().map_err(|_| Error::Input(format!("--addr {addr:?} is not HOST:PORT")))?;

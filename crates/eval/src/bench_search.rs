@@ -109,15 +109,26 @@ struct SearchRow {
     alt_path_recall: f64,
 }
 
+/// Options of `bench search`, as its flags give them.
 pub struct SearchOptions {
     /// Only these rows (`random:10000`, `correlated:1000`); empty = all.
     pub rows: Vec<String>,
+    /// Queries per row (with `questions`: at most the file's first this many).
     pub queries: usize,
+    /// Hits per query, and the k of recall@k against the exact scan.
     pub k: usize,
+    /// Grow the index to this many vectors with noisy copies of stored ones (none when not
+    /// above the stored count: the store's own index is searched).
     pub scale: usize,
+    /// JSONL whose "question" fields are embedded as queries; `None` = noisy copies of stored
+    /// vectors.
     pub questions: Option<PathBuf>,
+    /// Print the summary as one JSON object instead of the table.
     pub json: bool,
+    /// Seed of the random copies, queries and exclusion sets (0 counts as 1).
     pub seed: u64,
+    /// Folder to write the vectors, queries, exclusion sets and the summary to, for
+    /// `bench/compare.py`.
     pub export: Option<PathBuf>,
 }
 

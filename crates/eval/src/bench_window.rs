@@ -10,13 +10,23 @@ use ragctx_core::SessionId;
 use std::collections::HashSet;
 use std::path::PathBuf;
 
+/// Options of `bench window`, as its flags give them.
 pub struct WindowOptions {
+    /// Conversations file (turns.jsonl format).
     pub turns: PathBuf,
+    /// Only conversations of this domain; `None` = all.
     pub domain: Option<String>,
+    /// Window sizes N to sweep; 0 = all turns.
     pub windows: Vec<usize>,
+    /// Conversations replayed per window size, at most.
     pub conversations: usize,
+    /// Turns of the synthetic long session: the user messages of every conversation read (not
+    /// only those replayed), in order, up to this many.
     pub long_session: usize,
+    /// The recommended window is the largest whose p99 search latency (conversations and long
+    /// session) stays at or under this.
     pub latency_ceiling_ms: f64,
+    /// Print the rows and the recommendation as one JSON object instead of the table.
     pub json: bool,
 }
 
@@ -60,6 +70,8 @@ fn replay(app: &App, sessions: &[Vec<String>], n: usize, tag: &str) -> Result<(V
     Ok((lat, excluded, if shown_total == 0 { 0.0 } else { repeated as f64 / shown_total as f64 }))
 }
 
+/// Replays the conversations and the long session once per window size in fresh sessions,
+/// prints a row per size and recommends the largest window under the latency ceiling.
 pub fn run(app: &App, opts: &WindowOptions) -> Result<()> {
     let domains: Vec<String> = opts.domain.iter().cloned().collect();
     let mut convs = conversations(&opts.turns, &domains)?;

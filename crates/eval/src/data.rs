@@ -17,8 +17,12 @@ pub fn read_questions(path: &std::path::Path, n: usize) -> Result<Vec<String>> {
 
 /// One MTRAG conversation: its user messages in order and the gold passages per turn.
 pub struct Conversation {
+    /// MTRAG's `conversation_id`.
     pub id: String,
+    /// The MTRAG domain, which names its corpus file (`corpus_DOMAIN.jsonl`).
     pub domain: String,
+    /// The user messages, oldest first: those of the conversation's longest line (the user
+    /// turns of its history, then its question).
     pub messages: Vec<String>,
     /// 1-based user turn → (gold chunk ids, rewrite).
     pub gold: HashMap<usize, (Vec<String>, String)>,

@@ -13,6 +13,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+/// The `ragctx eval` subcommands: what each evaluates, and its flags.
 #[derive(Subcommand)]
 pub enum EvalCommand {
     /// The intent rules against a labelled set: accuracy and the confusion matrix
@@ -23,13 +24,16 @@ pub enum EvalCommand {
         /// Fail below this accuracy (any message wrongly taken for a reshow fails too)
         #[arg(long, default_value_t = 0.95)]
         min_accuracy: f64,
+        /// Print accuracy, confusion matrix and misses as one JSON object
         #[arg(long)]
         json: bool,
     },
     /// Cross-document conflicts: do both sides reach the context?
     Conflicts {
+        /// JSON of conflict cases (a question and the documents that disagree) and distractors
         #[arg(long, default_value = "eval/conflicts.json")]
         file: PathBuf,
+        /// Print the rows as one JSON object
         #[arg(long)]
         json: bool,
     },
@@ -65,6 +69,7 @@ pub enum EvalCommand {
         /// Comma-separated fusions for hybrid: rrf, weighted, rescore [default: the configured fusion]
         #[arg(long, value_delimiter = ',')]
         fusion: Vec<String>,
+        /// Context budget in cl100k_base tokens [default: the configured budget]
         #[arg(long)]
         budget: Option<usize>,
         /// Replay at most this many conversations
@@ -73,6 +78,7 @@ pub enum EvalCommand {
         /// Write mtrag.json and mtrag.html here
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Print the report as one JSON object instead of the table
         #[arg(long)]
         json: bool,
     },
@@ -87,6 +93,7 @@ pub enum EvalCommand {
         /// Comma-separated fusions for hybrid: weighted, rrf, rescore; one row each
         #[arg(long, value_delimiter = ',', default_value = "weighted")]
         fusion: Vec<String>,
+        /// Print each row as a JSON object (several rows: one array)
         #[arg(long)]
         json: bool,
     },
@@ -190,7 +197,7 @@ pub fn read_qrels(path: &Path) -> Result<HashMap<String, HashMap<String, f64>>> 
     Ok(out)
 }
 
-/// nDCG@k with graded gains (2^rel - 1, as BEIR's pytrec_eval), and recall@k.
+/// nDCG@k with graded gains (2^rel - 1, as BEIR's pytrec_eval); 0 when nothing is relevant.
 pub fn ndcg_at(ranked: &[String], rel: &HashMap<String, f64>, k: usize) -> f64 {
     let gain = |r: f64| 2f64.powf(r) - 1.0;
     let dcg: f64 = ranked
@@ -209,6 +216,8 @@ pub fn ndcg_at(ranked: &[String], rel: &HashMap<String, f64>, k: usize) -> f64 {
     }
 }
 
+/// Recall@k: the share of the documents with relevance > 0 that rank in the first `k`; 0
+/// when there are none.
 pub fn recall_at(ranked: &[String], rel: &HashMap<String, f64>, k: usize) -> f64 {
     let relevant: HashSet<&String> = rel.iter().filter(|(_, &r)| r > 0.0).map(|(d, _)| d).collect();
     if relevant.is_empty() {

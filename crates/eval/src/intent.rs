@@ -12,8 +12,11 @@ const INTENTS: [Intent; 3] = [Intent::New, Intent::FollowUp, Intent::Reshow];
 
 /// One labelled message.
 pub struct Case {
+    /// The message, classified as a session's second.
     pub text: String,
+    /// The expected intent.
     pub intent: Intent,
+    /// 1-based line in the cases file, for reporting misses.
     pub line: usize,
 }
 
@@ -40,6 +43,8 @@ pub fn read_cases(path: &Path) -> Result<Vec<Case>> {
     Ok(out)
 }
 
+/// Classifies every case of `path` and prints accuracy, the confusion matrix and the misses.
+/// Fails below `min_accuracy` or when any message is wrongly taken for a reshow.
 pub fn run(path: &Path, min_accuracy: f64, json: bool) -> Result<()> {
     let cases = read_cases(path)?;
     // confusion[expected][predicted]

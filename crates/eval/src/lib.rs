@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! ragctx's offline evaluation and benchmarks: the logic behind `ragctx eval` and
 //! `ragctx bench`, as a library the binary dispatches to.
 //!

@@ -23,20 +23,32 @@ use std::time::Instant;
 
 /// Options of one evaluation run.
 pub struct MtragOptions {
+    /// Conversations file (turns.jsonl format).
     pub turns: PathBuf,
+    /// Folder holding `corpus_DOMAIN.jsonl` for every domain replayed.
     pub corpus_dir: PathBuf,
+    /// Domains to replay; empty = every domain of the turns file.
     pub domains: Vec<String>,
+    /// Strategies to compare (names of [`ALL_STRATEGIES`]), each run once per query mode and
+    /// retrieval, the seed's strategies also once per granularity.
     pub strategies: Vec<String>,
+    /// Granularities the seed's strategies run at (the memory modes keep the configured one).
     pub granularities: Vec<Granularity>,
+    /// Query modes: `last`, `history`, `weighted`, `rewrite` (see `eval mtrag --query`).
     pub queries: Vec<String>,
     /// Retrievals to run each strategy with (hybrid with its fusion).
     pub retrievals: Vec<(Retrieval, Option<Fusion>)>,
+    /// Context budget in tokens replacing the configured one.
     pub budget: Option<usize>,
+    /// Replay at most this many conversations (the first by conversation id).
     pub conversations: Option<usize>,
+    /// Folder to write `mtrag.json` and `mtrag.html` to.
     pub out: Option<PathBuf>,
+    /// Print the report as one JSON object instead of the table.
     pub json: bool,
 }
 
+/// Every strategy `eval mtrag` knows, in the order of its default list.
 pub const ALL_STRATEGIES: [&str; 8] = ["none", "group", "exclude", "full", "full+cited", "history", "engine", "client"];
 
 /// Weights of the current question and the user turns before it in the eval's own
@@ -45,7 +57,9 @@ pub const WEIGHTED_QUERY: [f32; 3] = [1.0, 0.5, 0.25];
 
 /// Remembers query embeddings: every strategy asks the same questions.
 pub struct MemoEmbedder {
+    /// The embedder asked for what the memo lacks, and for every passage.
     pub inner: Arc<dyn Embedder>,
+    /// Query vectors by text, and the mixes of [`MemoEmbedder::mix`] by their key.
     pub memo: Mutex<HashMap<String, Vec<f32>>>,
 }
 
@@ -180,6 +194,10 @@ fn query_text(conv: &Conversation, i: usize, mode: &str) -> String {
     }
 }
 
+/// Replays every conversation once per variant (a strategy with its granularity, query mode
+/// and retrieval) in a fresh, temporary session, scores the turns with gold passages, and
+/// prints the report as a table or JSON (also written as `mtrag.json` and `mtrag.html` to
+/// `out` when set). Passage embeddings are cached in the configured data dir.
 pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
     let started = Instant::now();
     let convs = {

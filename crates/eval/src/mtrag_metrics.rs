@@ -10,15 +10,30 @@ pub struct Means {
     /// Gold whose text the model reads this turn (DESIGN §6): the context, plus for
     /// `client` and `history` the earlier contexts the client keeps (within the window).
     pub evidence_recall: f64,
+    /// Share of the turn's gold chunks in this turn's context: |G_t ∩ C_t| / |G_t|.
     pub fresh_recall: f64,
+    /// Share of the gold chunks' documents with a block in this turn's context (0 when no gold
+    /// chunk is in the corpus).
     pub doc_recall: f64,
+    /// Share of the gold chunks in this context or shown in any earlier turn of the session,
+    /// |G_t ∩ (C_t ∪ S_<t)| / |G_t|: an upper bound, not what a stateless model reads.
     pub available_recall: f64,
+    /// Share of this context's chunks already shown in an earlier turn of the session:
+    /// |C_t ∩ S_<t| / |C_t|.
     pub repeat_rate: f64,
+    /// `repeat_rate` on documents: share of this context's documents shown in an earlier turn.
     pub doc_repeat_rate: f64,
+    /// Tokens of this turn's evidence: blocks and pointers, headers included.
     pub context_tokens: f64,
+    /// Every token the model reads this turn: the turn's own prompt (`turn_tokens`), plus for
+    /// `client` and `history` the earlier contexts and exchanges the client keeps in the window.
     pub prompt_tokens: f64,
+    /// Gold chunks this context shows for the first time in the session, per 1,000
+    /// `prompt_tokens`.
     pub new_gold_per_1k_tokens: f64,
+    /// Documents left after dedupe.
     pub unique_documents: f64,
+    /// Blocks in this turn's context.
     pub context_fragments: f64,
     /// Blocks whose text (case and spacing folded) repeats another block of the same context.
     pub duplicate_text_slots: f64,
@@ -32,11 +47,15 @@ pub struct Means {
     /// Tokens this turn's own prompt adds (instructions, conversation, pointers, blocks,
     /// question), without the earlier contexts a client keeps.
     pub turn_tokens: f64,
+    /// Blocks carried from the working set (`engine` memory: shown in an earlier turn of the
+    /// window).
     pub carried: f64,
+    /// Pointers to chunks the caller already holds (`client` memory).
     pub pointers: f64,
     /// Tokens of earlier questions and answers the model reads: the conversation `engine`
     /// puts in the prompt, or the exchanges a client keeps (`client`, `history`).
     pub conversation_tokens: f64,
+    /// Gold turns added up (1 for one turn's metrics); not averaged by `mean`.
     pub turns: usize,
 }
 
@@ -93,17 +112,25 @@ pub(crate) struct Tally {
     pub(crate) by_turn: BTreeMap<usize, Means>,
 }
 
+/// What one variant of `eval mtrag` (a strategy with its granularity, query mode and
+/// retrieval) scored: its settings and the means of its gold turns.
 #[derive(Serialize)]
 pub struct StrategyReport {
+    /// The exclusion granularity setting the variant ran with (the memory modes: the configured one).
     pub granularity: ragctx_core::Granularity,
+    /// Query mode: `last`, `history`, `weighted` or `rewrite`.
     pub query: String,
+    /// Memory mode the variant ran with (`client` for the seed's strategies, which carry nothing).
     pub memory: ragctx_core::Memory,
     /// How `evidence_recall` and `prompt_tokens` count: `stateless` (this turn's prompt
     /// only) or `client_keeps` (plus the earlier contexts of the window).
     pub reader: String,
+    /// Means over every gold turn.
     pub overall: Means,
     /// Means over gold turns at index ≥ 5.
     pub from_turn_5: Means,
+    /// Means over the gold turns of each domain.
     pub by_domain: BTreeMap<String, Means>,
+    /// Means over the gold turns at each 1-based user turn index.
     pub by_turn: BTreeMap<usize, Means>,
 }
