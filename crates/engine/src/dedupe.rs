@@ -1,8 +1,9 @@
 //! Stage 4: dedupe by documentID (best score wins), identical text under two ids counted
 //! once, and adjacent chunks of one document merged into one block.
 
-use ragctx_core::{Chunk, DocumentId, Grouping, Hit};
+use ragctx_core::{Chunk, DocumentId, FxHasher, Grouping, Hit};
 use std::collections::HashMap;
+use std::hash::Hasher;
 
 /// Text that will become one context block: one chunk, or adjacent chunks of one document.
 #[derive(Clone, Debug, PartialEq)]
@@ -46,10 +47,11 @@ pub struct Deduped {
     pub aliases: Vec<(DocumentId, DocumentId)>,
 }
 
-/// Hash of the text with case and white space folded (FNV-1a 64): auxiliary evidence that
-/// two ids hold the same passage.
+/// Hash of the text with case and white space folded (core's [`FxHasher`] over the folded
+/// bytes, streamed: no folded copy is made): auxiliary evidence that two ids hold the same
+/// passage.
 pub fn text_hash(text: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut h = FxHasher::default();
     let mut space = false;
     for c in text.trim().chars() {
         if c.is_whitespace() {
@@ -57,17 +59,14 @@ pub fn text_hash(text: &str) -> u64 {
             continue;
         }
         if space {
-            h = (h ^ b' ' as u64).wrapping_mul(0x100_0000_01b3);
+            h.write_u8(b' ');
             space = false;
         }
         for l in c.to_lowercase() {
-            let mut buf = [0u8; 4];
-            for b in l.encode_utf8(&mut buf).bytes() {
-                h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
-            }
+            h.write(l.encode_utf8(&mut [0u8; 4]).as_bytes());
         }
     }
-    h
+    h.finish()
 }
 
 fn sort_by_score(hits: &mut [Hit]) {

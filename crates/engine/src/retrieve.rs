@@ -82,13 +82,15 @@ pub fn retrieve(
         let outcome = SearchOutcome { hits: ladder(lexical_hits), ..lexical };
         return Ok(Retrieved { outcome, deeper: lexical_deeper, sides: Some(sides) });
     }
-    let d = dense(store, request.clone(), settings)?;
+    // The request moves into the dense search: only its limit and grouping are needed after.
+    let (asked, grouping) = (request.limit, request.grouping.clone());
+    let d = dense(store, request, settings)?;
     let dense_ids: Vec<ChunkId> = d.outcome.hits.iter().map(|h| h.chunk.id.clone()).collect();
     let fused = fuse(settings.fusion, &d.outcome.hits, &bm25, &lexical_hits);
     // As many as the dense side was asked for in the end (its deeper searches included);
     // `select` takes more while too few documents are in.
-    let limit = request.limit << d.deeper;
-    let hits = ladder(select(fused, limit, request.grouping.as_ref(), settings.min_documents.min(settings.limit)));
+    let limit = asked << d.deeper;
+    let hits = ladder(select(fused, limit, grouping.as_ref(), settings.min_documents.min(settings.limit)));
     let outcome = SearchOutcome {
         hits,
         path: d.outcome.path,

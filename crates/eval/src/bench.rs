@@ -14,58 +14,9 @@ use std::time::Instant;
 #[derive(Subcommand)]
 pub enum BenchCommand {
     /// Search latency and recall@k against exact search, with random and correlated exclusion
-    Search {
-        /// Queries per row
-        #[arg(long, default_value_t = 200)]
-        queries: usize,
-        /// Nearest neighbours per query (the k of recall@k)
-        #[arg(long, default_value_t = 10)]
-        k: usize,
-        /// Grow the corpus to this many vectors with noisy copies of the stored ones
-        #[arg(long, default_value_t = 0)]
-        scale: usize,
-        /// JSONL file whose "question" fields are embedded as queries (default: noisy
-        /// copies of stored vectors)
-        #[arg(long)]
-        questions: Option<PathBuf>,
-        /// Print the results as one JSON object
-        #[arg(long)]
-        json: bool,
-        /// Seed of the random copies, queries and exclusion sets
-        #[arg(long, default_value_t = 7)]
-        seed: u64,
-        /// Write the vectors, queries, exclusion sets and these results here, for
-        /// bench/compare.py to run the peers on exactly the same input
-        #[arg(long)]
-        export: Option<PathBuf>,
-        /// Only these rows, e.g. `--rows correlated:1000` (for profiling one path)
-        #[arg(long, value_delimiter = ',')]
-        rows: Vec<String>,
-    },
+    Search(crate::bench_search::SearchOptions),
     /// Sliding-window sweep: search latency and repeat rate per window size N
-    Window {
-        /// Conversations file (turns.jsonl format)
-        #[arg(long, default_value = "../shared/data/mtrag/turns.jsonl")]
-        turns: PathBuf,
-        /// Only conversations of this domain (the long session's questions too)
-        #[arg(long)]
-        domain: Option<String>,
-        /// Comma-separated window sizes; 0 = all turns
-        #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,0")]
-        windows: Vec<usize>,
-        /// Conversations replayed per window size
-        #[arg(long, default_value_t = 30)]
-        conversations: usize,
-        /// Turns of the synthetic long session (its questions are all the domain's questions)
-        #[arg(long, default_value_t = 60)]
-        long_session: usize,
-        /// Recommend the largest window whose p99 search latency stays under this
-        #[arg(long, default_value_t = 5.0)]
-        latency_ceiling_ms: f64,
-        /// Print the rows and the recommended window as one JSON object
-        #[arg(long)]
-        json: bool,
-    },
+    Window(crate::bench_window::WindowOptions),
     /// Load test of a running `ragctx serve`: concurrent sessions of turns over HTTP, then
     /// checks that every turn was remembered
     Http {
@@ -149,31 +100,8 @@ pub fn run(settings: Settings, what: &BenchCommand) -> Result<()> {
     }
     let app = App::open(settings)?;
     match what {
-        BenchCommand::Search { queries, k, scale, questions, json, seed, export, rows } => {
-            let opts = crate::bench_search::SearchOptions {
-                rows: rows.clone(),
-                queries: *queries,
-                k: *k,
-                scale: *scale,
-                questions: questions.clone(),
-                json: *json,
-                seed: *seed,
-                export: export.clone(),
-            };
-            crate::bench_search::search(&app, &opts)
-        }
-        BenchCommand::Window { turns, domain, windows, conversations, long_session, latency_ceiling_ms, json } => {
-            let opts = crate::bench_window::WindowOptions {
-                turns: turns.clone(),
-                domain: domain.clone(),
-                windows: windows.clone(),
-                conversations: *conversations,
-                long_session: *long_session,
-                latency_ceiling_ms: *latency_ceiling_ms,
-                json: *json,
-            };
-            crate::bench_window::run(&app, &opts)
-        }
+        BenchCommand::Search(opts) => crate::bench_search::search(&app, opts),
+        BenchCommand::Window(opts) => crate::bench_window::run(&app, opts),
         BenchCommand::Http { .. } => unreachable!("handled before opening the data dir"),
         BenchCommand::Embed { corpus, passages, single, save_passages, json } => {
             embed(&app, corpus, *passages, *single, save_passages.as_deref(), *json)

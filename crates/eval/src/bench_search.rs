@@ -110,26 +110,34 @@ struct SearchRow {
 }
 
 /// Options of `bench search`, as its flags give them.
+#[derive(clap::Args)]
 pub struct SearchOptions {
-    /// Only these rows (`random:10000`, `correlated:1000`); empty = all.
-    pub rows: Vec<String>,
-    /// Queries per row (with `questions`: at most the file's first this many).
+    /// Queries per row
+    #[arg(long, default_value_t = 200)]
     pub queries: usize,
-    /// Hits per query, and the k of recall@k against the exact scan.
+    /// Nearest neighbours per query (the k of recall@k)
+    #[arg(long, default_value_t = 10)]
     pub k: usize,
-    /// Grow the index to this many vectors with noisy copies of stored ones (none when not
-    /// above the stored count: the store's own index is searched).
+    /// Grow the corpus to this many vectors with noisy copies of the stored ones
+    #[arg(long, default_value_t = 0)]
     pub scale: usize,
-    /// JSONL whose "question" fields are embedded as queries; `None` = noisy copies of stored
-    /// vectors.
+    /// JSONL file whose "question" fields are embedded as queries (default: noisy
+    /// copies of stored vectors)
+    #[arg(long)]
     pub questions: Option<PathBuf>,
-    /// Print the summary as one JSON object instead of the table.
+    /// Print the results as one JSON object
+    #[arg(long)]
     pub json: bool,
-    /// Seed of the random copies, queries and exclusion sets (0 counts as 1).
+    /// Seed of the random copies, queries and exclusion sets
+    #[arg(long, default_value_t = 7)]
     pub seed: u64,
-    /// Folder to write the vectors, queries, exclusion sets and the summary to, for
-    /// `bench/compare.py`.
+    /// Write the vectors, queries, exclusion sets and these results here, for
+    /// bench/compare.py to run the peers on exactly the same input
+    #[arg(long)]
     pub export: Option<PathBuf>,
+    /// Only these rows, e.g. `--rows correlated:1000` (for profiling one path)
+    #[arg(long, value_delimiter = ',')]
+    pub rows: Vec<String>,
 }
 
 fn write_f32s(path: &std::path::Path, rows: &mut dyn Iterator<Item = &[f32]>) -> Result<()> {

@@ -11,22 +11,28 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 
 /// Options of `bench window`, as its flags give them.
+#[derive(clap::Args)]
 pub struct WindowOptions {
-    /// Conversations file (turns.jsonl format).
+    /// Conversations file (turns.jsonl format)
+    #[arg(long, default_value = "../shared/data/mtrag/turns.jsonl")]
     pub turns: PathBuf,
-    /// Only conversations of this domain; `None` = all.
+    /// Only conversations of this domain (the long session's questions too)
+    #[arg(long)]
     pub domain: Option<String>,
-    /// Window sizes N to sweep; 0 = all turns.
+    /// Comma-separated window sizes; 0 = all turns
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,0")]
     pub windows: Vec<usize>,
-    /// Conversations replayed per window size, at most.
+    /// Conversations replayed per window size
+    #[arg(long, default_value_t = 30)]
     pub conversations: usize,
-    /// Turns of the synthetic long session: the user messages of every conversation read (not
-    /// only those replayed), in order, up to this many.
+    /// Turns of the synthetic long session (its questions are all the domain's questions)
+    #[arg(long, default_value_t = 60)]
     pub long_session: usize,
-    /// The recommended window is the largest whose p99 search latency (conversations and long
-    /// session) stays at or under this.
+    /// Recommend the largest window whose p99 search latency stays under this
+    #[arg(long, default_value_t = 5.0)]
     pub latency_ceiling_ms: f64,
-    /// Print the rows and the recommendation as one JSON object instead of the table.
+    /// Print the rows and the recommended window as one JSON object
+    #[arg(long)]
     pub json: bool,
 }
 

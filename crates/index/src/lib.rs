@@ -33,7 +33,6 @@ pub use persist::IndexError;
 use exclusion::{next_revision, Bits};
 use hnsw::{Graph, Scored, Vectors, Walk};
 use ragctx_core::{FastMap, Grouping, SearchPath, SearchRequest};
-use std::collections::HashMap;
 
 /// A first walk is crowded — exclusions sit where the results should be, and it widens —
 /// when fewer than this share of its `ef` nearest points are allowed. At 0.4 a walk at the
@@ -459,7 +458,7 @@ impl VectorIndex {
 
     /// Keeps, in score order, at most `limit` documents and each document's quota of chunks.
     fn group(&self, sorted: &[Scored], limit: usize, grouping: &Grouping) -> Vec<Scored> {
-        let mut taken: HashMap<u32, usize> = HashMap::new();
+        let mut taken: FastMap<u32, usize> = FastMap::default();
         let mut out = Vec::new();
         for &s in sorted {
             let node = s.1 as usize;

@@ -1,5 +1,6 @@
 use super::*;
 use ragctx_core::{ExclusionSet, Grouping, SearchRequest};
+use std::collections::HashMap;
 
 /// Deterministic clustered unit vectors: `docs` documents of `per_doc` chunks each, chunks
 /// of a document close to the document's centre.

@@ -313,7 +313,7 @@ impl LexicalIndex {
             let Some(grouping) = grouping else {
                 return prefix.iter().take(limit).map(|&(e, s)| (e as usize, s)).collect();
             };
-            let mut taken: HashMap<&str, usize> = HashMap::new();
+            let mut taken: FastMap<&str, usize> = FastMap::default();
             let mut out = Vec::new();
             self.fill_groups(prefix, limit, grouping, &mut taken, &mut out);
             if taken.len() >= limit || all {
@@ -367,7 +367,7 @@ impl LexicalIndex {
         ranked: &[(u32, f32)],
         limit: usize,
         grouping: &Grouping,
-        taken: &mut HashMap<&'a str, usize>,
+        taken: &mut FastMap<&'a str, usize>,
         out: &mut Vec<Scored>,
     ) {
         for &(e, s) in ranked {

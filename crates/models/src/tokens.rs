@@ -3,12 +3,14 @@ use tiktoken_rs::CoreBPE;
 
 /// Counts tokens with tiktoken's `cl100k_base` (embedded in the binary; no download).
 pub struct Cl100kCounter {
-    bpe: CoreBPE,
+    bpe: &'static CoreBPE,
 }
 
 impl Cl100kCounter {
+    /// A counter over the process's one parsed `cl100k_base` table (tiktoken's singleton:
+    /// parsed on first use, shared by every counter after).
     pub fn new() -> Self {
-        Cl100kCounter { bpe: tiktoken_rs::cl100k_base().expect("cl100k_base ships inside tiktoken-rs") }
+        Cl100kCounter { bpe: tiktoken_rs::cl100k_base_singleton() }
     }
 }
 

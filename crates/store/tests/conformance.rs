@@ -30,6 +30,15 @@ fn embedded_vector_store_conforms_on_both_search_paths() {
 fn embedded_lexical_search_conforms_and_survives_a_reopen() {
     let dir = tempfile::tempdir().unwrap();
     ragctx_testkit::lexical_conformance(&open(dir.path(), 0).vector_store(), 8);
+    // The file as the first process left it: the reopened store must load it, not rebuild it
+    // (a rebuild renames a new file into place).
+    let stamp = |p: &std::path::Path| {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(p).map(|m| (m.ino(), m.mtime_nsec(), m.mtime())).ok()
+    };
+    let file = dir.path().join("lexical.bin");
+    let written = stamp(&file);
+    assert!(written.is_some(), "the searches wrote lexical.bin");
     let again = open(dir.path(), 0).vector_store();
     let out = again
         .search_lexical(&ragctx_core::LexicalRequest {
@@ -42,6 +51,7 @@ fn embedded_lexical_search_conforms_and_survives_a_reopen() {
         .unwrap();
     assert_eq!(out.hits[0].chunk.id.as_str(), "d11#1");
     assert!(dir.path().join("lexical.bin").is_file(), "kept beside the store");
+    assert_eq!(stamp(&file), written, "the reopened store loaded the current lexical.bin");
     // A write moves the generation: the file is stale and the index is rebuilt, in the next
     // process (which finds a file one generation behind) and in this one.
     let vector = again.vectors(&["d11#1".into()]).unwrap().remove(0).unwrap();
