@@ -1,4 +1,4 @@
-use crate::{ChunkId, DocumentId};
+use crate::{ChunkId, DocumentId, Metadata};
 use serde::{Deserialize, Serialize};
 
 /// One retrievable passage of a source document.
@@ -30,6 +30,10 @@ pub struct Chunk {
     /// with white space (its count would then depend on what precedes it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens: Option<u32>,
+    /// What the chunk's source says of itself (DESIGN §8): filtered on by a turn's filter and
+    /// returned with its blocks. A document's chunks carry its metadata.
+    #[serde(default, skip_serializing_if = "Metadata::is_empty")]
+    pub metadata: Metadata,
 }
 
 fn default_weight() -> f32 {
@@ -52,6 +56,7 @@ impl Chunk {
             end: None,
             weight: 1.0,
             tokens: None,
+            metadata: Metadata::default(),
         }
     }
 

@@ -48,11 +48,16 @@ macro_rules! named {
 mod chunk;
 mod context;
 mod error;
+mod filter;
+mod filter_index;
 pub mod hash;
 mod ids;
+mod metadata;
 mod modes;
+mod scoped;
 mod search;
 mod session;
+mod tenant;
 mod trace;
 mod traits;
 mod turn;
@@ -60,14 +65,19 @@ mod turn;
 pub use chunk::{check_replacement, Chunk, DocumentSummary, EmbeddedChunk, Replaced, CHUNK_TOKENIZER};
 pub use context::{citation_markers, Citation, ContextBlock, Pointer};
 pub use error::{Error, ErrorKind, Report, Result, Source};
+pub use filter::{Field, Filter, FilterError, Range, Scalar, MAX_DEPTH as MAX_FILTER_DEPTH, MAX_TERMS as MAX_FILTER_TERMS};
+pub use filter_index::{DocumentPositions, MetadataIndex, PositionBits};
 pub use hash::{fx_hash, FastMap, FxHasher};
 pub use ids::{ChunkId, DocumentId, SessionId};
+pub use metadata::{valid_key as valid_metadata_key, Json, MetaValue, Metadata};
 pub use modes::{Consumption, ConversationQuery, Granularity, Strategy};
+pub use scoped::{ScopedSessionStore, ScopedVectorStore};
 pub use search::{
     ExclusionSet, Fusion, Grouping, Hit, LexicalRequest, PreparedExclusions, Retrieval, SearchOutcome, SearchPath,
     SearchRequest,
 };
 pub use session::{Intent, Memory, QuantizedVector, Retention, SessionState, TurnCommit, TurnRecord};
+pub use tenant::{tenant_of, Tenant, DEFAULT_TENANT, TENANT_SEPARATOR};
 pub use trace::{EffectiveSettings, RetrievalTrace, Trace, TraceStats};
 pub use traits::{Embedder, GenerationRequest, Generator, SessionStore, TokenCounter, VectorStore};
 pub use turn::{TurnSettings, DEFAULT_GROUP_MARGIN};

@@ -1,4 +1,4 @@
-use crate::{fx_hash, Chunk, ChunkId, DocumentId};
+use crate::{fx_hash, Chunk, ChunkId, DocumentId, Filter};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -200,7 +200,7 @@ impl Grouping {
 }
 
 /// One vector search.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct SearchRequest {
     /// L2-normalised query vector.
     pub vector: Vec<f32>,
@@ -210,6 +210,12 @@ pub struct SearchRequest {
     pub grouping: Option<Grouping>,
     /// Ids never returned and never costing a result slot.
     pub exclusion: ExclusionSet,
+    /// Metadata a chunk must match to come back; with `exclusion` and `tenant` one predicate,
+    /// applied inside the search (a chunk that fails it never costs a result slot).
+    pub filter: Filter,
+    /// The tenant searched (its stored ids only); `None` searches every tenant (an admin's or
+    /// a single-tenant tool's call). A tenant-scoped store always sets it.
+    pub tenant: Option<String>,
 }
 
 /// A chunk returned by a search with its similarity (cosine; higher is closer).
@@ -238,7 +244,7 @@ pub enum SearchPath {
 
 /// One lexical (BM25) search, under the same exclusion and grouping contract as
 /// [`SearchRequest`].
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct LexicalRequest {
     /// The text matched against titles and texts (in a turn, the question alone).
     pub query: String,
@@ -248,6 +254,10 @@ pub struct LexicalRequest {
     pub grouping: Option<Grouping>,
     /// Ids never returned and never costing a result slot.
     pub exclusion: ExclusionSet,
+    /// As [`SearchRequest::filter`].
+    pub filter: Filter,
+    /// As [`SearchRequest::tenant`].
+    pub tenant: Option<String>,
 }
 
 /// Which index a turn searches.

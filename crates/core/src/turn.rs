@@ -2,8 +2,8 @@
 
 use crate::trace::memory_before_modes;
 use crate::{
-    Consumption, ConversationQuery, EffectiveSettings, Error, Fusion, Granularity, Intent, Memory, Result, Retention,
-    Retrieval, Strategy,
+    Consumption, ConversationQuery, EffectiveSettings, Error, Filter, Fusion, Granularity, Intent, Memory, Result,
+    Retention, Retrieval, Strategy,
 };
 use serde::{Deserialize, Serialize};
 
@@ -59,6 +59,10 @@ pub struct TurnSettings {
     /// How hybrid search fuses its two sides.
     #[serde(default)]
     pub fusion: Fusion,
+    /// The metadata a chunk must match to be searched, shown, carried or pointed to
+    /// (DESIGN §8): the standing filter of the settings and the turn's own, both holding.
+    #[serde(default, skip_serializing_if = "Filter::is_all")]
+    pub filter: Filter,
 }
 
 impl Default for TurnSettings {
@@ -84,6 +88,7 @@ impl Default for TurnSettings {
             conversation_query: ConversationQuery::Always,
             retrieval: Retrieval::Dense,
             fusion: Fusion::Weighted,
+            filter: Filter::All,
         }
     }
 }

@@ -118,7 +118,7 @@ impl Engine {
                 .last()
                 .map(|t| t.pointed_chunks.iter().chain(&t.shown_chunks).cloned().collect())
                 .unwrap_or_default();
-            let hits = self.scored(&vector, &shown)?;
+            let hits = self.scored(&vector, &shown, &settings.filter)?;
             // In the earlier prompt's order: the pointers (ranked above the new sources), then
             // the sources shown.
             let pointed = state.turns.last().map(|t| t.pointed_chunks.clone()).unwrap_or_default();
@@ -165,7 +165,7 @@ impl Engine {
             // weakest kept less evidence with hybrid retrieval on MTRAG (bench/README.md).
             let floor = hits.iter().map(|h| h.score).fold(f32::INFINITY, f32::min);
             ranking = self
-                .scored(&vector, &ids)?
+                .scored(&vector, &ids, &settings.filter)?
                 .into_iter()
                 .filter(|h| exclusion.excludes(&h.chunk.id, &h.chunk.document_id))
                 .filter(|h| h.score >= floor || hits.is_empty())
@@ -254,8 +254,16 @@ impl Engine {
     }
 
     /// Chunks by id, scored exactly against the query (unknown ids are skipped).
-    fn scored(&self, query: &[f32], ids: &[ChunkId]) -> Result<Vec<Hit>> {
-        let hits = self.vectors.chunks(ids)?.into_iter().map(|chunk| Hit { chunk, score: 0.0 }).collect();
+    /// The chunks of `ids` that pass the turn's filter, scored exactly against `query`:
+    /// nothing that fails the current filter is carried or pointed to.
+    fn scored(&self, query: &[f32], ids: &[ChunkId], filter: &Filter) -> Result<Vec<Hit>> {
+        let hits = self
+            .vectors
+            .chunks(ids)?
+            .into_iter()
+            .filter(|c| filter.matches(c.document_id.as_str(), &c.metadata))
+            .map(|chunk| Hit { chunk, score: 0.0 })
+            .collect();
         retrieve::rescored(self.vectors.as_ref(), query, hits)
     }
 }

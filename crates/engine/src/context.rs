@@ -266,6 +266,7 @@ mod tests {
                 end: None,
                 weight: 1.0,
                 tokens: None,
+                metadata: Default::default(),
             }],
             score,
             text,

@@ -206,6 +206,7 @@ mod tests {
                 end: Some(start + text.chars().count() as u64),
                 weight: 1.0,
                 tokens: None,
+                metadata: Default::default(),
             },
             score,
         }

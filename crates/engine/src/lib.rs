@@ -33,7 +33,7 @@ pub use settings::{
 };
 
 use ragctx_core::{
-    ChunkId, Citation, ContextBlock, DocumentId, Embedder, Error, ExclusionSet, GenerationRequest, Generator, Grouping,
+    ChunkId, Citation, ContextBlock, DocumentId, Embedder, Error, ExclusionSet, Filter, GenerationRequest, Generator, Grouping,
     Hit, Intent, Memory, Pointer, Result, SearchPath, SessionId, SessionState, SessionStore, TokenCounter, Trace,
     TraceStats, TurnCommit, VectorStore,
 };

@@ -38,7 +38,14 @@ pub fn retrieve(
     settings: &TurnSettings,
 ) -> Result<Retrieved> {
     let grouping = settings.strategy.groups().then_some(Grouping { group_size: settings.group_size, quotas });
-    let request = SearchRequest { vector, limit: settings.limit, grouping, exclusion };
+    let request = SearchRequest {
+        vector,
+        limit: settings.limit,
+        grouping,
+        exclusion,
+        filter: settings.filter.clone(),
+        tenant: None,
+    };
     let lexical = match settings.retrieval {
         Retrieval::Dense => None,
         Retrieval::Lexical | Retrieval::Hybrid => lexical(store, &request, query, settings)?,
@@ -120,6 +127,8 @@ fn lexical(
         limit: request.limit,
         grouping: request.grouping.clone(),
         exclusion: request.exclusion.clone(),
+        filter: request.filter.clone(),
+        tenant: request.tenant.clone(),
     };
     deepen(request.limit, request.grouping.is_some(), settings, |limit| {
         asked.limit = limit;

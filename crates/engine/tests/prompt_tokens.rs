@@ -106,6 +106,7 @@ fn block_count_from_ingest_time_text_count_is_exact() {
                 end: None,
                 weight: 1.0,
                 tokens: ragctx_engine::ingest::text_tokens(&counter, body),
+                metadata: Default::default(),
             };
             let f = Fragment {
                 document_id: chunk.document_id.clone(),

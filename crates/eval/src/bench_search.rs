@@ -28,6 +28,7 @@ pub(crate) fn lexical(app: &App, questions: &std::path::Path, queries: usize, se
         limit: 8,
         grouping,
         exclusion: excluded,
+        ..Default::default()
     };
     if store.prepare_lexical()?.is_none() {
         bail!("this store has no lexical index");
@@ -240,6 +241,7 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
                     limit: excluded,
                     grouping: None,
                     exclusion: ExclusionSet::default(),
+                    ..Default::default()
                 };
                 index.search_with(&own, Some(ForcePath::Exact)).hits.into_iter().map(|(n, _)| n).collect()
             };

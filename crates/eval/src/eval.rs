@@ -283,6 +283,7 @@ fn beir(
                     limit: BEIR_DEPTH,
                     grouping: None,
                     exclusion: ExclusionSet::default(),
+                    ..Default::default()
                 };
                 let hits = index.search(&req).hits;
                 hits.iter()
@@ -378,6 +379,7 @@ fn conflicts(settings: &Settings, file: &Path, json: bool) -> Result<()> {
                     end: None,
                     weight: 1.0,
                     tokens: None,
+                    metadata: Default::default(),
                 },
                 vector,
             }

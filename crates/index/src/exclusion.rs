@@ -69,6 +69,20 @@ impl ResolvedExclusion {
     pub(crate) fn blocks(&self, node: u32) -> bool {
         self.blocked.get(node as usize)
     }
+
+    /// This set with every node outside `allowed` blocked too (`live`: the index's live
+    /// points, to count what stays allowed).
+    pub(crate) fn narrowed(&self, allowed: &ragctx_core::PositionBits, live: usize) -> ResolvedExclusion {
+        let mut blocked = self.blocked.clone();
+        let mut open = 0usize;
+        let len = blocked.len;
+        for (i, w) in blocked.words.iter_mut().enumerate() {
+            *w |= !allowed.words().get(i).copied().unwrap_or(0);
+            let valid = if (i + 1) * 64 <= len { u64::MAX } else { (1u64 << (len % 64)) - 1 };
+            open += (!*w & valid).count_ones() as usize;
+        }
+        ResolvedExclusion { revision: self.revision, blocked, excluded_live: live - open.min(live) }
+    }
 }
 
 impl VectorIndex {

@@ -12,7 +12,7 @@
 //! ix.upsert("b#0", "b", 1.0, &[0.0, 1.0]);
 //! let mut exclusion = ExclusionSet::default();
 //! exclusion.chunks.insert("a#0".into());
-//! let req = SearchRequest { vector: vec![1.0, 0.0], limit: 1, grouping: Some(Grouping::new(1)), exclusion };
+//! let req = SearchRequest { vector: vec![1.0, 0.0], limit: 1, grouping: Some(Grouping::new(1)), exclusion, ..Default::default() };
 //! let found = ix.search(&req);
 //! assert_eq!(ix.chunk_id(found.hits[0].0), "a#1");
 //! ```
@@ -32,7 +32,7 @@ pub use persist::IndexError;
 
 use exclusion::{next_revision, Bits};
 use hnsw::{Graph, Scored, Vectors, Walk};
-use ragctx_core::{FastMap, Grouping, SearchPath, SearchRequest};
+use ragctx_core::{tenant_of, DocumentPositions, FastMap, Filter, Grouping, Metadata, MetadataIndex, SearchPath, SearchRequest};
 
 /// A first walk is crowded — exclusions sit where the results should be, and it widens —
 /// when fewer than this share of its `ef` nearest points are allowed. At 0.4 a walk at the
@@ -111,8 +111,21 @@ pub struct VectorIndex {
     by_chunk: FastMap<String, u32>,
     by_doc: FastMap<String, u32>,
     doc_nodes: Vec<Vec<u32>>,
+    /// Metadata and tenants by node, for filters resolved before a search.
+    meta: MetadataIndex,
+    /// [`Metadata::digest`] by node: a re-upsert with other metadata takes a new node.
+    meta_digest: Vec<u64>,
     /// Changes with every mutation (see [`ResolvedExclusion`]).
     revision: u64,
+}
+
+impl DocumentPositions for VectorIndex {
+    fn positions_of(&self, document_id: &str) -> &[u32] {
+        match self.by_doc.get(document_id) {
+            Some(&d) => &self.doc_nodes[d as usize],
+            None => &[],
+        }
+    }
 }
 
 impl VectorIndex {
@@ -133,6 +146,8 @@ impl VectorIndex {
             by_chunk: FastMap::default(),
             by_doc: FastMap::default(),
             doc_nodes: Vec::new(),
+            meta: MetadataIndex::default(),
+            meta_digest: Vec::new(),
             revision: next_revision(),
         }
     }
@@ -200,7 +215,26 @@ impl VectorIndex {
     ///
     /// Panics if `vector.len() != dimension()`: callers validate dimensions first.
     pub fn upsert(&mut self, chunk_id: &str, document_id: &str, weight: f32, vector: &[f32]) -> bool {
+        self.upsert_with(chunk_id, document_id, weight, &Metadata::default(), vector)
+    }
+
+    /// [`VectorIndex::upsert`] of a chunk with its metadata (its id's tenant too).
+    pub fn upsert_chunk(&mut self, chunk: &ragctx_core::Chunk, vector: &[f32]) -> bool {
+        self.upsert_with(chunk.id.as_str(), chunk.document_id.as_str(), chunk.weight, &chunk.metadata, vector)
+    }
+
+    /// [`VectorIndex::upsert`] with metadata: a chunk whose vector and metadata are unchanged
+    /// keeps its node.
+    pub fn upsert_with(
+        &mut self,
+        chunk_id: &str,
+        document_id: &str,
+        weight: f32,
+        metadata: &Metadata,
+        vector: &[f32],
+    ) -> bool {
         assert_eq!(vector.len(), self.dim, "vector dimension");
+        let digest = metadata.digest();
         self.revision = next_revision();
         let doc = match self.by_doc.get(document_id) {
             Some(&d) => d,
@@ -213,7 +247,7 @@ impl VectorIndex {
             }
         };
         if let Some(&old) = self.by_chunk.get(chunk_id) {
-            if self.vector(old) == vector {
+            if self.vector(old) == vector && self.meta_digest[old as usize] == digest {
                 self.weights[old as usize] = weight;
                 if self.doc_of[old as usize] != doc {
                     let prev = self.doc_of[old as usize] as usize;
@@ -234,6 +268,8 @@ impl VectorIndex {
         self.weights.push(weight);
         self.retired.push(false);
         self.doc_nodes[doc as usize].push(node);
+        self.meta.push(node, tenant_of(chunk_id), metadata);
+        self.meta_digest.push(digest);
         self.vectors.extend_from_slice(vector);
         self.push_half(node);
         let vectors = Vectors { data: &self.vectors, dim: self.dim, halves: None };
@@ -289,17 +325,42 @@ impl VectorIndex {
     /// A copy without retired nodes (rebuilds the graph).
     pub fn compacted(&self) -> VectorIndex {
         let mut fresh = VectorIndex::new(self.dim, self.params);
+        let mut map = vec![None; self.nodes()];
+        let empty = Metadata::default();
         for node in 0..self.nodes() as u32 {
             if !self.retired.get(node as usize) {
-                fresh.upsert(
+                map[node as usize] = Some(fresh.nodes() as u32);
+                fresh.upsert_with(
                     self.chunk_id(node),
                     self.document_id(node),
                     self.weights[node as usize],
+                    &empty,
                     self.vector(node),
                 );
+                *fresh.meta_digest.last_mut().expect("pushed") = self.meta_digest[node as usize];
             }
         }
+        fresh.meta = self.meta.remapped(&map, fresh.nodes());
         fresh
+    }
+
+    /// The metadata index (its size for the benchmarks, tenants for admin listings).
+    pub fn metadata_index(&self) -> &MetadataIndex {
+        &self.meta
+    }
+
+    /// `ex` narrowed to the chunks of `tenant` (`None`: any) that pass `filter`: one
+    /// predicate, resolved to bits before the search. `ex` itself when nothing narrows it.
+    pub fn restrict(
+        &self,
+        ex: std::sync::Arc<ResolvedExclusion>,
+        filter: &Filter,
+        tenant: Option<&str>,
+    ) -> std::sync::Arc<ResolvedExclusion> {
+        match self.meta.allowed(filter, tenant, self) {
+            None => ex,
+            Some(allowed) => std::sync::Arc::new(ex.narrowed(&allowed, self.len())),
+        }
     }
 
     pub fn search(&self, request: &SearchRequest) -> IndexHits {
@@ -308,7 +369,11 @@ impl VectorIndex {
 
     /// Search with grouping and exclusion applied inside; `force` pins the path.
     pub fn search_with(&self, request: &SearchRequest, force: Option<ForcePath>) -> IndexHits {
-        let ex = self.resolve(&request.exclusion);
+        let ex = self.restrict(
+            std::sync::Arc::new(self.resolve(&request.exclusion)),
+            &request.filter,
+            request.tenant.as_deref(),
+        );
         self.search_resolved(&request.vector, request.limit, request.grouping.as_ref(), &ex, force)
     }
 
@@ -337,6 +402,15 @@ impl VectorIndex {
             };
         }
         let allowed_live = live - ex.excluded_live;
+        if allowed_live == 0 {
+            return IndexHits {
+                hits: Vec::new(),
+                path: SearchPath::Exact,
+                rounds: 0,
+                reason: "no chunk passes the exclusion and filter".into(),
+                visits: 0,
+            };
+        }
         let allowed_share = allowed_live as f64 / live as f64;
         let per_group = grouping.map_or(1, |g| g.group_size);
         let need = limit * per_group;

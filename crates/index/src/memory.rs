@@ -55,7 +55,7 @@ impl VectorStore for MemoryVectorStore {
         self.generation.fetch_add(1, Ordering::SeqCst);
         let mut new = 0;
         for c in chunks {
-            if ix.upsert(c.chunk.id.as_str(), c.chunk.document_id.as_str(), c.chunk.weight, &c.vector) {
+            if ix.upsert_chunk(&c.chunk, &c.vector) {
                 new += 1;
             }
             map.insert(c.chunk.id.clone(), c.chunk.clone());
@@ -90,6 +90,7 @@ impl VectorStore for MemoryVectorStore {
         let ix = self.index.read().expect("lock");
         let map = self.chunks.read().expect("lock");
         let ex = self.resolved.get(&ix, &request.exclusion);
+        let ex = ix.restrict(ex, &request.filter, request.tenant.as_deref());
         let r = ix.search_resolved(&request.vector, request.limit, request.grouping.as_ref(), &ex, None);
         let hits = r.hits.iter().map(|&(n, score)| Hit { chunk: map[ix.chunk_id(n)].clone(), score }).collect();
         Ok(SearchOutcome { hits, path: r.path, rounds: r.rounds, reason: r.reason })
@@ -104,7 +105,7 @@ impl VectorStore for MemoryVectorStore {
         // Writers hold the chunk map's write lock while they move the generation.
         let map = self.chunks.read().expect("lock");
         let lexical = self.lexical_index(&map)?;
-        let found = lexical.search(&request.query, request.limit, request.grouping.as_ref(), &request.exclusion);
+        let found = lexical.search_request(request);
         let hits = found.iter().map(|&(e, score)| Hit { chunk: map[lexical.chunk_id(e)].clone(), score }).collect();
         let reason = format!("BM25 over {} chunks", lexical.len());
         Ok(Some(SearchOutcome { hits, path: SearchPath::Lexical, rounds: 1, reason }))
@@ -122,5 +123,19 @@ impl VectorStore for MemoryVectorStore {
 
     fn len(&self) -> Result<usize> {
         Ok(self.index.read().expect("lock").len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_store_filters_conform() {
+        for exact_below in [0, 1_000_000] {
+            let params = IndexParams { exact_below, scan_ratio: 0, ..IndexParams::default() };
+            let n = ragctx_testkit::filter_conformance(&|| Box::new(MemoryVectorStore::new(8, params)), 300);
+            assert!(n >= 900, "{n} searches checked");
+        }
     }
 }

@@ -8,7 +8,8 @@ use std::fs::{self, File};
 use std::io::{BufWriter, Read, Write};
 use std::path::Path;
 
-const MAGIC: &[u8; 8] = b"RCXIDX01";
+/// Version 02 added the metadata index; a version 01 file is rebuilt from the store.
+const MAGIC: &[u8; 8] = b"RCXIDX02";
 
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {
@@ -125,6 +126,12 @@ impl VectorIndex {
                 w.u32(*node)?;
                 w.u32s(list)?;
             }
+            for &d in &self.meta_digest {
+                w.u64(d)?;
+            }
+            let mut meta = Vec::new();
+            self.meta.encode(&mut meta);
+            w.0.write_all(&meta)?;
             let file = w.0.into_inner().map_err(|e| e.into_error())?;
             file.sync_all()
         })()
@@ -214,6 +221,13 @@ impl VectorIndex {
             upper.insert(node, r.u32s()?);
         }
         ix.graph.upper = upper;
+        ix.meta_digest = (0..n).map(|_| r.u64()).collect::<Result<_, _>>()?;
+        let (meta, used) = ragctx_core::MetadataIndex::decode(&buf[r.pos..])?;
+        if meta.len() != n {
+            return Err("metadata index size".into());
+        }
+        ix.meta = meta;
+        r.pos += used;
         if r.pos != buf.len() {
             return Err("trailing bytes".into());
         }

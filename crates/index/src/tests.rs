@@ -43,7 +43,7 @@ fn build_with(data: &[(String, String, Vec<f32>)], params: IndexParams) -> Vecto
 }
 
 fn request(v: &[f32], limit: usize, grouping: Option<Grouping>, exclusion: ExclusionSet) -> SearchRequest {
-    SearchRequest { vector: v.to_vec(), limit, grouping, exclusion }
+    SearchRequest { vector: v.to_vec(), limit, grouping, exclusion, ..Default::default() }
 }
 
 fn ids(ix: &VectorIndex, hits: &IndexHits) -> Vec<String> {

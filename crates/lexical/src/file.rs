@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
 
-const MAGIC: &[u8; 8] = b"RGCTXLX2";
+/// Version 3 added the metadata index; older files are rebuilt.
+const MAGIC: &[u8; 8] = b"RGCTXLX3";
 
 /// FNV-1a, 64 bits: enough to tell a torn or damaged file from a whole one.
 fn checksum(bytes: &[u8]) -> u64 {
@@ -41,6 +42,7 @@ pub(crate) fn save(ix: &LexicalIndex, path: &Path, generation: u64) -> std::io::
             body.extend(tf.to_le_bytes());
         }
     }
+    ix.meta.encode(&mut body);
     // One writer per data dir (the store's lock), so one temporary name is enough.
     let tmp = path.with_extension("bin.tmp");
     let written = write(&tmp, generation, &body).and_then(|_| std::fs::rename(&tmp, path));
@@ -123,7 +125,8 @@ pub(crate) fn load(path: &Path, generation: u64) -> Option<LexicalIndex> {
         }
         postings.push(list);
     }
-    r.0.is_empty().then(|| LexicalIndex::assemble(terms, postings, entries, average_length))
+    let (meta, used) = ragctx_core::MetadataIndex::decode(r.0).ok()?;
+    (used == r.0.len() && meta.len() == n).then(|| LexicalIndex::assemble(terms, postings, entries, average_length, meta))
 }
 
 #[cfg(test)]

@@ -11,7 +11,10 @@
 //! excluded chunks never come back and never take a slot; with grouping, `limit` documents
 //! come back whenever that many match, none with more chunks than its quota.
 
-use ragctx_core::{Chunk, ChunkId, DocumentId, ExclusionSet, FastMap, Grouping, PreparedExclusions};
+use ragctx_core::{
+    tenant_of, Chunk, ChunkId, DocumentId, DocumentPositions, ExclusionSet, FastMap, Grouping, LexicalRequest, MetadataIndex,
+    PositionBits, PreparedExclusions,
+};
 use rust_stemmers::{Algorithm, Stemmer};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -167,6 +170,14 @@ pub struct LexicalIndex {
     /// Exclusion sets resolved to blocked positions, kept and extended across searches
     /// (the index never changes, so one revision).
     prepared: PreparedExclusions<Vec<bool>>,
+    /// Metadata and tenants by position, for the filter (resolved before scoring).
+    meta: MetadataIndex,
+}
+
+impl DocumentPositions for LexicalIndex {
+    fn positions_of(&self, document_id: &str) -> &[u32] {
+        self.by_document.get(document_id).map(Vec::as_slice).unwrap_or_default()
+    }
 }
 
 /// A lexical hit: the chunk's position in the index and its BM25 score.
@@ -180,7 +191,9 @@ impl LexicalIndex {
         let mut buf = Vec::new();
         let mut counts: HashMap<u32, u32> = HashMap::new();
         let mut total = 0u64;
+        let mut meta = MetadataIndex::default();
         for chunk in chunks {
+            meta.push(entries.len() as u32, tenant_of(chunk.id.as_str()), &chunk.metadata);
             buf.clear();
             analyzer.terms(&chunk.title, &mut buf);
             analyzer.terms(&chunk.text, &mut buf);
@@ -207,7 +220,7 @@ impl LexicalIndex {
             });
         }
         let average_length = if entries.is_empty() { 1.0 } else { (total as f32 / entries.len() as f32).max(1.0) };
-        LexicalIndex::assemble(terms, postings, entries, average_length)
+        LexicalIndex::assemble(terms, postings, entries, average_length, meta)
     }
 
     /// The index from its parts, with the lookups derived from them.
@@ -216,6 +229,7 @@ impl LexicalIndex {
         postings: Vec<Vec<(u32, u32)>>,
         entries: Vec<Entry>,
         average_length: f32,
+        meta: MetadataIndex,
     ) -> LexicalIndex {
         let by_chunk = entries.iter().enumerate().map(|(i, e)| (e.chunk.clone(), i as u32)).collect();
         let mut by_document: FastMap<DocumentId, Vec<u32>> = FastMap::default();
@@ -230,6 +244,7 @@ impl LexicalIndex {
             entries,
             average_length,
             prepared: PreparedExclusions::default(),
+            meta,
         }
     }
 
@@ -255,6 +270,29 @@ impl LexicalIndex {
         limit: usize,
         grouping: Option<&Grouping>,
         exclusion: &ExclusionSet,
+    ) -> Vec<Scored> {
+        self.search_allowed(query, limit, grouping, exclusion, None)
+    }
+
+    /// [`LexicalIndex::search`] under the request's whole predicate: exclusion, filter and
+    /// tenant, resolved to positions before any posting is scored.
+    pub fn search_request(&self, r: &LexicalRequest) -> Vec<Scored> {
+        let allowed = self.meta.allowed(&r.filter, r.tenant.as_deref(), self);
+        self.search_allowed(&r.query, r.limit, r.grouping.as_ref(), &r.exclusion, allowed.as_ref())
+    }
+
+    /// The metadata index (tests, sizes).
+    pub fn metadata_index(&self) -> &MetadataIndex {
+        &self.meta
+    }
+
+    fn search_allowed(
+        &self,
+        query: &str,
+        limit: usize,
+        grouping: Option<&Grouping>,
+        exclusion: &ExclusionSet,
+        allowed: Option<&PositionBits>,
     ) -> Vec<Scored> {
         let mut q = Vec::new();
         Analyzer::default().terms(query, &mut q);
@@ -285,7 +323,7 @@ impl LexicalIndex {
             // ln_1p keeps idf above 0 even for a term in every chunk of a large store.
             let idf = ((n as f32 - df + 0.5) / (df + 0.5)).ln_1p();
             for &(e, tf) in list {
-                if blocked.get(e as usize).copied().unwrap_or(false) {
+                if blocked.get(e as usize).copied().unwrap_or(false) || allowed.is_some_and(|a| !a.get(e as usize)) {
                     continue;
                 }
                 let tf = tf as f32;

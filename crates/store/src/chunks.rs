@@ -33,6 +33,7 @@ impl EmbeddedVectorStore {
         // under the write lock) cannot commit between the search and the read.
         self.with_index(|ix| {
             let ex = self.resolved.get(ix, &request.exclusion);
+            let ex = ix.restrict(ex, &request.filter, request.tenant.as_deref());
             let r = ix.search_resolved(&request.vector, request.limit, request.grouping.as_ref(), &ex, force);
             let ids: Vec<ChunkId> = r.hits.iter().map(|&(n, _)| ChunkId::from(ix.chunk_id(n))).collect();
             self.outcome((r, ids))
@@ -93,7 +94,7 @@ impl VectorStore for EmbeddedVectorStore {
         // the generation and the chunks read belong together.
         self.with_index(|_| {
             let lexical = self.lexical.get(self.generation()?, || self.all_chunks())?;
-            let found = lexical.search(&request.query, request.limit, request.grouping.as_ref(), &request.exclusion);
+            let found = lexical.search_request(request);
             let ids: Vec<ChunkId> = found.iter().map(|&(e, _)| lexical.chunk_id(e).clone()).collect();
             let chunks = self.chunks(&ids)?;
             if chunks.len() != ids.len() {
@@ -166,7 +167,7 @@ impl EmbeddedVectorStore {
         };
         tx.commit().map_err(Error::storage)?;
         for c in chunks {
-            ix.upsert(c.chunk.id.as_str(), c.chunk.document_id.as_str(), c.chunk.weight, &c.vector);
+            ix.upsert_chunk(&c.chunk, &c.vector);
         }
         for id in &stale {
             ix.remove(id);

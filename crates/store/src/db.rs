@@ -305,7 +305,7 @@ fn load_or_rebuild_index(db: &Database, dir: &Path, dim: usize, params: IndexPar
             Some(c) => serde_json::from_slice(c.value()).map_err(Error::storage)?,
             None => continue,
         };
-        ix.upsert(id.value(), chunk.document_id.as_str(), chunk.weight, &bytes_to_f32s(v.value()));
+        ix.upsert_chunk(&chunk, &bytes_to_f32s(v.value()));
     }
     if want > 0 {
         ix.save(&path, want).map_err(Error::storage)?;

@@ -24,6 +24,18 @@ fn embedded_vector_store_conforms_on_both_search_paths() {
     }
 }
 
+/// Metadata filters inside the search, with exclusion, tenants and grouping, on both paths
+/// (dense and BM25).
+#[test]
+fn embedded_filters_conform_on_both_search_paths() {
+    for exact_below in [0, 1_000_000] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().to_owned();
+        let n = ragctx_testkit::filter_conformance(&|| Box::new(open(&path, exact_below).vector_store()), 300);
+        assert!(n >= 900, "{n} searches checked");
+    }
+}
+
 /// BM25 with the vector search's exclusion and grouping, on the embedded store; and a
 /// reopened data dir rebuilds it from the committed chunks.
 #[test]
@@ -46,6 +58,7 @@ fn embedded_lexical_search_conforms_and_survives_a_reopen() {
             limit: 1,
             grouping: None,
             exclusion: Default::default(),
+            ..Default::default()
         })
         .unwrap()
         .unwrap();
@@ -65,6 +78,7 @@ fn embedded_lexical_search_conforms_and_survives_a_reopen() {
             limit: 1,
             grouping: None,
             exclusion: Default::default(),
+            ..Default::default()
         };
         store.search_lexical(&req).unwrap().unwrap().hits[0].chunk.id.0.clone()
     };
@@ -99,6 +113,7 @@ fn the_index_is_rebuilt_when_it_lags_the_store_and_everything_persists() {
             end: None,
             weight: 1.0,
             tokens: None,
+            metadata: Default::default(),
         },
         vector: (0..8).map(|i| if i == axis { 1.0 } else { 0.0 }).collect(),
     };
@@ -121,6 +136,7 @@ fn the_index_is_rebuilt_when_it_lags_the_store_and_everything_persists() {
         limit: 1,
         grouping: None,
         exclusion: Default::default(),
+        ..Default::default()
     };
     assert_eq!(store.search(&req).unwrap().hits[0].chunk.id.as_str(), "c", "rebuilt from the store");
     // A corrupt index is rebuilt too.
@@ -149,6 +165,7 @@ fn a_store_keeps_to_the_embedding_model_of_its_vectors() {
             end: None,
             weight: 1.0,
             tokens: None,
+            metadata: Default::default(),
         },
         vector: (0..8).map(|i| if i == 0 { 1.0 } else { 0.0 }).collect(),
     };

@@ -18,7 +18,7 @@ fn search(
     exclusion: ExclusionSet,
 ) -> Vec<(String, String)> {
     let out = store
-        .search_lexical(&LexicalRequest { query: query.into(), limit, grouping, exclusion })
+        .search_lexical(&LexicalRequest { query: query.into(), limit, grouping, exclusion, ..Default::default() })
         .expect("lexical search")
         .expect("this store has a lexical index");
     assert_eq!(out.path, SearchPath::Lexical);

@@ -7,11 +7,13 @@
 //! ragctx_testkit::vector_store_conformance(&|| make());
 //! ```
 
+mod filters;
 mod lexical;
 mod openai_double;
 mod sessions;
 mod vectors;
 
+pub use filters::{filter_conformance, filter_corpus, random_filter, random_metadata, Rng, HOSTILE_VALUES};
 pub use lexical::lexical_conformance;
 pub use openai_double::{completion, OpenAiTestDouble};
 pub use sessions::{sample_commit, session_store_conformance, ttl_expiry};

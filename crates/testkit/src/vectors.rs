@@ -37,6 +37,7 @@ fn chunk(id: &str, doc: &str, v: Vec<f32>) -> EmbeddedChunk {
             end: None,
             weight: 1.0,
             tokens: None,
+            metadata: Default::default(),
         },
         vector: v,
     }
@@ -67,7 +68,7 @@ fn search(
     grouping: Option<Grouping>,
     exclusion: ExclusionSet,
 ) -> Vec<(String, String)> {
-    let req = SearchRequest { vector: vector(axis, 0.0), limit, grouping, exclusion };
+    let req = SearchRequest { vector: vector(axis, 0.0), limit, grouping, exclusion, ..Default::default() };
     let out = store.search(&req).expect("search");
     assert!(out.hits.windows(2).all(|w| w[0].score >= w[1].score - 1e-6), "hits sorted by score, best first");
     out.hits.into_iter().map(|h| (h.chunk.id.0, h.chunk.document_id.0)).collect()
@@ -166,7 +167,7 @@ pub fn vector_store_conformance(make: &dyn Fn() -> Box<dyn VectorStore>) {
 
     // Errors: wrong dimension, and a bad batch leaves nothing behind.
     let bad =
-        SearchRequest { vector: vec![1.0; DIM + 1], limit: 1, grouping: None, exclusion: ExclusionSet::default() };
+        SearchRequest { vector: vec![1.0; DIM + 1], limit: 1, ..Default::default() };
     assert!(matches!(store.search(&bad), Err(Error::WrongDimension { .. })));
     let batch = vec![chunk("fresh", "fresh", vector(6, 0.0)), chunk("short", "short", vec![1.0; DIM - 1])];
     assert!(store.upsert(&batch).is_err());

@@ -75,6 +75,7 @@ pub fn chunk_document(
                 end: Some(e as u64),
                 weight: 1.0,
                 tokens: None,
+                metadata: Default::default(),
             },
             file: document_id.to_owned(),
             line: None,

@@ -1,5 +1,5 @@
 use super::{InputError, SourcedChunk};
-use ragctx_core::Chunk;
+use ragctx_core::{Chunk, Json, Metadata};
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -15,14 +15,14 @@ struct Line {
     end: Option<u64>,
     ordinal: Option<u32>,
     weight: Option<f32>,
-    /// Free-form metadata is accepted and ignored.
+    /// Checked by [`Metadata::from_json`] (the error names the key).
     #[serde(default)]
-    #[allow(dead_code)]
-    metadata: Option<serde_json::Value>,
+    metadata: Option<Json>,
 }
 
 /// Parses pre-chunked JSONL: one object a line with `_id`, `text`, and optionally
-/// `document_id` (defaults to `_id`), `title`, `start`/`end`, `ordinal`, `weight`.
+/// `document_id` (defaults to `_id`), `title`, `start`/`end`, `ordinal`, `weight`, `metadata`
+/// (an object of strings, numbers, bools and lists of strings; DESIGN §8).
 /// Blank lines are skipped. The first bad line fails the whole file.
 pub fn parse_jsonl(file: &str, bytes: &[u8]) -> Result<Vec<SourcedChunk>, InputError> {
     let mut out = Vec::new();
@@ -50,6 +50,10 @@ pub fn parse_jsonl(file: &str, bytes: &[u8]) -> Result<Vec<SourcedChunk>, InputE
         if !weight.is_finite() || weight <= 0.0 {
             return Err(err(format!("chunk {:?}: weight must be a positive number", l.id)));
         }
+        let metadata = match &l.metadata {
+            None | Some(Json::Null) => Metadata::default(),
+            Some(m) => Metadata::from_json(m, "metadata").map_err(|m| err(format!("chunk {:?}: {m}", l.id)))?,
+        };
         let document_id = match l.document_id {
             Some(d) if d.is_empty() => return Err(err(format!("chunk {:?} has an empty document_id", l.id))),
             Some(d) => d,
@@ -66,6 +70,7 @@ pub fn parse_jsonl(file: &str, bytes: &[u8]) -> Result<Vec<SourcedChunk>, InputE
                 end: l.end,
                 weight,
                 tokens: None,
+                metadata,
             },
             file: file.to_owned(),
             line: Some(lineno),
@@ -104,6 +109,12 @@ mod tests {
         assert!(e.message.contains("empty text"));
         let e = parse_jsonl("f.jsonl", b"{\"_id\":\"a\",\"text\":\"x\"}\n\xff\xfe\n").unwrap_err();
         assert_eq!((e.line, e.message.contains("UTF-8")), (Some(2), true));
+        let e = parse_jsonl("f.jsonl", b"{\"_id\":\"a\",\"text\":\"x\"}\n{\"_id\":\"b\",\"text\":\"x\",\"metadata\":{\"k\":{\"x\":1}}}")
+            .unwrap_err();
+        assert_eq!(e.line, Some(2));
+        assert!(e.message.contains("metadata.k is an object"), "{e}");
+        let ok = parse_jsonl("f.jsonl", b"{\"_id\":\"a\",\"text\":\"x\",\"metadata\":{\"topic\":\"pests\",\"n\":2}}").unwrap();
+        assert_eq!(ok[0].chunk.metadata.get("n"), Some(&ragctx_core::MetaValue::Number(2.0)));
         let e = parse_jsonl("f.jsonl", b"{\"_id\":\"a\",\"text\":\"x\",\"colour\":1}").unwrap_err();
         assert!(e.message.contains("unknown field"), "{e}");
     }

@@ -1,0 +1,533 @@
+//! Metadata kept beside an index's positions (the vector index's nodes, BM25's entries), so
+//! a [`Filter`] and a tenant resolve into one bit per position before a search starts: the
+//! search tests a bit, and the planner knows exactly how many positions pass (the
+//! selectivity) before it picks a walk or a scan. Per field: the positions holding it, an
+//! inverted list per string value (list values: per element), the positions of each bool,
+//! and the numbers sorted by value for ranges. Append-only: a position is never changed,
+//! an index retires it and pushes a new one.
+
+use crate::filter::{Field, Filter, Range, Scalar};
+use crate::{FastMap, MetaValue, Metadata};
+use std::sync::OnceLock;
+
+/// A set of positions, one bit each.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PositionBits {
+    words: Vec<u64>,
+    len: usize,
+}
+
+impl PositionBits {
+    /// `len` positions, all clear.
+    pub fn empty(len: usize) -> Self {
+        PositionBits { words: vec![0; len.div_ceil(64)], len }
+    }
+    /// `len` positions, all set.
+    pub fn full(len: usize) -> Self {
+        let mut b = PositionBits { words: vec![u64::MAX; len.div_ceil(64)], len };
+        b.trim();
+        b
+    }
+    fn trim(&mut self) {
+        if !self.len.is_multiple_of(64) {
+            if let Some(last) = self.words.last_mut() {
+                *last &= (1u64 << (self.len % 64)) - 1;
+            }
+        }
+    }
+    /// Positions covered.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Covers no position.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// The words, 64 positions each, lowest first.
+    pub fn words(&self) -> &[u64] {
+        &self.words
+    }
+    /// Whether position `i` is set (false beyond the end).
+    #[inline]
+    pub fn get(&self, i: usize) -> bool {
+        i < self.len && self.words[i / 64] & (1 << (i % 64)) != 0
+    }
+    /// Sets position `i` (< len).
+    #[inline]
+    pub fn set(&mut self, i: usize) {
+        self.words[i / 64] |= 1 << (i % 64);
+    }
+    /// Positions set.
+    pub fn count(&self) -> usize {
+        self.words.iter().map(|w| w.count_ones() as usize).sum()
+    }
+    fn and(&mut self, o: &PositionBits) {
+        self.words.iter_mut().zip(&o.words).for_each(|(a, b)| *a &= b);
+    }
+    fn or(&mut self, o: &PositionBits) {
+        self.words.iter_mut().zip(&o.words).for_each(|(a, b)| *a |= b);
+    }
+    fn not(&mut self) {
+        self.words.iter_mut().for_each(|w| *w = !*w);
+        self.trim();
+    }
+    fn of(len: usize, positions: &[u32]) -> Self {
+        let mut b = PositionBits::empty(len);
+        for &p in positions {
+            b.set(p as usize);
+        }
+        b
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+struct FieldPostings {
+    /// Positions holding the field, ascending.
+    present: Vec<u32>,
+    strings: FastMap<String, Vec<u32>>,
+    bools: [Vec<u32>; 2],
+    numbers: Vec<(f64, u32)>,
+    /// `numbers` sorted by value, made when a range first needs it after a push.
+    sorted: OnceLock<Vec<(f64, u32)>>,
+}
+
+impl FieldPostings {
+    fn sorted(&self) -> &[(f64, u32)] {
+        self.sorted.get_or_init(|| {
+            let mut v = self.numbers.clone();
+            v.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            v
+        })
+    }
+    fn bytes(&self) -> usize {
+        let lists: usize = self.strings.iter().map(|(k, v)| k.len() + 48 + v.capacity() * 4).sum();
+        let sorted = self.sorted.get().map_or(0, |v| v.capacity() * 16);
+        self.present.capacity() * 4
+            + lists
+            + (self.bools[0].capacity() + self.bools[1].capacity()) * 4
+            + self.numbers.capacity() * 16
+            + sorted
+    }
+}
+
+/// Metadata and tenants by position; resolves filters into [`PositionBits`].
+#[derive(Clone, Debug, Default)]
+pub struct MetadataIndex {
+    fields: FastMap<String, FieldPostings>,
+    tenants: FastMap<String, Vec<u32>>,
+    len: usize,
+}
+
+/// What a document-id condition needs from the index that owns the positions.
+pub trait DocumentPositions {
+    /// The positions of a document's chunks (retired ones may be among them).
+    fn positions_of(&self, document_id: &str) -> &[u32];
+}
+
+impl MetadataIndex {
+    /// Records position `pos` (the next one: positions are pushed in order) with its
+    /// tenant and metadata.
+    pub fn push(&mut self, pos: u32, tenant: &str, meta: &Metadata) {
+        debug_assert_eq!(pos as usize, self.len, "positions are pushed in order");
+        self.len = pos as usize + 1;
+        match self.tenants.get_mut(tenant) {
+            Some(list) => list.push(pos),
+            None => {
+                self.tenants.insert(tenant.to_owned(), vec![pos]);
+            }
+        }
+        for (k, v) in meta.iter() {
+            let f = match self.fields.get_mut(k) {
+                Some(f) => f,
+                None => self.fields.entry(k.to_owned()).or_default(),
+            };
+            f.present.push(pos);
+            match v {
+                MetaValue::String(s) => f.strings.entry(s.clone()).or_default().push(pos),
+                MetaValue::List(l) => {
+                    let mut seen: Vec<&String> = Vec::with_capacity(l.len());
+                    for s in l {
+                        if !seen.contains(&s) {
+                            seen.push(s);
+                            f.strings.entry(s.clone()).or_default().push(pos);
+                        }
+                    }
+                }
+                MetaValue::Bool(b) => f.bools[*b as usize].push(pos),
+                MetaValue::Number(n) => {
+                    f.numbers.push((*n, pos));
+                    f.sorted = OnceLock::new();
+                }
+            }
+        }
+    }
+
+    /// Positions recorded.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Nothing recorded.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// Tenants with at least one position (retired ones included).
+    pub fn tenants(&self) -> impl Iterator<Item = (&str, usize)> {
+        self.tenants.iter().map(|(t, v)| (t.as_str(), v.len()))
+    }
+    /// Bytes held, about (the benchmark's memory figure).
+    pub fn bytes(&self) -> usize {
+        self.fields.iter().map(|(k, f)| k.len() + 64 + f.bytes()).sum::<usize>()
+            + self.tenants.iter().map(|(k, v)| k.len() + 48 + v.capacity() * 4).sum::<usize>()
+    }
+
+    /// The index over the positions that `map` keeps, renumbered by it (`map[old]`, `None`
+    /// for a dropped position); new positions are `0..len`.
+    pub fn remapped(&self, map: &[Option<u32>], len: usize) -> MetadataIndex {
+        let list = |v: &[u32]| -> Vec<u32> {
+            let mut out: Vec<u32> = v.iter().filter_map(|&p| map.get(p as usize).copied().flatten()).collect();
+            out.sort_unstable();
+            out
+        };
+        let fields = self
+            .fields
+            .iter()
+            .map(|(k, f)| {
+                let numbers =
+                    f.numbers.iter().filter_map(|&(x, p)| Some((x, map.get(p as usize).copied().flatten()?))).collect();
+                let field = FieldPostings {
+                    present: list(&f.present),
+                    strings: f.strings.iter().map(|(s, v)| (s.clone(), list(v))).filter(|(_, v)| !v.is_empty()).collect(),
+                    bools: [list(&f.bools[0]), list(&f.bools[1])],
+                    numbers,
+                    sorted: OnceLock::new(),
+                };
+                (k.clone(), field)
+            })
+            .filter(|(_, f)| !f.present.is_empty())
+            .collect();
+        let tenants =
+            self.tenants.iter().map(|(t, v)| (t.clone(), list(v))).filter(|(_, v)| !v.is_empty()).collect();
+        MetadataIndex { fields, tenants, len }
+    }
+
+    /// Appends the index to `out` (little-endian; read back by [`MetadataIndex::decode`]).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        fn u32s(out: &mut Vec<u8>, v: &[u32]) {
+            out.extend((v.len() as u32).to_le_bytes());
+            v.iter().for_each(|x| out.extend(x.to_le_bytes()));
+        }
+        fn text(out: &mut Vec<u8>, s: &str) {
+            out.extend((s.len() as u32).to_le_bytes());
+            out.extend(s.as_bytes());
+        }
+        out.extend((self.len as u64).to_le_bytes());
+        let mut tenants: Vec<_> = self.tenants.iter().collect();
+        tenants.sort_by(|a, b| a.0.cmp(b.0));
+        out.extend((tenants.len() as u32).to_le_bytes());
+        for (t, v) in tenants {
+            text(out, t);
+            u32s(out, v);
+        }
+        let mut fields: Vec<_> = self.fields.iter().collect();
+        fields.sort_by(|a, b| a.0.cmp(b.0));
+        out.extend((fields.len() as u32).to_le_bytes());
+        for (k, f) in fields {
+            text(out, k);
+            u32s(out, &f.present);
+            let mut strings: Vec<_> = f.strings.iter().collect();
+            strings.sort_by(|a, b| a.0.cmp(b.0));
+            out.extend((strings.len() as u32).to_le_bytes());
+            for (s, v) in strings {
+                text(out, s);
+                u32s(out, v);
+            }
+            u32s(out, &f.bools[0]);
+            u32s(out, &f.bools[1]);
+            out.extend((f.numbers.len() as u32).to_le_bytes());
+            for &(x, p) in &f.numbers {
+                out.extend(x.to_le_bytes());
+                out.extend(p.to_le_bytes());
+            }
+        }
+    }
+
+    /// Reads what [`MetadataIndex::encode`] wrote at the start of `buf`; returns it with the
+    /// bytes read. Every position is checked against the recorded length.
+    pub fn decode(buf: &[u8]) -> std::result::Result<(MetadataIndex, usize), String> {
+        struct R<'a>(&'a [u8], usize);
+        impl R<'_> {
+            fn take(&mut self, n: usize) -> std::result::Result<&[u8], String> {
+                let end = self.1.checked_add(n).filter(|&e| e <= self.0.len()).ok_or("metadata truncated")?;
+                let s = &self.0[self.1..end];
+                self.1 = end;
+                Ok(s)
+            }
+            fn u32(&mut self) -> std::result::Result<u32, String> {
+                Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4")))
+            }
+            fn u64(&mut self) -> std::result::Result<u64, String> {
+                Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8")))
+            }
+            fn text(&mut self) -> std::result::Result<String, String> {
+                let n = self.u32()? as usize;
+                String::from_utf8(self.take(n)?.to_vec()).map_err(|_| "metadata: invalid utf-8".to_string())
+            }
+            fn u32s(&mut self, len: usize) -> std::result::Result<Vec<u32>, String> {
+                let n = self.u32()? as usize;
+                let b = self.take(n.checked_mul(4).ok_or("size")?)?;
+                let v: Vec<u32> = b.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().expect("4"))).collect();
+                if v.iter().any(|&p| p as usize >= len) {
+                    return Err("metadata position out of range".into());
+                }
+                Ok(v)
+            }
+        }
+        let mut r = R(buf, 0);
+        let len = r.u64()? as usize;
+        let mut ix = MetadataIndex { len, ..Default::default() };
+        for _ in 0..r.u32()? {
+            let t = r.text()?;
+            let v = r.u32s(len)?;
+            ix.tenants.insert(t, v);
+        }
+        for _ in 0..r.u32()? {
+            let k = r.text()?;
+            let mut f = FieldPostings { present: r.u32s(len)?, ..Default::default() };
+            for _ in 0..r.u32()? {
+                let s = r.text()?;
+                let v = r.u32s(len)?;
+                f.strings.insert(s, v);
+            }
+            f.bools = [r.u32s(len)?, r.u32s(len)?];
+            let n = r.u32()? as usize;
+            let mut numbers = Vec::with_capacity(n.min(buf.len() / 12));
+            for _ in 0..n {
+                let x = f64::from_le_bytes(r.take(8)?.try_into().expect("8"));
+                let p = r.u32()?;
+                if p as usize >= len {
+                    return Err("metadata position out of range".into());
+                }
+                numbers.push((x, p));
+            }
+            f.numbers = numbers;
+            ix.fields.insert(k, f);
+        }
+        Ok((ix, r.1))
+    }
+
+    /// The positions that pass `filter` within `tenant` (`None`: every tenant), or `None`
+    /// when nothing is restricted (no tenant, an empty filter).
+    pub fn allowed(&self, filter: &Filter, tenant: Option<&str>, docs: &dyn DocumentPositions) -> Option<PositionBits> {
+        let tenant_bits = tenant.map(|t| PositionBits::of(self.len, self.tenants.get(t).map_or(&[][..], Vec::as_slice)));
+        if filter.is_all() {
+            return tenant_bits;
+        }
+        let mut bits = self.eval(filter, docs);
+        if let Some(t) = tenant_bits {
+            bits.and(&t);
+        }
+        Some(bits)
+    }
+
+    fn eval(&self, filter: &Filter, docs: &dyn DocumentPositions) -> PositionBits {
+        let n = self.len;
+        match filter {
+            Filter::All => PositionBits::full(n),
+            Filter::Eq(f, s) => self.equal(f, s, docs),
+            Filter::In(f, list) => {
+                let mut out = PositionBits::empty(n);
+                for s in list {
+                    out.or(&self.equal(f, s, docs));
+                }
+                out
+            }
+            Filter::Range(f, r, bound) => {
+                let mut out = PositionBits::empty(n);
+                if let Field::Meta(k) = f {
+                    if let Some(p) = self.fields.get(k) {
+                        let sorted = p.sorted();
+                        let lo = match r {
+                            Range::Gt => sorted.partition_point(|x| x.0 <= *bound),
+                            Range::Gte => sorted.partition_point(|x| x.0 < *bound),
+                            _ => 0,
+                        };
+                        let hi = match r {
+                            Range::Lt => sorted.partition_point(|x| x.0 < *bound),
+                            Range::Lte => sorted.partition_point(|x| x.0 <= *bound),
+                            _ => sorted.len(),
+                        };
+                        for &(_, pos) in &sorted[lo..hi.max(lo)] {
+                            out.set(pos as usize);
+                        }
+                    }
+                }
+                out
+            }
+            Filter::Exists(Field::DocumentId) => PositionBits::full(n),
+            Filter::Exists(Field::Meta(k)) => {
+                PositionBits::of(n, self.fields.get(k).map_or(&[][..], |p| p.present.as_slice()))
+            }
+            Filter::And(parts) => {
+                let mut out = PositionBits::full(n);
+                for p in parts {
+                    out.and(&self.eval(p, docs));
+                }
+                out
+            }
+            Filter::Or(parts) => {
+                let mut out = PositionBits::empty(n);
+                for p in parts {
+                    out.or(&self.eval(p, docs));
+                }
+                out
+            }
+            Filter::Not(inner) => {
+                let mut out = self.eval(inner, docs);
+                out.not();
+                out
+            }
+        }
+    }
+
+    fn equal(&self, f: &Field, s: &Scalar, docs: &dyn DocumentPositions) -> PositionBits {
+        let n = self.len;
+        let k = match f {
+            Field::DocumentId => {
+                return match s {
+                    Scalar::String(d) => PositionBits::of(n, docs.positions_of(d)),
+                    _ => PositionBits::empty(n),
+                }
+            }
+            Field::Meta(k) => k,
+        };
+        let Some(p) = self.fields.get(k) else { return PositionBits::empty(n) };
+        match s {
+            Scalar::String(v) => PositionBits::of(n, p.strings.get(v).map_or(&[][..], Vec::as_slice)),
+            Scalar::Bool(b) => PositionBits::of(n, &p.bools[*b as usize]),
+            Scalar::Number(x) => {
+                let sorted = p.sorted();
+                let lo = sorted.partition_point(|e| e.0 < *x);
+                let hi = sorted.partition_point(|e| e.0 <= *x);
+                let mut out = PositionBits::empty(n);
+                for &(_, pos) in &sorted[lo..hi] {
+                    out.set(pos as usize);
+                }
+                out
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Docs(Vec<(String, Vec<u32>)>);
+    impl DocumentPositions for Docs {
+        fn positions_of(&self, d: &str) -> &[u32] {
+            self.0.iter().find(|x| x.0 == d).map_or(&[][..], |x| x.1.as_slice())
+        }
+    }
+
+    /// Random metadata, random filters: the bits agree with [`Filter::matches`] everywhere.
+    #[test]
+    fn bits_agree_with_the_reference_evaluation() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let words = ["a", "b", "c", "q\"x", "ü"];
+        let mut metas = Vec::new();
+        let mut ix = MetadataIndex::default();
+        let mut docs: Vec<(String, Vec<u32>)> = Vec::new();
+        for pos in 0..300u32 {
+            let mut m = Metadata::default();
+            for key in ["s", "n", "b", "l"] {
+                if next(4) == 0 {
+                    continue;
+                }
+                let v = match key {
+                    "s" => MetaValue::String(words[next(5) as usize].into()),
+                    "n" => MetaValue::Number(next(7) as f64 - 3.0),
+                    "b" => MetaValue::Bool(next(2) == 0),
+                    _ => MetaValue::List((0..next(3)).map(|_| words[next(5) as usize].to_string()).collect()),
+                };
+                m.insert(key, v).unwrap();
+            }
+            let doc = format!("d{}", next(20));
+            match docs.iter_mut().find(|d| d.0 == doc) {
+                Some(d) => d.1.push(pos),
+                None => docs.push((doc.clone(), vec![pos])),
+            }
+            let tenant = if next(3) == 0 { "t2" } else { "default" };
+            ix.push(pos, tenant, &m);
+            metas.push((doc, tenant, m));
+        }
+        let docs = Docs(docs);
+        let mut random_filter = |depth: u32| -> Filter {
+            fn go(next: &mut dyn FnMut(u64) -> u64, depth: u32, words: &[&str]) -> Filter {
+                let field = |next: &mut dyn FnMut(u64) -> u64| match next(6) {
+                    0 => Field::DocumentId,
+                    1 => Field::Meta("missing".into()),
+                    i => Field::Meta(["s", "n", "b", "l"][i as usize - 2].into()),
+                };
+                let scalar = |next: &mut dyn FnMut(u64) -> u64, f: &Field| match (f, next(3)) {
+                    (Field::DocumentId, _) => Scalar::String(format!("d{}", next(22))),
+                    (_, 0) => Scalar::String(words[next(5) as usize].into()),
+                    (_, 1) => Scalar::Number(next(7) as f64 - 3.0),
+                    _ => Scalar::Bool(next(2) == 0),
+                };
+                match if depth == 0 { next(4) } else { next(7) } {
+                    0 => {
+                        let f = field(next);
+                        let s = scalar(next, &f);
+                        Filter::Eq(f, s)
+                    }
+                    1 => {
+                        let f = field(next);
+                        let list = (0..1 + next(3)).map(|_| scalar(next, &f)).collect();
+                        Filter::In(f, list)
+                    }
+                    2 => {
+                        let r = [Range::Gt, Range::Gte, Range::Lt, Range::Lte][next(4) as usize];
+                        Filter::Range(Field::Meta("n".into()), r, next(7) as f64 - 3.5 + next(2) as f64 * 0.5)
+                    }
+                    3 => Filter::Exists(field(next)),
+                    4 => Filter::And((0..1 + next(3)).map(|_| go(next, depth - 1, words)).collect()),
+                    5 => Filter::Or((0..1 + next(3)).map(|_| go(next, depth - 1, words)).collect()),
+                    _ => Filter::Not(Box::new(go(next, depth - 1, words))),
+                }
+            }
+            go(&mut next, depth, &words)
+        };
+        let mut checked = 0;
+        for round in 0..400 {
+            let filter = random_filter(3);
+            let tenant = [None, Some("default"), Some("t2"), Some("none")][round % 4];
+            let bits = ix.allowed(&filter, tenant, &docs);
+            for (pos, (doc, t, m)) in metas.iter().enumerate() {
+                let want = filter.matches(doc, m) && tenant.is_none_or(|x| x == *t);
+                let got = bits.as_ref().is_none_or(|b| b.get(pos));
+                assert_eq!(got, want, "{} tenant {tenant:?} at {pos}", filter.to_json_string());
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, 400 * 300);
+        // Written and read back, or renumbered, it answers the same.
+        let mut buf = Vec::new();
+        ix.encode(&mut buf);
+        let (back, used) = MetadataIndex::decode(&buf).unwrap();
+        assert_eq!(used, buf.len());
+        let identity: Vec<Option<u32>> = (0..300).map(Some).collect();
+        let renumbered = ix.remapped(&identity, 300);
+        for _ in 0..50 {
+            let filter = random_filter(3);
+            let want = ix.allowed(&filter, Some("t2"), &docs);
+            assert_eq!(back.allowed(&filter, Some("t2"), &docs), want);
+            assert_eq!(renumbered.allowed(&filter, Some("t2"), &docs), want);
+        }
+    }
+}

@@ -1,0 +1,202 @@
+//! Tenant-scoped handles on the stores (DESIGN §8): the only way the engine, the server, the
+//! CLI and the Python package reach a store. Every id going in is qualified with the tenant,
+//! every search carries the tenant in its predicate, and whatever comes out is the tenant's
+//! own with its ids as the caller gave them. A call across tenants needs the unscoped store,
+//! which only the factory holds (the admin listing).
+
+use crate::{
+    Chunk, ChunkId, DocumentId, DocumentSummary, EmbeddedChunk, Error, ExclusionSet, Hit, LexicalRequest, Replaced,
+    Result, SearchOutcome, SearchRequest, SessionId, SessionState, SessionStore, Tenant, Trace, TurnCommit,
+    VectorStore,
+};
+use std::sync::Arc;
+
+/// A [`VectorStore`] that sees one tenant's chunks only.
+pub struct ScopedVectorStore {
+    inner: Arc<dyn VectorStore>,
+    tenant: Tenant,
+}
+
+impl ScopedVectorStore {
+    /// `inner` as `tenant` sees it.
+    pub fn new(inner: Arc<dyn VectorStore>, tenant: Tenant) -> Self {
+        ScopedVectorStore { inner, tenant }
+    }
+    /// The tenant.
+    pub fn tenant(&self) -> &Tenant {
+        &self.tenant
+    }
+
+    fn qualify_chunk(&self, c: &EmbeddedChunk) -> Result<EmbeddedChunk> {
+        let mut out = c.clone();
+        out.chunk.id = self.tenant.qualify(c.chunk.id.as_str())?.into();
+        out.chunk.document_id = self.tenant.qualify(c.chunk.document_id.as_str())?.into();
+        Ok(out)
+    }
+
+    /// The caller's view of a stored chunk; `None` when it is another tenant's.
+    fn own(&self, mut c: Chunk) -> Option<Chunk> {
+        c.id = self.tenant.unqualify(c.id.as_str())?.to_owned().into();
+        c.document_id = self.tenant.unqualify(c.document_id.as_str())?.to_owned().into();
+        Some(c)
+    }
+
+    /// Ids of this tenant as stored; an id that cannot be this tenant's is dropped (nothing
+    /// of another tenant can be named through it).
+    fn stored_ids<'a, T: AsRef<str> + 'a>(&self, ids: impl IntoIterator<Item = &'a T>) -> Vec<String> {
+        ids.into_iter().filter_map(|i| self.tenant.qualify(i.as_ref()).ok()).collect()
+    }
+
+    fn exclusion(&self, ex: &ExclusionSet) -> ExclusionSet {
+        ExclusionSet {
+            documents: self.stored_ids(ex.documents.iter().map(|d| &d.0)).into_iter().map(DocumentId::from).collect(),
+            chunks: self.stored_ids(ex.chunks.iter().map(|c| &c.0)).into_iter().map(ChunkId::from).collect(),
+        }
+    }
+
+    fn outcome(&self, mut o: SearchOutcome) -> Result<SearchOutcome> {
+        let n = o.hits.len();
+        o.hits = o.hits.into_iter().filter_map(|h| Some(Hit { chunk: self.own(h.chunk)?, score: h.score })).collect();
+        if o.hits.len() != n {
+            // The tenant is part of the search's own predicate: a foreign hit is a backend bug.
+            return Err(Error::inconsistent("a search returned another tenant's chunk"));
+        }
+        Ok(o)
+    }
+
+    fn filter(&self, f: &crate::Filter) -> crate::Filter {
+        // A document id that cannot be this tenant's names nothing: qualified, it still
+        // carries the tenant, so it matches no stored id.
+        f.map_document_ids(&|d| self.tenant.qualify_unchecked(d))
+    }
+}
+
+impl VectorStore for ScopedVectorStore {
+    fn dimension(&self) -> usize {
+        self.inner.dimension()
+    }
+    fn upsert(&self, chunks: &[EmbeddedChunk]) -> Result<usize> {
+        let chunks = chunks.iter().map(|c| self.qualify_chunk(c)).collect::<Result<Vec<_>>>()?;
+        self.inner.upsert(&chunks)
+    }
+    fn replace_documents(&self, documents: &[DocumentId], chunks: &[EmbeddedChunk]) -> Result<Replaced> {
+        let documents =
+            documents.iter().map(|d| Ok(self.tenant.qualify(d.as_str())?.into())).collect::<Result<Vec<DocumentId>>>()?;
+        let chunks = chunks.iter().map(|c| self.qualify_chunk(c)).collect::<Result<Vec<_>>>()?;
+        self.inner.replace_documents(&documents, &chunks)
+    }
+    fn documents(&self) -> Result<Vec<DocumentSummary>> {
+        Ok(self
+            .inner
+            .documents()?
+            .into_iter()
+            .filter_map(|mut d| {
+                d.document_id = self.tenant.unqualify(d.document_id.as_str())?.to_owned().into();
+                Some(d)
+            })
+            .collect())
+    }
+    fn search(&self, request: &SearchRequest) -> Result<SearchOutcome> {
+        let scoped = SearchRequest {
+            vector: request.vector.clone(),
+            limit: request.limit,
+            grouping: request.grouping.as_ref().map(|g| crate::Grouping {
+                group_size: g.group_size,
+                quotas: g
+                    .quotas
+                    .iter()
+                    .filter_map(|(d, q)| Some((self.tenant.qualify(d.as_str()).ok()?.into(), *q)))
+                    .collect(),
+            }),
+            exclusion: self.exclusion(&request.exclusion),
+            filter: self.filter(&request.filter),
+            tenant: Some(self.tenant.as_str().to_owned()),
+        };
+        self.outcome(self.inner.search(&scoped)?)
+    }
+    fn search_lexical(&self, request: &LexicalRequest) -> Result<Option<SearchOutcome>> {
+        let scoped = LexicalRequest {
+            query: request.query.clone(),
+            limit: request.limit,
+            grouping: request.grouping.as_ref().map(|g| crate::Grouping {
+                group_size: g.group_size,
+                quotas: g
+                    .quotas
+                    .iter()
+                    .filter_map(|(d, q)| Some((self.tenant.qualify(d.as_str()).ok()?.into(), *q)))
+                    .collect(),
+            }),
+            exclusion: self.exclusion(&request.exclusion),
+            filter: self.filter(&request.filter),
+            tenant: Some(self.tenant.as_str().to_owned()),
+        };
+        match self.inner.search_lexical(&scoped)? {
+            Some(o) => Ok(Some(self.outcome(o)?)),
+            None => Ok(None),
+        }
+    }
+    fn lexical_missing(&self) -> String {
+        self.inner.lexical_missing()
+    }
+    fn prepare_lexical(&self) -> Result<Option<usize>> {
+        self.inner.prepare_lexical()
+    }
+    fn chunks(&self, ids: &[ChunkId]) -> Result<Vec<Chunk>> {
+        let stored: Vec<ChunkId> = self.stored_ids(ids.iter().map(|c| &c.0)).into_iter().map(ChunkId::from).collect();
+        Ok(self.inner.chunks(&stored)?.into_iter().filter_map(|c| self.own(c)).collect())
+    }
+    fn vectors(&self, ids: &[ChunkId]) -> Result<Vec<Option<Vec<f32>>>> {
+        // One answer per id asked, in order: an id that cannot be this tenant's is `None`.
+        let stored: Vec<Option<ChunkId>> = ids.iter().map(|c| self.tenant.qualify(c.as_str()).ok().map(ChunkId::from)).collect();
+        let known: Vec<ChunkId> = stored.iter().flatten().cloned().collect();
+        let mut found = self.inner.vectors(&known)?.into_iter();
+        Ok(stored.iter().map(|s| s.as_ref().and_then(|_| found.next().flatten())).collect())
+    }
+    fn len(&self) -> Result<usize> {
+        if self.inner.is_empty()? {
+            return Ok(0);
+        }
+        Ok(self.documents()?.iter().map(|d| d.chunks).sum())
+    }
+}
+
+/// A [`SessionStore`] whose session ids live in one tenant: the same session id in two
+/// tenants is two sessions (the stored id is `tenant/session`; `/` is not a session-id
+/// character, so no caller's id can name another tenant's session). The default tenant's
+/// sessions keep their ids, as before tenants.
+pub struct ScopedSessionStore {
+    inner: Arc<dyn SessionStore>,
+    tenant: Tenant,
+}
+
+impl ScopedSessionStore {
+    /// `inner` as `tenant` sees it.
+    pub fn new(inner: Arc<dyn SessionStore>, tenant: Tenant) -> Self {
+        ScopedSessionStore { inner, tenant }
+    }
+    fn id(&self, id: &SessionId) -> SessionId {
+        if self.tenant.is_default() {
+            id.clone()
+        } else {
+            SessionId(format!("{}/{}", self.tenant, id.as_str()))
+        }
+    }
+}
+
+impl SessionStore for ScopedSessionStore {
+    fn load(&self, id: &SessionId) -> Result<Option<SessionState>> {
+        self.inner.load(&self.id(id))
+    }
+    fn commit_turn(&self, id: &SessionId, commit: TurnCommit, retention: crate::Retention) -> Result<u64> {
+        self.inner.commit_turn(&self.id(id), commit, retention)
+    }
+    fn traces(&self, id: &SessionId) -> Result<Vec<Trace>> {
+        self.inner.traces(&self.id(id))
+    }
+    fn reset(&self, id: &SessionId) -> Result<bool> {
+        self.inner.reset(&self.id(id))
+    }
+    fn delete(&self, id: &SessionId) -> Result<bool> {
+        self.inner.delete(&self.id(id))
+    }
+}
