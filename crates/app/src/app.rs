@@ -20,9 +20,13 @@ pub struct App {
     pub embedder: Arc<dyn Embedder>,
     /// The same embedder when it runs in process (for what only it can tell: its tokens).
     pub local: Option<Arc<MiniLmEmbedder>>,
-    /// The turn pipeline over the opened stores, the embedder, the cl100k counter and the
-    /// generator the settings name (extractive without an OpenAI endpoint).
+    /// The turn pipeline over the opened stores as the settings' tenant sees them, the
+    /// embedder, the cl100k counter and the generator the settings name (extractive without
+    /// an OpenAI endpoint).
     pub engine: Engine,
+    /// The same over the unscoped stores: for a server that serves several tenants
+    /// ([`Engine::scoped`] per request) and admin listings. Nothing else uses it.
+    pub unscoped: Engine,
 }
 
 /// The embedder the settings name: the model in `model_dir` run in process, or an
@@ -100,7 +104,9 @@ impl App {
         if let Some(c) = &settings.openai {
             engine.generator = Arc::new(OpenAiGenerator::new(c.clone())?);
         }
-        Ok(App { settings, data, embedder, local, engine })
+        let unscoped = engine;
+        let engine = unscoped.scoped(&settings.tenant);
+        Ok(App { settings, data, embedder, local, engine, unscoped })
     }
 
     /// The data dir, for commands that work on the embedded store only.
@@ -172,11 +178,16 @@ pub fn open_data(settings: &Settings, dim: Option<usize>) -> Result<DataDir> {
 /// is opened only when the sessions live there.
 pub fn sessions_only(settings: &Settings) -> Result<Arc<dyn SessionStore>> {
     let data = if settings.sessions == "embedded" { Some(open_data(settings, None)?) } else { None };
-    session_store(settings, data.as_ref())
+    Ok(Arc::new(ragctx_core::ScopedSessionStore::new(session_store(settings, data.as_ref())?, settings.tenant.clone())))
 }
 
-/// The vector store alone, for commands that embed nothing (documents list and delete).
+/// The vector store alone, for commands that embed nothing (documents list and delete), as
+/// the settings' tenant sees it.
 pub fn vectors_only(settings: &Settings) -> Result<Arc<dyn VectorStore>> {
+    Ok(Arc::new(ragctx_core::ScopedVectorStore::new(unscoped_vectors(settings)?, settings.tenant.clone())))
+}
+
+fn unscoped_vectors(settings: &Settings) -> Result<Arc<dyn VectorStore>> {
     match &settings.backend {
         Backend::Embedded => {
             let data = open_data(settings, None)?;

@@ -121,8 +121,17 @@ raw_config! {
     session_ttl: u64,
     /// HNSW search breadth of the embedded index.
     ef_search: usize,
-    /// API keys of `ragctx serve` (env: RAGCTX_API_KEYS, comma-separated).
+    /// API keys of `ragctx serve` (env: RAGCTX_API_KEYS, comma-separated): each `write` in
+    /// tenant `default`. `keys_file` scopes keys to tenants and roles instead.
     api_keys: Vec<String>,
+    /// A TOML file of scoped keys for `ragctx serve` (`[[keys]]` with `key` or `sha256`,
+    /// `tenant`, `role`): re-read when it changes (DESIGN §8).
+    keys_file: PathBuf,
+    /// The tenant the CLI and the Python package act as (default `default`).
+    tenant: String,
+    /// A standing filter (JSON text of the filter language): every turn's own filter is
+    /// applied with it, never instead of it.
+    filter: String,
     /// `extractive` (default) or `openai`.
     generator: String,
     /// The OpenAI-compatible generator's base URL (default `https://api.openai.com/v1`).
@@ -205,6 +214,8 @@ pub struct Settings {
     pub(crate) backend: Backend,
     pub(crate) sessions: String,
     pub(crate) api_keys: Vec<String>,
+    pub(crate) keys_file: Option<PathBuf>,
+    pub(crate) tenant: ragctx_core::Tenant,
     pub(crate) turn_timeout: std::time::Duration,
     pub(crate) openai: Option<ragctx_models::OpenAiConfig>,
 }
@@ -242,6 +253,14 @@ impl Settings {
     /// The API keys `ragctx serve` accepts (none: loopback only).
     pub fn api_keys(&self) -> &[String] {
         &self.api_keys
+    }
+    /// The scoped keys file of `ragctx serve`, when set.
+    pub fn keys_file(&self) -> Option<&Path> {
+        self.keys_file.as_deref()
+    }
+    /// The tenant the CLI and the Python package act as.
+    pub fn tenant(&self) -> &ragctx_core::Tenant {
+        &self.tenant
     }
     /// Deadline of one turn in `ragctx serve`.
     pub fn turn_timeout(&self) -> std::time::Duration {
@@ -296,6 +315,10 @@ impl Settings {
                 None | Some("auto") => None,
                 Some(m) => Some(m.parse()?),
             },
+            filter: match raw.filter.as_deref() {
+                None | Some("") => ragctx_core::Filter::All,
+                Some(text) => ragctx_core::Filter::parse(text)?,
+            },
         };
         turn.validate()?;
         let embedder = EmbedderSettings::from_raw(&raw)?;
@@ -308,6 +331,11 @@ impl Settings {
             backend,
             sessions,
             api_keys: raw.api_keys.unwrap_or_default(),
+            keys_file: raw.keys_file,
+            tenant: match raw.tenant.as_deref() {
+                None => ragctx_core::Tenant::default(),
+                Some(t) => ragctx_core::Tenant::parse(t)?,
+            },
             turn_timeout: match raw.turn_timeout_secs {
                 Some(0) => bad!("turn_timeout_secs must be at least 1"),
                 t => std::time::Duration::from_secs(t.unwrap_or(30)),

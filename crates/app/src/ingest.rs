@@ -4,7 +4,7 @@
 
 use crate::config::{Backend, Settings};
 use indicatif::{ProgressBar, ProgressStyle};
-use ragctx_core::{EmbeddedChunk, Embedder, VectorStore};
+use ragctx_core::{EmbeddedChunk, Embedder, Metadata, VectorStore};
 use ragctx_core::{Error, Result};
 use ragctx_engine::ingest::{self, check_unique_ids, chunk_document, parse_jsonl, DocumentFormat, SourcedChunk};
 use ragctx_models::Cl100kCounter;
@@ -276,8 +276,29 @@ impl std::fmt::Display for IngestReport {
 /// Each document is replaced whole (chunks it no longer has are removed); with `append`,
 /// chunks are upserted by id and a document's other chunks stay.
 pub fn ingest(settings: &Settings, paths: &[PathBuf], append: bool) -> Result<IngestReport> {
+    ingest_with_metadata(settings, paths, append, &Metadata::default())
+}
+
+/// [`ingest`](fn@ingest), with `metadata` set on every chunk read (`ingest --meta`): a JSONL
+/// line's own keys win over it.
+pub fn ingest_with_metadata(
+    settings: &Settings,
+    paths: &[PathBuf],
+    append: bool,
+    metadata: &Metadata,
+) -> Result<IngestReport> {
     let started = Instant::now();
-    store_chunks(settings, read_some(paths)?, append, started)
+    store_chunks(settings, with_metadata(read_some(paths)?, metadata)?, append, started)
+}
+
+/// Sets `metadata` under each chunk's own.
+fn with_metadata(mut read: Read, metadata: &Metadata) -> Result<Read> {
+    if !metadata.is_empty() {
+        for c in &mut read.chunks {
+            c.chunk.metadata = metadata.merged(&c.chunk.metadata)?;
+        }
+    }
+    Ok(read)
 }
 
 /// [`read_paths`], refusing paths that hold no chunks at all.
@@ -328,15 +349,21 @@ fn store_chunks(settings: &Settings, read: Read, append: bool, started: Instant)
         Backend::Milvus(_) => None,
     };
     let store = crate::app::vector_store(settings, data.as_ref(), embedder.dimension(), Some(embedder.model_id()))?;
-    report(store.as_ref(), embedded, (read.files, read.skipped), append, started)
+    let store = ragctx_core::ScopedVectorStore::new(store, settings.tenant().clone());
+    report(&store, embedded, (read.files, read.skipped), append, started)
 }
 
 impl crate::App {
     /// Ingests files or folders as [`ingest`](fn@ingest) does, with this app's embedder and stores (the
     /// data dir it holds open is used as it is: a process cannot open it twice).
     pub fn ingest(&self, paths: &[PathBuf], append: bool) -> Result<IngestReport> {
+        self.ingest_with_metadata(paths, append, &Metadata::default())
+    }
+
+    /// [`App::ingest`] with `metadata` on every chunk, as [`ingest_with_metadata`] does.
+    pub fn ingest_with_metadata(&self, paths: &[PathBuf], append: bool, metadata: &Metadata) -> Result<IngestReport> {
         let started = Instant::now();
-        self.store_read(read_some(paths)?, append, started)
+        self.store_read(with_metadata(read_some(paths)?, metadata)?, append, started)
     }
 
     /// Ingests records as [`ingest_records`] does, with this app's embedder and stores.

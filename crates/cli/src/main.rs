@@ -60,6 +60,9 @@ struct Cli {
     /// Session store: embedded, or redis://HOST:PORT [env: RAGCTX_SESSIONS]
     #[arg(long, global = true)]
     sessions: Option<String>,
+    /// The tenant to act as: its documents, sessions and traces only [env: RAGCTX_TENANT] [default: default]
+    #[arg(long, global = true)]
+    tenant: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -111,6 +114,10 @@ struct TurnFlags {
     /// Session time-to-live in seconds, 0 = never [default: 86400]
     #[arg(long)]
     session_ttl: Option<u64>,
+    /// Metadata filter, JSON: {"topic": "pests"}, {"year": {"gte": 2020}}, {"tags": {"in": [..]}},
+    /// {"and"|"or": [..]}, {"not": {..}} (docs/filters.md); applied with the config's standing filter
+    #[arg(long)]
+    filter: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -121,6 +128,10 @@ enum Command {
         /// Upsert chunks by id and keep a document's other chunks (add to documents)
         #[arg(long)]
         append: bool,
+        /// Metadata for every chunk read, KEY=VALUE (repeatable; numbers and true/false typed;
+        /// a JSONL line's own metadata wins)
+        #[arg(long = "meta", value_name = "KEY=VALUE")]
+        meta: Vec<String>,
         #[arg(required = true)]
         paths: Vec<PathBuf>,
     },
@@ -225,6 +236,7 @@ fn settings(cli: &Cli, turn: Option<&TurnFlags>) -> Result<Settings> {
         milvus_index: cli.milvus_index.clone(),
         milvus_consistency: cli.milvus_consistency.clone(),
         sessions: cli.sessions.clone(),
+        tenant: cli.tenant.clone(),
         memory: t.memory,
         mode: t.mode,
         conversation_query: t.conversation_query,
@@ -241,13 +253,35 @@ fn settings(cli: &Cli, turn: Option<&TurnFlags>) -> Result<Settings> {
         session_ttl: t.session_ttl,
         ..Default::default()
     });
+    // The turn's filter holds together with the standing one (it never widens it).
+    if let Some(f) = &t.filter {
+        let turn = ragctx_core::Filter::parse(f)?;
+        let standing = match raw.filter.as_deref() {
+            None | Some("") => ragctx_core::Filter::All,
+            Some(text) => ragctx_core::Filter::parse(text)?,
+        };
+        raw.filter = Some(standing.and(turn).to_json_string());
+    }
     Ok(Settings::from_raw(raw)?)
+}
+
+/// `ingest --meta KEY=VALUE` pairs as metadata (values typed as [`MetaValue::from_text`]).
+fn metadata_flags(pairs: &[String]) -> Result<ragctx_core::Metadata> {
+    let mut m = ragctx_core::Metadata::default();
+    for p in pairs {
+        let Some((k, v)) = p.split_once('=') else {
+            return Err(ragctx_core::Error::InvalidInput(format!("--meta {p:?}: use KEY=VALUE")).into());
+        };
+        m.insert(k, ragctx_core::MetaValue::from_text(v))?;
+    }
+    Ok(m)
 }
 
 fn run(cli: Cli) -> Result<()> {
     match &cli.command {
-        Command::Ingest { paths, append } => {
-            println!("{}", ingest::ingest(&settings(&cli, None)?, paths, *append)?);
+        Command::Ingest { paths, append, meta } => {
+            let meta = metadata_flags(meta)?;
+            println!("{}", ingest::ingest_with_metadata(&settings(&cli, None)?, paths, *append, &meta)?);
             Ok(())
         }
         Command::Documents { action } => {

@@ -64,6 +64,9 @@ pub struct Pointer {
     pub score: f32,
     /// Tokens of the rendered line.
     pub tokens: usize,
+    /// The metadata of the document's best ranking chunk (DESIGN §8).
+    #[serde(default, skip_serializing_if = "crate::Metadata::is_empty")]
+    pub metadata: crate::Metadata,
 }
 
 impl Pointer {

@@ -281,6 +281,7 @@ fn pointer_candidates(ranking: Vec<Hit>, first_shown: &HashMap<ChunkId, u64>) ->
             None => out.push(context::PointerCandidate {
                 document_id: h.chunk.document_id,
                 title: h.chunk.title,
+                metadata: h.chunk.metadata,
                 chunk_ids: vec![h.chunk.id],
                 shown_in_turn: turn,
                 score: h.score,

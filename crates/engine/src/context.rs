@@ -27,6 +27,8 @@ pub struct PointerCandidate {
     pub shown_in_turn: u64,
     /// The best cosine among them against this turn's query.
     pub score: f32,
+    /// The metadata of the best of them.
+    pub metadata: ragctx_core::Metadata,
 }
 
 /// What [`build_context`] admitted within the budget, what it costs and what it left out.
@@ -101,6 +103,7 @@ pub fn build_context(
             shown_in_turn: p.shown_in_turn,
             score: p.score,
             tokens: 0,
+            metadata: p.metadata.clone(),
         };
         pointer.tokens = counter.count(&pointer.render());
         if out.admit(&p.document_id, marker, known, pointer.tokens, budget, &mut next) {
@@ -315,6 +318,7 @@ mod tests {
             chunk_ids: vec!["seen#0".into()],
             shown_in_turn: 2,
             score: 0.8,
+            metadata: Default::default(),
         };
         let mut carried = frag("old", 5, 0.7);
         carried.carried_from = Some(1);
@@ -338,6 +342,7 @@ mod tests {
                     chunk_ids: vec![],
                     shown_in_turn: 1,
                     score: 0.5,
+                    metadata: Default::default(),
                 })
                 .next()
                 .unwrap()],

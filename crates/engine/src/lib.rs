@@ -131,6 +131,19 @@ pub struct Engine {
     pub turn_locks: TurnLocks,
 }
 
+impl Engine {
+    /// This engine as `tenant` sees it (DESIGN §8): its stores behind tenant-scoped handles,
+    /// so every search, fetch, write and session of the result is the tenant's alone. Call it
+    /// on an engine over the unscoped stores (the factory's); the rest is shared.
+    pub fn scoped(&self, tenant: &ragctx_core::Tenant) -> Engine {
+        Engine {
+            vectors: Arc::new(ragctx_core::ScopedVectorStore::new(self.vectors.clone(), tenant.clone())),
+            sessions: Arc::new(ragctx_core::ScopedSessionStore::new(self.sessions.clone(), tenant.clone())),
+            ..self.clone()
+        }
+    }
+}
+
 /// Serialises the turns of one session inside a process: concurrent turns of a session wait
 /// here for each other instead of planning against the same session version and planning
 /// again. Across processes the session store's version check keeps turns race-free.

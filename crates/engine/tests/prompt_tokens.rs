@@ -70,6 +70,7 @@ fn prompt_count_is_additive_over_blocks() {
                 shown_in_turn: 1,
                 score: 0.5,
                 tokens: 0,
+                metadata: Default::default(),
             }]
         } else {
             vec![]
