@@ -23,6 +23,9 @@ pub struct ContextBlock {
     pub carried_from: Option<u64>,
     /// The chunks' text, adjacent chunks joined without their overlap.
     pub text: String,
+    /// The metadata of the block's first chunk (a document's chunks usually share it; DESIGN §8).
+    #[serde(default, skip_serializing_if = "crate::Metadata::is_empty")]
+    pub metadata: crate::Metadata,
 }
 
 impl ContextBlock {

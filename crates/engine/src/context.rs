@@ -121,6 +121,7 @@ pub fn build_context(
             score: f.score,
             carried_from: f.carried_from,
             text: f.text.clone(),
+            metadata: f.chunks.first().map(|c| c.metadata.clone()).unwrap_or_default(),
         };
         block.tokens = block_tokens(&block, f, counter);
         if out.admit(&f.document_id, marker, known, block.tokens, budget, &mut next) {

@@ -15,6 +15,7 @@ fn block(counter: &Cl100kCounter, marker: u32, title: &str, doc: &str, text: &st
         score: 0.0,
         carried_from: None,
         text: text.into(),
+        metadata: Default::default(),
     };
     b.tokens = counter.count(&b.render());
     b
@@ -126,6 +127,7 @@ fn block_count_from_ingest_time_text_count_is_exact() {
                 score: 0.5,
                 carried_from: f.carried_from,
                 text: body.into(),
+                metadata: Default::default(),
             };
             assert_eq!(block_tokens(&b, &f, &counter), counter.count(&b.render()), "{domain} passage {i}");
             checked += 1;

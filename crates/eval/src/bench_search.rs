@@ -139,6 +139,11 @@ pub struct SearchOptions {
     /// Only these rows, e.g. `--rows correlated:1000` (for profiling one path)
     #[arg(long, value_delimiter = ',')]
     pub rows: Vec<String>,
+    /// Metadata-filter rows instead of exclusion rows: filters keeping these shares of the
+    /// chunks, random and correlated with the query, with 0 and 1,000 ids excluded, e.g.
+    /// `--filter-selectivity 0.5,0.1,0.01,0.001`
+    #[arg(long, value_delimiter = ',')]
+    pub filter_selectivity: Vec<f64>,
 }
 
 fn write_f32s(path: &std::path::Path, rows: &mut dyn Iterator<Item = &[f32]>) -> Result<()> {
@@ -192,6 +197,20 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
         None => (0..queries).map(|_| noisy(&all[rng.below(all.len())].vector, &mut rng, 0.05)).collect(),
     };
     let n = index.len();
+    if !o.filter_selectivity.is_empty() {
+        if let Some(bad) = o.filter_selectivity.iter().find(|s| !(**s > 0.0 && **s <= 1.0)) {
+            bail!("--filter-selectivity {bad}: use shares in (0, 1]");
+        }
+        let (ix, centroids) = crate::bench_filter::with_metadata(&index, &o.filter_selectivity, &mut rng);
+        let rows = crate::bench_filter::rows(&ix, &centroids, &query_vectors, k, &mut rng);
+        if json {
+            println!("{}", serde_json::json!({ "vectors": n, "queries": query_vectors.len(), "k": k, "rows": rows }));
+        } else {
+            println!("{n} vectors, {} queries, k={k}, ef_search={}", query_vectors.len(), ix.params().ef_search);
+            crate::bench_filter::print(&rows, k, ix.metadata_index().bytes(), ix.nodes() * ix.dimension() * 6);
+        }
+        return Ok(());
+    }
     let mut rows = Vec::new();
     let plan: Vec<(&'static str, usize)> = [0, 10, 100, 1_000, 10_000]
         .into_iter()

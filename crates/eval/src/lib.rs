@@ -15,6 +15,7 @@
 
 pub mod bench;
 pub mod bench_http;
+mod bench_filter;
 pub mod bench_search;
 pub mod bench_window;
 pub mod data;

@@ -176,6 +176,7 @@ mod tests {
             score: 0.5,
             carried_from: None,
             text: text.into(),
+            metadata: Default::default(),
         }
     }
 

@@ -1,0 +1,219 @@
+//! `bench search --filter-selectivity S,...`: metadata filters inside the embedded index
+//! (issue 24). Each chunk of the store (or of the `--scale` copy) gets two synthetic fields:
+//! `bucket`, a uniform number (a range on it keeps a random share of the chunks), and
+//! `cluster_S`, the nearest of `1/S` centroids (the query's own cluster keeps a share
+//! correlated with its neighbourhood). Each row: a selectivity, random or correlated, with 0
+//! or 1,000 random ids excluded too; latency and recall@k of the planner's search against the
+//! exact scan under the same predicate, the other path forced on the same query, the time to
+//! resolve the filter to bits (outside `p50_ms`, as FAISS builds its selector outside), the
+//! 5th-percentile query's recall, and queries that got fewer than k hits though k passed.
+
+use crate::stats::{percentile, Rng};
+use ragctx_core::{ExclusionSet, Filter, MetaValue, Metadata, SearchPath};
+use ragctx_index::{ForcePath, VectorIndex};
+use serde::Serialize;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// One row of the table.
+#[derive(Serialize)]
+pub(crate) struct FilterRow {
+    filter: &'static str,
+    selectivity: f64,
+    /// Chunks that pass the filter (before the exclusion), mean over the queries.
+    passing: f64,
+    excluded: usize,
+    p50_ms: f64,
+    p99_ms: f64,
+    #[serde(rename = "recall@10")]
+    recall: f64,
+    /// The 5th-percentile query's recall.
+    recall_p5: f64,
+    /// Queries with fewer than k hits although k chunks passed.
+    short: usize,
+    path: &'static str,
+    graph_share: f64,
+    exact_p50_ms: f64,
+    alt_path_p50_ms: f64,
+    alt_path_recall: f64,
+    resolve_p50_ms: f64,
+    /// Queries whose planner latency was within 1.25x of the better of walk and scan.
+    planner_within_125: f64,
+}
+
+/// Adds the synthetic metadata to a copy of `index` built from `vectors` (node order).
+pub(crate) fn with_metadata(
+    source: &VectorIndex,
+    selectivities: &[f64],
+    rng: &mut Rng,
+) -> (VectorIndex, Vec<(f64, Vec<Vec<f32>>)>) {
+    let n = source.nodes();
+    let mut centroids = Vec::new();
+    for &s in selectivities {
+        let c = ((1.0 / s).round() as usize).clamp(1, n);
+        centroids.push((s, (0..c).map(|_| source.vector(rng.below(n) as u32).to_vec()).collect::<Vec<_>>()));
+    }
+    let mut ix = VectorIndex::new(source.dimension(), source.params());
+    for node in 0..n as u32 {
+        let v = source.vector(node);
+        let mut m = Metadata::default();
+        m.insert("bucket", MetaValue::Number(rng.below(1_000_000) as f64)).expect("valid");
+        for (s, cs) in &centroids {
+            m.insert(&format!("cluster_{s}"), MetaValue::String(nearest(cs, v).to_string())).expect("valid");
+        }
+        ix.upsert_with(source.chunk_id(node), source.document_id(node), 1.0, &m, v);
+    }
+    (ix, centroids)
+}
+
+fn nearest(centroids: &[Vec<f32>], v: &[f32]) -> usize {
+    let mut best = (f32::NEG_INFINITY, 0);
+    for (i, c) in centroids.iter().enumerate() {
+        let s = ragctx_index::dot(c, v);
+        if s > best.0 {
+            best = (s, i);
+        }
+    }
+    best.1
+}
+
+/// The rows for every selectivity, kind and exclusion size.
+pub(crate) fn rows(
+    ix: &VectorIndex,
+    centroids: &[(f64, Vec<Vec<f32>>)],
+    queries: &[Vec<f32>],
+    k: usize,
+    rng: &mut Rng,
+) -> Vec<FilterRow> {
+    let mut out = Vec::new();
+    let mut plan: Vec<(&'static str, f64)> = vec![("none", 1.0)];
+    for (s, _) in centroids {
+        plan.push(("random", *s));
+        plan.push(("correlated", *s));
+    }
+    for (kind, s) in plan {
+        for excluded in [0usize, 1_000] {
+            if excluded * 2 > ix.len() {
+                continue;
+            }
+            let (mut lat, mut exact_lat, mut alt_lat, mut resolve_lat) = (vec![], vec![], vec![], vec![]);
+            let (mut recalls, mut alt_recall, mut graph, mut short, mut passing, mut within) =
+                (Vec::new(), 0.0, 0usize, 0usize, 0.0, 0usize);
+            for q in queries {
+                let filter = match kind {
+                    "none" => Filter::All,
+                    "random" => {
+                        Filter::parse(&format!(r#"{{"bucket":{{"lt":{}}}}}"#, (s * 1_000_000.0).round())).expect("valid")
+                    }
+                    _ => {
+                        let cs = &centroids.iter().find(|c| c.0 == s).expect("centroids").1;
+                        Filter::parse(&format!(r#"{{"cluster_{s}":"{}"}}"#, nearest(cs, q))).expect("valid")
+                    }
+                };
+                let mut ex = ExclusionSet::default();
+                while ex.chunks.len() < excluded {
+                    ex.chunks.insert(ix.chunk_id(rng.below(ix.nodes()) as u32).into());
+                }
+                let t = Instant::now();
+                let resolved = ix.restrict(Arc::new(ix.resolve(&ex)), &filter, None);
+                resolve_lat.push(t.elapsed().as_secs_f64() * 1e3);
+                let allowed = ix.len() - resolved.excluded();
+                passing += ix.restrict(Arc::new(ix.resolve(&ExclusionSet::default())), &filter, None).excluded() as f64;
+                let t = Instant::now();
+                let got = ix.search_resolved(q, k, None, &resolved, None);
+                let planner = t.elapsed().as_secs_f64() * 1e3;
+                lat.push(planner);
+                let t = Instant::now();
+                let truth = ix.search_resolved(q, k, None, &resolved, Some(ForcePath::Exact));
+                let exact = t.elapsed().as_secs_f64() * 1e3;
+                exact_lat.push(exact);
+                let truth: Vec<u32> = truth.hits.iter().map(|h| h.0).collect();
+                let recall_of = |hits: &[(u32, f32)]| {
+                    if truth.is_empty() {
+                        1.0
+                    } else {
+                        hits.iter().filter(|h| truth.contains(&h.0)).count() as f64 / truth.len() as f64
+                    }
+                };
+                let alt = if got.path == SearchPath::Graph {
+                    graph += 1;
+                    ForcePath::Exact
+                } else {
+                    ForcePath::Graph
+                };
+                let t = Instant::now();
+                let other = ix.search_resolved(q, k, None, &resolved, Some(alt));
+                let alt_ms = t.elapsed().as_secs_f64() * 1e3;
+                alt_lat.push(alt_ms);
+                alt_recall += recall_of(&other.hits);
+                recalls.push(recall_of(&got.hits));
+                if got.hits.len() < k.min(allowed) {
+                    short += 1;
+                }
+                let walk = if got.path == SearchPath::Graph { planner } else { alt_ms };
+                let scan = if got.path == SearchPath::Graph { alt_ms.min(exact) } else { planner.min(exact) };
+                if planner <= 1.25 * walk.min(scan) {
+                    within += 1;
+                }
+            }
+            for v in [&mut lat, &mut exact_lat, &mut alt_lat, &mut resolve_lat] {
+                v.sort_by(f64::total_cmp);
+            }
+            let qn = queries.len() as f64;
+            let mean_recall = recalls.iter().sum::<f64>() / qn;
+            recalls.sort_by(f64::total_cmp);
+            out.push(FilterRow {
+                filter: kind,
+                selectivity: s,
+                passing: ix.len() as f64 - passing / qn,
+                excluded,
+                p50_ms: percentile(&lat, 0.5),
+                p99_ms: percentile(&lat, 0.99),
+                recall: mean_recall,
+                recall_p5: percentile(&recalls, 0.05),
+                short,
+                path: if graph * 2 >= queries.len() { "graph" } else { "exact" },
+                graph_share: graph as f64 / qn,
+                exact_p50_ms: percentile(&exact_lat, 0.5),
+                alt_path_p50_ms: percentile(&alt_lat, 0.5),
+                alt_path_recall: alt_recall / qn,
+                resolve_p50_ms: percentile(&resolve_lat, 0.5),
+                planner_within_125: within as f64 / qn,
+            });
+        }
+    }
+    out
+}
+
+/// Prints the rows as a Markdown table.
+pub(crate) fn print(rows: &[FilterRow], k: usize, metadata_bytes: usize, vector_bytes: usize) {
+    println!(
+        "metadata indexes: {:.1} MB, {:.1}% of the vectors' {:.1} MB",
+        metadata_bytes as f64 / 1e6,
+        100.0 * metadata_bytes as f64 / vector_bytes.max(1) as f64,
+        vector_bytes as f64 / 1e6
+    );
+    println!("| filter | selectivity | passing | excluded | p50 ms | p99 ms | recall@{k} | p5 recall | short | path | exact p50 ms | other path p50 ms (recall) | resolve p50 ms | planner ≤1.25× best |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---:|---:|");
+    for r in rows {
+        println!(
+            "| {} | {} | {:.0} | {} | {:.3} | {:.3} | {:.3} | {:.2} | {} | {} ({:.0}% graph) | {:.3} | {:.3} ({:.3}) | {:.3} | {:.0}% |",
+            r.filter,
+            r.selectivity,
+            r.passing,
+            r.excluded,
+            r.p50_ms,
+            r.p99_ms,
+            r.recall,
+            r.recall_p5,
+            r.short,
+            r.path,
+            100.0 * r.graph_share,
+            r.exact_p50_ms,
+            r.alt_path_p50_ms,
+            r.alt_path_recall,
+            r.resolve_p50_ms,
+            100.0 * r.planner_within_125
+        );
+    }
+}
