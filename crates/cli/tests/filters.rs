@@ -37,6 +37,8 @@ fn a_filtered_turn_answers_only_from_matching_documents_and_keeps_the_session() 
 
     let listed: Value = serde_json::from_str(&env.ok(&["documents", "list", "--json"])).unwrap();
     assert_eq!(listed.as_array().unwrap().len(), 5);
+    let pests = listed.as_array().unwrap().iter().find(|d| d["document_id"] == "pests.md").unwrap();
+    assert_eq!(pests["metadata"], serde_json::json!({"topic": "pests", "year": 2024}), "{pests}");
 
     // Turn 1: pests only, whatever the question leans to.
     let t1 = env.ask("s", &["--filter", r#"{"topic":"pests"}"#], "How often should I water my plants?");

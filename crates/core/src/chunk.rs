@@ -94,6 +94,9 @@ pub struct DocumentSummary {
     pub title: String,
     /// How many chunks the store holds for it.
     pub chunks: usize,
+    /// The metadata of its first chunk (by id), where the store lists it (DESIGN §8).
+    #[serde(default, skip_serializing_if = "Metadata::is_empty")]
+    pub metadata: Metadata,
 }
 
 impl DocumentSummary {
@@ -113,8 +116,26 @@ impl DocumentSummary {
                 document_id: doc.into(),
                 title: title.to_owned(),
                 chunks,
+                metadata: Metadata::default(),
             })
             .collect()
+    }
+
+    /// [`DocumentSummary::tally`] of whole chunks, each document with its first chunk's metadata.
+    pub fn of_chunks<'a>(chunks: impl IntoIterator<Item = &'a Chunk>) -> Vec<DocumentSummary> {
+        let mut first: std::collections::BTreeMap<&str, &Chunk> = Default::default();
+        let chunks: Vec<&Chunk> = chunks.into_iter().collect();
+        for c in &chunks {
+            let e = first.entry(c.document_id.as_str()).or_insert(c);
+            if c.id < e.id {
+                *e = c;
+            }
+        }
+        let mut out = Self::tally(chunks.iter().map(|c| (c.id.as_str(), c.document_id.as_str(), c.title.as_str())));
+        for d in &mut out {
+            d.metadata = first[d.document_id.as_str()].metadata.clone();
+        }
+        out
     }
 }
 

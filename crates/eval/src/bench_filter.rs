@@ -41,12 +41,15 @@ pub(crate) struct FilterRow {
     planner_within_125: f64,
 }
 
+/// Per selectivity, the centroids whose nearest one names a chunk's cluster.
+pub(crate) type Centroids = Vec<(f64, Vec<Vec<f32>>)>;
+
 /// Adds the synthetic metadata to a copy of `index` built from `vectors` (node order).
 pub(crate) fn with_metadata(
     source: &VectorIndex,
     selectivities: &[f64],
     rng: &mut Rng,
-) -> (VectorIndex, Vec<(f64, Vec<Vec<f32>>)>) {
+) -> (VectorIndex, Centroids) {
     let n = source.nodes();
     let mut centroids = Vec::new();
     for &s in selectivities {
@@ -80,7 +83,7 @@ fn nearest(centroids: &[Vec<f32>], v: &[f32]) -> usize {
 /// The rows for every selectivity, kind and exclusion size.
 pub(crate) fn rows(
     ix: &VectorIndex,
-    centroids: &[(f64, Vec<Vec<f32>>)],
+    centroids: &Centroids,
     queries: &[Vec<f32>],
     k: usize,
     rng: &mut Rng,

@@ -79,7 +79,7 @@ impl VectorStore for MemoryVectorStore {
 
     fn documents(&self) -> Result<Vec<DocumentSummary>> {
         let map = self.chunks.read().expect("lock");
-        Ok(DocumentSummary::tally(map.values().map(|c| (c.id.as_str(), c.document_id.as_str(), c.title.as_str()))))
+        Ok(DocumentSummary::of_chunks(map.values()))
     }
 
     fn search(&self, request: &SearchRequest) -> Result<SearchOutcome> {

@@ -1,12 +1,35 @@
-//! Boolean expressions for Milvus filters, built so that no id can change their meaning.
+//! Boolean expressions for Milvus filters, built so that no id or value can change their
+//! meaning: the exclusion (`… not in …`), the tenant, and a turn's metadata [`MetaFilter`],
+//! joined with `and` into one predicate that goes into the search itself.
 //!
-//! Milvus ≥ 2.5 takes the id lists as template values (`filter_params`), so the expression
-//! holds only field names and placeholders. Older servers get a literal list in which every
-//! id is a double-quoted string with `\`, `"`, newline and carriage return escaped — the
-//! characters Milvus's expression grammar does not allow bare inside a string. An id such as
-//! `zz"] or id >= 0 or doc_id in ["zz` stays one string, and the filter excludes exactly it.
+//! Milvus ≥ 2.5 takes user strings as template values (`filter_params`), so the expression
+//! holds only field names, metadata keys (checked by `core`, and quoted), our own constants
+//! and placeholders. Older servers, and Milvus Lite 3.2.2 (which rejects every `{…}`), get
+//! literals in which every string is double-quoted with `\`, `"`, newline and carriage
+//! return escaped — the characters Milvus's expression grammar does not allow bare inside a
+//! string. An id such as `zz"] or id >= 0 or doc_id in ["zz` stays one string, and the
+//! filter excludes exactly it.
+//!
+//! # Metadata filters
+//!
+//! A chunk's metadata is stored as a JSON field ([`METADATA`]) and, beside it, the type of
+//! each value ([`METADATA_TYPES`]: `"s"`, `"n"`, `"b"`, `"l"`), because Milvus's JSON
+//! comparisons do not keep types apart: Milvus Lite 3.2.2 finds `true` equal to `1` and a
+//! bool within `< 100` (measured). Every condition on a key is therefore guarded by its
+//! type, e.g. `metadata["year"] >= 2020` becomes
+//! `(metadata_types["year"] == "n" and metadata["year"] >= 2020)`.
+//!
+//! Milvus evaluates comparisons on a missing key, and ranges on a value of another type, to
+//! *null*, with three-valued (Kleene) `and`/`or`/`not`: `not (metadata["k"] == "v")` does not
+//! match a chunk without `k`, though [`MetaFilter::matches`] says it must. So the filter is
+//! put in negation normal form before it is written: `not` is pushed down to the conditions,
+//! and each negated condition is written as its own complement,
+//! `(not exists metadata["k"] or not (…guarded condition…))`, whose parts are never null
+//! where they decide. A positive expression built only of `and`/`or` over conditions that are
+//! true exactly when the reference says so (null elsewhere counts as false) then agrees with
+//! [`MetaFilter::matches`] exactly.
 
-use ragctx_core::ExclusionSet;
+use ragctx_core::{ExclusionSet, Field, Filter as MetaFilter, MetaValue, Metadata, Range, Scalar, TENANT_SEPARATOR};
 use std::collections::HashMap;
 
 /// The primary-key field (chunk id).
@@ -14,11 +37,27 @@ pub const ID: &str = "id";
 /// The document-id field, grouped by and excluded on.
 pub const DOCUMENT_ID: &str = "document_id";
 
+/// The JSON field holding a chunk's metadata, as [`Metadata`] serialises it.
+pub const METADATA: &str = "metadata";
+/// The JSON field holding the type of each metadata value ([`type_tag`]).
+pub const METADATA_TYPES: &str = "metadata_types";
+/// The VarChar field holding the tenant of a chunk ([`ragctx_core::tenant_of`] its id).
+pub const TENANT: &str = "tenant";
+
+/// A value a template placeholder stands for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Template {
+    /// One string (`field == {p}`, `json_contains(…, {p})`).
+    String(String),
+    /// A list of strings (`field in {p}`, `json_contains_any(…, {p})`).
+    Strings(Vec<String>),
+}
+
 /// A filter expression and the template values it refers to (empty for a literal filter).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Filter {
     pub expr: String,
-    pub params: HashMap<String, Vec<String>>,
+    pub params: HashMap<String, Template>,
 }
 
 /// `"…"` with every character the grammar forbids escaped.
@@ -56,7 +95,7 @@ pub fn exclusion(ex: &ExclusionSet, templates: bool) -> Option<Filter> {
         }
         if templates {
             parts.push(format!("{field} not in {{{name}}}"));
-            params.insert(name.to_owned(), ids.into_iter().map(str::to_owned).collect());
+            params.insert(name.to_owned(), Template::Strings(ids.into_iter().map(str::to_owned).collect()));
         } else {
             parts.push(format!("{field} not in {}", literal_list(ids.into_iter())));
         }
@@ -72,6 +111,281 @@ pub fn exclusion(ex: &ExclusionSet, templates: bool) -> Option<Filter> {
 /// `field in [...]`, literal, for fetching by id.
 pub fn in_literal<'a>(field: &str, ids: impl Iterator<Item = &'a str>) -> String {
     format!("{field} in {}", literal_list(ids))
+}
+
+/// The type tag of a metadata value, stored in [`METADATA_TYPES`] under its key.
+pub fn type_tag(value: &MetaValue) -> &'static str {
+    match value {
+        MetaValue::String(_) => "s",
+        MetaValue::Number(_) => "n",
+        MetaValue::Bool(_) => "b",
+        MetaValue::List(_) => "l",
+    }
+}
+
+/// What [`METADATA_TYPES`] holds for `metadata`: each key with its [`type_tag`].
+pub fn type_tags(metadata: &Metadata) -> Vec<(&str, &'static str)> {
+    metadata.iter().map(|(k, v)| (k, type_tag(v))).collect()
+}
+
+/// How a search is confined to one tenant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TenantScope<'a> {
+    /// Every tenant (no condition).
+    All,
+    /// `tenant == "t"` on the [`TENANT`] field (the partition key: the server searches only
+    /// that tenant's partition).
+    Field(&'a str),
+    /// By the stored ids alone, for a collection made before the [`TENANT`] field: the
+    /// `default` tenant's ids hold no U+001F; another tenant's lie in `["t\u{1f}", "t\u{20}")`,
+    /// which is exactly the ids that start with `t` and U+001F.
+    IdPrefix(&'a str),
+}
+
+/// What a search's whole predicate (filter, exclusion, tenant) comes to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Predicate {
+    /// No condition at all.
+    Everything,
+    /// No chunk can pass (e.g. `{"not": {}}`): the search returns nothing.
+    Nothing,
+    /// The chunks this expression selects.
+    Where(Filter),
+}
+
+/// Writes the one predicate of a search: `filter`, `exclusion` and `tenant` joined by `and`
+/// (DESIGN §8: evaluated inside the search, never after it). `templates`: the server takes
+/// `filter_params`. `metadata`: the collection has the metadata fields; without them a
+/// filter that reads a metadata key is refused (never ignored), while `document_id`
+/// conditions still work.
+pub fn predicate(
+    filter: &MetaFilter,
+    exclusion: &ExclusionSet,
+    tenant: TenantScope<'_>,
+    templates: bool,
+    metadata: bool,
+) -> ragctx_core::Result<Predicate> {
+    let mut w = Writer { templates, metadata, params: HashMap::new() };
+    let tenant = w.tenant(tenant);
+    let filter = w.filter(filter, true)?;
+    let exclusion = match self::exclusion(exclusion, templates) {
+        Some(Filter { expr, params }) => {
+            w.params.extend(params);
+            Expr::Text(expr)
+        }
+        None => Expr::True,
+    };
+    Ok(match join(vec![tenant, exclusion, filter], true) {
+        Expr::True => Predicate::Everything,
+        Expr::False => Predicate::Nothing,
+        Expr::Text(expr) => Predicate::Where(Filter { expr, params: w.params }),
+    })
+}
+
+/// An expression being written, with `true` and `false` kept apart so they fold away (Milvus
+/// has no boolean literal that every version reads).
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Expr {
+    True,
+    False,
+    Text(String),
+}
+
+/// `parts` joined by `and` (or `or`), constants folded, every operand parenthesised.
+fn join(parts: Vec<Expr>, and: bool) -> Expr {
+    let (unit, zero, op) = if and { (Expr::True, Expr::False, " and ") } else { (Expr::False, Expr::True, " or ") };
+    let mut texts = Vec::new();
+    for part in parts {
+        match part {
+            Expr::Text(t) => texts.push(t),
+            p if p == zero => return zero,
+            _ => {}
+        }
+    }
+    match texts.len() {
+        0 => unit,
+        1 => Expr::Text(texts.pop().expect("one")),
+        _ => Expr::Text(texts.iter().map(|t| format!("({t})")).collect::<Vec<_>>().join(op)),
+    }
+}
+
+/// A number as Milvus's grammar reads it back to the same `f64`: integers as integers, the
+/// rest in Rust's shortest round-trip form (`0.1`, `1e20`, `-1.5e-7`).
+fn number(n: f64) -> ragctx_core::Result<String> {
+    if !n.is_finite() {
+        return Err(ragctx_core::Error::InvalidInput(format!("filter number {n} is not finite")));
+    }
+    Ok(if n.fract() == 0.0 && n.abs() < 9.0e15 { format!("{}", n as i64) } else { format!("{n:?}") })
+}
+
+struct Writer {
+    templates: bool,
+    metadata: bool,
+    params: HashMap<String, Template>,
+}
+
+impl Writer {
+    /// A user string: a placeholder, or quoted.
+    fn string(&mut self, s: &str) -> String {
+        if self.templates {
+            let name = format!("v{}", self.params.len());
+            self.params.insert(name.clone(), Template::String(s.to_owned()));
+            format!("{{{name}}}")
+        } else {
+            quote(s)
+        }
+    }
+
+    /// A list of user strings: a placeholder, or a literal list of quoted strings.
+    fn strings(&mut self, list: &[&str]) -> String {
+        if self.templates {
+            let name = format!("v{}", self.params.len());
+            self.params.insert(name.clone(), Template::Strings(list.iter().map(|s| s.to_string()).collect()));
+            format!("{{{name}}}")
+        } else {
+            literal_list(list.iter().copied())
+        }
+    }
+
+    fn tenant(&mut self, scope: TenantScope<'_>) -> Expr {
+        match scope {
+            TenantScope::All => Expr::True,
+            TenantScope::Field(t) => Expr::Text(format!("{TENANT} == {}", self.string(t))),
+            TenantScope::IdPrefix(ragctx_core::DEFAULT_TENANT) => {
+                Expr::Text(format!("not ({ID} like {})", quote(&format!("%{TENANT_SEPARATOR}%"))))
+            }
+            TenantScope::IdPrefix(t) => {
+                let from = self.string(&format!("{t}{TENANT_SEPARATOR}"));
+                let to = self.string(&format!("{t}\u{20}"));
+                Expr::Text(format!("{ID} >= {from} and {ID} < {to}"))
+            }
+        }
+    }
+
+    /// `filter` (`positive`) or its complement, in negation normal form.
+    fn filter(&mut self, filter: &MetaFilter, positive: bool) -> ragctx_core::Result<Expr> {
+        Ok(match filter {
+            MetaFilter::All => {
+                if positive {
+                    Expr::True
+                } else {
+                    Expr::False
+                }
+            }
+            MetaFilter::And(parts) | MetaFilter::Or(parts) => {
+                let all = matches!(filter, MetaFilter::And(_)) == positive;
+                let parts = parts.iter().map(|p| self.filter(p, positive)).collect::<ragctx_core::Result<Vec<_>>>()?;
+                join(parts, all)
+            }
+            MetaFilter::Not(inner) => self.filter(inner, !positive)?,
+            MetaFilter::Eq(Field::DocumentId, s) => self.document(std::slice::from_ref(s), positive),
+            MetaFilter::In(Field::DocumentId, values) => self.document(values, positive),
+            MetaFilter::Range(Field::DocumentId, ..) => self.filter(&MetaFilter::All, !positive)?,
+            MetaFilter::Exists(Field::DocumentId) => self.filter(&MetaFilter::All, positive)?,
+            MetaFilter::Eq(Field::Meta(k), s) => self.meta(k, std::slice::from_ref(s), None, positive)?,
+            MetaFilter::In(Field::Meta(k), values) => self.meta(k, values, None, positive)?,
+            MetaFilter::Range(Field::Meta(k), range, bound) => self.meta(k, &[], Some((*range, *bound)), positive)?,
+            MetaFilter::Exists(Field::Meta(k)) => {
+                let key = self.key(k)?;
+                Expr::Text(if positive {
+                    format!("exists {METADATA}[{key}]")
+                } else {
+                    format!("not exists {METADATA}[{key}]")
+                })
+            }
+        })
+    }
+
+    /// `document_id` equal to one of `values` (a VarChar field: never null, so `not` is its
+    /// complement).
+    fn document(&mut self, values: &[Scalar], positive: bool) -> Expr {
+        let ids: Vec<&str> = values
+            .iter()
+            .filter_map(|v| match v {
+                Scalar::String(s) => Some(s.as_str()),
+                _ => None,
+            })
+            .collect();
+        if ids.is_empty() {
+            return if positive { Expr::False } else { Expr::True };
+        }
+        let list = self.strings(&ids);
+        Expr::Text(if positive { format!("{DOCUMENT_ID} in {list}") } else { format!("{DOCUMENT_ID} not in {list}") })
+    }
+
+    /// The quoted key, checked (a filter made by `core`'s parser always passes).
+    fn key(&self, k: &str) -> ragctx_core::Result<String> {
+        if !self.metadata {
+            return Err(ragctx_core::Error::InvalidInput(format!(
+                "the filter reads metadata key {k:?}, but this Milvus collection predates metadata: \
+                 re-ingest into a new --collection to filter on metadata"
+            )));
+        }
+        if !ragctx_core::valid_metadata_key(k) {
+            return Err(ragctx_core::Error::InvalidInput(format!(
+                "metadata key {k:?} is invalid: use letters, digits, '_', '.' or '-'"
+            )));
+        }
+        Ok(quote(k))
+    }
+
+    /// Key `k` equal to one of `values` (contained, for a list), or within `range`; each
+    /// comparison guarded by the value's type, so it is never null once the key exists. The
+    /// complement is `not exists` or `not` of that.
+    fn meta(
+        &mut self,
+        k: &str,
+        values: &[Scalar],
+        range: Option<(Range, f64)>,
+        positive: bool,
+    ) -> ragctx_core::Result<Expr> {
+        let key = self.key(k)?;
+        let value = format!("{METADATA}[{key}]");
+        let tag = |t: &str| format!("{METADATA_TYPES}[{key}] == \"{t}\"");
+        let mut strings = Vec::new();
+        let (mut numbers, mut bools) = (Vec::new(), Vec::new());
+        for v in values {
+            match v {
+                Scalar::String(s) => strings.push(s.as_str()),
+                Scalar::Number(n) => numbers.push(format!("{value} == {}", number(*n)?)),
+                Scalar::Bool(b) => bools.push(format!("{value} == {b}")),
+            }
+        }
+        let mut any = Vec::new();
+        if !strings.is_empty() {
+            let equal: Vec<String> = strings.iter().map(|s| format!("{value} == {}", self.string(s))).collect();
+            any.push(join(vec![Expr::Text(tag("s")), join(equal.into_iter().map(Expr::Text).collect(), false)], true));
+            let contains = match strings.as_slice() {
+                [one] => format!("json_contains({value}, {})", self.string(one)),
+                many => format!("json_contains_any({value}, {})", self.strings(many)),
+            };
+            any.push(join(vec![Expr::Text(tag("l")), Expr::Text(contains)], true));
+        }
+        for (t, equal) in [("n", numbers), ("b", bools)] {
+            if !equal.is_empty() {
+                any.push(join(
+                    vec![Expr::Text(tag(t)), join(equal.into_iter().map(Expr::Text).collect(), false)],
+                    true,
+                ));
+            }
+        }
+        if let Some((range, bound)) = range {
+            let op = match range {
+                Range::Gt => ">",
+                Range::Gte => ">=",
+                Range::Lt => "<",
+                Range::Lte => "<=",
+            };
+            any.push(join(vec![Expr::Text(tag("n")), Expr::Text(format!("{value} {op} {}", number(bound)?))], true));
+        }
+        let holds = join(any, false);
+        Ok(match (positive, holds) {
+            (true, e) => e,
+            (false, Expr::Text(t)) => Expr::Text(format!("(not exists {value}) or (not ({t}))")),
+            (false, Expr::True) => Expr::False,
+            (false, Expr::False) => Expr::True,
+        })
+    }
 }
 
 /// Parses a literal filter built here back into `(field, ids)` clauses, the way Milvus's
@@ -221,11 +535,96 @@ mod tests {
         assert_eq!(clauses[1].1.len(), 3);
     }
 
+    fn parse(text: &str) -> MetaFilter {
+        MetaFilter::parse(text).unwrap()
+    }
+
+    fn expr(p: Predicate) -> Filter {
+        match p {
+            Predicate::Where(f) => f,
+            other => panic!("an expression, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn metadata_conditions_are_guarded_by_type_and_negations_are_complements() {
+        let none = ExclusionSet::default();
+        let f = expr(predicate(&parse(r#"{"year": {"gte": 2020}}"#), &none, TenantScope::All, false, true).unwrap());
+        assert_eq!(f.expr, r#"(metadata_types["year"] == "n") and (metadata["year"] >= 2020)"#);
+        let f = expr(predicate(&parse(r#"{"tags": {"nin": ["a"]}}"#), &none, TenantScope::All, false, true).unwrap());
+        assert!(f.expr.starts_with(r#"(not exists metadata["tags"]) or (not ("#), "{}", f.expr);
+        assert_eq!(
+            predicate(&parse(r#"{"not": {}}"#), &none, TenantScope::All, false, true).unwrap(),
+            Predicate::Nothing
+        );
+        assert_eq!(
+            predicate(&parse(r#"{"document_id": {"exists": true}}"#), &none, TenantScope::All, false, true).unwrap(),
+            Predicate::Everything
+        );
+        let f = expr(predicate(&MetaFilter::All, &none, TenantScope::Field("acme"), false, true).unwrap());
+        assert_eq!(f.expr, r#"tenant == "acme""#);
+        let f = expr(predicate(&MetaFilter::All, &none, TenantScope::IdPrefix("default"), false, false).unwrap());
+        assert_eq!(f.expr, "not (id like \"%\u{1f}%\")");
+    }
+
+    #[test]
+    fn metadata_filters_on_a_collection_without_metadata_are_refused() {
+        let none = ExclusionSet::default();
+        let err = predicate(&parse(r#"{"topic": "x"}"#), &none, TenantScope::All, false, false).unwrap_err();
+        assert!(err.to_string().contains("--collection"), "{err}");
+        assert!(predicate(&parse(r#"{"document_id": "d"}"#), &none, TenantScope::All, false, false).is_ok());
+    }
+
+    /// Hostile values stay one string each: literal strings parse back to exactly them, and
+    /// the templated form holds none of them and reads like the literal one once filled in.
+    #[test]
+    fn hostile_values_never_change_the_expression() {
+        let hostile = ["a\"b", "c\\d", "[x]", "ü", "e\u{1f}f", "\"] or id >= \"", "new\nline", "' or '1'='1"];
+        for v in hostile {
+            let filter = MetaFilter::Or(vec![
+                MetaFilter::Eq(Field::Meta("k.x-y".into()), Scalar::String(v.into())),
+                MetaFilter::In(Field::Meta("k".into()), vec![Scalar::String(v.into()), Scalar::String("w".into())]),
+                MetaFilter::Eq(Field::DocumentId, Scalar::String(v.into())),
+            ]);
+            let ex = set(&[v], &[v]);
+            let literal = expr(predicate(&filter, &ex, TenantScope::Field("t"), false, true).unwrap());
+            assert!(literal.params.is_empty());
+            let templated = expr(predicate(&filter, &ex, TenantScope::Field("t"), true, true).unwrap());
+            assert!(!templated.expr.contains(v), "{}", templated.expr);
+            // Every quoted string of the literal expression is a key, a type tag or a value.
+            let mut p = Parser { s: literal.expr.as_bytes(), i: 0, text: &literal.expr };
+            let mut strings = Vec::new();
+            while p.i < p.s.len() {
+                if p.s[p.i] == b'"' {
+                    strings.push(p.string().expect("every string ends where quote() ends it"));
+                } else {
+                    p.i += 1;
+                }
+            }
+            let allowed = [v, "w", "k", "k.x-y", "t", "s", "l", "n", "b"];
+            assert!(strings.iter().all(|s| allowed.contains(&s.as_str())), "{strings:?} in {}", literal.expr);
+            assert!(strings.iter().filter(|s| s.as_str() == v).count() >= 5, "{}", literal.expr);
+            // The templated expression, each placeholder replaced by its quoted value, is the
+            // literal one but for list spacing.
+            let mut filled = templated.expr.clone();
+            let mut names: Vec<&String> = templated.params.keys().collect();
+            names.sort_by_key(|n| std::cmp::Reverse(n.len()));
+            for name in names {
+                let text = match &templated.params[name] {
+                    Template::String(s) => quote(s),
+                    Template::Strings(l) => literal_list(l.iter().map(String::as_str)),
+                };
+                filled = filled.replace(&format!("{{{name}}}"), &text);
+            }
+            assert_eq!(filled, literal.expr);
+        }
+    }
+
     #[test]
     fn templated_filter_holds_no_id() {
         let f = exclusion(&set(&["zz\"] or id >= 0 or doc_id in [\"zz"], &["c"]), true).unwrap();
         assert_eq!(f.expr, "(document_id not in {docs}) and (id not in {chunks})");
-        assert_eq!(f.params["docs"], vec!["zz\"] or id >= 0 or doc_id in [\"zz".to_string()]);
-        assert_eq!(f.params["chunks"], vec!["c".to_string()]);
+        assert_eq!(f.params["docs"], Template::Strings(vec!["zz\"] or id >= 0 or doc_id in [\"zz".to_string()]));
+        assert_eq!(f.params["chunks"], Template::Strings(vec!["c".to_string()]));
     }
 }

@@ -3,10 +3,12 @@
 //!
 //! One collection holds the chunks: `id` (VarChar primary key), `document_id` (VarChar,
 //! grouped by and excluded on), `title`, `text`, `ordinal`/`start`/`end`/`tokens` (Int64,
-//! −1 when absent), `weight` (Float) and `vector` (FloatVector, cosine, HNSW or FLAT).
+//! −1 when absent), `weight` (Float), `vector` (FloatVector, cosine, HNSW or FLAT),
+//! `metadata` (JSON: the chunk's metadata) with `metadata_types` (JSON: each value's type,
+//! see [`filter`]), and `tenant` (VarChar partition key: the tenant of the id).
 //!
-//! Searches push grouping (`group_by_field = document_id`) and exclusion (`… not in …`) into
-//! Milvus, but the result is not trusted blindly: a server that groups after a fixed
+//! Searches push grouping (`group_by_field = document_id`) and one predicate — exclusion
+//! (`… not in …`), metadata filter and tenant, [`filter::predicate`] — into Milvus, but the result is not trusted blindly: a server that groups after a fixed
 //! over-fetch returns fewer groups than asked when one document dominates, so the store
 //! searches again without the documents it already has until the groups are complete or the
 //! collection has nothing more ([`MAX_ROUNDS`]). Per-document quotas above the server's

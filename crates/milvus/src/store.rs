@@ -13,9 +13,9 @@ pub use lexical::by_version as full_text_by_version;
 
 use codec::{chunk_of, int, opt, string};
 use runtime::{run, unavailable};
-use search::{groups_by, Query};
+use search::{groups_by, Query, Scope};
 
-use crate::filter::{self, Filter, DOCUMENT_ID, ID};
+use crate::filter::{self, Filter, DOCUMENT_ID, ID, METADATA, METADATA_TYPES, TENANT};
 use milvus::v2::prelude::{
     ClientV2, CollectionSchema, ConnectConfig, ConsistencyLevel, CreateCollectionRequest, CreateIndexRequest, DataType,
     FieldSchema, FilterTemplateValue, GetServerVersionRequest, HasCollectionRequest, IndexParam, IndexType,
@@ -24,7 +24,7 @@ use milvus::v2::prelude::{
 };
 use ragctx_core::{
     Chunk, ChunkId, DocumentId, DocumentSummary, EmbeddedChunk, Error, ExclusionSet, Grouping, Hit, LexicalRequest,
-    Replaced, Result, SearchOutcome, SearchPath, SearchRequest, VectorStore,
+    Metadata, Replaced, Result, SearchOutcome, SearchPath, SearchRequest, VectorStore,
 };
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -40,8 +40,10 @@ const MAX_VARCHAR: usize = 65_535;
 const MAX_TOPK: usize = 16_384;
 /// Milvus's largest `group_size`.
 const MAX_GROUP_SIZE: usize = 10;
-/// Fields a search or fetch returns (all but the vector).
+/// Fields a search or fetch returns (all but the vector), `metadata` aside.
 const FIELDS: [&str; 9] = [ID, DOCUMENT_ID, "title", "text", "ordinal", "start", "end", "weight", "tokens"];
+/// Milvus's largest JSON value, in bytes.
+const MAX_JSON: usize = 65_536;
 
 pub struct MilvusVectorStore {
     runtime: tokio::runtime::Runtime,
@@ -92,7 +94,13 @@ impl MilvusVectorStore {
             client,
             config,
             dimension,
-            capabilities: Capabilities { group_by: groups_by(&version), version, templates: false, full_text: false },
+            capabilities: Capabilities {
+                group_by: groups_by(&version),
+                version,
+                templates: false,
+                full_text: false,
+                metadata: false,
+            },
         };
         store.ensure_collection()?;
         store.capabilities.templates = store.probe_templates();
@@ -136,15 +144,29 @@ impl VectorStore for MilvusVectorStore {
             if c.chunk.id.as_str().is_empty() {
                 return Err(Error::InvalidInput("chunk id is empty".into()));
             }
+            if !c.chunk.metadata.is_empty() && !self.capabilities.metadata {
+                return Err(Error::InvalidInput(format!(
+                    "chunk {:?} carries metadata, but Milvus collection {:?} predates metadata: \
+                     ingest into a new --collection to keep it",
+                    c.chunk.id.as_str(),
+                    self.config.collection
+                )));
+            }
         }
+        let metadata: Vec<Option<(serde_json::Value, serde_json::Value)>> = if self.capabilities.metadata {
+            chunks.iter().map(|c| codec::metadata_row(&c.chunk).map(Some)).collect::<Result<_>>()?
+        } else {
+            vec![None; chunks.len()]
+        };
         let ids: Vec<&str> = chunks.iter().map(|c| c.chunk.id.as_str()).collect();
         let existing = self.existing(&ids)?;
         let mut seen = HashSet::new();
         let new = ids.iter().filter(|id| !existing.contains(**id) && seen.insert(**id)).count();
-        for batch in chunks.chunks(BATCH) {
+        for (batch, metadata) in chunks.chunks(BATCH).zip(metadata.chunks(BATCH)) {
             let rows: Vec<serde_json::Value> = batch
                 .iter()
-                .map(|c| {
+                .zip(metadata)
+                .map(|(c, metadata)| {
                     let mut row = serde_json::json!({
                         ID: c.chunk.id.as_str(),
                         DOCUMENT_ID: c.chunk.document_id.as_str(),
@@ -159,6 +181,11 @@ impl VectorStore for MilvusVectorStore {
                     });
                     if self.capabilities.full_text {
                         row[lexical::TEXT] = lexical::text_of(&c.chunk).into();
+                    }
+                    if let Some((values, types)) = metadata {
+                        row[METADATA] = values.clone();
+                        row[METADATA_TYPES] = types.clone();
+                        row[TENANT] = ragctx_core::tenant_of(c.chunk.id.as_str()).into();
                     }
                     row
                 })
@@ -196,8 +223,14 @@ impl VectorStore for MilvusVectorStore {
         if request.limit == 0 {
             return Ok(SearchOutcome { hits: vec![], path: SearchPath::Remote, rounds: 0, reason: "limit 0".into() });
         }
-        let (hits, rounds) =
-            self.grouped_or_not(Query::Dense(&request.vector), request.limit, &request.exclusion, &request.grouping)?;
+        let scope = Scope { filter: &request.filter, tenant: request.tenant.as_deref() };
+        let (hits, rounds) = self.grouped_or_not(
+            Query::Dense(&request.vector),
+            request.limit,
+            &request.exclusion,
+            &request.grouping,
+            scope,
+        )?;
         let index = match self.config.index {
             IndexKind::Flat => "FLAT".to_owned(),
             IndexKind::Hnsw { ef, .. } => format!("HNSW ef {ef}"),

@@ -2,7 +2,7 @@
 //! started by `scripts/milvus-up` (`RAGCTX_TEST_MILVUS`, default http://127.0.0.1:19530).
 //! Set `RAGCTX_TEST_MILVUS=skip` to skip on a machine without it; `scripts/test` never does.
 
-use ragctx_core::{EmbeddedChunk, Error, ExclusionSet, Grouping, SearchRequest, VectorStore};
+use ragctx_core::{EmbeddedChunk, Error, Grouping, SearchRequest, VectorStore};
 use ragctx_milvus::{IndexKind, MilvusConfig, MilvusVectorStore};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -56,12 +56,8 @@ fn milvus_dominant_document_does_not_starve_other_groups() {
         data.push(chunk(&format!("small{d}#0"), &format!("small{d}"), unit(1.0, 0.5 + d as f32 * 0.1)));
     }
     store.upsert(&data).unwrap();
-    let req = SearchRequest {
-        vector: unit(1.0, 0.0),
-        limit: 5,
-        grouping: Some(Grouping::new(1)),
-        exclusion: ExclusionSet::default(),
-    };
+    let req =
+        SearchRequest { vector: unit(1.0, 0.0), limit: 5, grouping: Some(Grouping::new(1)), ..Default::default() };
     let out = store.search(&req).unwrap();
     let docs: std::collections::BTreeSet<_> =
         out.hits.iter().map(|h| h.chunk.document_id.as_str().to_owned()).collect();
@@ -144,12 +140,7 @@ fn milvus_full_text_conforms_where_the_server_has_it() {
         ragctx_testkit::lexical_conformance(&store, 8);
         return;
     }
-    let req = ragctx_core::LexicalRequest {
-        query: "anything".into(),
-        limit: 3,
-        grouping: None,
-        exclusion: ExclusionSet::default(),
-    };
+    let req = ragctx_core::LexicalRequest { query: "anything".into(), limit: 3, ..Default::default() };
     assert!(store.search_lexical(&req).unwrap().is_none());
     let why = store.lexical_missing();
     assert!(why.contains(&version) && why.contains("no full-text search"), "{why}");
@@ -185,6 +176,7 @@ fn chunk(id: &str, doc: &str, vector: Vec<f32>) -> EmbeddedChunk {
             end: None,
             weight: 1.0,
             tokens: None,
+            metadata: Default::default(),
         },
         vector,
     }

@@ -78,7 +78,7 @@ impl VectorStore for EmbeddedVectorStore {
         for row in t.iter().map_err(Error::storage)? {
             chunks.push(serde_json::from_slice(row.map_err(Error::storage)?.1.value()).map_err(Error::storage)?);
         }
-        Ok(DocumentSummary::tally(chunks.iter().map(|c| (c.id.as_str(), c.document_id.as_str(), c.title.as_str()))))
+        Ok(DocumentSummary::of_chunks(&chunks))
     }
 
     fn search(&self, request: &SearchRequest) -> Result<SearchOutcome> {

@@ -262,17 +262,15 @@ pub fn filter_conformance(make: &dyn Fn() -> Box<dyn VectorStore>, filters: usiz
     let mut changed = first.clone();
     changed.chunk.metadata = Metadata::default();
     changed.chunk.metadata.insert("topic", MetaValue::String("replaced".into())).expect("valid");
-    store.replace_documents(&[first.chunk.document_id.clone()], std::slice::from_ref(&changed)).expect("replace");
+    store.replace_documents(std::slice::from_ref(&first.chunk.document_id), std::slice::from_ref(&changed)).expect("replace");
     let replaced = Filter::parse(r#"{"topic":"replaced"}"#).expect("valid");
     let hits = search(&replaced, None, &none, all, None);
     assert_eq!(hits.len(), 1, "the replaced document's new metadata is searched");
     assert_eq!(hits[0].chunk.metadata, changed.chunk.metadata);
-    if let Some(old) = first.chunk.metadata.get("topic") {
-        if let MetaValue::String(old) = old {
-            let f = Filter::Eq(Field::Meta("topic".into()), Scalar::String(old.clone()))
-                .and(Filter::Eq(Field::DocumentId, Scalar::String("doc0".into())));
-            assert!(search(&f, None, &none, all, None).is_empty(), "the old metadata is gone");
-        }
+    if let Some(MetaValue::String(old)) = first.chunk.metadata.get("topic") {
+        let f = Filter::Eq(Field::Meta("topic".into()), Scalar::String(old.clone()))
+            .and(Filter::Eq(Field::DocumentId, Scalar::String("doc0".into())));
+        assert!(search(&f, None, &none, all, None).is_empty(), "the old metadata is gone");
     }
     checked + 2
 }

@@ -1,4 +1,6 @@
-//! Rows to chunks and back: Milvus has no nulls here, so absent numbers are stored as -1.
+//! Rows to chunks and back: Milvus has no nulls here, so absent numbers are stored as -1;
+//! metadata goes into a JSON field with the type of each value beside it
+//! ([`crate::filter`] says why).
 
 use super::*;
 
@@ -30,7 +32,33 @@ pub(super) fn int(row: &milvus::v2::prelude::ResultRow<'_>, field: &str) -> Resu
     }
 }
 
-pub(super) fn chunk_of(row: &milvus::v2::prelude::ResultRow<'_>) -> Result<Chunk> {
+/// The `metadata` and `metadata_types` values of a chunk's row; refused when Milvus would
+/// refuse them (a JSON value over its size limit).
+pub(super) fn metadata_row(chunk: &Chunk) -> Result<(serde_json::Value, serde_json::Value)> {
+    let values = serde_json::to_value(&chunk.metadata).map_err(Error::storage)?;
+    let size = values.to_string().len();
+    if size > MAX_JSON {
+        return Err(Error::InvalidInput(format!(
+            "chunk {:?}: its metadata is {size} bytes as JSON, over Milvus's limit of {MAX_JSON}",
+            chunk.id.as_str()
+        )));
+    }
+    let types: serde_json::Map<String, serde_json::Value> =
+        filter::type_tags(&chunk.metadata).into_iter().map(|(k, t)| (k.to_owned(), t.into())).collect();
+    Ok((values, types.into()))
+}
+
+/// The chunk's metadata from its row's `metadata` field.
+fn metadata_of(row: &milvus::v2::prelude::ResultRow<'_>) -> Result<Metadata> {
+    match row.get(METADATA).map_err(Error::storage)? {
+        ResultValue::Json(value) => serde_json::from_value(value.clone())
+            .map_err(|e| Error::inconsistent(format!("Milvus field {METADATA} holds no ragctx metadata: {e}"))),
+        other => Err(Error::inconsistent(format!("Milvus field {METADATA} of unexpected type: {other:?}"))),
+    }
+}
+
+/// The chunk of a row; `metadata`: the row has the metadata field (else none is read).
+pub(super) fn chunk_of(row: &milvus::v2::prelude::ResultRow<'_>, metadata: bool) -> Result<Chunk> {
     Ok(Chunk {
         id: ChunkId(string(row, ID)?),
         document_id: DocumentId(string(row, DOCUMENT_ID)?),
@@ -45,5 +73,6 @@ pub(super) fn chunk_of(row: &milvus::v2::prelude::ResultRow<'_>) -> Result<Chunk
             other => return Err(Error::inconsistent(format!("Milvus field weight of unexpected type: {other:?}"))),
         },
         tokens: unopt(int(row, "tokens")?),
+        metadata: if metadata { metadata_of(row)? } else { Metadata::default() },
     })
 }

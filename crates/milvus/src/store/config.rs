@@ -112,4 +112,9 @@ pub struct Capabilities {
     /// Full-text (BM25) search on this collection: the server has it (Milvus ≥ 2.5, Milvus
     /// Lite 3) and the collection was made with its BM25 function.
     pub full_text: bool,
+    /// This collection has the metadata fields (`metadata`, `metadata_types`, `tenant`):
+    /// chunks keep their metadata, filters on it and tenant scopes are written on these
+    /// fields. A collection made before them serves unfiltered and `document_id` searches,
+    /// scopes tenants by id, and refuses metadata filters and chunks carrying metadata.
+    pub metadata: bool,
 }

@@ -1,12 +1,12 @@
 //! Full-text (BM25) search done by Milvus itself: a collection made on a server that has it
 //! (Milvus 2.5 on, Milvus Lite 3) carries title and text in an analysed VarChar field and a
 //! BM25 function that turns it into a sparse vector; searches send the question as text.
-//! Exclusion and grouping are those of the vector search (the same filter, the same
-//! server-side grouping and completion rounds). Elsewhere — older servers, or a collection
+//! Exclusion, metadata filter, tenant and grouping are those of the vector search (the same
+//! predicate, the same server-side grouping and completion rounds). Elsewhere — older servers, or a collection
 //! made before — the store answers `None` and says why, and the turn searches dense: never
 //! a client-side scan.
 
-use super::{Capabilities, MilvusConfig, MilvusVectorStore, Query, MAX_VARCHAR};
+use super::{Capabilities, MilvusConfig, MilvusVectorStore, Query, Scope, MAX_VARCHAR};
 use milvus::v2::prelude::{
     CollectionSchema, DataType, FieldSchema, Function, FunctionType, IndexParam, IndexType, MetricType,
 };
@@ -120,8 +120,14 @@ impl MilvusVectorStore {
                 reason: "nothing to search for".into(),
             }));
         }
-        let (hits, rounds) =
-            self.grouped_or_not(Query::Text(&request.query), request.limit, &request.exclusion, &request.grouping)?;
+        let scope = Scope { filter: &request.filter, tenant: request.tenant.as_deref() };
+        let (hits, rounds) = self.grouped_or_not(
+            Query::Text(&request.query),
+            request.limit,
+            &request.exclusion,
+            &request.grouping,
+            scope,
+        )?;
         let reason = format!(
             "Milvus {} full-text search (BM25; analyser asked for English stems and stop words), grouped {}{}",
             self.capabilities.version,

@@ -1,5 +1,12 @@
 //! The collection: made with its schema and indexes (the model recorded, full-text where
-//! the server has it), checked when it exists, counted, described.
+//! the server has it, the metadata fields), checked when it exists, counted, described.
+//!
+//! A collection made before the metadata fields (`metadata`, `metadata_types`, `tenant`) is
+//! made again while it is empty and a command that embeds opens it; one that holds chunks is
+//! kept and served without them: searches without a metadata filter (or filtering on
+//! `document_id` only) work, tenants are told apart by id (`default`: no U+001F in the id;
+//! `t`: ids starting `t` + U+001F), and a filter on a metadata key or a chunk carrying
+//! metadata is refused with the way out (a new `--collection`) — never ignored.
 
 use super::*;
 
@@ -8,6 +15,15 @@ pub(super) struct Described {
     pub(super) dimension: usize,
     pub(super) model: Option<String>,
     pub(super) full_text: bool,
+    /// It has the metadata fields.
+    pub(super) metadata: bool,
+}
+
+/// What a collection was made with.
+#[derive(Clone, Copy)]
+pub(super) struct Made {
+    pub(super) full_text: bool,
+    pub(super) metadata: bool,
 }
 
 /// The collection property that records the model of its vectors (a property, not the
@@ -21,10 +37,11 @@ impl MilvusVectorStore {
             let (client, name) = (self.client.clone(), name.clone());
             async move { client.has_collection(HasCollectionRequest::builder().collection_name(name).build()?).await }
         })?;
-        let full_text = if !exists.exists() {
+        let made = if !exists.exists() {
             self.create_collection()?
         } else {
-            let Described { dimension: got, model: stored, full_text } = self.describe_collection()?;
+            let Described { dimension: got, model: stored, full_text, metadata } = self.describe_collection()?;
+            let made = Made { full_text, metadata };
             if got != self.dimension {
                 return Err(Error::InvalidInput(format!(
                     "Milvus collection {name:?} holds {got}-d vectors, the model makes {}-d: use another --collection",
@@ -36,11 +53,12 @@ impl MilvusVectorStore {
                     return Err(Error::ModelMismatch { stored: stored.clone(), configured: configured.clone() });
                 }
             }
-            // Made by a command that embeds nothing, before the model was recorded, or before
-            // full-text search on a server that has it: while still empty, made again as it is
-            // made now (nothing to lose; an altered property does not survive a restart of
-            // Milvus 2.3.5, #30144). A command that embeds nothing leaves it.
-            let outdated = stored.is_none() || (!full_text && lexical::by_version(&self.capabilities.version));
+            // Made by a command that embeds nothing, before the model was recorded, before
+            // full-text search on a server that has it, or before metadata: while still empty,
+            // made again as it is made now (nothing to lose; an altered property does not
+            // survive a restart of Milvus 2.3.5, #30144). A command that embeds nothing leaves it.
+            let outdated =
+                stored.is_none() || (!full_text && lexical::by_version(&self.capabilities.version)) || !metadata;
             match &self.config.model {
                 Some(configured) if outdated => {
                     self.load()?;
@@ -54,13 +72,14 @@ impl MilvusVectorStore {
                             configured: configured.clone(),
                         });
                     } else {
-                        full_text
+                        made
                     }
                 }
-                _ => full_text,
+                _ => made,
             }
         };
-        self.capabilities.full_text = full_text;
+        self.capabilities.full_text = made.full_text;
+        self.capabilities.metadata = made.metadata;
         self.load()
     }
 
@@ -102,8 +121,11 @@ impl MilvusVectorStore {
         .map(|_| ())
     }
 
-    /// Makes the collection, with full-text search where the server has it (returned).
-    pub(super) fn create_collection(&self) -> Result<bool> {
+    /// Makes the collection, with full-text search where the server has it, and the metadata
+    /// fields: `metadata` and `metadata_types` (JSON) and `tenant` (VarChar, the partition
+    /// key: a tenant's search reads only its partitions; Milvus has partition keys from 2.2.9
+    /// and Milvus Lite 3.2.2 has them, measured).
+    pub(super) fn create_collection(&self) -> Result<Made> {
         let varchar = |name: &str, max: u32| FieldSchema::new().name(name).data_type(DataType::VarChar).max_length(max);
         let int = |name: &str| FieldSchema::new().name(name).data_type(DataType::Int64);
         let schema = CollectionSchema::new()
@@ -118,7 +140,10 @@ impl MilvusVectorStore {
             .add_field(FieldSchema::new().name("weight").data_type(DataType::Float))
             .add_field(
                 FieldSchema::new().name("vector").data_type(DataType::FloatVector).dimension(self.dimension as u32),
-            );
+            )
+            .add_field(FieldSchema::new().name(METADATA).data_type(DataType::Json))
+            .add_field(FieldSchema::new().name(METADATA_TYPES).data_type(DataType::Json))
+            .add_field(varchar(TENANT, MAX_VARCHAR as u32).partition_key(true));
         let full_text = lexical::by_version(&self.capabilities.version);
         let schema = if full_text { lexical::with_bm25(schema) } else { schema };
         let name = self.config.collection.clone();
@@ -158,7 +183,7 @@ impl MilvusVectorStore {
             "create_index (document_id)",
             IndexParam::new().field_name(DOCUMENT_ID).index_type(IndexType::Inverted),
         );
-        Ok(full_text)
+        Ok(Made { full_text, metadata: true })
     }
 
     /// Asks for an index on the collection (built by the server in the background).
@@ -201,7 +226,12 @@ impl MilvusVectorStore {
                     self.config.collection
                 ))
             })?;
+        let fields = description.get_schema().get_fields();
+        let has = |name: &str, kind: DataType| fields.iter().any(|f| f.get_name() == name && f.get_data_type() == kind);
         Ok(Described {
+            metadata: has(METADATA, DataType::Json)
+                && has(METADATA_TYPES, DataType::Json)
+                && has(TENANT, DataType::VarChar),
             dimension,
             model: description.get_properties().get(MODEL_PROPERTY).cloned(),
             full_text: lexical::has_bm25(description.get_schema()),

@@ -1,5 +1,6 @@
-//! Searches (vector or BM25 text) under the exclusion filter, grouped by the server or
-//! here and completed when groups come back short; fetches by id.
+//! Searches (vector or BM25 text) under one predicate — the exclusion, the metadata filter
+//! and the tenant — grouped by the server or here and completed when groups come back short
+//! (each completion round under the same predicate); fetches by id.
 
 use super::*;
 
@@ -13,23 +14,52 @@ pub(super) enum Query<'a> {
     Text(&'a str),
 }
 
+/// What a search is confined to besides its exclusion: the request's metadata filter and
+/// tenant.
+#[derive(Clone, Copy)]
+pub(super) struct Scope<'a> {
+    pub(super) filter: &'a ragctx_core::Filter,
+    pub(super) tenant: Option<&'a str>,
+}
+
 impl MilvusVectorStore {
-    pub(super) fn filter(&self, ex: &ExclusionSet) -> Option<Filter> {
-        filter::exclusion(ex, self.capabilities.templates)
+    /// The search's one predicate: `scope` and `ex` joined, written for this server and
+    /// collection (tenants by the partition key, or by id on a collection made before it).
+    pub(super) fn predicate(&self, ex: &ExclusionSet, scope: Scope<'_>) -> Result<filter::Predicate> {
+        let tenant = match scope.tenant {
+            None => filter::TenantScope::All,
+            Some(t) if self.capabilities.metadata => filter::TenantScope::Field(t),
+            Some(t) => filter::TenantScope::IdPrefix(t),
+        };
+        filter::predicate(scope.filter, ex, tenant, self.capabilities.templates, self.capabilities.metadata)
     }
 
-    /// One search call for `query`, `exclusion` filtered out: hits as Milvus returns them
-    /// (BM25 scores made positive: Milvus Lite returns them negated).
+    /// Fields a search or fetch returns (all but the vector).
+    pub(super) fn fields(&self) -> Vec<&'static str> {
+        let mut fields = FIELDS.to_vec();
+        if self.capabilities.metadata {
+            fields.push(METADATA);
+        }
+        fields
+    }
+
+    /// One search call for `query` within `scope`, `exclusion` filtered out: hits as Milvus
+    /// returns them (BM25 scores made positive: Milvus Lite returns them negated).
     pub(super) fn search_once(
         &self,
         query: Query<'_>,
         exclusion: &ExclusionSet,
+        scope: Scope<'_>,
         limit: usize,
         group_size: Option<usize>,
     ) -> Result<Vec<Hit>> {
+        let predicate = self.predicate(exclusion, scope)?;
+        if predicate == filter::Predicate::Nothing {
+            return Ok(Vec::new());
+        }
         let builder = MilvusSearch::builder()
             .collection_name(self.config.collection.clone())
-            .output_fields(FIELDS)
+            .output_fields(self.fields())
             .limit(limit as i64)
             .consistency_level(self.config.consistency.into());
         let mut builder = match query {
@@ -50,11 +80,20 @@ impl MilvusVectorStore {
                 .vectors(SearchVectors::EmbeddedText(vec![text.to_owned()]))
                 .metric_type(MetricType::Bm25),
         };
-        if let Some(Filter { expr, params }) = self.filter(exclusion) {
+        if let filter::Predicate::Where(Filter { expr, params }) = predicate {
             builder = builder.filter(expr);
             if !params.is_empty() {
                 builder = builder.filter_templates(
-                    params.into_iter().map(|(k, v)| (k, FilterTemplateValue::StringArray(v))).collect(),
+                    params
+                        .into_iter()
+                        .map(|(k, v)| {
+                            let v = match v {
+                                filter::Template::String(s) => FilterTemplateValue::String(s),
+                                filter::Template::Strings(l) => FilterTemplateValue::StringArray(l),
+                            };
+                            (k, v)
+                        })
+                        .collect(),
                 );
             }
         }
@@ -83,7 +122,7 @@ impl MilvusVectorStore {
                     other => return Err(Error::inconsistent(format!("Milvus score of unexpected type: {other:?}"))),
                 };
                 let score = if matches!(query, Query::Text(_)) { score.abs() } else { score };
-                hits.push(Hit { chunk: chunk_of(&row)?, score });
+                hits.push(Hit { chunk: chunk_of(&row, self.capabilities.metadata)?, score });
             }
         }
         Ok(hits)
@@ -92,7 +131,7 @@ impl MilvusVectorStore {
     /// Chunks (with vectors when `vectors`) for `ids`, keyed by id.
     pub(super) fn fetch(&self, ids: &[ChunkId], vectors: bool) -> Result<HashMap<String, Fetched>> {
         let mut out = HashMap::new();
-        let mut fields: Vec<&str> = FIELDS.to_vec();
+        let mut fields = self.fields();
         if vectors {
             fields.push("vector");
         }
@@ -100,7 +139,7 @@ impl MilvusVectorStore {
             let batch: Vec<&str> = batch.iter().map(|i| i.as_str()).collect();
             let response = self.query_ids(&batch, &fields, self.config.consistency.into())?;
             for row in response.results().rows().map_err(Error::storage)? {
-                let chunk = chunk_of(&row)?;
+                let chunk = chunk_of(&row, self.capabilities.metadata)?;
                 let vector = if vectors {
                     match row.get("vector").map_err(Error::storage)? {
                         ResultValue::FloatVector(v) => Some(v.to_vec()),
@@ -177,11 +216,12 @@ impl MilvusVectorStore {
         limit: usize,
         exclusion: &ExclusionSet,
         grouping: &Option<Grouping>,
+        scope: Scope<'_>,
     ) -> Result<(Vec<Hit>, u32)> {
         let (mut hits, rounds) = match grouping {
-            Some(g) => self.search_grouped(query, limit, exclusion, g)?,
+            Some(g) => self.search_grouped(query, limit, exclusion, g, scope)?,
             None => {
-                let hits = self.search_once(query, exclusion, limit, None)?;
+                let hits = self.search_once(query, exclusion, scope, limit, None)?;
                 (hits.into_iter().filter(|h| !exclusion.excludes(&h.chunk.id, &h.chunk.document_id)).collect(), 1)
             }
         };
@@ -196,6 +236,7 @@ impl MilvusVectorStore {
         limit: usize,
         exclusion: &ExclusionSet,
         grouping: &Grouping,
+        scope: Scope<'_>,
     ) -> Result<(Vec<Hit>, u32)> {
         let largest_quota = grouping.quotas.values().copied().max().unwrap_or(0);
         let group_size = grouping.group_size.max(largest_quota).clamp(1, MAX_GROUP_SIZE);
@@ -207,10 +248,10 @@ impl MilvusVectorStore {
             rounds += 1;
             let want = limit - docs.len();
             let got = if self.capabilities.group_by {
-                self.search_once(query, &exclusion, want, Some(group_size))?
+                self.search_once(query, &exclusion, scope, want, Some(group_size))?
             } else {
                 // No server-side grouping (Milvus < 2.4 ignores it): over-fetch, group here.
-                self.search_once(query, &exclusion, (want * group_size).min(MAX_TOPK), None)?
+                self.search_once(query, &exclusion, scope, (want * group_size).min(MAX_TOPK), None)?
             };
 
             let mut new_docs = 0;
