@@ -6,6 +6,13 @@
     turn = engine.ask("session-1", "How do I appeal?")
     turn["answer"], turn["citations"], turn["context"], turn["trace"]
 
+An engine acts as one tenant and may hold a standing filter; chunks carry metadata that
+filters select on (``ragctx.filters`` translates LangChain and LlamaIndex filters):
+
+    engine = Engine(data_dir="ragctx-data", tenant="plants-en", filter={"lang": "en"})
+    engine.ingest(["docs/"], metadata={"topic": "care", "year": 2024})
+    engine.ask("session-1", "Which pests?", filter={"year": {"gte": 2020}})  # both hold
+
 A session never shows a chunk twice, keeps one document's neighbouring chunks from
 crowding out other sources, and fits a token budget; every turn has a trace. Adapters for
 LangChain (``ragctx.langchain.RagctxRetriever``) and LlamaIndex

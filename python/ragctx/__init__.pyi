@@ -2,9 +2,16 @@
 `ragctx trace --json` print."""
 
 from os import PathLike
-from typing import Any, Iterable, List, Mapping, Optional, TypedDict, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, TypedDict, Union
 
 _Path = Union[str, "PathLike[str]"]
+#: A chunk's metadata: string, number, bool or list-of-strings values (DESIGN §8).
+MetadataValue = Union[str, int, float, bool, List[str]]
+Metadata = Mapping[str, MetadataValue]
+#: ragctx's filter language as a dict (`{"topic": "pests"}`, `{"year": {"gte": 2020}}`,
+#: `{"tags": {"in": [..]}}`, `{"f": {"exists": True}}`, `{"and"|"or": [..]}`, `{"not": {..}}`),
+#: or the same as JSON text.
+Filter = Union[Mapping[str, Any], str]
 
 class Citation(TypedDict):
     marker: int
@@ -12,7 +19,7 @@ class Citation(TypedDict):
     title: str
     chunk_ids: List[str]
 
-class ContextBlock(TypedDict):
+class _ContextBlock(TypedDict):
     marker: int
     document_id: str
     title: str
@@ -23,7 +30,11 @@ class ContextBlock(TypedDict):
     carried_from: Optional[int]
     text: str
 
-class Pointer(TypedDict):
+class ContextBlock(_ContextBlock, total=False):
+    #: The metadata of the block's first chunk; absent when it has none.
+    metadata: Dict[str, MetadataValue]
+
+class _Pointer(TypedDict):
     marker: int
     document_id: str
     title: str
@@ -31,6 +42,10 @@ class Pointer(TypedDict):
     shown_in_turn: int
     score: float
     tokens: int
+
+class Pointer(_Pointer, total=False):
+    #: The metadata of the document's best ranking chunk; absent when it has none.
+    metadata: Dict[str, MetadataValue]
 
 class _Turn(TypedDict):
     session_id: str
@@ -64,6 +79,12 @@ class Record(TypedDict, total=False):
     title: str
     text: str
     weight: float
+    metadata: Metadata
+
+class DocumentSummary(TypedDict):
+    document_id: str
+    title: str
+    chunks: int
 
 class RagctxError(Exception): ...
 class BadInput(RagctxError): ...
@@ -72,18 +93,37 @@ class Unavailable(RagctxError): ...
 class Conflict(RagctxError): ...
 
 class Engine:
+    """One tenant's engine (`tenant`, default `default`): its ingests, turns, documents and
+    sessions are that tenant's alone. `filter` is a standing filter every turn holds to; a
+    call's `filter` narrows it (both hold), never replaces it. A malformed filter raises
+    `BadInput` naming its JSON path."""
+
     def __init__(
         self,
         data_dir: Optional[_Path] = None,
         model_dir: Optional[_Path] = None,
         config: Optional[_Path] = None,
+        *,
+        tenant: Optional[str] = None,
+        filter: Optional[Filter] = None,
         **settings: Any,
     ) -> None: ...
     @staticmethod
     def from_config(path: _Path, **settings: Any) -> "Engine": ...
-    def ingest(self, paths: List[_Path], append: bool = False) -> IngestReport: ...
-    def ingest_records(self, records: Iterable[Record], append: bool = False) -> IngestReport: ...
-    def ask(self, session: str, question: str, **overrides: Any) -> Turn: ...
-    def retrieve(self, session: str, question: str, **overrides: Any) -> Turn: ...
+    @property
+    def tenant(self) -> str: ...
+    @property
+    def filter(self) -> Dict[str, Any]: ...
+    def ingest(
+        self, paths: List[_Path], append: bool = False, metadata: Optional[Metadata] = None
+    ) -> IngestReport: ...
+    def ingest_records(
+        self, records: Iterable[Record], append: bool = False, metadata: Optional[Metadata] = None
+    ) -> IngestReport: ...
+    def documents(self) -> List[DocumentSummary]: ...
+    def ask(self, session: str, question: str, *, filter: Optional[Filter] = None, **overrides: Any) -> Turn: ...
+    def retrieve(
+        self, session: str, question: str, *, filter: Optional[Filter] = None, **overrides: Any
+    ) -> Turn: ...
     def trace(self, session: str) -> List[Mapping[str, Any]]: ...
     def reset(self, session: str) -> bool: ...

@@ -7,19 +7,37 @@
 
 Each call is one turn of the session (`Engine.retrieve`: no model is called), so a chain built on it gets ragctx's exclusion (a
 chunk already shown is not shown again, or is carried as one block in `engine` memory),
-grouping, token budget and a trace per turn, without changing the chain. Documents carry
-`document_id`, `title`, `marker` (cite as ``[marker]``), `score`, `chunk_ids`,
-`carried_from`, `session_id` and `turn` in their metadata. Install `langchain-core`.
+grouping, token budget and a trace per turn, without changing the chain. Install `langchain-core`.
+
+Metadata: a document's metadata is the chunk's own metadata (what it was ingested with)
+with ragctx's keys over it: `document_id`, `title`, `marker` (cite as ``[marker]``),
+`score`, `chunk_ids`, `carried_from`, `session_id` and `turn` always hold ragctx's values; a
+chunk key that collides with one of them is kept as ``meta.<key>``.
+
+Filters, LangChain / Chroma style (translated by `ragctx.filters.from_langchain`:
+``$eq $ne $gt $gte $lt $lte $in $nin $exists $and $or $not``; another operator raises
+`ValueError`), from any of:
+
+    RagctxRetriever(engine=e, session="s", filter={"year": {"$gte": 2020}})
+    RagctxRetriever(engine=e, session="s", search_kwargs={"filter": {"topic": "pests"}, "k": 4})
+    retriever.invoke("question", filter={"$or": [{"topic": "pests"}, {"topic": "soil"}]})
+
+They all hold together, and with the engine's standing filter: a filter only narrows.
+`search_kwargs["k"]` is the turn's `limit` (documents per search).
 """
 
 from typing import Any, Dict, List, Optional
 
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables.config import run_in_executor
 from pydantic import ConfigDict, Field
 
 from ._turns import block_metadata
+from .filters import all_of, from_langchain
+
+_SEARCH_KWARGS = ("filter", "k")
 
 
 def to_documents(turn: Dict[str, Any]) -> List[Document]:
@@ -41,12 +59,58 @@ class RagctxRetriever(BaseRetriever):
     """The ragctx session of this conversation."""
     overrides: Dict[str, Any] = Field(default_factory=dict)
     """Turn settings for every call, as `Engine.ask`'s (`memory`, `budget`, `limit`, ...)."""
+    filter: Optional[Dict[str, Any]] = None
+    """A metadata filter for every call (LangChain / Chroma operators, or ragctx's own)."""
+    search_kwargs: Dict[str, Any] = Field(default_factory=dict)
+    """As a vector store retriever's: `filter` (as above) and `k` (the turn's `limit`)."""
     last_turn: Optional[Dict[str, Any]] = None
     """The whole last turn (answer, citations, trace), for callers who want more."""
 
+    def _turn_args(self, filter: Optional[Dict[str, Any]], kwargs: Dict[str, Any]) -> Dict[str, Any]:
+        kwargs.pop("verbose", None)  # LangChain's own, passed along to retrievers
+        if kwargs:
+            raise TypeError(f"RagctxRetriever takes filter= per call, not {', '.join(sorted(kwargs))}")
+        unknown = set(self.search_kwargs) - set(_SEARCH_KWARGS)
+        if unknown:
+            raise ValueError(
+                f"search_kwargs: ragctx takes {' and '.join(_SEARCH_KWARGS)}, not {', '.join(sorted(unknown))}"
+            )
+        args = dict(self.overrides)
+        if "k" in self.search_kwargs:
+            args["limit"] = self.search_kwargs["k"]
+        combined = all_of(
+            [
+                from_langchain(args.pop("filter", None)),
+                from_langchain(self.filter),
+                from_langchain(self.search_kwargs.get("filter")),
+                from_langchain(filter),
+            ]
+        )
+        if combined:
+            args["filter"] = combined
+        return args
+
     def _get_relevant_documents(
-        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+        self,
+        query: str,
+        *,
+        run_manager: CallbackManagerForRetrieverRun,
+        filter: Optional[Dict[str, Any]] = None,
+        **kwargs: Any,
     ) -> List[Document]:
-        turn = self.engine.retrieve(self.session, query, **self.overrides)
+        turn = self.engine.retrieve(self.session, query, **self._turn_args(filter, kwargs))
         self.last_turn = turn
         return to_documents(turn)
+
+    async def _aget_relevant_documents(
+        self,
+        query: str,
+        *,
+        run_manager: AsyncCallbackManagerForRetrieverRun,
+        filter: Optional[Dict[str, Any]] = None,
+        **kwargs: Any,
+    ) -> List[Document]:
+        # The engine releases the GIL while it works: a thread keeps the event loop free.
+        return await run_in_executor(
+            None, self._get_relevant_documents, query, run_manager=run_manager.get_sync(), filter=filter, **kwargs
+        )

@@ -2,14 +2,17 @@
 //! backends its settings name (as `ragctx ask` would open them) for its lifetime; turns and
 //! ingests run with the GIL released; ragctx errors are raised as `BadInput`, `NotFound`,
 //! `Unavailable` or `Conflict` (all `RagctxError`). Results are the same JSON objects the
-//! CLI prints (`ask --json`, `trace --json`), as dicts.
+//! CLI prints (`ask --json`, `trace --json`, `documents list --json`), as dicts.
+//!
+//! An engine acts as one tenant (`tenant=`, default `default`: DESIGN §8) and may hold a
+//! standing `filter=`; a call's own `filter=` is applied with it, never instead of it.
 
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyString};
 use ragctx_app::{App, RawConfig, Settings};
-use ragctx_core::{ErrorKind, SessionId};
+use ragctx_core::{ErrorKind, Filter, Metadata, SessionId};
 use std::path::PathBuf;
 
 create_exception!(_native, RagctxError, PyException, "An error from ragctx.");
@@ -42,6 +45,53 @@ fn to_json(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<String> {
 /// JSON text as Python objects.
 fn from_json<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
     py.import("json")?.call_method1("loads", (text,))
+}
+
+/// A filter given as a dict (the filter language as JSON objects) or as JSON text, as text.
+fn filter_text(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<String> {
+    if let Ok(s) = obj.cast::<PyString>() {
+        return s.extract::<String>();
+    }
+    to_json(py, obj).map_err(|e| BadInput::new_err(format!("invalid filter: not JSON ({e})")))
+}
+
+/// A filter argument (dict or JSON text; `None` = none) parsed; a malformed one is `BadInput`
+/// naming its JSON path (`invalid filter at filter.or[0].year.gt: ...`).
+fn parse_filter(py: Python<'_>, obj: Option<&Bound<'_, PyAny>>) -> PyResult<Filter> {
+    match obj {
+        Some(o) if !o.is_none() => Filter::parse(&filter_text(py, o)?).map_err(raise),
+        _ => Ok(Filter::All),
+    }
+}
+
+/// A metadata argument (a dict of string, number, bool or list-of-strings values).
+fn parse_metadata(py: Python<'_>, obj: Option<&Bound<'_, PyAny>>) -> PyResult<Metadata> {
+    match obj {
+        Some(o) if !o.is_none() => {
+            serde_json::from_str(&to_json(py, o)?).map_err(|e| BadInput::new_err(format!("invalid metadata: {e}")))
+        }
+        _ => Ok(Metadata::default()),
+    }
+}
+
+/// `record` with `common` metadata under its own (its keys win). A record that is not a dict,
+/// or whose `metadata` is not one, is left as it is for the JSONL validation to name.
+fn under_metadata<'py>(record: Bound<'py, PyAny>, common: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let (Ok(dict), Ok(common)) = (record.cast::<PyDict>(), common.cast::<PyDict>()) else {
+        return Ok(record);
+    };
+    let merged = common.copy()?;
+    match dict.get_item("metadata")? {
+        Some(own) if own.is_none() => {}
+        Some(own) => match own.cast::<PyDict>() {
+            Ok(own) => merged.update(own.as_mapping())?,
+            Err(_) => return Ok(record),
+        },
+        None => {}
+    }
+    let copy = dict.copy()?;
+    copy.set_item("metadata", merged)?;
+    Ok(copy.into_any())
 }
 
 /// Keyword settings (the config file's keys: `budget`, `memory`, `embedder_url`, ...) as a
@@ -96,6 +146,19 @@ impl Engine {
         config: Option<PathBuf>,
         settings: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
+        // `filter` is JSON text in the config file: a dict is written as such.
+        let settings = match settings {
+            Some(s) => match s.get_item("filter")? {
+                Some(f) if !f.is_none() => {
+                    let s = s.copy()?;
+                    s.set_item("filter", filter_text(py, &f)?)?;
+                    Some(s)
+                }
+                _ => Some(s.clone()),
+            },
+            None => None,
+        };
+        let settings = settings.as_ref();
         let mut raw = RawConfig::default();
         if let Some(path) = &config {
             raw = raw.merge(RawConfig::from_file(path).map_err(raise)?);
@@ -121,25 +184,48 @@ impl Engine {
         Engine::new(py, None, None, Some(path), settings)
     }
 
-    /// Ingests files or folders as `ragctx ingest` does; returns what changed.
-    #[pyo3(signature = (paths, append=false))]
-    fn ingest<'py>(&self, py: Python<'py>, paths: Vec<PathBuf>, append: bool) -> PyResult<Bound<'py, PyAny>> {
-        let report = py.detach(|| self.app.ingest(&paths, append)).map_err(raise)?;
+    /// Ingests files or folders as `ragctx ingest` does, into this engine's tenant; `metadata`
+    /// is set on every chunk read (as `ingest --meta`; a JSONL line's own keys win). Returns
+    /// what changed.
+    #[pyo3(signature = (paths, append=false, metadata=None))]
+    fn ingest<'py>(
+        &self,
+        py: Python<'py>,
+        paths: Vec<PathBuf>,
+        append: bool,
+        metadata: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let metadata = parse_metadata(py, metadata)?;
+        let report = py.detach(|| self.app.ingest_with_metadata(&paths, append, &metadata)).map_err(raise)?;
         from_json(py, &serde_json::to_string(&report).map_err(|e| RagctxError::new_err(e.to_string()))?)
     }
 
-    /// Ingests records `{"_id", "document_id", "title", "text"[, "weight"]}` validated as
-    /// JSONL lines are; returns what changed.
-    #[pyo3(signature = (records, append=false))]
+    /// Ingests records `{"_id", "document_id", "title", "text"[, "weight", "metadata"]}`
+    /// validated as JSONL lines are, into this engine's tenant; `metadata` goes under each
+    /// record's own (its keys win). Returns what changed.
+    #[pyo3(signature = (records, append=false, metadata=None))]
     fn ingest_records<'py>(
         &self,
         py: Python<'py>,
         records: &Bound<'py, PyAny>,
         append: bool,
+        metadata: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        let common = match metadata {
+            Some(m) if !m.is_none() => {
+                parse_metadata(py, Some(m))?;
+                Some(m)
+            }
+            _ => None,
+        };
         let mut jsonl = String::new();
         for record in records.try_iter()? {
-            jsonl.push_str(&to_json(py, &record?)?);
+            let record = record?;
+            let record = match common {
+                Some(common) => under_metadata(record, common)?,
+                None => record,
+            };
+            jsonl.push_str(&to_json(py, &record)?);
             jsonl.push('\n');
         }
         let report = py.detach(|| self.app.ingest_records("records", jsonl.as_bytes(), append)).map_err(raise)?;
@@ -147,7 +233,8 @@ impl Engine {
     }
 
     /// Runs one turn of `session`; `overrides` are the CLI's turn flags (`memory='client'`,
-    /// `budget=2000`, `mode='reshow'`, ...). Returns the object `ask --json` prints.
+    /// `budget=2000`, `mode='reshow'`, ...) and `filter` (a dict or JSON text), which holds
+    /// together with the engine's standing filter. Returns the object `ask --json` prints.
     #[pyo3(signature = (session, question, **overrides))]
     fn ask<'py>(
         &self,
@@ -173,6 +260,13 @@ impl Engine {
         self.turn(py, &self.retriever, session, question, overrides)
     }
 
+    /// The documents of this engine's tenant: `{"document_id", "title", "chunks"}` each, by
+    /// id (as `ragctx documents list --json`).
+    fn documents<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let docs = py.detach(|| self.app.engine.vectors.documents()).map_err(raise)?;
+        from_json(py, &serde_json::to_string(&docs).map_err(|e| RagctxError::new_err(e.to_string()))?)
+    }
+
     /// Every trace of `session`, oldest first (as `ragctx trace --json`); `NotFound` when it
     /// has none.
     fn trace<'py>(&self, py: Python<'py>, session: &str) -> PyResult<Bound<'py, PyAny>> {
@@ -190,12 +284,25 @@ impl Engine {
         py.detach(|| self.app.engine.sessions.reset(&id)).map_err(raise)
     }
 
-    /// The data dir and the embedding model, for display.
+    /// The tenant this engine acts as.
+    #[getter]
+    fn tenant(&self) -> String {
+        self.app.settings.tenant().as_str().to_owned()
+    }
+
+    /// The standing filter as a dict (`{}`: none).
+    #[getter]
+    fn filter<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        from_json(py, &self.app.settings.turn().filter.to_json_string())
+    }
+
+    /// The data dir, the embedding model and the tenant, for display.
     fn __repr__(&self) -> String {
         format!(
-            "Engine(data_dir={:?}, embedder={:?})",
+            "Engine(data_dir={:?}, embedder={:?}, tenant={:?})",
             self.app.settings.data_dir().display().to_string(),
-            self.app.embedder.model_id()
+            self.app.embedder.model_id(),
+            self.app.settings.tenant().as_str()
         )
     }
 }
@@ -211,14 +318,19 @@ impl Engine {
         overrides: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let id = SessionId::parse(session).map_err(raise)?;
+        let mut call_filter = Filter::All;
         let turn = match overrides {
             Some(o) if !o.is_empty() => {
                 let o = o.copy()?;
+                if let Some(f) = o.get_item("filter")? {
+                    call_filter = parse_filter(py, Some(&f))?;
+                    o.del_item("filter")?;
+                }
                 for key in o.keys() {
                     let key: String = key.extract()?;
                     if !TURN_KEYS.contains(&key.as_str()) {
                         return Err(BadInput::new_err(format!(
-                            "{key:?} is not a turn setting (those are {}); set it on the Engine",
+                            "{key:?} is not a turn setting (those are filter, {}); set it on the Engine",
                             TURN_KEYS.join(", ")
                         )));
                     }
@@ -231,6 +343,9 @@ impl Engine {
             }
             _ => self.app.settings.turn().clone(),
         };
+        // The call's filter narrows the standing one, never replaces it.
+        let mut turn = turn;
+        turn.filter = turn.filter.clone().and(call_filter);
         let out = py.detach(|| engine.ask(&id, question, &turn)).map_err(raise)?;
         from_json(py, &serde_json::to_string(&out).map_err(|e| RagctxError::new_err(e.to_string()))?)
     }

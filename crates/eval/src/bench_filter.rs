@@ -220,3 +220,115 @@ pub(crate) fn print(rows: &[FilterRow], k: usize, metadata_bytes: usize, vector_
         );
     }
 }
+
+/// One row of `--tenants`: T tenants of P chunks each in one index, a tenant's search
+/// against the same search in an index that holds only that tenant's chunks.
+#[derive(Serialize)]
+pub(crate) struct TenantRow {
+    tenants: usize,
+    chunks_each: usize,
+    p50_ms: f64,
+    p99_ms: f64,
+    /// The same queries in an index of the tenant's chunks alone.
+    alone_p50_ms: f64,
+    #[serde(rename = "recall@10")]
+    recall: f64,
+    recall_p5: f64,
+    path: &'static str,
+    /// Hits of another tenant (must be 0).
+    foreign_hits: usize,
+    resolve_p50_ms: f64,
+}
+
+/// Builds `tenants` × `each` chunks from the vectors of `source` (cycled, with a little
+/// noise so no two are equal), tenant `t{i}` holding ids `t{i}` + U+001F + `c{j}`.
+pub(crate) fn tenant_rows(
+    source: &VectorIndex,
+    layouts: &[(usize, usize)],
+    queries: &[Vec<f32>],
+    k: usize,
+    rng: &mut Rng,
+) -> Vec<TenantRow> {
+    let mut out = Vec::new();
+    for &(tenants, each) in layouts {
+        let mut ix = VectorIndex::new(source.dimension(), source.params());
+        let mut alone: Vec<VectorIndex> = Vec::with_capacity(tenants);
+        let mut next = 0u32;
+        for t in 0..tenants {
+            let tenant = ragctx_core::Tenant::parse(&format!("t{t}")).expect("valid");
+            let mut own = VectorIndex::new(source.dimension(), source.params());
+            for j in 0..each {
+                let v = crate::stats::noisy(source.vector(next % source.nodes() as u32), rng, 0.01);
+                next += 1;
+                let id = tenant.qualify_unchecked(&format!("c{j}"));
+                let doc = tenant.qualify_unchecked(&format!("d{}", j / 4));
+                ix.upsert(&id, &doc, 1.0, &v);
+                own.upsert(&id, &doc, 1.0, &v);
+            }
+            alone.push(own);
+        }
+        let (mut lat, mut alone_lat, mut resolve_lat, mut recalls) = (vec![], vec![], vec![], vec![]);
+        let (mut graph, mut foreign) = (0usize, 0usize);
+        for q in queries {
+            let t = rng.below(tenants);
+            let name = format!("t{t}");
+            let started = Instant::now();
+            let resolved = ix.restrict(Arc::new(ix.resolve(&ExclusionSet::default())), &Filter::All, Some(&name));
+            resolve_lat.push(started.elapsed().as_secs_f64() * 1e3);
+            let started = Instant::now();
+            let got = ix.search_resolved(q, k, None, &resolved, None);
+            lat.push(started.elapsed().as_secs_f64() * 1e3);
+            graph += (got.path == SearchPath::Graph) as usize;
+            foreign += got.hits.iter().filter(|h| ragctx_core::tenant_of(ix.chunk_id(h.0)) != name).count();
+            let own = &alone[t];
+            let none = own.resolve(&ExclusionSet::default());
+            let started = Instant::now();
+            let alone_hits = own.search_resolved(q, k, None, &none, None);
+            alone_lat.push(started.elapsed().as_secs_f64() * 1e3);
+            let truth = own.search_resolved(q, k, None, &none, Some(ForcePath::Exact));
+            let truth: Vec<&str> = truth.hits.iter().map(|h| own.chunk_id(h.0)).collect();
+            let _ = alone_hits;
+            let hit = got.hits.iter().filter(|h| truth.contains(&ix.chunk_id(h.0))).count();
+            recalls.push(if truth.is_empty() { 1.0 } else { hit as f64 / truth.len() as f64 });
+        }
+        for v in [&mut lat, &mut alone_lat, &mut resolve_lat, &mut recalls] {
+            v.sort_by(f64::total_cmp);
+        }
+        let qn = queries.len() as f64;
+        out.push(TenantRow {
+            tenants,
+            chunks_each: each,
+            p50_ms: percentile(&lat, 0.5),
+            p99_ms: percentile(&lat, 0.99),
+            alone_p50_ms: percentile(&alone_lat, 0.5),
+            recall: recalls.iter().sum::<f64>() / qn,
+            recall_p5: percentile(&recalls, 0.05),
+            path: if graph * 2 >= queries.len() { "graph" } else { "exact" },
+            foreign_hits: foreign,
+            resolve_p50_ms: percentile(&resolve_lat, 0.5),
+        });
+    }
+    out
+}
+
+/// Prints the tenant rows as a Markdown table.
+pub(crate) fn print_tenants(rows: &[TenantRow], k: usize) {
+    println!("| tenants × chunks | p50 ms | p99 ms | alone p50 ms | ratio | recall@{k} | p5 recall | path | foreign hits | resolve p50 ms |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---|---:|---:|");
+    for r in rows {
+        println!(
+            "| {} × {} | {:.3} | {:.3} | {:.3} | {:.2} | {:.3} | {:.2} | {} | {} | {:.3} |",
+            r.tenants,
+            r.chunks_each,
+            r.p50_ms,
+            r.p99_ms,
+            r.alone_p50_ms,
+            r.p50_ms / r.alone_p50_ms.max(1e-9),
+            r.recall,
+            r.recall_p5,
+            r.path,
+            r.foreign_hits,
+            r.resolve_p50_ms
+        );
+    }
+}

@@ -144,6 +144,10 @@ pub struct SearchOptions {
     /// `--filter-selectivity 0.5,0.1,0.01,0.001`
     #[arg(long, value_delimiter = ',')]
     pub filter_selectivity: Vec<f64>,
+    /// Tenant rows instead: TENANTSxCHUNKS layouts in one index, each tenant's search timed
+    /// against an index of its chunks alone, e.g. `--tenants 1000x40,10x3750`
+    #[arg(long, value_delimiter = ',')]
+    pub tenants: Vec<String>,
 }
 
 fn write_f32s(path: &std::path::Path, rows: &mut dyn Iterator<Item = &[f32]>) -> Result<()> {
@@ -197,6 +201,24 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
         None => (0..queries).map(|_| noisy(&all[rng.below(all.len())].vector, &mut rng, 0.05)).collect(),
     };
     let n = index.len();
+    if !o.tenants.is_empty() {
+        let layouts = o
+            .tenants
+            .iter()
+            .map(|l| {
+                let (t, c) = l.split_once('x').ok_or(())?;
+                Ok::<_, ()>((t.parse::<usize>().map_err(|_| ())?, c.parse::<usize>().map_err(|_| ())?))
+            })
+            .collect::<std::result::Result<Vec<_>, _>>();
+        let Ok(layouts) = layouts else { bail!("--tenants {}: use TENANTSxCHUNKS, e.g. 1000x40", o.tenants.join(",")) };
+        let rows = crate::bench_filter::tenant_rows(&index, &layouts, &query_vectors, k, &mut rng);
+        if json {
+            println!("{}", serde_json::json!({ "queries": query_vectors.len(), "k": k, "rows": rows }));
+        } else {
+            crate::bench_filter::print_tenants(&rows, k);
+        }
+        return Ok(());
+    }
     if !o.filter_selectivity.is_empty() {
         if let Some(bad) = o.filter_selectivity.iter().find(|s| !(**s > 0.0 && **s <= 1.0)) {
             bail!("--filter-selectivity {bad}: use shares in (0, 1]");
