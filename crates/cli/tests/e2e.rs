@@ -1136,3 +1136,40 @@ fn redis_down_mid_conversation_is_a_503_and_the_next_turn_after_restart_works() 
     // Redis keeps nothing on disk here, so the session starts again at turn 1.
     assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["turn"], 1);
 }
+
+/// One request's settings never change what the session remembers (issue 27): three turns
+/// over government passages in `client` memory, a turn with `--window 1` (or another
+/// granularity, consumption or memory), then a default turn that asks the first question
+/// again — none of the first turn's chunks is re-sent (they were trimmed for good before).
+#[test]
+fn one_turns_settings_never_change_what_the_session_remembers() {
+    let env = Env::new();
+    env.ok(&["ingest", env.govt(300).to_str().unwrap()]);
+    let first_q = "How do I get a fee waiver for an appeal?";
+    for (s, odd) in [
+        ("w", vec!["--window", "1"]),
+        ("g", vec!["--granularity", "document"]),
+        ("c", vec!["--consumption", "cited"]),
+        ("m", vec!["--memory", "engine"]),
+    ] {
+        let client = ["--memory", "client"];
+        let t1 = env.ask(s, &client, first_q);
+        env.ask(s, &client, "Who can apply for food assistance?");
+        env.ask(s, &client, "How do I register a vehicle?");
+        let mut args = if odd.contains(&"--memory") { Vec::new() } else { client.to_vec() };
+        args.extend(odd.iter().copied());
+        env.ask(s, &args, "What are the rules for unemployment benefits?");
+        let again = env.ask(s, &client, first_q);
+        let first: HashSet<String> =
+            t1["context"].as_array().unwrap().iter().flat_map(|b| strs(&b["chunk_ids"])).collect();
+        assert!(first.len() >= 4, "{t1}");
+        let resent: Vec<String> = again["context"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|b| strs(&b["chunk_ids"]))
+            .filter(|c| first.contains(c))
+            .collect();
+        assert!(resent.is_empty(), "after {odd:?}, turn 5 re-sends turn 1's {resent:?}: {again}");
+    }
+}

@@ -117,9 +117,12 @@ impl TurnSettings {
         Ok(())
     }
 
-    /// What the session keeps: the window and the time-to-live.
+    /// What the session keeps: every turn (no trim) and the time-to-live. `window` is applied
+    /// when a turn reads the session, never when it writes: one request's window must not
+    /// change what every later turn of the session remembers (a turn with `window 1` once
+    /// trimmed the stored working set for good). The TTL bounds a session's life.
     pub fn retention(&self) -> Retention {
-        Retention { window: self.window, ttl_secs: self.ttl_secs }
+        Retention { window: 0, ttl_secs: self.ttl_secs }
     }
 
     /// The settings as the turn ran with them, for its trace. `ttl_secs` and `mode` are not
