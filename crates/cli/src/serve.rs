@@ -3,7 +3,7 @@
 use anyhow::{bail, Result};
 use ragctx_app::app::App;
 use ragctx_core::Error;
-use ragctx_server::{router, AppState, Metrics};
+use ragctx_server::{router, AppState, Keys, Metrics, Unscoped};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,12 +11,16 @@ use std::time::Duration;
 pub fn run(app: App, addr: &str) -> Result<()> {
     let addr: SocketAddr =
         addr.parse().map_err(|_| Error::InvalidInput(format!("--addr {addr:?} is not HOST:PORT")))?;
-    let keys = app.settings.api_keys().to_vec();
-    if keys.is_empty() && !addr.ip().is_loopback() {
-        bail!(Error::InvalidInput(format!("refusing to bind {addr} without API keys: every session would be open to the network; set RAGCTX_API_KEYS or bind 127.0.0.1")));
+    // The bare list (each `write` in tenant `default`) and the scoped keys file, read now: a
+    // keys file that cannot be read or parsed at start is an error.
+    let keys = Keys::new(app.settings.api_keys(), app.settings.keys_file())?;
+    if !keys.configured() && !addr.ip().is_loopback() {
+        bail!(Error::InvalidInput(format!("refusing to bind {addr} without API keys: every session would be open to the network; set RAGCTX_API_KEYS or RAGCTX_KEYS_FILE, or bind 127.0.0.1")));
     }
     let state = Arc::new(AppState {
-        engine: app.engine.clone(),
+        // Every tenant's stores: each request is scoped to its caller's tenant.
+        unscoped: Unscoped::new(app.unscoped.clone()),
+        tenant: app.settings.tenant().clone(),
         settings: app.settings.turn().clone(),
         keys,
         metrics: Metrics::default(),
@@ -30,11 +34,21 @@ pub fn run(app: App, addr: &str) -> Result<()> {
             backend: format!("address {addr}"),
             message: format!("cannot bind it: {e}"),
         })?;
-        let auth = if state.keys.is_empty() {
+        let auth = if !state.keys.configured() {
             "no API keys: loopback only".to_string()
         } else {
-            format!("{} API keys", state.keys.len())
+            format!("{} API keys", state.keys.count())
         };
+        // SIGHUP: re-read the keys file now (it is also re-read within a second of a change).
+        #[cfg(unix)]
+        if let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+            let state = state.clone();
+            tokio::spawn(async move {
+                while hup.recv().await.is_some() {
+                    state.keys.reload();
+                }
+            });
+        }
         eprintln!("ragctx serve: http://{} ({auth}); page at /, metrics at /metrics", listener.local_addr()?);
         axum::serve(listener, router(state)).with_graceful_shutdown(shutdown()).await?;
         eprintln!("ragctx serve: stopped");

@@ -1,5 +1,13 @@
 //! `ragctx serve`: the HTTP API (DESIGN §4) over one [`Engine`], an OpenAI-compatible chat
-//! front, API keys that scope sessions, Prometheus metrics and a page that shows each turn.
+//! front, API keys with a tenant and a role (DESIGN §8, [`auth`]), Prometheus metrics and a
+//! page that shows each turn.
+//!
+//! Every handler resolves its caller first ([`auth::resolve`]: 401, 403) and reaches the
+//! stores only through [`Unscoped::scoped`] with the caller's tenant: an id of another tenant
+//! is missing there, so it answers exactly as a missing id does. Only admin calls (the
+//! tenant listing) and the health probe touch the unscoped stores. A session belongs to its
+//! tenant: every key of the keys file in a tenant sees the tenant's sessions; a key of the
+//! bare `RAGCTX_API_KEYS` list keeps its sessions private to itself, as before tenants.
 //!
 //! ```no_run
 //! # async fn demo(state: std::sync::Arc<ragctx_server::AppState>) {
@@ -9,10 +17,12 @@
 //! # }
 //! ```
 
+pub mod auth;
 mod error;
 mod metrics;
 pub mod openai;
 
+pub use auth::{Caller, Keys, Role};
 pub use error::ApiError;
 pub use metrics::Metrics;
 
@@ -23,23 +33,44 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use ragctx_core::{Intent, SessionId, Trace};
+use ragctx_core::{Filter, Intent, SessionId, Tenant, Trace};
 use ragctx_engine::ingest::{check_unique_ids, parse_jsonl};
 use ragctx_engine::{Engine, TurnOutcome, TurnSettings};
 use serde::Deserialize;
-use sha2::{Digest, Sha256};
 use std::sync::Arc;
 use std::time::Duration;
 
 /// Largest request body accepted.
 pub const BODY_LIMIT: usize = 32 << 20;
 
+/// An engine over the unscoped stores, which hands out tenant-scoped engines only: a
+/// handler cannot reach another tenant's chunks or sessions by mistake.
+pub struct Unscoped(Engine);
+
+impl Unscoped {
+    /// `engine` must be over unscoped stores (`App::unscoped`).
+    pub fn new(engine: Engine) -> Self {
+        Unscoped(engine)
+    }
+    /// The engine as `tenant` sees it.
+    pub fn scoped(&self, tenant: &Tenant) -> Engine {
+        self.0.scoped(tenant)
+    }
+    /// Every tenant's stores: admin calls and the health probe only.
+    pub(crate) fn every_tenant(&self) -> &Engine {
+        &self.0
+    }
+}
+
 pub struct AppState {
-    pub engine: Engine,
-    /// Turn settings before per-request overrides.
+    /// The stores of every tenant; requests use [`Unscoped::scoped`] with their caller's tenant.
+    pub unscoped: Unscoped,
+    /// The tenant of calls without keys (no authentication) that name none.
+    pub tenant: Tenant,
+    /// Turn settings before per-request overrides (with the standing filter).
     pub settings: TurnSettings,
-    /// API keys; empty = no authentication (bind to loopback only).
-    pub keys: Vec<String>,
+    /// API keys; none = no authentication (bind to loopback only).
+    pub keys: Keys,
     pub metrics: Metrics,
     /// Per-request limit for a turn.
     pub turn_timeout: Duration,
@@ -58,6 +89,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/sessions/{id}/turns", post(turn).get(turns))
         .route("/v1/sessions/{id}/turns/{n}", get(one_turn))
         .route("/v1/sessions/{id}", axum::routing::delete(delete_session))
+        .route("/v1/sessions/{id}/reset", post(reset_session))
+        .route("/v1/tenants", get(tenants))
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route("/v1/models", get(openai::models))
         .layer(axum::middleware::from_fn_with_state(state.clone(), observe))
@@ -96,35 +129,9 @@ async fn observe(
     res
 }
 
-/// Constant-time equality, so a key cannot be guessed byte by byte from timings.
-fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-/// The caller's session namespace: `None` without keys, else a digest of the key (the key
-/// itself is never stored or logged).
-pub(crate) fn caller(state: &AppState, headers: &HeaderMap) -> Result<Option<String>, ApiError> {
-    if state.keys.is_empty() {
-        return Ok(None);
-    }
-    let given = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("");
-    let mut matched = false;
-    for k in &state.keys {
-        matched |= same(k.as_bytes(), given.as_bytes());
-    }
-    if !matched {
-        return Err(ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "missing or unknown API key: send Authorization: Bearer KEY",
-        ));
-    }
-    let digest = Sha256::digest(given.as_bytes());
-    Ok(Some(digest[..6].iter().map(|b| format!("{b:02x}")).collect()))
+/// The caller of a request (see [`auth::resolve`]).
+pub(crate) fn caller(state: &AppState, headers: &HeaderMap) -> Result<Caller, ApiError> {
+    auth::resolve(&state.keys, &state.tenant, headers)
 }
 
 /// The stored session id for a caller's session id: another key's sessions are invisible.
@@ -187,6 +194,9 @@ pub struct TurnRequest {
     pub retrieval: Option<String>,
     /// `rrf`, `weighted` or `rescore`.
     pub fusion: Option<String>,
+    /// A metadata filter (DESIGN §8), applied with the server's standing filter.
+    #[schema(value_type = Option<Object>)]
+    pub filter: Option<ragctx_core::Json>,
 }
 
 /// Decodes a turn request body the way `POST /v1/sessions/{id}/turns` does — JSON shape,
@@ -227,6 +237,11 @@ impl TurnRequest {
         if let Some(f) = &self.fusion {
             s.fusion = f.parse()?;
         }
+        if let Some(f) = &self.filter {
+            // The turn's filter holds together with the standing one: it never widens it.
+            let own = Filter::from_json(f).map_err(|e| ApiError::bad_request(e.to_string()))?;
+            s.filter = s.filter.clone().and(own);
+        }
         s.mode = match self.mode.as_deref() {
             None | Some("auto") => None,
             Some(m) => Some(m.parse::<Intent>()?),
@@ -242,15 +257,15 @@ pub(crate) type OnDelta = Arc<dyn Fn(&str) + Send + Sync>;
 
 pub(crate) async fn run_turn(
     state: &Arc<AppState>,
-    ns: &Option<String>,
+    who: &Caller,
     id: &str,
     req: TurnRequest,
     conversation: Option<Vec<ragctx_engine::Utterance>>,
     on_delta: Option<OnDelta>,
 ) -> Result<TurnOutcome, ApiError> {
-    let session = session_id(ns, id)?;
+    let session = session_id(&who.ns, id)?;
     let settings = req.settings(&state.settings)?;
-    let engine = state.engine.clone();
+    let engine = state.unscoped.scoped(&who.tenant);
     // The engine refuses to commit after the deadline; the wait is a little longer so its
     // own error (which names the cause) usually arrives before the bare timeout.
     let deadline = std::time::Instant::now() + state.turn_timeout;
@@ -278,15 +293,17 @@ async fn turn(
     headers: HeaderMap,
     b: Result<Bytes, BytesRejection>,
 ) -> Result<Json<TurnOutcome>, ApiError> {
-    let ns = caller(&state, &headers)?;
+    let who = caller(&state, &headers)?;
+    who.require(Role::Read, "run turns")?;
     let req: TurnRequest = json(&body(b)?)?;
-    Ok(Json(run_turn(&state, &ns, &id, req, None, None).await?))
+    Ok(Json(run_turn(&state, &who, &id, req, None, None).await?))
 }
 
 async fn load_traces(state: &Arc<AppState>, headers: &HeaderMap, id: &str) -> Result<Vec<Trace>, ApiError> {
-    let ns = caller(state, headers)?;
-    let session = session_id(&ns, id)?;
-    let sessions = state.engine.sessions.clone();
+    let who = caller(state, headers)?;
+    who.require(Role::Read, "read traces")?;
+    let session = session_id(&who.ns, id)?;
+    let sessions = state.unscoped.scoped(&who.tenant).sessions;
     let mut traces = blocking(state.turn_timeout, move || sessions.traces(&session)).await?;
     if traces.is_empty() {
         return Err(ApiError::not_found(format!("session {id} has no turns")));
@@ -330,10 +347,30 @@ async fn delete_session(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Result<StatusCode, ApiError> {
-    let ns = caller(&state, &headers)?;
-    let session = session_id(&ns, &id)?;
-    let sessions = state.engine.sessions.clone();
+    let who = caller(&state, &headers)?;
+    who.require(Role::Read, "delete sessions")?;
+    let session = session_id(&who.ns, &id)?;
+    let sessions = state.unscoped.scoped(&who.tenant).sessions;
     if blocking(state.turn_timeout, move || sessions.delete(&session)).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::not_found(format!("session {id}")))
+    }
+}
+
+#[utoipa::path(post, path = "/v1/sessions/{id}/reset", params(("id" = String, Path)),
+    responses((status = 204, description = "the session's turns forgotten: the next turn starts afresh"), (status = 404, description = "unknown session", body = ErrorBody)))]
+/// `POST /v1/sessions/{id}/reset`: forgets the session's turns, as `ragctx session reset`.
+async fn reset_session(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<StatusCode, ApiError> {
+    let who = caller(&state, &headers)?;
+    who.require(Role::Read, "reset sessions")?;
+    let session = session_id(&who.ns, &id)?;
+    let sessions = state.unscoped.scoped(&who.tenant).sessions;
+    if blocking(state.turn_timeout, move || sessions.reset(&session)).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(ApiError::not_found(format!("session {id}")))
@@ -353,6 +390,8 @@ async fn documents(
     axum::extract::RawQuery(query): axum::extract::RawQuery,
     b: Result<Bytes, BytesRejection>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
+    let who = caller(&state, &headers)?;
+    who.require(Role::Write, "ingest documents")?;
     // `?append=true`: upsert by id, keeping a document's other chunks (a document sent in
     // several requests); by default each document is replaced whole.
     let append = match query.as_deref() {
@@ -360,7 +399,6 @@ async fn documents(
         Some("append=true") => true,
         Some(q) => return Err(ApiError::bad_request(format!("unknown query {q:?}: use append=true or nothing"))),
     };
-    caller(&state, &headers)?;
     let b = body(b)?;
     let first = b.iter().find(|c| !c.is_ascii_whitespace()).copied();
     let lines: Vec<u8> = if first == Some(b'[') {
@@ -374,7 +412,7 @@ async fn documents(
     if chunks.is_empty() {
         return Err(ApiError::bad_request("no chunks in the body"));
     }
-    let engine = state.engine.clone();
+    let engine = state.unscoped.scoped(&who.tenant);
     // As `ragctx ingest`: each document replaced whole, or upserted with `append`.
     let s = blocking(state.ingest_timeout, move || engine.ingest(chunks, append)).await?;
     let r = s.replaced;
@@ -389,8 +427,9 @@ async fn list_documents(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
 ) -> Result<Json<Vec<ragctx_core::DocumentSummary>>, ApiError> {
-    caller(&state, &headers)?;
-    let vectors = state.engine.vectors.clone();
+    let who = caller(&state, &headers)?;
+    who.require(Role::Read, "list documents")?;
+    let vectors = state.unscoped.scoped(&who.tenant).vectors;
     Ok(Json(blocking(state.turn_timeout, move || vectors.documents()).await?))
 }
 
@@ -403,8 +442,9 @@ async fn delete_document(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    caller(&state, &headers)?;
-    let vectors = state.engine.vectors.clone();
+    let who = caller(&state, &headers)?;
+    who.require(Role::Write, "delete documents")?;
+    let vectors = state.unscoped.scoped(&who.tenant).vectors;
     let doc = ragctx_core::DocumentId::from(id.as_str());
     let removed = blocking(state.ingest_timeout, move || vectors.replace_documents(&[doc], &[])).await?.removed;
     if removed == 0 {
@@ -414,8 +454,10 @@ async fn delete_document(
 }
 
 #[utoipa::path(get, path = "/healthz", responses((status = 200, description = "backends answer", body = serde_json::Value), (status = 503, description = "a backend is down", body = ErrorBody)))]
-async fn healthz(State(state): State<Arc<AppState>>) -> Response {
-    let engine = state.engine.clone();
+async fn healthz(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    // A probe of the backends; the chunk count (of every tenant) only for an admin.
+    let admin = caller(&state, &headers).is_ok_and(|c| c.role == Role::Admin);
+    let engine = state.unscoped.every_tenant().clone();
     let checked = blocking(Duration::from_secs(5), move || {
         let chunks = engine.vectors.len()?;
         engine.sessions.load(&SessionId::parse("healthz-probe")?)?;
@@ -423,14 +465,39 @@ async fn healthz(State(state): State<Arc<AppState>>) -> Response {
     })
     .await;
     match checked {
-        Ok(chunks) => Json(serde_json::json!({"status": "ok", "chunks": chunks})).into_response(),
+        Ok(chunks) if admin => Json(serde_json::json!({"status": "ok", "chunks": chunks})).into_response(),
+        Ok(_) => Json(serde_json::json!({"status": "ok"})).into_response(),
         Err(e) => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", e.message).into_response(),
     }
 }
 
-#[utoipa::path(get, path = "/metrics", responses((status = 200, description = "Prometheus text format", content_type = "text/plain")))]
-async fn metrics(State(state): State<Arc<AppState>>) -> Response {
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], state.metrics.render()).into_response()
+#[utoipa::path(get, path = "/metrics", responses((status = 200, description = "Prometheus text format (an admin key where keys are set)", content_type = "text/plain"),
+    (status = 403, description = "not an admin key", body = ErrorBody)))]
+async fn metrics(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Result<Response, ApiError> {
+    // Labels are route templates, statuses, stages, intents and paths: never a key, a tenant
+    // or an id. Still the server's traffic as a whole: admins only where keys are set.
+    caller(&state, &headers)?.require(Role::Admin, "read the metrics")?;
+    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], state.metrics.render()).into_response())
+}
+
+#[utoipa::path(get, path = "/v1/tenants", responses((status = 200, description = "every tenant with stored documents: tenant, documents, chunks (admin)", body = serde_json::Value),
+    (status = 403, description = "not an admin key", body = ErrorBody)))]
+/// `GET /v1/tenants`: the tenants that hold documents, with their document and chunk counts.
+async fn tenants(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Result<Json<serde_json::Value>, ApiError> {
+    caller(&state, &headers)?.require(Role::Admin, "list tenants")?;
+    let vectors = state.unscoped.every_tenant().vectors.clone();
+    let docs = blocking(state.turn_timeout, move || vectors.documents()).await?;
+    let mut by: std::collections::BTreeMap<&str, (usize, usize)> = Default::default();
+    for d in &docs {
+        let e = by.entry(ragctx_core::tenant_of(d.document_id.as_str())).or_default();
+        e.0 += 1;
+        e.1 += d.chunks;
+    }
+    let list: Vec<_> = by
+        .into_iter()
+        .map(|(t, (documents, chunks))| serde_json::json!({"tenant": t, "documents": documents, "chunks": chunks}))
+        .collect();
+    Ok(Json(serde_json::Value::Array(list)))
 }
 
 #[utoipa::path(get, path = "/", responses((status = 200, description = "the trace page", content_type = "text/html")))]
@@ -441,7 +508,7 @@ async fn page() -> Html<&'static str> {
 /// The body of every error response.
 #[derive(serde::Serialize, utoipa::ToSchema)]
 pub struct ErrorBody {
-    /// `bad_request`, `unauthorized`, `not_found`, `payload_too_large`, `timeout`, `unavailable`, `internal`.
+    /// `bad_request`, `unauthorized`, `forbidden`, `not_found`, `payload_too_large`, `timeout`, `unavailable`, `internal`.
     pub code: String,
     pub message: String,
 }
@@ -451,13 +518,15 @@ pub struct ErrorBody {
 #[openapi(
     info(
         title = "ragctx",
-        description = "Multi-turn RAG context engine: no repeats, no crowding, cited and budgeted context."
+        description = "Multi-turn RAG context engine: no repeats, no crowding, cited and budgeted context. Where keys are set every call under /v1 and /metrics needs `Authorization: Bearer KEY`; a key has a tenant and a role (read, write, admin); an admin key names the tenant of a call with `X-Ragctx-Tenant` (absent: its own, `default` unless set)."
     ),
     paths(
         turn,
         turns,
         one_turn,
         delete_session,
+        reset_session,
+        tenants,
         documents,
         list_documents,
         delete_document,

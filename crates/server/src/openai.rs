@@ -7,9 +7,10 @@
 //! the last user message is the question and the messages before it are the conversation
 //! (`engine` memory puts them in the prompt); citations and the trace ride in the extra
 //! field `ragctx`. With `stream: true` the model's pieces are forwarded as they arrive and
-//! the citations, context, trace and the recorded answer come in the last chunk.
+//! the citations, context, trace and the recorded answer come in the last chunk. An extra
+//! body field `filter` (the filter language, DESIGN §8) holds with the standing filter.
 
-use crate::{body, caller, json, run_turn, ApiError, AppState, OnDelta, TurnRequest};
+use crate::{body, caller, json, run_turn, ApiError, AppState, Caller, OnDelta, Role, TurnRequest};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
@@ -17,6 +18,7 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::StreamExt;
+use ragctx_core::{Filter, Json as FilterJson};
 use ragctx_engine::{TurnOutcome, Utterance};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -32,6 +34,8 @@ struct ChatRequest {
     stream: bool,
     #[serde(default)]
     user: Option<String>,
+    #[serde(default)]
+    filter: Option<FilterJson>,
 }
 
 /// What a chat completion request asks for.
@@ -45,6 +49,8 @@ pub struct ChatTurn {
     pub model: String,
     /// The session was derived from the first user message (no header, no `user`).
     pub derived: bool,
+    /// The turn's own filter (checked), if the body has one.
+    pub filter: Option<FilterJson>,
 }
 
 /// Decodes a chat completion body (and the X-Session-Id header) the way
@@ -64,6 +70,9 @@ pub fn decode_chat(body: &[u8], session_header: Option<&str>) -> Result<ChatTurn
         }
     };
     crate::session_id(&None, &session)?;
+    if let Some(f) = &req.filter {
+        Filter::from_json(f).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    }
     let question = text_of(&req.messages[last_user]["content"]);
     let conversation = req.messages[..last_user]
         .iter()
@@ -81,6 +90,7 @@ pub fn decode_chat(body: &[u8], session_header: Option<&str>) -> Result<ChatTurn
         stream: req.stream,
         model: req.model.unwrap_or_else(|| "ragctx".into()),
         derived,
+        filter: req.filter,
     })
 }
 
@@ -105,7 +115,7 @@ fn text_of(content: &Value) -> String {
 #[utoipa::path(get, path = "/v1/models",
     responses((status = 200, description = "the one model this server answers as: `ragctx`", body = serde_json::Value)))]
 pub async fn models(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Result<Response, ApiError> {
-    caller(&state, &headers)?;
+    caller(&state, &headers)?.require(Role::Read, "list models")?;
     Ok(Json(
         json!({"object": "list", "data": [{"id": "ragctx", "object": "model", "created": 0, "owned_by": "ragctx"}]}),
     )
@@ -120,16 +130,18 @@ pub async fn chat_completions(
     headers: HeaderMap,
     b: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let ns = caller(&state, &headers)?;
+    let who = caller(&state, &headers)?;
+    who.require(Role::Read, "run turns")?;
+    let engine = state.unscoped.scoped(&who.tenant);
     let header = headers.get("x-session-id").and_then(|v| v.to_str().ok());
-    let ChatTurn { session, question, conversation, stream, model, derived } = decode_chat(&body(b)?, header)?;
+    let ChatTurn { session, question, conversation, stream, model, derived, filter } = decode_chat(&body(b)?, header)?;
     let conversation = if derived {
         // Another conversation may have opened with the same words: the prompt carries this
         // client's messages only, and a conversation's first request starts the session
         // afresh (nothing shown to the other is excluded, carried or reshown here).
         if conversation.is_empty() {
-            let id = crate::session_id(&ns, &session)?;
-            let sessions = state.engine.sessions.clone();
+            let id = crate::session_id(&who.ns, &session)?;
+            let sessions = engine.sessions.clone();
             crate::blocking(state.turn_timeout, move || sessions.reset(&id)).await?;
         }
         Some(conversation)
@@ -138,13 +150,13 @@ pub async fn chat_completions(
         (!conversation.is_empty()).then_some(conversation)
     };
     let created = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    let request = TurnRequest { question, ..Default::default() };
+    let request = TurnRequest { question, filter, ..Default::default() };
     if stream {
-        return stream_turn(state, ns, session, request, conversation, model, created).await;
+        return stream_turn(state, who, session, request, conversation, model, created).await;
     }
-    let out = run_turn(&state, &ns, &session, request, conversation, None).await?;
+    let out = run_turn(&state, &who, &session, request, conversation, None).await?;
     let id = format!("chatcmpl-ragctx-{}-{}", out.session_id, out.turn);
-    let completion_tokens = state.engine.counter.count(&out.answer);
+    let completion_tokens = engine.counter.count(&out.answer);
     let body = json!({
         "id": id, "object": "chat.completion", "created": created, "model": model,
         "choices": [{"index": 0, "message": {"role": "assistant", "content": out.answer}, "finish_reason": "stop"}],
@@ -176,7 +188,7 @@ enum Event {
 /// error; one after it is an `error` event before `[DONE]`.
 async fn stream_turn(
     state: Arc<AppState>,
-    ns: Option<String>,
+    who: Caller,
     session: String,
     request: TurnRequest,
     conversation: Option<Vec<Utterance>>,
@@ -191,7 +203,7 @@ async fn stream_turn(
     let id = format!("chatcmpl-ragctx-{session}-{created}");
     let span = tracing::Span::current();
     let turn = async move {
-        let r = run_turn(&state, &ns, &session, request, conversation, Some(on_delta)).await;
+        let r = run_turn(&state, &who, &session, request, conversation, Some(on_delta)).await;
         let _ = tx.send(Event::Done(Box::new(r)));
     };
     tokio::spawn(tracing::Instrument::instrument(turn, span));

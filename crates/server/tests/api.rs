@@ -226,6 +226,8 @@ async fn openapi_describes_every_route_the_router_serves() {
         ("get", "/v1/sessions/{id}/turns"),
         ("get", "/v1/sessions/{id}/turns/{n}"),
         ("delete", "/v1/sessions/{id}"),
+        ("post", "/v1/sessions/{id}/reset"),
+        ("get", "/v1/tenants"),
         ("post", "/v1/chat/completions"),
         ("get", "/v1/models"),
     ];

@@ -39,11 +39,13 @@ impl Fixture {
     }
 
     fn chunks(&self) -> usize {
-        self.state.engine.vectors.len().unwrap()
+        self.state.unscoped.scoped(&Default::default()).vectors.len().unwrap()
     }
 
     fn session_exists(&self, id: &str) -> bool {
-        SessionId::parse(id).ok().is_some_and(|s| self.state.engine.sessions.load(&s).unwrap().is_some())
+        SessionId::parse(id)
+            .ok()
+            .is_some_and(|s| self.state.unscoped.scoped(&Default::default()).sessions.load(&s).unwrap().is_some())
     }
 
     /// Posts `body` to `path`; asserts the status, a JSON error with a code and a message,

@@ -4,10 +4,11 @@
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
+use ragctx_core::Tenant;
 use ragctx_engine::{Engine, TurnSettings};
 use ragctx_index::{IndexParams, MemoryVectorStore};
 use ragctx_models::{Cl100kCounter, ExtractiveGenerator, MiniLmEmbedder};
-use ragctx_server::{AppState, Metrics};
+use ragctx_server::{AppState, Keys, Metrics, Unscoped};
 use serde_json::Value;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -23,24 +24,31 @@ pub fn embedder() -> Arc<MiniLmEmbedder> {
 }
 
 pub fn state(keys: &[&str], dir: &std::path::Path) -> Arc<AppState> {
-    state_with_deadline(keys, dir, Duration::from_secs(30))
+    state_with(Keys::bare(keys), dir, Duration::from_secs(30))
 }
 
 /// [`state`] whose turns must finish within `turn_timeout`.
 pub fn state_with_deadline(keys: &[&str], dir: &std::path::Path, turn_timeout: Duration) -> Arc<AppState> {
+    state_with(Keys::bare(keys), dir, turn_timeout)
+}
+
+/// The server state over unscoped stores (a memory index, the embedded session store) with
+/// `keys`.
+pub fn state_with(keys: Keys, dir: &std::path::Path, turn_timeout: Duration) -> Arc<AppState> {
     let embedder = embedder();
     let data = ragctx_store::DataDir::open(dir, 384).unwrap();
     Arc::new(AppState {
-        engine: Engine {
+        unscoped: Unscoped::new(Engine {
             vectors: Arc::new(MemoryVectorStore::new(384, IndexParams::default())),
             sessions: Arc::new(data.session_store()),
             embedder,
             counter: Arc::new(Cl100kCounter::new()),
             generator: Arc::new(ExtractiveGenerator::default()),
             turn_locks: Default::default(),
-        },
+        }),
+        tenant: Tenant::default(),
         settings: TurnSettings::default(),
-        keys: keys.iter().map(|k| k.to_string()).collect(),
+        keys,
         metrics: Metrics::default(),
         turn_timeout,
         ingest_timeout: Duration::from_secs(120),
