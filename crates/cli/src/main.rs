@@ -265,6 +265,37 @@ fn settings(cli: &Cli, turn: Option<&TurnFlags>) -> Result<Settings> {
     Ok(Settings::from_raw(raw)?)
 }
 
+/// A turn over a data dir that does not exist would create an empty one and answer from
+/// nothing: said before anything is touched, with the command that fills it.
+fn require_store(s: &Settings) -> Result<()> {
+    if matches!(s.backend(), ragctx_app::Backend::Embedded) && !s.data_dir().join("ragctx.redb").is_file() {
+        return Err(ragctx_core::Error::NotFound(format!(
+            "no ragctx store at {}: fill it first with `ragctx ingest PATH...` (.jsonl, .md, .txt or .html files or folders), or point --data-dir (RAGCTX_DATA_DIR) at an existing one",
+            s.data_dir().display()
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+/// A store with nothing in it (for this tenant) answers every question with "no source": said
+/// instead, with the command that fills it.
+fn require_documents(app: &app::App) -> Result<()> {
+    if app.engine.vectors.is_empty()? {
+        let tenant = app.settings.tenant();
+        let whose = if tenant.is_default() { String::new() } else { format!(" for tenant {tenant}") };
+        let place = match app.settings.backend() {
+            ragctx_app::Backend::Embedded => format!("the store at {}", app.settings.data_dir().display()),
+            _ => "the Milvus collection".to_owned(),
+        };
+        return Err(ragctx_core::Error::NotFound(format!(
+            "{place} holds no documents{whose}: add some with `ragctx ingest PATH...`"
+        ))
+        .into());
+    }
+    Ok(())
+}
+
 /// `ingest --meta KEY=VALUE` pairs as metadata (values typed as [`MetaValue::from_text`]).
 fn metadata_flags(pairs: &[String]) -> Result<ragctx_core::Metadata> {
     let mut m = ragctx_core::Metadata::default();
@@ -294,14 +325,18 @@ fn run(cli: Cli) -> Result<()> {
         Command::Ask { session, json, turn, question } => {
             let s = settings(&cli, Some(turn))?;
             let id = SessionId::parse(session)?;
+            require_store(&s)?;
             let app = app::App::open(s)?;
+            require_documents(&app)?;
             let t = app.settings.turn().clone();
             turn::ask(&app, &id, &question.join(" "), &t, *json)
         }
         Command::Chat { session, turn } => {
             let s = settings(&cli, Some(turn))?;
             let id = SessionId::parse(session)?;
+            require_store(&s)?;
             let app = app::App::open(s)?;
+            require_documents(&app)?;
             let t = app.settings.turn().clone();
             turn::chat(&app, &id, &t)
         }

@@ -1173,3 +1173,22 @@ fn one_turns_settings_never_change_what_the_session_remembers() {
         assert!(resent.is_empty(), "after {odd:?}, turn 5 re-sends turn 1's {resent:?}: {again}");
     }
 }
+
+/// A newcomer's first mistake (issue 28): a question before any ingest says where the store
+/// is missing or empty and which command fills it, and creates nothing.
+#[test]
+fn a_question_before_any_ingest_names_the_command_that_fills_the_store() {
+    let env = Env::new();
+    let out = env.run(&["ask", "--session", "s", "hello"]);
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no ragctx store at") && err.contains("ragctx ingest"), "{err}");
+    assert!(!env.data().exists(), "nothing was created");
+    // A store that holds documents of another tenant only is empty for this one.
+    env.ok(&["--tenant", "other", "ingest", repo().join("demo/houseplants/pests.md").to_str().unwrap()]);
+    let out = env.run(&["ask", "--session", "s", "hello"]);
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("holds no documents") && err.contains("ragctx ingest"), "{err}");
+    env.ok(&["--tenant", "other", "ask", "--session", "s", "hello"]);
+}
