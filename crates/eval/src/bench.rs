@@ -86,6 +86,9 @@ pub enum BenchCommand {
         /// Conversations to replay at most
         #[arg(long, default_value_t = 20)]
         conversations: usize,
+        /// A metadata filter every turn runs with (JSON, docs/filters.md), with the standing one
+        #[arg(long)]
+        filter: Option<String>,
         /// Print the per-stage latencies as one JSON object
         #[arg(long)]
         json: bool,
@@ -106,8 +109,12 @@ pub fn run(settings: Settings, what: &BenchCommand) -> Result<()> {
         BenchCommand::Embed { corpus, passages, single, save_passages, json } => {
             embed(&app, corpus, *passages, *single, save_passages.as_deref(), *json)
         }
-        BenchCommand::Turn { turns, domain, conversations, json } => {
-            turn(&app, turns, domain.as_deref(), *conversations, *json)
+        BenchCommand::Turn { turns, domain, conversations, filter, json } => {
+            let filter = match filter {
+                Some(f) => ragctx_core::Filter::parse(f)?,
+                None => ragctx_core::Filter::All,
+            };
+            turn(&app, turns, domain.as_deref(), *conversations, &filter, *json)
         }
         BenchCommand::Lexical { questions, queries, seed, json } => {
             crate::bench_search::lexical(&app, questions, *queries, *seed, *json)
@@ -115,14 +122,22 @@ pub fn run(settings: Settings, what: &BenchCommand) -> Result<()> {
     }
 }
 
-fn turn(app: &App, path: &std::path::Path, domain: Option<&str>, conversations: usize, json: bool) -> Result<()> {
+fn turn(
+    app: &App,
+    path: &std::path::Path,
+    domain: Option<&str>,
+    conversations: usize,
+    filter: &ragctx_core::Filter,
+    json: bool,
+) -> Result<()> {
     let domains: Vec<String> = domain.map(str::to_owned).into_iter().collect();
     let mut convs = crate::data::conversations(path, &domains)?;
     convs.truncate(conversations);
     if convs.is_empty() {
         bail!("no conversations in {}", path.display());
     }
-    let settings = crate::replay_settings(&app.settings);
+    let mut settings = crate::replay_settings(&app.settings);
+    settings.filter = settings.filter.clone().and(filter.clone());
     // Every stage of the trace, plus the engine's own share of a turn.
     let mut parts: std::collections::BTreeMap<String, Vec<f64>> = std::collections::BTreeMap::new();
     for (i, conv) in convs.iter().enumerate() {
