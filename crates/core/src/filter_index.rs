@@ -170,6 +170,10 @@ impl MetadataIndex {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
+    /// The positions of `tenant` (retired ones included).
+    pub fn tenant_positions(&self, tenant: &str) -> &[u32] {
+        self.tenants.get(tenant).map_or(&[][..], Vec::as_slice)
+    }
     /// Tenants with at least one position (retired ones included).
     pub fn tenants(&self) -> impl Iterator<Item = (&str, usize)> {
         self.tenants.iter().map(|(t, v)| (t.as_str(), v.len()))
@@ -318,6 +322,8 @@ impl MetadataIndex {
     /// The positions that pass `filter` within `tenant` (`None`: every tenant), or `None`
     /// when nothing is restricted (no tenant, an empty filter).
     pub fn allowed(&self, filter: &Filter, tenant: Option<&str>, docs: &dyn DocumentPositions) -> Option<PositionBits> {
+        // A tenant that holds every position (a single-tenant store) restricts nothing.
+        let tenant = tenant.filter(|t| self.tenants.get(*t).is_none_or(|v| v.len() < self.len));
         let tenant_bits = tenant.map(|t| PositionBits::of(self.len, self.tenants.get(t).map_or(&[][..], Vec::as_slice)));
         if filter.is_all() {
             return tenant_bits;

@@ -153,10 +153,15 @@ impl VectorStore for ScopedVectorStore {
         Ok(stored.iter().map(|s| s.as_ref().and_then(|_| found.next().flatten())).collect())
     }
     fn len(&self) -> Result<usize> {
-        if self.inner.is_empty()? {
-            return Ok(0);
+        self.inner.tenant_len(self.tenant.as_str())
+    }
+    fn tenant_len(&self, tenant: &str) -> Result<usize> {
+        // A scoped handle sees its own tenant only.
+        if tenant == self.tenant.as_str() {
+            self.len()
+        } else {
+            Ok(0)
         }
-        Ok(self.documents()?.iter().map(|d| d.chunks).sum())
     }
 }
 

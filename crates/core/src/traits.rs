@@ -50,6 +50,11 @@ pub trait VectorStore: Send + Sync {
     fn vectors(&self, ids: &[ChunkId]) -> Result<Vec<Option<Vec<f32>>>>;
     /// Chunks stored.
     fn len(&self) -> Result<usize>;
+    /// Chunks stored for `tenant` (DESIGN §8). The default counts through
+    /// [`VectorStore::documents`]; stores that know their tenants answer without a listing.
+    fn tenant_len(&self, tenant: &str) -> Result<usize> {
+        Ok(self.documents()?.iter().filter(|d| crate::tenant_of(d.document_id.as_str()) == tenant).map(|d| d.chunks).sum())
+    }
     /// Whether the store holds no chunk.
     fn is_empty(&self) -> Result<bool> {
         Ok(self.len()? == 0)

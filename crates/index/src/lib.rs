@@ -344,6 +344,11 @@ impl VectorIndex {
         fresh
     }
 
+    /// Live chunks of `tenant`.
+    pub fn tenant_len(&self, tenant: &str) -> usize {
+        self.meta.tenant_positions(tenant).iter().filter(|&&n| !self.retired.get(n as usize)).count()
+    }
+
     /// The metadata index (its size for the benchmarks, tenants for admin listings).
     pub fn metadata_index(&self) -> &MetadataIndex {
         &self.meta

@@ -124,6 +124,10 @@ impl VectorStore for MemoryVectorStore {
     fn len(&self) -> Result<usize> {
         Ok(self.index.read().expect("lock").len())
     }
+
+    fn tenant_len(&self, tenant: &str) -> Result<usize> {
+        Ok(self.index.read().expect("lock").tenant_len(tenant))
+    }
 }
 
 #[cfg(test)]

@@ -127,6 +127,10 @@ impl VectorStore for EmbeddedVectorStore {
         let t = rx.open_table(CHUNKS).map_err(Error::storage)?;
         Ok(t.len().map_err(Error::storage)? as usize)
     }
+
+    fn tenant_len(&self, tenant: &str) -> Result<usize> {
+        Ok(self.with_index(|ix| ix.tenant_len(tenant)))
+    }
 }
 
 impl EmbeddedVectorStore {
