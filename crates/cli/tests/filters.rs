@@ -59,6 +59,22 @@ fn a_filtered_turn_answers_only_from_matching_documents_and_keeps_the_session() 
         let again = b["chunk_ids"].as_array().unwrap().iter().any(|c| first.contains(c.as_str().unwrap()));
         assert!(!again || !b["carried_from"].is_null(), "a chunk of turn 1 came back as new: {b}");
     }
+    // Client memory: what fails the turn's filter is not pointed to either.
+    let client = ["--memory", "client"];
+    env.ask("c", &[&client[..], &["--filter", r#"{"topic":"pests"}"#]].concat(), "spider mites on leaves");
+    let c2 = env.ask("c", &[&client[..], &["--filter", r#"{"topic":"care"}"#]].concat(), "spider mites on leaves");
+    let pointed: Vec<&str> = c2["pointers"]
+        .as_array()
+        .map(|p| p.iter().map(|x| x["document_id"].as_str().unwrap()).collect())
+        .unwrap_or_default();
+    assert!(!pointed.contains(&"pests.md") && !block_docs(&c2).contains("pests.md"), "{c2}");
+    let c3 = env.ask("c", &[&client[..], &["--filter", r#"{"topic":"pests"}"#]].concat(), "spider mites on leaves");
+    let pointed: Vec<&str> = c3["pointers"]
+        .as_array()
+        .map(|p| p.iter().map(|x| x["document_id"].as_str().unwrap()).collect())
+        .unwrap_or_default();
+    assert!(pointed.contains(&"pests.md"), "back under a filter it passes, it is pointed to: {c3}");
+    assert!(!block_docs(&c3).contains("pests.md"), "and not re-sent: {c3}");
     // A filter nothing passes: an empty context, exit 0.
     let none = env.ask("s", &["--filter", r#"{"topic":"cacti"}"#], "What about cacti?");
     assert!(none["context"].as_array().unwrap().is_empty(), "{none}");

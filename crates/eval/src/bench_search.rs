@@ -136,6 +136,13 @@ pub struct SearchOptions {
     /// bench/compare.py to run the peers on exactly the same input
     #[arg(long)]
     pub export: Option<PathBuf>,
+    /// The planner's walk-to-scan cost ratio to run with (IndexParams::scan_ratio; default:
+    /// the index's own)
+    #[arg(long)]
+    pub scan_ratio: Option<usize>,
+    /// HNSW search breadth to run with (default: the index's own)
+    #[arg(long)]
+    pub ef: Option<usize>,
     /// Only these rows, e.g. `--rows correlated:1000` (for profiling one path)
     #[arg(long, value_delimiter = ',')]
     pub rows: Vec<String>,
@@ -191,7 +198,15 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
     };
     let build_secs = if scale > all.len() { started.elapsed().as_secs_f64() } else { 0.0 };
     // Node ids double as the dense ids of the export: no retired nodes.
-    let index = if index.dead_share() > 0.0 { index.compacted() } else { index };
+    let mut index = if index.dead_share() > 0.0 { index.compacted() } else { index };
+    let mut p = index.params();
+    if let Some(r) = o.scan_ratio {
+        p.scan_ratio = r;
+    }
+    if let Some(ef) = o.ef {
+        p.ef_search = ef;
+    }
+    index.set_search_params(p);
     let query_vectors: Vec<Vec<f32>> = match questions {
         Some(path) => {
             let qs = read_questions(path, queries)?;
