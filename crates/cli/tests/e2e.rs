@@ -1145,32 +1145,40 @@ fn redis_down_mid_conversation_is_a_503_and_the_next_turn_after_restart_works() 
 fn one_turns_settings_never_change_what_the_session_remembers() {
     let env = Env::new();
     env.ok(&["ingest", env.govt(300).to_str().unwrap()]);
+    let redis = std::env::var("RAGCTX_TEST_REDIS").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
     let first_q = "How do I get a fee waiver for an appeal?";
-    for (s, odd) in [
-        ("w", vec!["--window", "1"]),
-        ("g", vec!["--granularity", "document"]),
-        ("c", vec!["--consumption", "cited"]),
-        ("m", vec!["--memory", "engine"]),
-    ] {
-        let client = ["--memory", "client"];
-        let t1 = env.ask(s, &client, first_q);
-        env.ask(s, &client, "Who can apply for food assistance?");
-        env.ask(s, &client, "How do I register a vehicle?");
-        let mut args = if odd.contains(&"--memory") { Vec::new() } else { client.to_vec() };
-        args.extend(odd.iter().copied());
-        env.ask(s, &args, "What are the rules for unemployment benefits?");
-        let again = env.ask(s, &client, first_q);
-        let first: HashSet<String> =
-            t1["context"].as_array().unwrap().iter().flat_map(|b| strs(&b["chunk_ids"])).collect();
-        assert!(first.len() >= 4, "{t1}");
-        let resent: Vec<String> = again["context"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .flat_map(|b| strs(&b["chunk_ids"]))
-            .filter(|c| first.contains(c))
-            .collect();
-        assert!(resent.is_empty(), "after {odd:?}, turn 5 re-sends turn 1's {resent:?}: {again}");
+    for store in ["embedded", redis.as_str()] {
+        for (s, odd) in [
+            ("w", vec!["--window", "1"]),
+            ("g", vec!["--granularity", "document"]),
+            ("c", vec!["--consumption", "cited"]),
+            ("m", vec!["--memory", "engine"]),
+        ] {
+            let s = format!("remember-{s}-{}-{}", std::process::id(), store.len());
+            let client = ["--memory", "client", "--sessions", store];
+            let t1 = env.ask(&s, &client, first_q);
+            env.ask(&s, &client, "Who can apply for food assistance?");
+            env.ask(&s, &client, "How do I register a vehicle?");
+            let mut args = vec!["--sessions", store];
+            if !odd.contains(&"--memory") {
+                args.extend(["--memory", "client"]);
+            }
+            args.extend(odd.iter().copied());
+            env.ask(&s, &args, "What are the rules for unemployment benefits?");
+            let again = env.ask(&s, &client, first_q);
+            let first: HashSet<String> =
+                t1["context"].as_array().unwrap().iter().flat_map(|b| strs(&b["chunk_ids"])).collect();
+            assert!(first.len() >= 4, "{t1}");
+            let resent: Vec<String> = again["context"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|b| strs(&b["chunk_ids"]))
+                .filter(|c| first.contains(c))
+                .collect();
+            assert!(resent.is_empty(), "{store}: after {odd:?}, turn 5 re-sends turn 1's {resent:?}: {again}");
+            env.ok(&["--sessions", store, "session", "delete", "--session", &s]);
+        }
     }
 }
 
