@@ -374,3 +374,41 @@ fn an_index_beyond_half_range_searches_in_f32() {
         }
     }
 }
+
+/// Compaction renumbers nodes: the metadata index follows, so a filter selects the same chunks
+/// before and after, and a re-upsert with new metadata (same vector) answers with the new.
+#[test]
+fn metadata_filters_survive_compaction_and_re_upserts() {
+    use ragctx_core::{Filter, MetaValue, Metadata};
+    let data = corpus(60, 2, 16, 11);
+    let mut ix = VectorIndex::new(16, IndexParams { exact_below: 0, scan_ratio: 0, ..IndexParams::default() });
+    let meta = |i: usize| {
+        let mut m = Metadata::default();
+        m.insert("n", MetaValue::Number((i % 7) as f64)).unwrap();
+        m.insert("tag", MetaValue::String(if i % 3 == 0 { "a".into() } else { "b".into() })).unwrap();
+        m
+    };
+    for (i, (c, d, v)) in data.iter().enumerate() {
+        ix.upsert_with(c, d, 1.0, &meta(i), v);
+    }
+    for (c, _, _) in data.iter().step_by(5) {
+        ix.remove(c);
+    }
+    // Same vector, new metadata: a new node with the new values.
+    let (c0, d0, v0) = &data[1];
+    let mut changed = Metadata::default();
+    changed.insert("tag", MetaValue::String("z".into())).unwrap();
+    ix.upsert_with(c0, d0, 1.0, &changed, v0);
+    let filter = Filter::parse(r#"{"or":[{"n":{"gte":4}},{"tag":"z"}]}"#).unwrap();
+    let allowed = |ix: &VectorIndex| -> std::collections::BTreeSet<String> {
+        let ex = ix.restrict(std::sync::Arc::new(ix.resolve(&ExclusionSet::default())), &filter, None);
+        let r = ix.search_resolved(&data[0].2, 1_000, None, &ex, Some(ForcePath::Exact));
+        r.hits.iter().map(|h| ix.chunk_id(h.0).to_owned()).collect()
+    };
+    let before = allowed(&ix);
+    assert!(before.contains(c0.as_str()), "the new metadata is searched");
+    let compacted = ix.compacted();
+    assert_eq!(compacted.nodes(), compacted.len());
+    assert_eq!(allowed(&compacted), before);
+    assert!(!before.is_empty() && before.len() < ix.len());
+}
