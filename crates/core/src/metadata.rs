@@ -161,8 +161,19 @@ pub fn valid_key(k: &str) -> bool {
     !k.is_empty() && k.len() <= MAX_KEY_BYTES && k.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
 }
 
+/// Names the filter language gives a meaning of its own: a metadata key of that name could
+/// never be filtered on, so it is refused when metadata comes in.
+pub const RESERVED_KEYS: [&str; 4] = ["document_id", "and", "or", "not"];
+
 fn key_error(k: &str) -> String {
+    if RESERVED_KEYS.contains(&k) {
+        return format!("metadata key {k:?} is reserved by the filter language ({}): rename it", RESERVED_KEYS.join(", "));
+    }
     format!("metadata key {k:?} is invalid: use 1 to {MAX_KEY_BYTES} characters of letters, digits, '_', '.' or '-'")
+}
+
+fn key_ok(k: &str) -> bool {
+    valid_key(k) && !RESERVED_KEYS.contains(&k)
 }
 
 fn string_ok(s: &str, what: &str) -> std::result::Result<(), String> {
@@ -244,7 +255,7 @@ impl Metadata {
     }
     /// Sets `key` (checked) to `value` (checked).
     pub fn insert(&mut self, key: &str, value: MetaValue) -> Result<()> {
-        if !valid_key(key) {
+        if !key_ok(key) {
             return Err(Error::InvalidInput(key_error(key)));
         }
         if let MetaValue::String(s) = &value {
@@ -276,7 +287,7 @@ impl Metadata {
         }
         let mut out = BTreeMap::new();
         for (k, v) in fields {
-            if !valid_key(k) {
+            if !key_ok(k) {
                 return Err(format!("{path}: {}", key_error(k)));
             }
             if out.insert(k.clone(), MetaValue::from_json(v, &format!("{path}.{k}"))?).is_some() {
@@ -356,6 +367,8 @@ mod tests {
         assert!(bad(r#"{"a":[1]}"#).contains("metadata.a[0] is a number"));
         assert!(bad(r#"{"a b":1}"#).contains("\"a b\" is invalid"));
         assert!(bad(r#"{"a":null}"#).contains("metadata.a is null"));
+        assert!(bad(r#"{"document_id":"x"}"#).contains("reserved"));
+        assert!(bad(r#"{"and":1}"#).contains("reserved"));
         let long = format!(r#"{{"a":"{}"}}"#, "x".repeat(1025));
         assert!(bad(&long).contains("1025 bytes"));
         let many = format!(r#"{{"a":[{}]}}"#, vec!["\"x\""; 65].join(","));
