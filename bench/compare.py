@@ -17,10 +17,22 @@ least as fast as the best peer that keeps recall), twice: among the peers at rag
 FAISS's search parameters (selector, efSearch) are built outside the timed call, as
 ragctx's exclusion set is resolved outside its timing (`ragctx bench search` reports that
 cost as `resolve_p50_ms`).
+
+Filter mode (plan.json's "mode" is "filter": `ragctx bench search --filter-selectivity S,...
+--export DIR`): DIR also holds metadata.json, each node's `bucket` and `cluster_S`. Per row
+(filter none|random|correlated × selectivity × excluded ids) and query, the allowed set —
+the row's predicate (`bucket` < bound, or `cluster_S` == the query's cluster) and not
+excluded — is built as a FAISS IDSelectorBitmap outside the timed call and handed to FAISS
+HNSW and flat; exact truth is FAISS flat with that bitmap. Milvus gets `bucket` (INT64) and
+`cluster_S` (VARCHAR, named `cluster_S` with the dots as `_`) as scalar fields, with an
+INVERTED (else STL_SORT) index on each where the server builds one, and the same predicate
+as its expression (`bucket < N`, `cluster_0_01 == "7"`, `id not in [...]`). ragctx's recall
+is its own (against its exact scan under the same predicate).
 """
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 import time
@@ -35,6 +47,117 @@ RECALL_BAR = 0.95
 def pct(xs, p):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, round((len(xs) - 1) * p))] if xs else 0.0
+
+
+def milvus_field(f):
+    """A metadata field's name as a Milvus field (`cluster_0.01` -> `cluster_0_01`)."""
+    return re.sub(r"[^A-Za-z0-9_]", "_", f)
+
+
+def recall(truth, got):
+    return len(truth & got) / len(truth) if truth else 1.0
+
+
+def exclusion_specs(row):
+    """Per query of an exclusion row: the FAISS selector and the Milvus expression."""
+    specs = []
+    for excluded in row["sets"]:
+        sel = None
+        if excluded:
+            inner = faiss.IDSelectorBatch(np.asarray(excluded, dtype="int64"))
+            sel = faiss.IDSelectorNot(inner)
+            sel.inner_ref = inner  # IDSelectorNot points at it: keep it alive
+        specs.append((sel, f"id not in {list(excluded)}" if excluded else ""))
+    return specs
+
+
+def filter_specs(row, meta, n):
+    """Per query of a filter row: an IDSelectorBitmap of the allowed nodes (the predicate and
+    not excluded; None when all are) and the Milvus expression; and the mean number of nodes
+    that pass the predicate alone (ragctx's `passing`)."""
+    specs, passing = [], 0
+    for value, excluded in zip(row["values"], row["sets"]):
+        parts = []
+        if row["op"] == "lt":
+            mask = meta[row["field"]] < int(value)
+            parts.append(f"{milvus_field(row['field'])} < {int(value)}")
+        elif row["op"] == "eq":
+            mask = meta[row["field"]] == int(value)
+            parts.append(f'{milvus_field(row["field"])} == "{value}"')
+        else:
+            mask = np.ones(n, dtype=bool)
+        passing += int(mask.sum())
+        if excluded:
+            mask = mask.copy()
+            mask[np.asarray(excluded, dtype="int64")] = False
+            parts.append(f"id not in {list(excluded)}")
+        if mask.all():
+            sel = None
+        else:
+            bits = np.packbits(mask, bitorder="little")
+            sel = faiss.IDSelectorBitmap(bits)
+            sel.bits_ref = bits  # the selector points into this array: keep it alive
+        specs.append((sel, " and ".join(parts)))
+    return specs, passing / max(1, len(specs))
+
+
+def measure(res, rr, specs, Q, k, ef, flat, hnsw, milvus, n):
+    """Runs one row's queries (per query a FAISS selector, built already, and a Milvus
+    expression) on every peer and fills `res`."""
+    lat = {"faiss_hnsw": [], "faiss_flat": [], "milvus": []}
+    rec = {"faiss_hnsw": [], "milvus": []}
+    truths = []
+    for qi, (sel, flt) in enumerate(specs):
+        q = Q[qi : qi + 1]
+        flat_params = faiss.SearchParameters(sel=sel) if sel else None
+        t = time.perf_counter()
+        _, truth = flat.search(q, k, params=flat_params)
+        lat["faiss_flat"].append((time.perf_counter() - t) * 1e3)
+        truth = set(int(x) for x in truth[0] if x >= 0)
+        truths.append(truth)
+        hnsw_params = faiss.SearchParametersHNSW(sel=sel, efSearch=ef) if sel else faiss.SearchParametersHNSW(efSearch=ef)
+        t = time.perf_counter()
+        _, got = hnsw.search(q, k, params=hnsw_params)
+        lat["faiss_hnsw"].append((time.perf_counter() - t) * 1e3)
+        rec["faiss_hnsw"].append(recall(truth, set(int(x) for x in got[0] if x >= 0)))
+        if milvus:
+            t = time.perf_counter()
+            r = milvus.search("ragctx_bench", data=[Q[qi].tolist()], limit=k, filter=flt,
+                              search_params={"metric_type": "IP", "params": {"ef": max(ef, k)}})
+            lat["milvus"].append((time.perf_counter() - t) * 1e3)
+            rec["milvus"].append(recall(truth, set(int(h["id"]) for h in r[0])))
+    # FAISS HNSW tuned for this row: the lowest efSearch (2x .. 32x) that reaches the bar.
+    if statistics.mean(rec["faiss_hnsw"]) < RECALL_BAR:
+        for mult in [2, 4, 8, 16, 32]:
+            ef_try = min(n, ef * mult)
+            times, recs = [], []
+            for qi, ((sel, _), truth) in enumerate(zip(specs, truths)):
+                params = faiss.SearchParametersHNSW(sel=sel, efSearch=ef_try) if sel else \
+                    faiss.SearchParametersHNSW(efSearch=ef_try)
+                t = time.perf_counter()
+                _, got = hnsw.search(Q[qi : qi + 1], k, params=params)
+                times.append((time.perf_counter() - t) * 1e3)
+                recs.append(recall(truth, set(int(x) for x in got[0] if x >= 0)))
+            if statistics.mean(recs) >= RECALL_BAR or ef_try == n or mult == 32:
+                lat["faiss_hnsw_ef"], rec["faiss_hnsw_ef"] = times, recs
+                res["faiss_hnsw_ef_search"] = ef_try
+                break
+    for eng in ["faiss_hnsw", "faiss_flat", "milvus", "faiss_hnsw_ef"]:
+        if not lat.get(eng):
+            continue
+        p50 = pct(lat[eng], 0.5)
+        res[eng] = {"p50_ms": p50, "p99_ms": pct(lat[eng], 0.99),
+                    "recall@10": statistics.mean(rec[eng]) if eng in rec and rec[eng] else 1.0,
+                    "p50_vs_ragctx": p50 / rr["p50_ms"] if rr["p50_ms"] > 0 else None}
+    # The bar ragctx is held to: the fastest peer whose recall in this row is >= 0.95.
+    for key, peers in [("fastest_peer", ["faiss_hnsw", "faiss_flat", "milvus"]),
+                       ("fastest_peer_tuned", ["faiss_hnsw", "faiss_flat", "milvus", "faiss_hnsw_ef"])]:
+        fast = [(res[e]["p50_ms"], e) for e in peers if e in res and res[e]["recall@10"] >= RECALL_BAR]
+        if fast:
+            p50, e = min(fast)
+            if e == "faiss_hnsw_ef":
+                e = f"faiss_hnsw ef {res['faiss_hnsw_ef_search']}"
+            res[key] = {"engine": e, "p50_ms": p50, "ratio": p50 / rr["p50_ms"] if rr["p50_ms"] > 0 else None}
 
 
 def main():
@@ -53,6 +176,13 @@ def main():
     ef = a.ef or rag["ef_search"]
     m = rag.get("m", 16)
     log = (lambda *x: None) if a.json else (lambda *x: print(*x, file=sys.stderr))
+    filter_mode = plan.get("mode") == "filter"
+    meta = None
+    if filter_mode:
+        raw = json.load(open(os.path.join(a.dir, "metadata.json")))
+        assert raw["nodes"] == len(X), "metadata.json and vectors.f32 disagree"
+        meta = {"bucket": np.asarray(raw["bucket"], dtype="int64")}
+        meta.update({f: np.asarray(v, dtype="int64") for f, v in raw["clusters"].items()})
 
     flat = faiss.IndexFlatIP(dim)
     flat.add(X)
@@ -73,96 +203,81 @@ def main():
         schema = milvus.create_schema(auto_id=False)
         schema.add_field("id", DataType.INT64, is_primary=True)
         schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dim)
+        scalars = {}
+        if filter_mode:
+            schema.add_field("bucket", DataType.INT64)
+            scalars["bucket"] = meta["bucket"]
+            for f in meta:
+                if f != "bucket":
+                    schema.add_field(milvus_field(f), DataType.VARCHAR, max_length=16)
+                    scalars[milvus_field(f)] = meta[f]
         idx = milvus.prepare_index_params()
         idx.add_index("vector", index_type="HNSW", metric_type="IP", params={"M": m, "efConstruction": 128})
         milvus.create_collection(name, schema=schema, index_params=idx)
+        if scalars:
+            milvus.release_collection(name)
+            for f in scalars:
+                made = "none (the server built neither INVERTED nor STL_SORT)"
+                for kind in ["INVERTED", "STL_SORT"]:
+                    try:
+                        ip = milvus.prepare_index_params()
+                        ip.add_index(field_name=f, index_type=kind, index_name=f"{f}_{kind.lower()}")
+                        milvus.create_index(name, ip)
+                        made = kind
+                        break
+                    except Exception as e:  # noqa: BLE001 - the server says what it lacks
+                        log(f"milvus: {kind} index on {f}: {str(e).splitlines()[0][:160]}")
+                log(f"milvus: scalar index on {f}: {made}")
         t = time.time()
         for s in range(0, len(X), 5000):
-            milvus.insert(name, [{"id": i, "vector": X[i].tolist()} for i in range(s, min(len(X), s + 5000))])
+            batch = []
+            for i in range(s, min(len(X), s + 5000)):
+                r = {"id": i, "vector": X[i].tolist()}
+                for f, v in scalars.items():
+                    r[f] = int(v[i]) if f == "bucket" else str(v[i])
+                batch.append(r)
+            milvus.insert(name, batch)
         milvus.flush(name)
         milvus.load_collection(name)
         log(f"milvus {milvus.get_server_version()} loaded in {time.time() - t:.1f}s")
 
     out = []
     for row, rr in zip(plan["rows"], rag["rows"]):
-        res = {"exclusion": row["exclusion"], "excluded": row["excluded"], "ragctx": {
-            "p50_ms": rr["p50_ms"], "p99_ms": rr["p99_ms"], "recall@10": rr["recall@10"], "path": rr["path"]}}
-        lat = {"faiss_hnsw": [], "faiss_flat": [], "milvus": []}
-        rec = {"faiss_hnsw": [], "milvus": []}
-        sels, truths = [], []
-        for qi, excluded in enumerate(row["sets"]):
-            q = Q[qi : qi + 1]
-            sel = faiss.IDSelectorNot(faiss.IDSelectorBatch(np.asarray(excluded, dtype="int64"))) if excluded else None
-            sels.append(sel)
-            flat_params = faiss.SearchParameters(sel=sel) if sel else None
-            t = time.perf_counter()
-            _, truth = flat.search(q, k, params=flat_params)
-            lat["faiss_flat"].append((time.perf_counter() - t) * 1e3)
-            truth = set(int(x) for x in truth[0] if x >= 0)
-            truths.append(truth)
-            hnsw_params = faiss.SearchParametersHNSW(sel=sel, efSearch=ef) if sel else faiss.SearchParametersHNSW(efSearch=ef)
-            t = time.perf_counter()
-            _, got = hnsw.search(q, k, params=hnsw_params)
-            lat["faiss_hnsw"].append((time.perf_counter() - t) * 1e3)
-            rec["faiss_hnsw"].append(len(truth & set(int(x) for x in got[0])) / max(1, len(truth)))
-            if milvus:
-                flt = f"id not in {list(excluded)}" if excluded else ""
-                t = time.perf_counter()
-                r = milvus.search("ragctx_bench", data=[Q[qi].tolist()], limit=k, filter=flt,
-                                  search_params={"metric_type": "IP", "params": {"ef": max(ef, k)}})
-                lat["milvus"].append((time.perf_counter() - t) * 1e3)
-                rec["milvus"].append(len(truth & set(int(h["id"]) for h in r[0])) / max(1, len(truth)))
-        # FAISS HNSW tuned for this row: the lowest efSearch (2x .. 32x) that reaches the bar.
-        if statistics.mean(rec["faiss_hnsw"]) < RECALL_BAR:
-            for mult in [2, 4, 8, 16, 32]:
-                ef_try = min(len(X), ef * mult)
-                times, recs = [], []
-                for qi, (sel, truth) in enumerate(zip(sels, truths)):
-                    params = faiss.SearchParametersHNSW(sel=sel, efSearch=ef_try) if sel else \
-                        faiss.SearchParametersHNSW(efSearch=ef_try)
-                    t = time.perf_counter()
-                    _, got = hnsw.search(Q[qi : qi + 1], k, params=params)
-                    times.append((time.perf_counter() - t) * 1e3)
-                    recs.append(len(truth & set(int(x) for x in got[0])) / max(1, len(truth)))
-                if statistics.mean(recs) >= RECALL_BAR or ef_try == len(X):
-                    lat["faiss_hnsw_ef"], rec["faiss_hnsw_ef"] = times, recs
-                    res["faiss_hnsw_ef_search"] = ef_try
-                    break
-        for eng in ["faiss_hnsw", "faiss_flat", "milvus", "faiss_hnsw_ef"]:
-            if not lat.get(eng):
-                continue
-            p50 = pct(lat[eng], 0.5)
-            res[eng] = {"p50_ms": p50, "p99_ms": pct(lat[eng], 0.99),
-                        "recall@10": statistics.mean(rec[eng]) if eng in rec and rec[eng] else 1.0,
-                        "p50_vs_ragctx": p50 / rr["p50_ms"] if rr["p50_ms"] > 0 else None}
-        # The bar ragctx is held to: the fastest peer whose recall in this row is >= 0.95.
-        for key, peers in [("fastest_peer", ["faiss_hnsw", "faiss_flat", "milvus"]),
-                           ("fastest_peer_tuned", ["faiss_hnsw", "faiss_flat", "milvus", "faiss_hnsw_ef"])]:
-            fast = [(res[e]["p50_ms"], e) for e in peers if e in res and res[e]["recall@10"] >= RECALL_BAR]
-            if fast:
-                p50, e = min(fast)
-                if e == "faiss_hnsw_ef":
-                    e = f"faiss_hnsw ef {res['faiss_hnsw_ef_search']}"
-                res[key] = {"engine": e, "p50_ms": p50, "ratio": p50 / rr["p50_ms"] if rr["p50_ms"] > 0 else None}
+        if filter_mode:
+            assert (row["filter"], row["selectivity"], row["excluded"]) == \
+                (rr["filter"], rr["selectivity"], rr["excluded"]), "plan.json and ragctx.json disagree"
+            res = {"filter": row["filter"], "selectivity": row["selectivity"], "excluded": row["excluded"]}
+            specs, passing = filter_specs(row, meta, len(X))
+            res["passing"] = passing
+            if abs(passing - rr["passing"]) > 0.5:
+                log(f"warning: {row['filter']} {row['selectivity']}: {passing:.1f} nodes pass here, "
+                    f"{rr['passing']:.1f} in ragctx (metadata out of node order?)")
+        else:
+            res = {"exclusion": row["exclusion"], "excluded": row["excluded"]}
+            specs = exclusion_specs(row)
+        res["ragctx"] = {"p50_ms": rr["p50_ms"], "p99_ms": rr["p99_ms"], "recall@10": rr["recall@10"], "path": rr["path"]}
+        measure(res, rr, specs, Q, k, ef, flat, hnsw, milvus, len(X))
         out.append(res)
-        log(f"done {row['exclusion']} {row['excluded']}")
+        log("done " + (f"{row['filter']} {row['selectivity']:g}" if filter_mode else row["exclusion"]) + f" {row['excluded']}")
     if milvus:
         milvus.drop_collection("ragctx_bench")
     if a.json:
         print(json.dumps({"vectors": len(X), "queries": len(Q), "k": k, "ef": ef, "rows": out}))
         return
     engines = [e for e in ["faiss_hnsw", "faiss_flat", "milvus"] if e in out[0]]
-    head = "| exclusion | excluded | ragctx p50 / p99 ms | ragctx recall | " + " | ".join(
+    lead = "| filter | selectivity | passing | excluded" if filter_mode else "| exclusion | excluded"
+    head = lead + " | ragctx p50 / p99 ms | ragctx recall | " + " | ".join(
         f"{e} p50 / p99 ms | {e} recall | {e} p50 ÷ ragctx" for e in engines) + \
         f" | faiss_hnsw at the lowest ef reaching {RECALL_BAR}: ef, p50 / p99 ms, recall" + \
         f" | fastest peer at recall ≥ {RECALL_BAR} (same ef) | its p50 ÷ ragctx" + \
         f" | fastest peer at recall ≥ {RECALL_BAR} (FAISS ef tuned) | its p50 ÷ ragctx |"
     print(f"{len(X)} vectors × {dim}, {len(Q)} queries, k={k}, HNSW M={m} ef={ef}")
     print(head)
-    print("|" + "---|" * (9 + 3 * len(engines)))
+    print("|" + "---|" * (9 + 3 * len(engines) + (2 if filter_mode else 0)))
     for r in out:
         g = r["ragctx"]
-        cells = [r["exclusion"], str(r["excluded"]), f"{g['p50_ms']:.3f} / {g['p99_ms']:.3f} ({g['path']})", f"{g['recall@10']:.3f}"]
+        cells = [r["filter"], f"{r['selectivity']:g}", f"{r['passing']:.0f}"] if filter_mode else [r["exclusion"]]
+        cells += [str(r["excluded"]), f"{g['p50_ms']:.3f} / {g['p99_ms']:.3f} ({g['path']})", f"{g['recall@10']:.3f}"]
         for e in engines:
             x = r[e]
             cells += [f"{x['p50_ms']:.3f} / {x['p99_ms']:.3f}", f"{x['recall@10']:.3f}", f"{x['p50_vs_ragctx']:.2f}"]

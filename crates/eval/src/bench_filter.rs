@@ -44,29 +44,49 @@ pub(crate) struct FilterRow {
 /// Per selectivity, the centroids whose nearest one names a chunk's cluster.
 pub(crate) type Centroids = Vec<(f64, Vec<Vec<f32>>)>;
 
-/// Adds the synthetic metadata to a copy of `index` built from `vectors` (node order).
+/// The synthetic values given to each node (node order), for `--export`: `bucket`, and per
+/// selectivity (the order of [`Centroids`]) the `cluster_S` index.
+pub(crate) struct NodeValues {
+    pub(crate) bucket: Vec<u32>,
+    pub(crate) clusters: Vec<Vec<u32>>,
+}
+
+/// The metadata key of the cluster field of selectivity `s`.
+fn cluster_field(s: f64) -> String {
+    format!("cluster_{s}")
+}
+
+/// Adds the synthetic metadata to a copy of `index` built from `vectors` (node order: node
+/// `i` of the copy is node `i` of `source`, which must hold no retired nodes).
 pub(crate) fn with_metadata(
     source: &VectorIndex,
     selectivities: &[f64],
     rng: &mut Rng,
-) -> (VectorIndex, Centroids) {
+) -> (VectorIndex, Centroids, NodeValues) {
     let n = source.nodes();
     let mut centroids = Vec::new();
     for &s in selectivities {
         let c = ((1.0 / s).round() as usize).clamp(1, n);
         centroids.push((s, (0..c).map(|_| source.vector(rng.below(n) as u32).to_vec()).collect::<Vec<_>>()));
     }
+    let mut values =
+        NodeValues { bucket: Vec::with_capacity(n), clusters: vec![Vec::with_capacity(n); centroids.len()] };
     let mut ix = VectorIndex::new(source.dimension(), source.params());
     for node in 0..n as u32 {
         let v = source.vector(node);
         let mut m = Metadata::default();
-        m.insert("bucket", MetaValue::Number(rng.below(1_000_000) as f64)).expect("valid");
-        for (s, cs) in &centroids {
-            m.insert(&format!("cluster_{s}"), MetaValue::String(nearest(cs, v).to_string())).expect("valid");
+        let bucket = rng.below(1_000_000);
+        values.bucket.push(bucket as u32);
+        m.insert("bucket", MetaValue::Number(bucket as f64)).expect("valid");
+        for (i, (s, cs)) in centroids.iter().enumerate() {
+            let c = nearest(cs, v);
+            values.clusters[i].push(c as u32);
+            m.insert(&cluster_field(*s), MetaValue::String(c.to_string())).expect("valid");
         }
         ix.upsert_with(source.chunk_id(node), source.document_id(node), 1.0, &m, v);
+        assert_eq!(ix.nodes(), node as usize + 1, "the filtered copy keeps the source's node numbers");
     }
-    (ix, centroids)
+    (ix, centroids, values)
 }
 
 fn nearest(centroids: &[Vec<f32>], v: &[f32]) -> usize {
@@ -80,15 +100,34 @@ fn nearest(centroids: &[Vec<f32>], v: &[f32]) -> usize {
     best.1
 }
 
-/// The rows for every selectivity, kind and exclusion size.
+/// What a row ran, for `--export`: per query the filter's parameter (the `bucket` bound of a
+/// random row, the `cluster_S` value of a correlated one, nothing for `none`) and the excluded
+/// node numbers, as measured.
+#[derive(Serialize)]
+pub(crate) struct PlanRow {
+    filter: &'static str,
+    selectivity: f64,
+    excluded: usize,
+    /// The field the filter tests (`bucket`, `cluster_S`), none for `none`.
+    field: Option<String>,
+    /// `lt` (`bucket` < bound) or `eq` (`cluster_S` == value).
+    op: Option<&'static str>,
+    values: Vec<serde_json::Value>,
+    sets: Vec<Vec<u32>>,
+}
+
+/// The rows for every selectivity, kind and exclusion size, and what each ran (per query its
+/// filter and excluded nodes, kept when `record`).
 pub(crate) fn rows(
     ix: &VectorIndex,
     centroids: &Centroids,
     queries: &[Vec<f32>],
     k: usize,
     rng: &mut Rng,
-) -> Vec<FilterRow> {
+    record: bool,
+) -> (Vec<FilterRow>, Vec<PlanRow>) {
     let mut out = Vec::new();
+    let mut plans = Vec::new();
     let mut plan: Vec<(&'static str, f64)> = vec![("none", 1.0)];
     for (s, _) in centroids {
         plan.push(("random", *s));
@@ -102,20 +141,51 @@ pub(crate) fn rows(
             let (mut lat, mut exact_lat, mut alt_lat, mut resolve_lat) = (vec![], vec![], vec![], vec![]);
             let (mut recalls, mut alt_recall, mut graph, mut short, mut passing, mut within) =
                 (Vec::new(), 0.0, 0usize, 0usize, 0.0, 0usize);
+            let mut plan = PlanRow {
+                filter: kind,
+                selectivity: s,
+                excluded,
+                field: match kind {
+                    "none" => None,
+                    "random" => Some("bucket".into()),
+                    _ => Some(cluster_field(s)),
+                },
+                op: match kind {
+                    "none" => None,
+                    "random" => Some("lt"),
+                    _ => Some("eq"),
+                },
+                values: Vec::new(),
+                sets: Vec::new(),
+            };
             for q in queries {
-                let filter = match kind {
-                    "none" => Filter::All,
+                let (filter, value) = match kind {
+                    "none" => (Filter::All, serde_json::Value::Null),
                     "random" => {
-                        Filter::parse(&format!(r#"{{"bucket":{{"lt":{}}}}}"#, (s * 1_000_000.0).round())).expect("valid")
+                        let bound = (s * 1_000_000.0).round();
+                        let f = Filter::parse(&format!(r#"{{"bucket":{{"lt":{bound}}}}}"#)).expect("valid");
+                        (f, serde_json::json!(bound as u64))
                     }
                     _ => {
                         let cs = &centroids.iter().find(|c| c.0 == s).expect("centroids").1;
-                        Filter::parse(&format!(r#"{{"cluster_{s}":"{}"}}"#, nearest(cs, q))).expect("valid")
+                        let c = nearest(cs, q).to_string();
+                        let f = Filter::parse(&format!(r#"{{"{}":"{c}"}}"#, cluster_field(s))).expect("valid");
+                        (f, serde_json::json!(c))
                     }
                 };
-                let mut ex = ExclusionSet::default();
-                while ex.chunks.len() < excluded {
-                    ex.chunks.insert(ix.chunk_id(rng.below(ix.nodes()) as u32).into());
+                // Drawn as node numbers (one chunk id each: the index holds no retired nodes,
+                // so the draws are those of a set of chunk ids) and handed over as chunk ids.
+                let mut nodes = std::collections::BTreeSet::new();
+                while nodes.len() < excluded {
+                    nodes.insert(rng.below(ix.nodes()) as u32);
+                }
+                let ex = ExclusionSet {
+                    chunks: nodes.iter().map(|&n| ix.chunk_id(n).into()).collect(),
+                    ..Default::default()
+                };
+                if record {
+                    plan.values.push(value);
+                    plan.sets.push(nodes.into_iter().collect());
                 }
                 let t = Instant::now();
                 let resolved = ix.restrict(Arc::new(ix.resolve(&ex)), &filter, None);
@@ -183,9 +253,41 @@ pub(crate) fn rows(
                 resolve_p50_ms: percentile(&resolve_lat, 0.5),
                 planner_within_125: within as f64 / qn,
             });
+            if record {
+                plans.push(plan);
+            }
         }
     }
-    out
+    (out, plans)
+}
+
+/// Writes what the peers of bench/compare.py need beside `vectors.f32` and `queries.f32`:
+/// `metadata.json` (per node, in node order, `bucket` and each `cluster_S`), `plan.json`
+/// (per row its filter, selectivity and exclusion size, per query the filter's parameter and
+/// the excluded nodes) and `ragctx.json` (`summary`, the rows as printed).
+pub(crate) fn export(
+    dir: &std::path::Path,
+    centroids: &Centroids,
+    values: &NodeValues,
+    dim: usize,
+    k: usize,
+    plans: &[PlanRow],
+    summary: &serde_json::Value,
+) -> crate::error::Result<()> {
+    use crate::error::write_file;
+    let clusters: serde_json::Map<String, serde_json::Value> =
+        centroids.iter().zip(&values.clusters).map(|((s, _), c)| (cluster_field(*s), serde_json::json!(c))).collect();
+    write_file(
+        &dir.join("metadata.json"),
+        serde_json::to_vec(
+            &serde_json::json!({"nodes": values.bucket.len(), "bucket": values.bucket, "clusters": clusters}),
+        )?,
+    )?;
+    write_file(
+        &dir.join("plan.json"),
+        serde_json::to_vec(&serde_json::json!({"mode": "filter", "dim": dim, "k": k, "rows": plans}))?,
+    )?;
+    write_file(&dir.join("ragctx.json"), serde_json::to_vec_pretty(summary)?)
 }
 
 /// Prints the rows as a Markdown table.

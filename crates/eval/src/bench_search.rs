@@ -133,7 +133,8 @@ pub struct SearchOptions {
     #[arg(long, default_value_t = 7)]
     pub seed: u64,
     /// Write the vectors, queries, exclusion sets and these results here, for
-    /// bench/compare.py to run the peers on exactly the same input
+    /// bench/compare.py to run the peers on exactly the same input (with
+    /// `--filter-selectivity`: the metadata and each query's filter too)
     #[arg(long)]
     pub export: Option<PathBuf>,
     /// The planner's walk-to-scan cost ratio to run with (IndexParams::scan_ratio; default:
@@ -238,12 +239,21 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
         if let Some(bad) = o.filter_selectivity.iter().find(|s| !(**s > 0.0 && **s <= 1.0)) {
             bail!("--filter-selectivity {bad}: use shares in (0, 1]");
         }
-        let (ix, centroids) = crate::bench_filter::with_metadata(&index, &o.filter_selectivity, &mut rng);
-        let rows = crate::bench_filter::rows(&ix, &centroids, &query_vectors, k, &mut rng);
+        let (ix, centroids, values) = crate::bench_filter::with_metadata(&index, &o.filter_selectivity, &mut rng);
+        let (rows, plans) = crate::bench_filter::rows(&ix, &centroids, &query_vectors, k, &mut rng, o.export.is_some());
+        let summary = serde_json::json!({ "vectors": n, "queries": query_vectors.len(), "k": k,
+            "ef_search": ix.params().ef_search, "m": ix.params().m, "rows": rows });
+        if let Some(dir) = &o.export {
+            // The filtered copy has the node numbers of `index`: its vectors are the export's.
+            std::fs::create_dir_all(dir).map_err(|source| Error::Write { path: dir.to_path_buf(), source })?;
+            write_f32s(&dir.join("vectors.f32"), &mut (0..index.nodes() as u32).map(|i| index.vector(i)))?;
+            write_f32s(&dir.join("queries.f32"), &mut query_vectors.iter().map(Vec::as_slice))?;
+            crate::bench_filter::export(dir, &centroids, &values, store.dimension(), k, &plans, &summary)?;
+        }
         if json {
-            println!("{}", serde_json::json!({ "vectors": n, "queries": query_vectors.len(), "k": k, "rows": rows }));
+            println!("{summary}");
         } else {
-            println!("{n} vectors, {} queries, k={k}, ef_search={}", query_vectors.len(), ix.params().ef_search);
+            println!("{n} vectors, {} queries, k={k}, ef_search={}", query_vectors.len(), ix.ef_for(n));
             crate::bench_filter::print(&rows, k, ix.metadata_index().bytes(), ix.nodes() * ix.dimension() * 6);
         }
         return Ok(());
@@ -370,7 +380,7 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
             alt_path_recall: alt_recall / qn,
         });
     }
-    let summary = serde_json::json!({ "vectors": n, "queries": query_vectors.len(), "k": k, "ef_search": index.params().ef_search, "m": index.params().m, "rows": rows });
+    let summary = serde_json::json!({ "vectors": n, "queries": query_vectors.len(), "k": k, "ef_search": index.ef_for(n), "ef_configured": index.params().ef_search, "m": index.params().m, "rows": rows });
     if let Some(dir) = &o.export {
         std::fs::create_dir_all(dir).map_err(|source| Error::Write { path: dir.to_path_buf(), source })?;
         write_f32s(&dir.join("vectors.f32"), &mut (0..index.nodes() as u32).map(|i| index.vector(i)))?;
@@ -390,7 +400,7 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
         store.dimension(),
         query_vectors.len(),
         index.params().m,
-        index.params().ef_search,
+        index.ef_for(n),
         if build_secs > 0.0 { format!(", graph built in {build_secs:.0}s") } else { String::new() }
     );
     println!(
