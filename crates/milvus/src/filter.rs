@@ -136,10 +136,23 @@ pub enum TenantScope<'a> {
     /// `tenant == "t"` on the [`TENANT`] field (the partition key: the server searches only
     /// that tenant's partition).
     Field(&'a str),
+    /// `tenant >= "t" and tenant <= "t"`: the same rows as [`TenantScope::Field`], written so
+    /// that the server does not confine the search to the partition `t` hashes to. For a
+    /// partition-key collection on Milvus 2.3, whose upsert put rows in the wrong partitions
+    /// (milvus-io/milvus#30607): its proxy prunes partitions by `==` and `in` on the key
+    /// only, and reads a range row by row (measured on 2.3.5: `tenant == "default"` counted 4
+    /// of 302 rows of tenant `default`, this range all 302).
+    FieldUnpruned(&'a str),
     /// By the stored ids alone, for a collection made before the [`TENANT`] field: the
     /// `default` tenant's ids hold no U+001F; another tenant's lie in `["t\u{1f}", "t\u{20}")`,
     /// which is exactly the ids that start with `t` and U+001F.
     IdPrefix(&'a str),
+    /// The `default` tenant by the stored ids, on a server whose `like` takes no leading `%`
+    /// (Milvus 2.3): every id outside the ranges of [`TenantScope::IdPrefix`] of the tenants
+    /// listed. Exact only when the list holds every other tenant in the collection; the store
+    /// checks each search's hits and searches again with the tenants they reveal, so no hit of
+    /// another tenant is ever returned.
+    DefaultBesides(&'a [String]),
 }
 
 /// What a search's whole predicate (filter, exclusion, tenant) comes to.
@@ -251,6 +264,10 @@ impl Writer {
         match scope {
             TenantScope::All => Expr::True,
             TenantScope::Field(t) => Expr::Text(format!("{TENANT} == {}", self.string(t))),
+            TenantScope::FieldUnpruned(t) => {
+                let (from, to) = (self.string(t), self.string(t));
+                Expr::Text(format!("{TENANT} >= {from} and {TENANT} <= {to}"))
+            }
             TenantScope::IdPrefix(ragctx_core::DEFAULT_TENANT) => {
                 Expr::Text(format!("not ({ID} like {})", quote(&format!("%{TENANT_SEPARATOR}%"))))
             }
@@ -258,6 +275,18 @@ impl Writer {
                 let from = self.string(&format!("{t}{TENANT_SEPARATOR}"));
                 let to = self.string(&format!("{t}\u{20}"));
                 Expr::Text(format!("{ID} >= {from} and {ID} < {to}"))
+            }
+            TenantScope::DefaultBesides(others) => {
+                let outside = others
+                    .iter()
+                    .filter(|t| t.as_str() != ragctx_core::DEFAULT_TENANT)
+                    .map(|t| {
+                        let from = self.string(&format!("{t}{TENANT_SEPARATOR}"));
+                        let to = self.string(&format!("{t}\u{20}"));
+                        Expr::Text(format!("{ID} < {from} or {ID} >= {to}"))
+                    })
+                    .collect();
+                join(outside, true)
             }
         }
     }
@@ -563,8 +592,17 @@ mod tests {
         );
         let f = expr(predicate(&MetaFilter::All, &none, TenantScope::Field("acme"), false, true).unwrap());
         assert_eq!(f.expr, r#"tenant == "acme""#);
+        let f = expr(predicate(&MetaFilter::All, &none, TenantScope::FieldUnpruned("acme"), false, true).unwrap());
+        assert_eq!(f.expr, r#"tenant >= "acme" and tenant <= "acme""#);
         let f = expr(predicate(&MetaFilter::All, &none, TenantScope::IdPrefix("default"), false, false).unwrap());
         assert_eq!(f.expr, "not (id like \"%\u{1f}%\")");
+        let others = ["acme".to_owned(), "b".to_owned()];
+        let f = expr(predicate(&MetaFilter::All, &none, TenantScope::DefaultBesides(&others), false, false).unwrap());
+        assert_eq!(f.expr, "(id < \"acme\u{1f}\" or id >= \"acme \") and (id < \"b\u{1f}\" or id >= \"b \")");
+        assert_eq!(
+            predicate(&MetaFilter::All, &none, TenantScope::DefaultBesides(&[]), false, false).unwrap(),
+            Predicate::Everything
+        );
     }
 
     #[test]

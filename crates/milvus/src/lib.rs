@@ -5,7 +5,8 @@
 //! grouped by and excluded on), `title`, `text`, `ordinal`/`start`/`end`/`tokens` (Int64,
 //! −1 when absent), `weight` (Float), `vector` (FloatVector, cosine, HNSW or FLAT),
 //! `metadata` (JSON: the chunk's metadata) with `metadata_types` (JSON: each value's type,
-//! see [`filter`]), and `tenant` (VarChar partition key: the tenant of the id).
+//! see [`filter`]), and `tenant` (VarChar: the tenant of the id;
+//! the partition key where the server upserts by it — not Milvus 2.3, see `store/schema.rs`).
 //!
 //! Searches push grouping (`group_by_field = document_id`) and one predicate — exclusion
 //! (`… not in …`), metadata filter and tenant, [`filter::predicate`] — into Milvus, but the result is not trusted blindly: a server that groups after a fixed

@@ -51,6 +51,13 @@ pub struct MilvusVectorStore {
     config: MilvusConfig,
     dimension: usize,
     capabilities: Capabilities,
+    /// Whether `like` takes a pattern with a leading `%` (Milvus 2.3 takes prefixes only):
+    /// how the `default` tenant is told apart by id on a collection without the `tenant` field.
+    infix_like: bool,
+    /// Tenants other than `default` known to hold chunks of a collection without the
+    /// `tenant` field, where the server has no infix `like`: a `default` search excludes
+    /// their id ranges (see [`filter::TenantScope::DefaultBesides`]).
+    other_tenants: std::sync::Mutex<std::collections::BTreeSet<String>>,
 }
 
 impl MilvusVectorStore {
@@ -100,10 +107,16 @@ impl MilvusVectorStore {
                 templates: false,
                 full_text: false,
                 metadata: false,
+                partition_key: false,
             },
+            infix_like: true,
+            other_tenants: Default::default(),
         };
         store.ensure_collection()?;
         store.capabilities.templates = store.probe_templates();
+        if !store.capabilities.metadata {
+            store.infix_like = store.probe_infix_like();
+        }
         Ok(store)
     }
 
@@ -158,6 +171,9 @@ impl VectorStore for MilvusVectorStore {
         } else {
             vec![None; chunks.len()]
         };
+        if !self.capabilities.metadata && !self.infix_like {
+            self.know_tenants(chunks.iter().map(|c| ragctx_core::tenant_of(c.chunk.id.as_str())));
+        }
         let ids: Vec<&str> = chunks.iter().map(|c| c.chunk.id.as_str()).collect();
         let existing = self.existing(&ids)?;
         let mut seen = HashSet::new();

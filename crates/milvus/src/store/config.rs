@@ -117,4 +117,9 @@ pub struct Capabilities {
     /// fields. A collection made before them serves unfiltered and `document_id` searches,
     /// scopes tenants by id, and refuses metadata filters and chunks carrying metadata.
     pub metadata: bool,
+    /// This collection's `tenant` field is its partition key (a tenant's search reads only
+    /// its partitions). New collections get one only where the server's upsert puts rows in
+    /// their key's partition (Milvus ≥ 2.4 and Milvus Lite, not 2.3); elsewhere `tenant` is a
+    /// plain field, filtered row by row, with the same results.
+    pub partition_key: bool,
 }

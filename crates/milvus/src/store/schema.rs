@@ -17,6 +17,8 @@ pub(super) struct Described {
     pub(super) full_text: bool,
     /// It has the metadata fields.
     pub(super) metadata: bool,
+    /// Its `tenant` field is the partition key.
+    pub(super) partition_key: bool,
 }
 
 /// What a collection was made with.
@@ -24,6 +26,20 @@ pub(super) struct Described {
 pub(super) struct Made {
     pub(super) full_text: bool,
     pub(super) metadata: bool,
+    pub(super) partition_key: bool,
+}
+
+/// Whether a server of this version upserts a row into the partition of its partition key:
+/// every Milvus from 2.4 on, and Milvus Lite (`milvus_lite-3.x`). Milvus 2.3's upsert
+/// computed the partition from the wrong field (milvus-io/milvus#30607, fixed by #30772 in
+/// 2.4; the 2.3 backport #30773 came after 2.3.5): its rows land in arbitrary partitions,
+/// and a search with `tenant == "t"`, which the server confines to the partition `t` hashes
+/// to, misses most of them. Measured on 2.3.5: 302 chunks upserted, all of tenant
+/// `default`, and `tenant == "default"` counted 4 of them (a plain insert places them
+/// right, but ragctx writes by upsert). So on 2.3 (every 2.3, to be safe) `tenant` is made
+/// a plain field: the same predicate, evaluated row by row.
+pub(super) fn upserts_by_partition_key(version: &str) -> bool {
+    groups_by(version)
 }
 
 /// The collection property that records the model of its vectors (a property, not the
@@ -40,8 +56,9 @@ impl MilvusVectorStore {
         let made = if !exists.exists() {
             self.create_collection()?
         } else {
-            let Described { dimension: got, model: stored, full_text, metadata } = self.describe_collection()?;
-            let made = Made { full_text, metadata };
+            let Described { dimension: got, model: stored, full_text, metadata, partition_key } =
+                self.describe_collection()?;
+            let made = Made { full_text, metadata, partition_key };
             if got != self.dimension {
                 return Err(Error::InvalidInput(format!(
                     "Milvus collection {name:?} holds {got}-d vectors, the model makes {}-d: use another --collection",
@@ -54,11 +71,14 @@ impl MilvusVectorStore {
                 }
             }
             // Made by a command that embeds nothing, before the model was recorded, before
-            // full-text search on a server that has it, or before metadata: while still empty,
-            // made again as it is made now (nothing to lose; an altered property does not
-            // survive a restart of Milvus 2.3.5, #30144). A command that embeds nothing leaves it.
-            let outdated =
-                stored.is_none() || (!full_text && lexical::by_version(&self.capabilities.version)) || !metadata;
+            // full-text search on a server that has it, before metadata, or with a partition
+            // key on a server whose upsert misplaces rows by it: while still empty, made again
+            // as it is made now (nothing to lose; an altered property does not survive a
+            // restart of Milvus 2.3.5, #30144). A command that embeds nothing leaves it.
+            let outdated = stored.is_none()
+                || (!full_text && lexical::by_version(&self.capabilities.version))
+                || !metadata
+                || (partition_key && !upserts_by_partition_key(&self.capabilities.version));
             match &self.config.model {
                 Some(configured) if outdated => {
                     self.load()?;
@@ -80,6 +100,7 @@ impl MilvusVectorStore {
         };
         self.capabilities.full_text = made.full_text;
         self.capabilities.metadata = made.metadata;
+        self.capabilities.partition_key = made.partition_key;
         self.load()
     }
 
@@ -124,8 +145,10 @@ impl MilvusVectorStore {
     /// Makes the collection, with full-text search where the server has it, and the metadata
     /// fields: `metadata` and `metadata_types` (JSON) and `tenant` (VarChar, the partition
     /// key: a tenant's search reads only its partitions; Milvus has partition keys from 2.2.9
-    /// and Milvus Lite 3.2.2 has them, measured).
+    /// and Milvus Lite 3.2.2 has them, measured — but only where the server upserts by it,
+    /// [`upserts_by_partition_key`]; elsewhere a plain VarChar field).
     pub(super) fn create_collection(&self) -> Result<Made> {
+        let partition_key = upserts_by_partition_key(&self.capabilities.version);
         let varchar = |name: &str, max: u32| FieldSchema::new().name(name).data_type(DataType::VarChar).max_length(max);
         let int = |name: &str| FieldSchema::new().name(name).data_type(DataType::Int64);
         let schema = CollectionSchema::new()
@@ -143,7 +166,7 @@ impl MilvusVectorStore {
             )
             .add_field(FieldSchema::new().name(METADATA).data_type(DataType::Json))
             .add_field(FieldSchema::new().name(METADATA_TYPES).data_type(DataType::Json))
-            .add_field(varchar(TENANT, MAX_VARCHAR as u32).partition_key(true));
+            .add_field(varchar(TENANT, MAX_VARCHAR as u32).partition_key(partition_key));
         let full_text = lexical::by_version(&self.capabilities.version);
         let schema = if full_text { lexical::with_bm25(schema) } else { schema };
         let name = self.config.collection.clone();
@@ -183,7 +206,7 @@ impl MilvusVectorStore {
             "create_index (document_id)",
             IndexParam::new().field_name(DOCUMENT_ID).index_type(IndexType::Inverted),
         );
-        Ok(Made { full_text, metadata: true })
+        Ok(Made { full_text, metadata: true, partition_key })
     }
 
     /// Asks for an index on the collection (built by the server in the background).
@@ -232,10 +255,31 @@ impl MilvusVectorStore {
             metadata: has(METADATA, DataType::Json)
                 && has(METADATA_TYPES, DataType::Json)
                 && has(TENANT, DataType::VarChar),
+            partition_key: fields.iter().any(|f| f.get_name() == TENANT && f.is_partition_key()),
             dimension,
             model: description.get_properties().get(MODEL_PROPERTY).cloned(),
             full_text: lexical::has_bm25(description.get_schema()),
         })
+    }
+
+    /// Whether the server takes a `like` pattern that starts with `%`: Milvus 2.3.5 refuses
+    /// one ("only prefix pattern match like ab% and equal match like ab(no wildcards) are
+    /// supported", measured); Milvus Lite 3.2.2 takes it.
+    pub(super) fn probe_infix_like(&self) -> bool {
+        let (client, name) = (self.client.clone(), self.config.collection.clone());
+        self.call("like probe", async move {
+            client
+                .query(
+                    QueryRequest::builder()
+                        .collection_name(name)
+                        .filter(format!("{ID} like {}", filter::quote(&format!("%{}%", ragctx_core::TENANT_SEPARATOR))))
+                        .output_fields([ID])
+                        .limit(1)
+                        .build()?,
+                )
+                .await
+        })
+        .is_ok()
     }
 
     /// Whether the server takes filter templates: a query whose filter names a template
@@ -260,5 +304,16 @@ impl MilvusVectorStore {
         })
         .map(|r| r.results().rows().map(|rows| rows.count() == 0).unwrap_or(false))
         .unwrap_or(false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn partition_keys_only_where_upsert_places_rows_by_them() {
+        assert!(!super::upserts_by_partition_key("v2.3.5-lite"));
+        assert!(!super::upserts_by_partition_key("2.3.21"));
+        assert!(super::upserts_by_partition_key("v2.4.0"));
+        assert!(super::upserts_by_partition_key("milvus_lite-3.2.2"));
     }
 }

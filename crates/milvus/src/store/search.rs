@@ -24,11 +24,25 @@ pub(super) struct Scope<'a> {
 
 impl MilvusVectorStore {
     /// The search's one predicate: `scope` and `ex` joined, written for this server and
-    /// collection (tenants by the partition key, or by id on a collection made before it).
-    pub(super) fn predicate(&self, ex: &ExclusionSet, scope: Scope<'_>) -> Result<filter::Predicate> {
+    /// collection (tenants by the `tenant` field — the partition key where the server places
+    /// rows by it, read unpruned where it does not — or by id on a collection made before it).
+    /// `others`: the tenants a `default` search by id excludes where the server has no infix
+    /// `like` ([`filter::TenantScope::DefaultBesides`]).
+    pub(super) fn predicate(
+        &self,
+        ex: &ExclusionSet,
+        scope: Scope<'_>,
+        others: &[String],
+    ) -> Result<filter::Predicate> {
+        let misplaced =
+            self.capabilities.partition_key && !schema::upserts_by_partition_key(&self.capabilities.version);
         let tenant = match scope.tenant {
             None => filter::TenantScope::All,
+            Some(t) if self.capabilities.metadata && misplaced => filter::TenantScope::FieldUnpruned(t),
             Some(t) if self.capabilities.metadata => filter::TenantScope::Field(t),
+            Some(t) if t == ragctx_core::DEFAULT_TENANT && !self.infix_like => {
+                filter::TenantScope::DefaultBesides(others)
+            }
             Some(t) => filter::TenantScope::IdPrefix(t),
         };
         filter::predicate(scope.filter, ex, tenant, self.capabilities.templates, self.capabilities.metadata)
@@ -43,8 +57,19 @@ impl MilvusVectorStore {
         fields
     }
 
-    /// One search call for `query` within `scope`, `exclusion` filtered out: hits as Milvus
-    /// returns them (BM25 scores made positive: Milvus Lite returns them negated).
+    /// Records tenants other than `default` as holding chunks (see `other_tenants`).
+    pub(super) fn know_tenants<'a>(&self, tenants: impl Iterator<Item = &'a str>) -> usize {
+        let mut known = self.other_tenants.lock().unwrap_or_else(|e| e.into_inner());
+        let before = known.len();
+        known.extend(tenants.filter(|t| *t != ragctx_core::DEFAULT_TENANT).map(str::to_owned));
+        known.len() - before
+    }
+
+    /// One search for `query` within `scope`, `exclusion` filtered out: hits as Milvus
+    /// returns them (BM25 scores made positive: Milvus Lite returns them negated). A
+    /// `default` search by id on a server without infix `like` excludes the other tenants
+    /// known so far; a hit of one not yet known (written by another process) makes it known,
+    /// and the search is made again, so none is ever returned.
     pub(super) fn search_once(
         &self,
         query: Query<'_>,
@@ -53,7 +78,42 @@ impl MilvusVectorStore {
         limit: usize,
         group_size: Option<usize>,
     ) -> Result<Vec<Hit>> {
-        let predicate = self.predicate(exclusion, scope)?;
+        let by_ranges =
+            !self.capabilities.metadata && !self.infix_like && scope.tenant == Some(ragctx_core::DEFAULT_TENANT);
+        loop {
+            let others: Vec<String> =
+                self.other_tenants.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect();
+            let hits = self.search_under(query, exclusion, scope, limit, group_size, &others)?;
+            if !by_ranges {
+                return Ok(hits);
+            }
+            let foreign: Vec<&str> = hits
+                .iter()
+                .map(|h| ragctx_core::tenant_of(h.chunk.id.as_str()))
+                .filter(|t| *t != ragctx_core::DEFAULT_TENANT)
+                .collect();
+            if foreign.is_empty() {
+                return Ok(hits);
+            }
+            if self.know_tenants(foreign.iter().copied()) == 0 {
+                return Err(Error::inconsistent(format!(
+                    "Milvus returned chunks of tenants {foreign:?} that the search's filter excludes"
+                )));
+            }
+        }
+    }
+
+    /// One search call under the predicate of `scope`, `exclusion` and `others`.
+    fn search_under(
+        &self,
+        query: Query<'_>,
+        exclusion: &ExclusionSet,
+        scope: Scope<'_>,
+        limit: usize,
+        group_size: Option<usize>,
+        others: &[String],
+    ) -> Result<Vec<Hit>> {
+        let predicate = self.predicate(exclusion, scope, others)?;
         if predicate == filter::Predicate::Nothing {
             return Ok(Vec::new());
         }
