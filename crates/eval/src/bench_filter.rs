@@ -158,6 +158,7 @@ pub(crate) fn rows(
                 values: Vec::new(),
                 sets: Vec::new(),
             };
+            let mut queries_done = 0usize;
             for q in queries {
                 let (filter, value) = match kind {
                     "none" => (Filter::All, serde_json::Value::Null),
@@ -192,13 +193,23 @@ pub(crate) fn rows(
                 resolve_lat.push(t.elapsed().as_secs_f64() * 1e3);
                 let allowed = ix.len() - resolved.excluded();
                 passing += ix.restrict(Arc::new(ix.resolve(&ExclusionSet::default())), &filter, None).excluded() as f64;
-                let t = Instant::now();
-                let got = ix.search_resolved(q, k, None, &resolved, None);
-                let planner = t.elapsed().as_secs_f64() * 1e3;
+                // Whichever of two searches of a query runs second is faster (its part of the
+                // index is in the cache; seen as 0.33 vs 0.22 ms for the same scan): the order
+                // alternates by query, so neither the planner nor the forced scan is favoured.
+                let timed = |force: Option<ForcePath>| {
+                    let t = Instant::now();
+                    let r = ix.search_resolved(q, k, None, &resolved, force);
+                    (r, t.elapsed().as_secs_f64() * 1e3)
+                };
+                let ((got, planner), (truth, exact)) = if queries_done % 2 == 0 {
+                    let p = timed(None);
+                    (p, timed(Some(ForcePath::Exact)))
+                } else {
+                    let e = timed(Some(ForcePath::Exact));
+                    (timed(None), e)
+                };
+                queries_done += 1;
                 lat.push(planner);
-                let t = Instant::now();
-                let truth = ix.search_resolved(q, k, None, &resolved, Some(ForcePath::Exact));
-                let exact = t.elapsed().as_secs_f64() * 1e3;
                 exact_lat.push(exact);
                 let truth: Vec<u32> = truth.hits.iter().map(|h| h.0).collect();
                 let recall_of = |hits: &[(u32, f32)]| {
@@ -223,9 +234,15 @@ pub(crate) fn rows(
                 if got.hits.len() < k.min(allowed) {
                     short += 1;
                 }
-                let walk = if got.path == SearchPath::Graph { planner } else { alt_ms };
-                let scan = if got.path == SearchPath::Graph { alt_ms.min(exact) } else { planner.min(exact) };
-                if planner <= 1.25 * walk.min(scan) {
+                // Did the planner pick well? Each path timed twice more, warm, its best time
+                // kept (one order for both, so neither is favoured); a walk that misses more
+                // than one of the k on this query does not count as the better path.
+                let best = |force| (0..2).map(|_| timed(Some(force)).1).fold(f64::INFINITY, f64::min);
+                let (walk_ms, scan_ms) = (best(ForcePath::Graph), best(ForcePath::Exact));
+                let walk_recall = if got.path == SearchPath::Graph { recall_of(&got.hits) } else { recall_of(&other.hits) };
+                let better = if walk_recall >= 0.9 { walk_ms.min(scan_ms) } else { scan_ms };
+                let picked = if got.path == SearchPath::Graph { walk_ms } else { scan_ms };
+                if picked <= 1.25 * better {
                     within += 1;
                 }
             }
