@@ -147,7 +147,10 @@ impl Parser {
             return Self::err(path, format!("filters nest at most {MAX_DEPTH} deep"));
         }
         let Json::Object(entries) = json else {
-            return Self::err(path, format!("is {}: a filter is an object such as {{\"topic\": \"pests\"}}", json.kind()));
+            return Self::err(
+                path,
+                format!("is {}: a filter is an object such as {{\"topic\": \"pests\"}}", json.kind()),
+            );
         };
         let mut all = Vec::with_capacity(entries.len());
         for (key, value) in entries {
@@ -580,7 +583,8 @@ mod serde_json_lite {
                 Some(c) if *c == b'-' || c.is_ascii_digit() => {
                     let start = self.i;
                     self.i += 1;
-                    while self.i < self.s.len() && matches!(self.s[self.i], b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-')
+                    while self.i < self.s.len()
+                        && matches!(self.s[self.i], b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-')
                     {
                         self.i += 1;
                     }

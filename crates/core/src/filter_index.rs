@@ -200,7 +200,12 @@ impl MetadataIndex {
                     f.numbers.iter().filter_map(|&(x, p)| Some((x, map.get(p as usize).copied().flatten()?))).collect();
                 let field = FieldPostings {
                     present: list(&f.present),
-                    strings: f.strings.iter().map(|(s, v)| (s.clone(), list(v))).filter(|(_, v)| !v.is_empty()).collect(),
+                    strings: f
+                        .strings
+                        .iter()
+                        .map(|(s, v)| (s.clone(), list(v)))
+                        .filter(|(_, v)| !v.is_empty())
+                        .collect(),
                     bools: [list(&f.bools[0]), list(&f.bools[1])],
                     numbers,
                     sorted: OnceLock::new(),
@@ -209,8 +214,7 @@ impl MetadataIndex {
             })
             .filter(|(_, f)| !f.present.is_empty())
             .collect();
-        let tenants =
-            self.tenants.iter().map(|(t, v)| (t.clone(), list(v))).filter(|(_, v)| !v.is_empty()).collect();
+        let tenants = self.tenants.iter().map(|(t, v)| (t.clone(), list(v))).filter(|(_, v)| !v.is_empty()).collect();
         MetadataIndex { fields, tenants, len }
     }
 
@@ -324,7 +328,8 @@ impl MetadataIndex {
     pub fn allowed(&self, filter: &Filter, tenant: Option<&str>, docs: &dyn DocumentPositions) -> Option<PositionBits> {
         // A tenant that holds every position (a single-tenant store) restricts nothing.
         let tenant = tenant.filter(|t| self.tenants.get(*t).is_none_or(|v| v.len() < self.len));
-        let tenant_bits = tenant.map(|t| PositionBits::of(self.len, self.tenants.get(t).map_or(&[][..], Vec::as_slice)));
+        let tenant_bits =
+            tenant.map(|t| PositionBits::of(self.len, self.tenants.get(t).map_or(&[][..], Vec::as_slice)));
         if filter.is_all() {
             return tenant_bits;
         }

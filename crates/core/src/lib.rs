@@ -65,7 +65,9 @@ mod turn;
 pub use chunk::{check_replacement, Chunk, DocumentSummary, EmbeddedChunk, Replaced, CHUNK_TOKENIZER};
 pub use context::{citation_markers, Citation, ContextBlock, Pointer};
 pub use error::{Error, ErrorKind, Report, Result, Source};
-pub use filter::{Field, Filter, FilterError, Range, Scalar, MAX_DEPTH as MAX_FILTER_DEPTH, MAX_TERMS as MAX_FILTER_TERMS};
+pub use filter::{
+    Field, Filter, FilterError, Range, Scalar, MAX_DEPTH as MAX_FILTER_DEPTH, MAX_TERMS as MAX_FILTER_TERMS,
+};
 pub use filter_index::{DocumentPositions, MetadataIndex, PositionBits};
 pub use hash::{fx_hash, FastMap, FxHasher};
 pub use ids::{ChunkId, DocumentId, SessionId};

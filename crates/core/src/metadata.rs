@@ -167,7 +167,10 @@ pub const RESERVED_KEYS: [&str; 4] = ["document_id", "and", "or", "not"];
 
 fn key_error(k: &str) -> String {
     if RESERVED_KEYS.contains(&k) {
-        return format!("metadata key {k:?} is reserved by the filter language ({}): rename it", RESERVED_KEYS.join(", "));
+        return format!(
+            "metadata key {k:?} is reserved by the filter language ({}): rename it",
+            RESERVED_KEYS.join(", ")
+        );
     }
     format!("metadata key {k:?} is invalid: use 1 to {MAX_KEY_BYTES} characters of letters, digits, '_', '.' or '-'")
 }

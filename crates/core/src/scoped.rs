@@ -80,8 +80,10 @@ impl VectorStore for ScopedVectorStore {
         self.inner.upsert(&chunks)
     }
     fn replace_documents(&self, documents: &[DocumentId], chunks: &[EmbeddedChunk]) -> Result<Replaced> {
-        let documents =
-            documents.iter().map(|d| Ok(self.tenant.qualify(d.as_str())?.into())).collect::<Result<Vec<DocumentId>>>()?;
+        let documents = documents
+            .iter()
+            .map(|d| Ok(self.tenant.qualify(d.as_str())?.into()))
+            .collect::<Result<Vec<DocumentId>>>()?;
         let chunks = chunks.iter().map(|c| self.qualify_chunk(c)).collect::<Result<Vec<_>>>()?;
         self.inner.replace_documents(&documents, &chunks)
     }
@@ -147,7 +149,8 @@ impl VectorStore for ScopedVectorStore {
     }
     fn vectors(&self, ids: &[ChunkId]) -> Result<Vec<Option<Vec<f32>>>> {
         // One answer per id asked, in order: an id that cannot be this tenant's is `None`.
-        let stored: Vec<Option<ChunkId>> = ids.iter().map(|c| self.tenant.qualify(c.as_str()).ok().map(ChunkId::from)).collect();
+        let stored: Vec<Option<ChunkId>> =
+            ids.iter().map(|c| self.tenant.qualify(c.as_str()).ok().map(ChunkId::from)).collect();
         let known: Vec<ChunkId> = stored.iter().flatten().cloned().collect();
         let mut found = self.inner.vectors(&known)?.into_iter();
         Ok(stored.iter().map(|s| s.as_ref().and_then(|_| found.next().flatten())).collect())

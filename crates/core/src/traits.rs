@@ -53,7 +53,12 @@ pub trait VectorStore: Send + Sync {
     /// Chunks stored for `tenant` (DESIGN §8). The default counts through
     /// [`VectorStore::documents`]; stores that know their tenants answer without a listing.
     fn tenant_len(&self, tenant: &str) -> Result<usize> {
-        Ok(self.documents()?.iter().filter(|d| crate::tenant_of(d.document_id.as_str()) == tenant).map(|d| d.chunks).sum())
+        Ok(self
+            .documents()?
+            .iter()
+            .filter(|d| crate::tenant_of(d.document_id.as_str()) == tenant)
+            .map(|d| d.chunks)
+            .sum())
     }
     /// Whether the store holds no chunk.
     fn is_empty(&self) -> Result<bool> {

@@ -33,9 +33,9 @@ pub use settings::{
 };
 
 use ragctx_core::{
-    ChunkId, Citation, ContextBlock, DocumentId, Embedder, Error, ExclusionSet, Filter, GenerationRequest, Generator, Grouping,
-    Hit, Intent, Memory, Pointer, Result, SearchPath, SessionId, SessionState, SessionStore, TokenCounter, Trace,
-    TraceStats, TurnCommit, VectorStore,
+    ChunkId, Citation, ContextBlock, DocumentId, Embedder, Error, ExclusionSet, Filter, GenerationRequest, Generator,
+    Grouping, Hit, Intent, Memory, Pointer, Result, SearchPath, SessionId, SessionState, SessionStore, TokenCounter,
+    Trace, TraceStats, TurnCommit, VectorStore,
 };
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};

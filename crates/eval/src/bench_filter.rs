@@ -239,7 +239,8 @@ pub(crate) fn rows(
                 // than one of the k on this query does not count as the better path.
                 let best = |force| (0..2).map(|_| timed(Some(force)).1).fold(f64::INFINITY, f64::min);
                 let (walk_ms, scan_ms) = (best(ForcePath::Graph), best(ForcePath::Exact));
-                let walk_recall = if got.path == SearchPath::Graph { recall_of(&got.hits) } else { recall_of(&other.hits) };
+                let walk_recall =
+                    if got.path == SearchPath::Graph { recall_of(&got.hits) } else { recall_of(&other.hits) };
                 let better = if walk_recall >= 0.9 { walk_ms.min(scan_ms) } else { scan_ms };
                 let picked = if got.path == SearchPath::Graph { walk_ms } else { scan_ms };
                 if picked <= 1.25 * better {

@@ -14,8 +14,8 @@
 //! Errors are [`Error`], whose [`Error::kind`] the binary maps to an exit status.
 
 pub mod bench;
-pub mod bench_http;
 mod bench_filter;
+pub mod bench_http;
 pub mod bench_search;
 pub mod bench_window;
 pub mod data;

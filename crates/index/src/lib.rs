@@ -32,7 +32,9 @@ pub use persist::IndexError;
 
 use exclusion::{next_revision, Bits};
 use hnsw::{Graph, Scored, Vectors, Walk};
-use ragctx_core::{tenant_of, DocumentPositions, FastMap, Filter, Grouping, Metadata, MetadataIndex, SearchPath, SearchRequest};
+use ragctx_core::{
+    tenant_of, DocumentPositions, FastMap, Filter, Grouping, Metadata, MetadataIndex, SearchPath, SearchRequest,
+};
 
 /// A first walk is crowded — exclusions sit where the results should be, and it widens —
 /// when fewer than this share of its `ef` nearest points are allowed. At 0.4 a walk at the

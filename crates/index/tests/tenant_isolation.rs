@@ -63,10 +63,12 @@ fn a_million_random_queries_never_reach_another_tenant() {
                 let owner = &scoped[rng.below(3) as usize];
                 let d = rng.below(docs as u64) as usize;
                 let id = DocumentId::from(format!("doc{d}"));
-                let chunks = if rng.below(4) == 0 { Vec::new() } else { document(&mut rng, owner.tenant().as_str(), d) };
+                let chunks =
+                    if rng.below(4) == 0 { Vec::new() } else { document(&mut rng, owner.tenant().as_str(), d) };
                 owner.replace_documents(&[id], &chunks).unwrap();
             }
-            let filter = if rng.below(3) == 0 { ragctx_core::Filter::All } else { random_filter(&mut rng, 2, docs as u64) };
+            let filter =
+                if rng.below(3) == 0 { ragctx_core::Filter::All } else { random_filter(&mut rng, 2, docs as u64) };
             let mut exclusion = ExclusionSet::default();
             for _ in 0..rng.below(6) {
                 let d = rng.below(docs as u64);
@@ -86,11 +88,11 @@ fn a_million_random_queries_never_reach_another_tenant() {
             let limit = 1 + rng.below(10) as usize;
             let grouping = (rng.below(2) == 0).then(|| Grouping::new(1 + rng.below(2) as usize));
             let hits = if rng.below(4) == 0 {
-                let req = LexicalRequest { query: "plant text".into(), limit, grouping, exclusion, filter, tenant: None };
+                let req =
+                    LexicalRequest { query: "plant text".into(), limit, grouping, exclusion, filter, tenant: None };
                 store.search_lexical(&req).unwrap().unwrap().hits
             } else {
-                let req =
-                    SearchRequest { vector: unit(&mut rng), limit, grouping, exclusion, filter, tenant: None };
+                let req = SearchRequest { vector: unit(&mut rng), limit, grouping, exclusion, filter, tenant: None };
                 store.search(&req).unwrap().hits
             };
             for h in &hits {

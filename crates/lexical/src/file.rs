@@ -126,7 +126,8 @@ pub(crate) fn load(path: &Path, generation: u64) -> Option<LexicalIndex> {
         postings.push(list);
     }
     let (meta, used) = ragctx_core::MetadataIndex::decode(r.0).ok()?;
-    (used == r.0.len() && meta.len() == n).then(|| LexicalIndex::assemble(terms, postings, entries, average_length, meta))
+    (used == r.0.len() && meta.len() == n)
+        .then(|| LexicalIndex::assemble(terms, postings, entries, average_length, meta))
 }
 
 #[cfg(test)]

@@ -12,8 +12,8 @@
 //! come back whenever that many match, none with more chunks than its quota.
 
 use ragctx_core::{
-    tenant_of, Chunk, ChunkId, DocumentId, DocumentPositions, ExclusionSet, FastMap, Grouping, LexicalRequest, MetadataIndex,
-    PositionBits, PreparedExclusions,
+    tenant_of, Chunk, ChunkId, DocumentId, DocumentPositions, ExclusionSet, FastMap, Grouping, LexicalRequest,
+    MetadataIndex, PositionBits, PreparedExclusions,
 };
 use rust_stemmers::{Algorithm, Stemmer};
 use std::collections::HashMap;

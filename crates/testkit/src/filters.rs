@@ -111,7 +111,8 @@ pub fn filter_corpus(rng: &mut Rng, docs: usize) -> Vec<EmbeddedChunk> {
     let t2 = Tenant::parse("t2").expect("valid");
     let mut out = Vec::new();
     for d in 0..docs {
-        let doc = if d % 5 == 4 { format!("doc{d} {}", HOSTILE_VALUES[d % HOSTILE_VALUES.len()]) } else { format!("doc{d}") };
+        let doc =
+            if d % 5 == 4 { format!("doc{d} {}", HOSTILE_VALUES[d % HOSTILE_VALUES.len()]) } else { format!("doc{d}") };
         let tenant = if d % 3 == 2 { &t2 } else { &Tenant::default() };
         let meta = random_metadata(rng);
         for c in 0..1 + rng.below(4) {
@@ -262,7 +263,9 @@ pub fn filter_conformance(make: &dyn Fn() -> Box<dyn VectorStore>, filters: usiz
     let mut changed = first.clone();
     changed.chunk.metadata = Metadata::default();
     changed.chunk.metadata.insert("topic", MetaValue::String("replaced".into())).expect("valid");
-    store.replace_documents(std::slice::from_ref(&first.chunk.document_id), std::slice::from_ref(&changed)).expect("replace");
+    store
+        .replace_documents(std::slice::from_ref(&first.chunk.document_id), std::slice::from_ref(&changed))
+        .expect("replace");
     let replaced = Filter::parse(r#"{"topic":"replaced"}"#).expect("valid");
     let hits = search(&replaced, None, &none, all, None);
     assert_eq!(hits.len(), 1, "the replaced document's new metadata is searched");

@@ -166,8 +166,7 @@ pub fn vector_store_conformance(make: &dyn Fn() -> Box<dyn VectorStore>) {
     assert!(!hits.iter().any(|h| h.0 == "d11#1"), "the old vector is gone");
 
     // Errors: wrong dimension, and a bad batch leaves nothing behind.
-    let bad =
-        SearchRequest { vector: vec![1.0; DIM + 1], limit: 1, ..Default::default() };
+    let bad = SearchRequest { vector: vec![1.0; DIM + 1], limit: 1, ..Default::default() };
     assert!(matches!(store.search(&bad), Err(Error::WrongDimension { .. })));
     let batch = vec![chunk("fresh", "fresh", vector(6, 0.0)), chunk("short", "short", vec![1.0; DIM - 1])];
     assert!(store.upsert(&batch).is_err());

@@ -109,11 +109,15 @@ mod tests {
         assert!(e.message.contains("empty text"));
         let e = parse_jsonl("f.jsonl", b"{\"_id\":\"a\",\"text\":\"x\"}\n\xff\xfe\n").unwrap_err();
         assert_eq!((e.line, e.message.contains("UTF-8")), (Some(2), true));
-        let e = parse_jsonl("f.jsonl", b"{\"_id\":\"a\",\"text\":\"x\"}\n{\"_id\":\"b\",\"text\":\"x\",\"metadata\":{\"k\":{\"x\":1}}}")
-            .unwrap_err();
+        let e = parse_jsonl(
+            "f.jsonl",
+            b"{\"_id\":\"a\",\"text\":\"x\"}\n{\"_id\":\"b\",\"text\":\"x\",\"metadata\":{\"k\":{\"x\":1}}}",
+        )
+        .unwrap_err();
         assert_eq!(e.line, Some(2));
         assert!(e.message.contains("metadata.k is an object"), "{e}");
-        let ok = parse_jsonl("f.jsonl", b"{\"_id\":\"a\",\"text\":\"x\",\"metadata\":{\"topic\":\"pests\",\"n\":2}}").unwrap();
+        let ok = parse_jsonl("f.jsonl", b"{\"_id\":\"a\",\"text\":\"x\",\"metadata\":{\"topic\":\"pests\",\"n\":2}}")
+            .unwrap();
         assert_eq!(ok[0].chunk.metadata.get("n"), Some(&ragctx_core::MetaValue::Number(2.0)));
         let e = parse_jsonl("f.jsonl", b"{\"_id\":\"a\",\"text\":\"x\",\"colour\":1}").unwrap_err();
         assert!(e.message.contains("unknown field"), "{e}");
