@@ -158,8 +158,7 @@ pub(crate) fn rows(
                 values: Vec::new(),
                 sets: Vec::new(),
             };
-            let mut queries_done = 0usize;
-            for q in queries {
+            for (qi, q) in queries.iter().enumerate() {
                 let (filter, value) = match kind {
                     "none" => (Filter::All, serde_json::Value::Null),
                     "random" => {
@@ -201,14 +200,13 @@ pub(crate) fn rows(
                     let r = ix.search_resolved(q, k, None, &resolved, force);
                     (r, t.elapsed().as_secs_f64() * 1e3)
                 };
-                let ((got, planner), (truth, exact)) = if queries_done % 2 == 0 {
+                let ((got, planner), (truth, exact)) = if qi.is_multiple_of(2) {
                     let p = timed(None);
                     (p, timed(Some(ForcePath::Exact)))
                 } else {
                     let e = timed(Some(ForcePath::Exact));
                     (timed(None), e)
                 };
-                queries_done += 1;
                 lat.push(planner);
                 exact_lat.push(exact);
                 let truth: Vec<u32> = truth.hits.iter().map(|h| h.0).collect();

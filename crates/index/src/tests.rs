@@ -385,7 +385,7 @@ fn metadata_filters_survive_compaction_and_re_upserts() {
     let meta = |i: usize| {
         let mut m = Metadata::default();
         m.insert("n", MetaValue::Number((i % 7) as f64)).unwrap();
-        m.insert("tag", MetaValue::String(if i % 3 == 0 { "a".into() } else { "b".into() })).unwrap();
+        m.insert("tag", MetaValue::String(if i.is_multiple_of(3) { "a".into() } else { "b".into() })).unwrap();
         m
     };
     for (i, (c, d, v)) in data.iter().enumerate() {

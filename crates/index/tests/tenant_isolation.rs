@@ -46,7 +46,7 @@ fn a_million_random_queries_never_reach_another_tenant() {
         let raw: Arc<dyn VectorStore> = Arc::new(MemoryVectorStore::new(DIM, params));
         let scoped: Vec<ScopedVectorStore> =
             TENANTS.iter().map(|t| ScopedVectorStore::new(raw.clone(), Tenant::parse(t).unwrap())).collect();
-        let mut rng = Rng::new(0x7e4a_47 + exact_below as u64);
+        let mut rng = Rng::new(0x007e_4a47 + exact_below as u64);
         let docs = 40;
         for s in &scoped {
             for d in 0..docs {
