@@ -360,7 +360,7 @@ impl crate::App {
         self.ingest_with_metadata(paths, append, &Metadata::default())
     }
 
-    /// [`App::ingest`] with `metadata` on every chunk, as [`ingest_with_metadata`] does.
+    /// [`App::ingest`](crate::App::ingest) with `metadata` on every chunk, as [`ingest_with_metadata`] does.
     pub fn ingest_with_metadata(&self, paths: &[PathBuf], append: bool, metadata: &Metadata) -> Result<IngestReport> {
         let started = Instant::now();
         self.store_read(with_metadata(read_some(paths)?, metadata)?, append, started)

@@ -296,7 +296,7 @@ fn require_documents(app: &app::App) -> Result<()> {
     Ok(())
 }
 
-/// `ingest --meta KEY=VALUE` pairs as metadata (values typed as [`MetaValue::from_text`]).
+/// `ingest --meta KEY=VALUE` pairs as metadata (values typed as [`MetaValue::from_text`](ragctx_core::MetaValue::from_text)).
 fn metadata_flags(pairs: &[String]) -> Result<ragctx_core::Metadata> {
     let mut m = ragctx_core::Metadata::default();
     for p in pairs {
