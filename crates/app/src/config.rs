@@ -262,6 +262,12 @@ impl Settings {
     pub fn tenant(&self) -> &ragctx_core::Tenant {
         &self.tenant
     }
+    /// These settings with `filter` applied together with the standing one (a command's own
+    /// filter, already checked): it narrows the standing filter, never replaces it.
+    pub fn with_turn_filter(mut self, filter: ragctx_core::Filter) -> Settings {
+        self.turn.filter = std::mem::take(&mut self.turn.filter).and(filter);
+        self
+    }
     /// Deadline of one turn in `ragctx serve`.
     pub fn turn_timeout(&self) -> std::time::Duration {
         self.turn_timeout

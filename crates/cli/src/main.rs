@@ -254,15 +254,12 @@ fn settings(cli: &Cli, turn: Option<&TurnFlags>) -> Result<Settings> {
         ..Default::default()
     });
     // The turn's filter holds together with the standing one (it never widens it).
-    if let Some(f) = &t.filter {
-        let turn = ragctx_core::Filter::parse(f)?;
-        let standing = match raw.filter.as_deref() {
-            None | Some("") => ragctx_core::Filter::All,
-            Some(text) => ragctx_core::Filter::parse(text)?,
-        };
-        raw.filter = Some(standing.and(turn).to_json_string());
-    }
-    Ok(Settings::from_raw(raw)?)
+    let turn_filter = t.filter.as_deref().map(ragctx_core::Filter::parse).transpose()?;
+    let settings = Settings::from_raw(raw)?;
+    Ok(match turn_filter {
+        Some(f) => settings.with_turn_filter(f),
+        None => settings,
+    })
 }
 
 /// A turn over a data dir that does not exist would create an empty one and answer from

@@ -49,6 +49,15 @@ fn listed(addr: &str, key: &str) -> BTreeSet<String> {
     v.as_array().unwrap().iter().map(|d| d["document_id"].as_str().unwrap().to_owned()).collect()
 }
 
+/// Whether any block of the turn holds CJK text (the zh corpus; the en one has none).
+fn has_cjk(turn: &Value) -> bool {
+    turn["context"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|b| b["text"].as_str().unwrap().chars().any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c)))
+}
+
 fn docs_of(turn: &Value) -> BTreeSet<String> {
     turn["context"].as_array().unwrap().iter().map(|b| b["document_id"].as_str().unwrap().to_owned()).collect()
 }
@@ -119,11 +128,20 @@ role = "read"
         assert_eq!(s, 200, "{b}");
         let t: Value = serde_json::from_str(&b).unwrap();
         assert!(docs_of(&t).is_subset(&en) && !docs_of(&t).is_empty(), "{t}");
+        assert!(!has_cjk(&t), "plants-en read plants-zh text: {t}");
         assert_eq!(t["turn"], i as u64 + 1);
         let (s, b) = call(at(i + 1), "zh-write", "POST", "/v1/sessions/s1/turns", &body);
         assert_eq!(s, 200, "{b}");
         let t: Value = serde_json::from_str(&b).unwrap();
-        assert!(docs_of(&t).is_subset(&zh), "{t}");
+        assert!(docs_of(&t).is_subset(&zh) && !docs_of(&t).is_empty(), "{t}");
+        assert!(
+            t["context"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|b| { b["text"].as_str().unwrap().chars().any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c)) }),
+            "every plants-zh block is Chinese text: {t}"
+        );
         assert_eq!(t["turn"], i as u64 + 1, "the same session id in another tenant is another session");
     }
     // The OpenAI-compatible front.
@@ -131,7 +149,7 @@ role = "read"
     let (s, b) = call(at(3), "zh-write", "POST", "/v1/chat/completions", &chat.to_string());
     assert_eq!(s, 200, "{b}");
     let v: Value = serde_json::from_str(&b).unwrap();
-    assert!(docs_of(&v["ragctx"]).is_subset(&zh), "{v}");
+    assert!(docs_of(&v["ragctx"]).is_subset(&zh) && has_cjk(&v["ragctx"]), "{v}");
     // The other tenant's document: 404, as a missing one, and it survives.
     let (s, foreign) = call(at(2), "zh-write", "DELETE", "/v1/documents/humidity.txt", "");
     assert_eq!(s, 404);

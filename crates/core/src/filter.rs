@@ -127,6 +127,9 @@ const OPERATORS: &str = "in, nin, gt, gte, lt, lte, exists";
 
 struct Parser {
     terms: usize,
+    /// Whether the depth and size bounds apply (input from callers; not a filter ragctx
+    /// printed itself, e.g. into a trace: printing may nest one level deeper).
+    bounded: bool,
 }
 
 impl Parser {
@@ -136,15 +139,18 @@ impl Parser {
 
     fn count(&mut self, path: &str, n: usize) -> std::result::Result<(), FilterError> {
         self.terms += n;
-        if self.terms > MAX_TERMS {
+        if self.bounded && self.terms > MAX_TERMS {
             return Self::err(path, format!("a filter holds at most {MAX_TERMS} conditions and values"));
         }
         Ok(())
     }
 
     fn filter(&mut self, json: &Json, path: &str, depth: usize) -> std::result::Result<Filter, FilterError> {
-        if depth > MAX_DEPTH {
+        if self.bounded && depth > MAX_DEPTH {
             return Self::err(path, format!("filters nest at most {MAX_DEPTH} deep"));
+        }
+        if depth > 4 * MAX_DEPTH {
+            return Self::err(path, "nested too deeply");
         }
         let Json::Object(entries) = json else {
             return Self::err(
@@ -281,7 +287,23 @@ fn scalar(field: &Field, json: &Json, path: &str) -> std::result::Result<Scalar,
 impl Filter {
     /// Parses the filter object `json`; errors name the JSON path of the bad part.
     pub fn from_json(json: &Json) -> std::result::Result<Filter, FilterError> {
-        Parser { terms: 0 }.filter(json, "filter", 0)
+        Parser { terms: 0, bounded: true }.filter(json, "filter", 0)
+    }
+
+    /// [`Filter::from_json`] without the depth and size bounds, for a filter ragctx wrote
+    /// itself (a trace's settings): the bounds guard input, and a printed filter (or two
+    /// filters joined by `and`) may exceed them by a level.
+    pub fn from_stored_json(json: &Json) -> std::result::Result<Filter, FilterError> {
+        Parser { terms: 0, bounded: false }.filter(json, "filter", 0)
+    }
+
+    /// Reads a stored filter (see [`Filter::from_stored_json`]) with serde.
+    pub fn deserialize_stored<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Filter, D::Error> {
+        let json = Json::deserialize(d)?;
+        if json == Json::Null {
+            return Ok(Filter::All);
+        }
+        Filter::from_stored_json(&json).map_err(de::Error::custom)
     }
 
     /// Parses a filter from JSON text (`--filter`, `RAGCTX_FILTER`, the config's `filter`).

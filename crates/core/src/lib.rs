@@ -82,4 +82,4 @@ pub use session::{Intent, Memory, QuantizedVector, Retention, SessionState, Turn
 pub use tenant::{tenant_of, Tenant, DEFAULT_TENANT, TENANT_SEPARATOR};
 pub use trace::{EffectiveSettings, RetrievalTrace, Trace, TraceStats};
 pub use traits::{Embedder, GenerationRequest, Generator, SessionStore, TokenCounter, VectorStore};
-pub use turn::{TurnSettings, DEFAULT_GROUP_MARGIN};
+pub use turn::{TurnSettings, DEFAULT_GROUP_MARGIN, REMEMBERED_TURNS};

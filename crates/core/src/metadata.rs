@@ -218,16 +218,15 @@ impl MetaValue {
         }
     }
 
-    /// Reads a `key=value` value as `ingest --meta` gives it: `true`/`false` are bools,
-    /// what parses as a finite number is a number, anything else a string.
+    /// Reads a `key=value` value as `ingest --meta` gives it: `true`/`false` are bools, a
+    /// number written the way it prints (`3`, `-2.5`, `2024`) is a number, anything else a
+    /// string — `02134` and `1.10` stay strings, as written.
     pub fn from_text(text: &str) -> MetaValue {
         match text {
             "true" => MetaValue::Bool(true),
             "false" => MetaValue::Bool(false),
             t => match t.parse::<f64>() {
-                Ok(n) if n.is_finite() && !t.is_empty() && !t.starts_with('+') && !t.contains(['i', 'I', 'n', 'N']) => {
-                    MetaValue::Number(n)
-                }
+                Ok(n) if n.is_finite() && n.to_string() == t => MetaValue::Number(n),
                 _ => MetaValue::String(t.to_owned()),
             },
         }
@@ -387,5 +386,8 @@ mod tests {
         assert_eq!(MetaValue::from_text("NaN"), MetaValue::String("NaN".into()));
         assert_eq!(MetaValue::from_text("pests"), MetaValue::String("pests".into()));
         assert_eq!(MetaValue::from_text(""), MetaValue::String("".into()));
+        assert_eq!(MetaValue::from_text("02134"), MetaValue::String("02134".into()));
+        assert_eq!(MetaValue::from_text("1.10"), MetaValue::String("1.10".into()));
+        assert_eq!(MetaValue::from_text("2024"), MetaValue::Number(2024.0));
     }
 }

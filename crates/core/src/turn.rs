@@ -7,6 +7,10 @@ use crate::{
 };
 use serde::{Deserialize, Serialize};
 
+/// Turns a session store keeps of a session, whatever one turn's `window`: the bound on a
+/// session's size, and the largest window a turn may ask for.
+pub const REMEMBERED_TURNS: usize = 10_000;
+
 /// Default of [`TurnSettings::group_margin`], chosen on MTRAG (bench/README.md).
 pub const DEFAULT_GROUP_MARGIN: f32 = 0.1;
 
@@ -61,7 +65,7 @@ pub struct TurnSettings {
     pub fusion: Fusion,
     /// The metadata a chunk must match to be searched, shown, carried or pointed to
     /// (DESIGN §8): the standing filter of the settings and the turn's own, both holding.
-    #[serde(default, skip_serializing_if = "Filter::is_all")]
+    #[serde(default, skip_serializing_if = "Filter::is_all", deserialize_with = "Filter::deserialize_stored")]
     pub filter: Filter,
 }
 
@@ -107,7 +111,7 @@ impl TurnSettings {
         range("group_size", self.group_size, 1, 100)?;
         range("min_documents", self.min_documents, 0, 1_000)?;
         range("budget", self.budget, 16, 1_000_000)?;
-        range("window", self.window, 0, 10_000)?;
+        range("window", self.window, 0, REMEMBERED_TURNS)?;
         if !(self.group_margin.is_finite() && (0.0..=2.0).contains(&self.group_margin)) {
             return Err(Error::InvalidInput(format!(
                 "group_margin must be between 0 and 2 (a cosine distance), got {}",
@@ -117,12 +121,13 @@ impl TurnSettings {
         Ok(())
     }
 
-    /// What the session keeps: every turn (no trim) and the time-to-live. `window` is applied
-    /// when a turn reads the session, never when it writes: one request's window must not
-    /// change what every later turn of the session remembers (a turn with `window 1` once
-    /// trimmed the stored working set for good). The TTL bounds a session's life.
+    /// What the session keeps: its last [`REMEMBERED_TURNS`] turns (the largest `window` a
+    /// turn may ask for) and the time-to-live. `window` is applied when a turn reads the
+    /// session, never when it writes: one request's window must not change what every later
+    /// turn of the session remembers (a turn with `window 1` once trimmed the stored working
+    /// set for good).
     pub fn retention(&self) -> Retention {
-        Retention { window: 0, ttl_secs: self.ttl_secs }
+        Retention { window: REMEMBERED_TURNS, ttl_secs: self.ttl_secs }
     }
 
     /// The settings as the turn ran with them, for its trace. `ttl_secs` and `mode` are not
@@ -165,5 +170,23 @@ mod tests {
         // `engine` memory records chunk granularity, whatever was asked.
         let engine = TurnSettings { memory: Memory::Engine, ..s }.effective("cl100k_base");
         assert_eq!(engine.turn.granularity, Granularity::Chunk);
+    }
+
+    /// A filter at the input bounds prints one level deeper (`nin` as `not`), and a standing
+    /// and a turn filter joined may exceed them: a trace that holds one still reads back.
+    #[test]
+    fn a_trace_reads_back_a_filter_at_the_bounds() {
+        let deepest = format!(
+            "{}{}{}",
+            r#"{"not":"#.repeat(crate::MAX_FILTER_DEPTH),
+            r#"{"year":{"nin":[1,2]},"a":{"gte":1,"lt":2}}"#,
+            "}".repeat(crate::MAX_FILTER_DEPTH)
+        );
+        let f = Filter::parse(&deepest).unwrap();
+        assert!(Filter::parse(&f.to_json_string()).is_err(), "printed, it exceeds the input bounds");
+        let s = TurnSettings { filter: f.clone().and(f), ..Default::default() };
+        let e = s.effective("cl100k_base");
+        let back: EffectiveSettings = serde_json::from_str(&serde_json::to_string(&e).unwrap()).unwrap();
+        assert_eq!(back, e);
     }
 }

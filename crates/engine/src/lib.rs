@@ -139,31 +139,42 @@ impl Engine {
         Engine {
             vectors: Arc::new(ragctx_core::ScopedVectorStore::new(self.vectors.clone(), tenant.clone())),
             sessions: Arc::new(ragctx_core::ScopedSessionStore::new(self.sessions.clone(), tenant.clone())),
+            // The same session id in two tenants is two sessions: their turns never queue
+            // behind each other (nor tell each other's existence by timing).
+            turn_locks: TurnLocks { sessions: self.turn_locks.sessions.clone(), tenant: Some(tenant.clone()) },
             ..self.clone()
         }
     }
 }
 
+/// A session's lock, by its tenant (none for an unscoped engine) and id.
+type SessionLocks = HashMap<(Option<ragctx_core::Tenant>, SessionId), Arc<std::sync::Mutex<()>>>;
+
 /// Serialises the turns of one session inside a process: concurrent turns of a session wait
 /// here for each other instead of planning against the same session version and planning
 /// again. Across processes the session store's version check keeps turns race-free.
 #[derive(Clone, Default)]
-pub struct TurnLocks(Arc<std::sync::Mutex<HashMap<SessionId, Arc<std::sync::Mutex<()>>>>>);
+pub struct TurnLocks {
+    sessions: Arc<std::sync::Mutex<SessionLocks>>,
+    /// The tenant of the engine these locks serve ([`Engine::scoped`]): part of every key.
+    tenant: Option<ragctx_core::Tenant>,
+}
 
 impl TurnLocks {
     fn with<T>(&self, session: &SessionId, f: impl FnOnce() -> T) -> T {
+        let key = (self.tenant.clone(), session.clone());
         let lock = {
-            let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-            map.entry(session.clone()).or_default().clone()
+            let mut map = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+            map.entry(key.clone()).or_default().clone()
         };
         let out = {
             let _turn = lock.lock().unwrap_or_else(|e| e.into_inner());
             f()
         };
-        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
         // The map's reference and ours: nobody else waits, forget the session.
         if Arc::strong_count(&lock) == 2 {
-            map.remove(session);
+            map.remove(&key);
         }
         out
     }

@@ -292,4 +292,20 @@ impl VectorStore for MilvusVectorStore {
     fn len(&self) -> Result<usize> {
         self.count(self.config.consistency.into())
     }
+
+    /// Counted by the server on the `tenant` field (a range, which every version reads row by
+    /// row, whatever partition a row landed in); collections made before it list documents.
+    fn tenant_len(&self, tenant: &str) -> Result<usize> {
+        if !self.capabilities.metadata {
+            let docs = self.documents()?;
+            return Ok(docs
+                .iter()
+                .filter(|d| ragctx_core::tenant_of(d.document_id.as_str()) == tenant)
+                .map(|d| d.chunks)
+                .sum());
+        }
+        let t = filter::quote(tenant);
+        let expr = format!("{field} >= {t} and {field} <= {t}", field = filter::TENANT);
+        self.count_where(self.config.consistency.into(), Some(expr))
+    }
 }

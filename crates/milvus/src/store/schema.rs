@@ -111,12 +111,17 @@ impl MilvusVectorStore {
 
     /// Rows, read at `level`.
     pub(super) fn count(&self, level: ConsistencyLevel) -> Result<usize> {
-        let request = QueryRequest::builder()
-            .collection_name(self.config.collection.clone())
-            .output_fields(["count(*)"])
-            .consistency_level(level)
-            .build()
-            .map_err(Error::storage)?;
+        self.count_where(level, None)
+    }
+
+    /// Rows that `expr` selects (all without one), read at `level`.
+    pub(super) fn count_where(&self, level: ConsistencyLevel, expr: Option<String>) -> Result<usize> {
+        let mut builder = QueryRequest::builder();
+        builder = builder.collection_name(self.config.collection.clone());
+        if let Some(e) = expr {
+            builder = builder.filter(e);
+        }
+        let request = builder.output_fields(["count(*)"]).consistency_level(level).build().map_err(Error::storage)?;
         let response = self.read("count", || {
             let (client, request) = (self.client.clone(), request.clone());
             async move { client.query(request).await }
