@@ -81,10 +81,13 @@ class Record(TypedDict, total=False):
     weight: float
     metadata: Metadata
 
-class DocumentSummary(TypedDict):
+class _DocumentSummaryBase(TypedDict):
     document_id: str
     title: str
     chunks: int
+
+class DocumentSummary(_DocumentSummaryBase, total=False):
+    metadata: Dict[str, Any]
 
 class RagctxError(Exception): ...
 class BadInput(RagctxError): ...

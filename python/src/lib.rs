@@ -260,7 +260,8 @@ impl Engine {
         self.turn(py, &self.retriever, session, question, overrides)
     }
 
-    /// The documents of this engine's tenant: `{"document_id", "title", "chunks"}` each, by
+    /// The documents of this engine's tenant: `{"document_id", "title", "chunks", "metadata"?}`
+    /// each (metadata: its first chunk's, when it has any), by
     /// id (as `ragctx documents list --json`).
     fn documents<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let docs = py.detach(|| self.app.engine.vectors.documents()).map_err(raise)?;
