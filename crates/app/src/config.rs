@@ -339,7 +339,7 @@ impl Settings {
             api_keys: raw.api_keys.unwrap_or_default(),
             keys_file: raw.keys_file,
             tenant: match raw.tenant.as_deref() {
-                None => ragctx_core::Tenant::default(),
+                None | Some("") => ragctx_core::Tenant::default(),
                 Some(t) => ragctx_core::Tenant::parse(t)?,
             },
             turn_timeout: match raw.turn_timeout_secs {

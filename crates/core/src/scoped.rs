@@ -64,6 +64,25 @@ impl ScopedVectorStore {
         Ok(o)
     }
 
+    /// A request's grouping, exclusion and filter in stored ids, and the tenant as the
+    /// search's own condition: what a dense and a lexical search carry alike.
+    fn predicate(
+        &self,
+        grouping: &Option<crate::Grouping>,
+        exclusion: &ExclusionSet,
+        filter: &crate::Filter,
+    ) -> (Option<crate::Grouping>, ExclusionSet, crate::Filter, Option<String>) {
+        let grouping = grouping.as_ref().map(|g| crate::Grouping {
+            group_size: g.group_size,
+            quotas: g
+                .quotas
+                .iter()
+                .filter_map(|(d, q)| Some((self.tenant.qualify(d.as_str()).ok()?.into(), *q)))
+                .collect(),
+        });
+        (grouping, self.exclusion(exclusion), self.filter(filter), Some(self.tenant.as_str().to_owned()))
+    }
+
     fn filter(&self, f: &crate::Filter) -> crate::Filter {
         // A document id that cannot be this tenant's names nothing: qualified, it still
         // carries the tenant, so it matches no stored id.
@@ -99,39 +118,17 @@ impl VectorStore for ScopedVectorStore {
             .collect())
     }
     fn search(&self, request: &SearchRequest) -> Result<SearchOutcome> {
-        let scoped = SearchRequest {
-            vector: request.vector.clone(),
-            limit: request.limit,
-            grouping: request.grouping.as_ref().map(|g| crate::Grouping {
-                group_size: g.group_size,
-                quotas: g
-                    .quotas
-                    .iter()
-                    .filter_map(|(d, q)| Some((self.tenant.qualify(d.as_str()).ok()?.into(), *q)))
-                    .collect(),
-            }),
-            exclusion: self.exclusion(&request.exclusion),
-            filter: self.filter(&request.filter),
-            tenant: Some(self.tenant.as_str().to_owned()),
-        };
+        let (grouping, exclusion, filter, tenant) =
+            self.predicate(&request.grouping, &request.exclusion, &request.filter);
+        let scoped =
+            SearchRequest { vector: request.vector.clone(), limit: request.limit, grouping, exclusion, filter, tenant };
         self.outcome(self.inner.search(&scoped)?)
     }
     fn search_lexical(&self, request: &LexicalRequest) -> Result<Option<SearchOutcome>> {
-        let scoped = LexicalRequest {
-            query: request.query.clone(),
-            limit: request.limit,
-            grouping: request.grouping.as_ref().map(|g| crate::Grouping {
-                group_size: g.group_size,
-                quotas: g
-                    .quotas
-                    .iter()
-                    .filter_map(|(d, q)| Some((self.tenant.qualify(d.as_str()).ok()?.into(), *q)))
-                    .collect(),
-            }),
-            exclusion: self.exclusion(&request.exclusion),
-            filter: self.filter(&request.filter),
-            tenant: Some(self.tenant.as_str().to_owned()),
-        };
+        let (grouping, exclusion, filter, tenant) =
+            self.predicate(&request.grouping, &request.exclusion, &request.filter);
+        let scoped =
+            LexicalRequest { query: request.query.clone(), limit: request.limit, grouping, exclusion, filter, tenant };
         match self.inner.search_lexical(&scoped)? {
             Some(o) => Ok(Some(self.outcome(o)?)),
             None => Ok(None),

@@ -226,7 +226,10 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
                 Ok::<_, ()>((t.parse::<usize>().map_err(|_| ())?, c.parse::<usize>().map_err(|_| ())?))
             })
             .collect::<std::result::Result<Vec<_>, _>>();
-        let Ok(layouts) = layouts else { bail!("--tenants {}: use TENANTSxCHUNKS, e.g. 1000x40", o.tenants.join(",")) };
+        let layouts = match layouts {
+            Ok(l) if l.iter().all(|&(t, c)| t > 0 && c > 0) => l,
+            _ => bail!("--tenants {}: use TENANTSxCHUNKS, both at least 1, e.g. 1000x40", o.tenants.join(",")),
+        };
         let rows = crate::bench_filter::tenant_rows(&index, &layouts, &query_vectors, k, &mut rng);
         if json {
             println!("{}", serde_json::json!({ "queries": query_vectors.len(), "k": k, "rows": rows }));
