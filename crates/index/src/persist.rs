@@ -157,8 +157,10 @@ impl VectorIndex {
 
     fn decode(buf: &[u8]) -> Result<(VectorIndex, u64), String> {
         let mut r = Reader { buf, pos: 0 };
-        if r.take(8)? != MAGIC {
-            return Err("not a ragctx index".into());
+        match r.take(8)? {
+            m if m == MAGIC => {}
+            b"RCXIDX01" => return Err("written by an older ragctx, without the metadata index".into()),
+            _ => return Err("not a ragctx index".into()),
         }
         let generation = r.u64()?;
         let dim = r.u32()? as usize;
