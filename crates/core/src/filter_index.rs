@@ -174,10 +174,6 @@ impl MetadataIndex {
     pub fn tenant_positions(&self, tenant: &str) -> &[u32] {
         self.tenants.get(tenant).map_or(&[][..], Vec::as_slice)
     }
-    /// Tenants with at least one position (retired ones included).
-    pub fn tenants(&self) -> impl Iterator<Item = (&str, usize)> {
-        self.tenants.iter().map(|(t, v)| (t.as_str(), v.len()))
-    }
     /// Bytes held, about (the benchmark's memory figure).
     pub fn bytes(&self) -> usize {
         self.fields.iter().map(|(k, f)| k.len() + 64 + f.bytes()).sum::<usize>()

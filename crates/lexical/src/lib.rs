@@ -281,11 +281,6 @@ impl LexicalIndex {
         self.search_allowed(&r.query, r.limit, r.grouping.as_ref(), &r.exclusion, allowed.as_ref())
     }
 
-    /// The metadata index (tests, sizes).
-    pub fn metadata_index(&self) -> &MetadataIndex {
-        &self.meta
-    }
-
     fn search_allowed(
         &self,
         query: &str,
