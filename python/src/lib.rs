@@ -10,9 +10,9 @@
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString};
+use pyo3::types::PyDict;
 use ragctx_app::{App, RawConfig, Settings};
-use ragctx_core::{ErrorKind, Filter, Metadata, SessionId};
+use ragctx_core::{ErrorKind, Metadata, SessionId, TurnOverrides};
 use std::path::PathBuf;
 
 create_exception!(_native, RagctxError, PyException, "An error from ragctx.");
@@ -47,23 +47,6 @@ fn from_json<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
     py.import("json")?.call_method1("loads", (text,))
 }
 
-/// A filter given as a dict (the filter language as JSON objects) or as JSON text, as text.
-fn filter_text(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<String> {
-    if let Ok(s) = obj.cast::<PyString>() {
-        return s.extract::<String>();
-    }
-    to_json(py, obj).map_err(|e| BadInput::new_err(format!("invalid filter: not JSON ({e})")))
-}
-
-/// A filter argument (dict or JSON text; `None` = none) parsed; a malformed one is `BadInput`
-/// naming its JSON path (`invalid filter at filter.or[0].year.gt: ...`).
-fn parse_filter(py: Python<'_>, obj: Option<&Bound<'_, PyAny>>) -> PyResult<Filter> {
-    match obj {
-        Some(o) if !o.is_none() => Filter::parse(&filter_text(py, o)?).map_err(raise),
-        _ => Ok(Filter::All),
-    }
-}
-
 /// A metadata argument (a dict of string, number, bool or list-of-strings values).
 fn parse_metadata(py: Python<'_>, obj: Option<&Bound<'_, PyAny>>) -> PyResult<Metadata> {
     match obj {
@@ -95,38 +78,35 @@ fn under_metadata<'py>(record: Bound<'py, PyAny>, common: &Bound<'py, PyAny>) ->
 }
 
 /// Keyword settings (the config file's keys: `budget`, `memory`, `embedder_url`, ...) as a
-/// config layer; an unknown key is `BadInput`.
+/// config layer; an unknown key is `BadInput`. A filter may be a dict or JSON text.
 fn layer(py: Python<'_>, settings: Option<&Bound<'_, PyDict>>) -> PyResult<RawConfig> {
     match settings {
         None => Ok(RawConfig::default()),
-        Some(d) => serde_json::from_str(&to_json(py, d.as_any())?)
-            .map_err(|e| BadInput::new_err(format!("settings: {e} (keys are the config file's, e.g. budget, memory)"))),
+        Some(d) => {
+            let value = serde_json::from_str(&to_json(py, d.as_any())?)
+                .map_err(|e| BadInput::new_err(format!("settings: {e}")))?;
+            RawConfig::from_json(value).map_err(|e| BadInput::new_err(format!("settings: {e}")))
+        }
     }
 }
 
-/// What `ask` may override per turn: the CLI's turn flags.
-const TURN_KEYS: [&str; 15] = [
-    "mode",
-    "memory",
-    "conversation_query",
-    "budget",
-    "granularity",
-    "consumption",
-    "window",
-    "limit",
-    "group_size",
-    "group_margin",
-    "min_documents",
-    "strategy",
-    "retrieval",
-    "fusion",
-    "session_ttl",
-];
+/// A call's turn settings (`ask(..., budget=2000, filter={...})`), with the names and
+/// checks of the CLI's turn flags.
+fn turn_layer(py: Python<'_>, overrides: &Bound<'_, PyDict>) -> PyResult<TurnOverrides> {
+    for key in overrides.keys() {
+        let key: String = key.extract()?;
+        if !TurnOverrides::KEYS.contains(&key.as_str()) {
+            return Err(BadInput::new_err(format!(
+                "{key:?} is not a turn setting (those are {}); set it on the Engine",
+                TurnOverrides::KEYS.join(", ")
+            )));
+        }
+    }
+    serde_json::from_str(&to_json(py, overrides.as_any())?).map_err(|e| BadInput::new_err(e.to_string()))
+}
 
 #[pyclass(module = "ragctx._native", frozen)]
 struct Engine {
-    /// The layers the engine was made with, for per-turn overrides.
-    raw: RawConfig,
     app: App,
     /// The same engine (stores, embedder, turn locks) answering with the extractive
     /// generator: `retrieve` never calls a model.
@@ -146,19 +126,6 @@ impl Engine {
         config: Option<PathBuf>,
         settings: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        // `filter` is JSON text in the config file: a dict is written as such.
-        let settings = match settings {
-            Some(s) => match s.get_item("filter")? {
-                Some(f) if !f.is_none() => {
-                    let s = s.copy()?;
-                    s.set_item("filter", filter_text(py, &f)?)?;
-                    Some(s)
-                }
-                _ => Some(s.clone()),
-            },
-            None => None,
-        };
-        let settings = settings.as_ref();
         let mut raw = RawConfig::default();
         if let Some(path) = &config {
             raw = raw.merge(RawConfig::from_file(path).map_err(raise)?);
@@ -168,13 +135,13 @@ impl Engine {
         given.data_dir = data_dir.or(given.data_dir);
         given.model_dir = model_dir.or(given.model_dir);
         let raw = raw.merge(given);
-        let settings = Settings::from_raw(raw.clone()).map_err(raise)?;
+        let settings = Settings::from_raw(raw).map_err(raise)?;
         let app = py.detach(|| App::open(settings)).map_err(raise)?;
         let retriever = ragctx_engine::Engine {
             generator: std::sync::Arc::new(ragctx_models::ExtractiveGenerator::default()),
             ..app.engine.clone()
         };
-        Ok(Engine { raw, app, retriever })
+        Ok(Engine { app, retriever })
     }
 
     /// `Engine.from_config(path, **settings)`: the settings of a TOML file (as `--config`).
@@ -319,34 +286,12 @@ impl Engine {
         overrides: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let id = SessionId::parse(session).map_err(raise)?;
-        let mut call_filter = Filter::All;
+        let base = self.app.settings.turn();
         let turn = match overrides {
-            Some(o) if !o.is_empty() => {
-                let o = o.copy()?;
-                if let Some(f) = o.get_item("filter")? {
-                    call_filter = parse_filter(py, Some(&f))?;
-                    o.del_item("filter")?;
-                }
-                for key in o.keys() {
-                    let key: String = key.extract()?;
-                    if !TURN_KEYS.contains(&key.as_str()) {
-                        return Err(BadInput::new_err(format!(
-                            "{key:?} is not a turn setting (those are filter, {}); set it on the Engine",
-                            TURN_KEYS.join(", ")
-                        )));
-                    }
-                }
-                if let Some(m) = o.get_item("mode")? {
-                    let _: String =
-                        m.extract().map_err(|_| BadInput::new_err("mode: auto, new, follow_up or reshow"))?;
-                }
-                Settings::from_raw(self.raw.clone().merge(layer(py, Some(&o))?)).map_err(raise)?.turn().clone()
-            }
-            _ => self.app.settings.turn().clone(),
+            // The call's filter narrows the standing one, never replaces it.
+            Some(o) if !o.is_empty() => turn_layer(py, o)?.apply(base).map_err(raise)?,
+            _ => base.clone(),
         };
-        // The call's filter narrows the standing one, never replaces it.
-        let mut turn = turn;
-        turn.filter = turn.filter.clone().and(call_filter);
         let out = py.detach(|| engine.ask(&id, question, &turn)).map_err(raise)?;
         from_json(py, &serde_json::to_string(&out).map_err(|e| RagctxError::new_err(e.to_string()))?)
     }

@@ -7,7 +7,7 @@
 //! cargo run --release -p ragctx-app --example library
 //! ```
 
-use ragctx_app::{App, RawConfig, Settings};
+use ragctx_app::{App, RawConfig, Settings, TurnOverrides};
 use ragctx_core::{Error, SessionId};
 
 /// Three documents of our own (JSONL, as `ragctx ingest` reads it).
@@ -25,7 +25,7 @@ fn main() -> Result<(), Error> {
         data_dir: Some(dir.0.clone()),
         backend: Some("embedded".into()),
         sessions: Some("embedded".into()),
-        budget: Some(600),
+        turn: vec![TurnOverrides { budget: Some(600), ..Default::default() }],
         ..Default::default()
     };
     let settings = Settings::from_raw(RawConfig::from_env()?.merge(own))?;
@@ -38,7 +38,7 @@ fn main() -> Result<(), Error> {
     let mut shown: Vec<String> = Vec::new();
     for question in ["How often should I water a fern?", "And in winter?"] {
         let turn = app.engine.ask(&session, question, app.settings.turn())?;
-        println!("\nturn {} ({:?}): {question}", turn.turn, turn.intent);
+        println!("\nturn {} ({:?}): {question}", turn.turn, turn.intent());
         let mut new = Vec::new();
         for block in &turn.context {
             let ids: Vec<String> = block.chunk_ids.iter().map(|c| c.to_string()).collect();

@@ -143,8 +143,8 @@ fn milvus_store(
     unrecorded_default: bool,
 ) -> Result<Arc<dyn VectorStore>> {
     let mut config = ragctx_milvus::MilvusConfig::new(&m.uri, &m.collection);
-    config.index = m.index.parse()?;
-    config.consistency = m.consistency.parse()?;
+    config.index = m.index;
+    config.consistency = m.consistency;
     config.timeout = std::time::Duration::from_secs(m.timeout_secs);
     config.token = m.token.clone();
     config.model = model.map(str::to_owned);

@@ -12,31 +12,40 @@ macro_rules! bad {
 
 mod backends;
 pub use backends::{Backend, EmbedderSettings, MilvusSettings};
+use ragctx_core::TurnOverrides;
 use ragctx_engine::TurnSettings;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
 /// Declares [`RawConfig`] from one list of settings: the struct (each field optional so that
 /// layers merge; TOML keys are the field names), [`RawConfig::merge`], and the environment
-/// layer (`RAGCTX_<FIELD>`, the field name in capitals). A setting is added in one place.
+/// layer (`RAGCTX_<FIELD>`, the field name in capitals). A setting is added in one place:
+/// here, or for a turn's setting in `ragctx_core::TurnOverrides`, which every front reads.
 macro_rules! raw_config {
     ($($(#[$doc:meta])* $field:ident: $ty:ty,)+) => {
-        /// Every setting, each optional so that layers can be merged.
+        /// Every setting, each optional so that layers can be merged; the turn's settings
+        /// are [`TurnOverrides`], one per layer, applied in order.
         #[derive(Clone, Debug, Default, Deserialize)]
         #[serde(deny_unknown_fields)]
         pub struct RawConfig {
             $($(#[$doc])* pub $field: Option<$ty>,)+
+            /// The turn settings of each layer, lowest first.
+            #[serde(skip)]
+            pub turn: Vec<TurnOverrides>,
         }
 
         impl RawConfig {
-            /// `other` wins where it has a value.
+            /// The keys of the settings that are not a turn's.
+            const KEYS: &'static [&'static str] = &[$(stringify!($field)),+];
+
+            /// `other` wins where it has a value; its turn settings apply after these.
             pub fn merge(self, other: RawConfig) -> RawConfig {
-                RawConfig { $($field: other.$field.or(self.$field)),+ }
+                RawConfig { $($field: other.$field.or(self.$field),)+ turn: [self.turn, other.turn].concat() }
             }
 
             /// Each setting from `RAGCTX_<FIELD>`; unset or empty is no value.
             fn from_env_vars() -> Result<RawConfig> {
-                Ok(RawConfig { $($field: env_value(stringify!($field))?),+ })
+                Ok(RawConfig { $($field: env_value(stringify!($field))?,)+ turn: vec![TurnOverrides::from_env()?] })
             }
         }
     };
@@ -88,37 +97,6 @@ raw_config! {
     milvus_token: String,
     /// `embedded` (default), `redis://HOST:PORT` or `redis+cluster://HOST:PORT[,HOST:PORT...]`.
     sessions: String,
-    /// `engine` (default: ragctx builds the whole prompt) or `client` (the caller keeps
-    /// earlier contexts; chunks of the window are pointed to, not re-sent).
-    memory: String,
-    /// `auto` (default: classify each question), `new`, `follow_up` or `reshow`.
-    mode: String,
-    /// `always` (default), `follow_up` or `off`: when the query mixes in earlier questions.
-    conversation_query: String,
-    /// `dense` (default), `lexical` (BM25) or `hybrid` (both, fused).
-    retrieval: String,
-    /// `weighted` (default), `rrf` or `rescore`: how `hybrid` fuses its two sides.
-    fusion: String,
-    /// `exclude` (default), `full`, `group` or `none`.
-    strategy: String,
-    /// `chunk` (default) or `document`: what the exclusion set is made of (`client` memory).
-    granularity: String,
-    /// `shown` (default) or `cited`: which ids a turn consumes.
-    consumption: String,
-    /// Turns whose ids are excluded, 0 = all (default).
-    window: usize,
-    /// Documents per search (default 8).
-    limit: usize,
-    /// Chunks per document at most (default 3).
-    group_size: usize,
-    /// A further chunk of a document is kept within this cosine distance of its best.
-    group_margin: f32,
-    /// Fewer unique documents than this triggers a deeper search.
-    min_documents: usize,
-    /// Context budget in cl100k_base tokens (default 6000).
-    budget: usize,
-    /// Session time-to-live in seconds, 0 = never (default 86400).
-    session_ttl: u64,
     /// HNSW search breadth of the embedded index.
     ef_search: usize,
     /// API keys of `ragctx serve` (env: RAGCTX_API_KEYS, comma-separated): each `write` in
@@ -129,9 +107,6 @@ raw_config! {
     keys_file: PathBuf,
     /// The tenant the CLI and the Python package act as (default `default`).
     tenant: String,
-    /// A standing filter (JSON text of the filter language): every turn's own filter is
-    /// applied with it, never instead of it.
-    filter: String,
     /// `extractive` (default) or `openai`.
     generator: String,
     /// The OpenAI-compatible generator's base URL (default `https://api.openai.com/v1`).
@@ -184,7 +159,30 @@ impl RawConfig {
     pub fn from_file(path: &Path) -> Result<RawConfig> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| Error::InvalidInput(format!("reading config {}: {e}", path.display())))?;
-        toml::from_str(&text).map_err(|e| Error::InvalidInput(format!("config {}: {e}", path.display())))
+        let table: serde_json::Value =
+            toml::from_str(&text).map_err(|e| Error::InvalidInput(format!("config {}: {e}", path.display())))?;
+        RawConfig::from_json(table).map_err(|e| Error::InvalidInput(format!("config {}: {e}", path.display())))
+    }
+
+    /// One layer from a JSON object whose keys are the settings' names (a config file's
+    /// table, a Python call's keywords): the turn's settings become its [`TurnOverrides`],
+    /// the rest its own fields; an unknown key is an error that lists the known ones.
+    pub fn from_json(value: serde_json::Value) -> std::result::Result<RawConfig, String> {
+        let serde_json::Value::Object(map) = value else {
+            return Err("settings must be a table of names and values".into());
+        };
+        let (turn, rest): (serde_json::Map<_, _>, serde_json::Map<_, _>) =
+            map.into_iter().partition(|(k, _)| TurnOverrides::KEYS.contains(&k.as_str()));
+        if let Some(k) = rest.keys().find(|k| !RawConfig::KEYS.contains(&k.as_str())) {
+            return Err(format!(
+                "unknown setting `{k}`: settings are {}, {}",
+                RawConfig::KEYS.join(", "),
+                TurnOverrides::KEYS.join(", ")
+            ));
+        }
+        let mut raw: RawConfig = serde_json::from_value(serde_json::Value::Object(rest)).map_err(|e| e.to_string())?;
+        raw.turn = vec![serde_json::from_value(serde_json::Value::Object(turn)).map_err(|e| e.to_string())?];
+        Ok(raw)
     }
 
     /// `RAGCTX_<FIELD>` variables, e.g. `RAGCTX_BUDGET=2000`; the Milvus token and the OpenAI
@@ -262,12 +260,6 @@ impl Settings {
     pub fn tenant(&self) -> &ragctx_core::Tenant {
         &self.tenant
     }
-    /// These settings with `filter` applied together with the standing one (a command's own
-    /// filter, already checked): it narrows the standing filter, never replaces it.
-    pub fn with_turn_filter(mut self, filter: ragctx_core::Filter) -> Settings {
-        self.turn.filter = std::mem::take(&mut self.turn.filter).and(filter);
-        self
-    }
     /// Deadline of one turn in `ragctx serve`.
     pub fn turn_timeout(&self) -> std::time::Duration {
         self.turn_timeout
@@ -296,37 +288,10 @@ impl Settings {
                 "session store {sessions:?}: use --sessions embedded, redis://HOST:PORT or redis+cluster://HOST:PORT[,HOST:PORT...]"
             );
         }
-        let d = TurnSettings::default();
-        let turn = TurnSettings {
-            memory: raw.memory.as_deref().map(str::parse).transpose()?.unwrap_or(d.memory),
-            group_margin: raw.group_margin.unwrap_or(d.group_margin),
-            conversation_query: raw
-                .conversation_query
-                .as_deref()
-                .map(str::parse)
-                .transpose()?
-                .unwrap_or(d.conversation_query),
-            strategy: raw.strategy.as_deref().map(str::parse).transpose()?.unwrap_or(d.strategy),
-            retrieval: raw.retrieval.as_deref().map(str::parse).transpose()?.unwrap_or(d.retrieval),
-            fusion: raw.fusion.as_deref().map(str::parse).transpose()?.unwrap_or(d.fusion),
-            granularity: raw.granularity.as_deref().map(str::parse).transpose()?.unwrap_or(d.granularity),
-            consumption: raw.consumption.as_deref().map(str::parse).transpose()?.unwrap_or(d.consumption),
-            window: raw.window.unwrap_or(d.window),
-            limit: raw.limit.unwrap_or(d.limit),
-            group_size: raw.group_size.unwrap_or(d.group_size),
-            min_documents: raw.min_documents.unwrap_or(d.min_documents),
-            budget: raw.budget.unwrap_or(d.budget),
-            ttl_secs: raw.session_ttl.unwrap_or(d.ttl_secs),
-            mode: match raw.mode.as_deref() {
-                None | Some("auto") => None,
-                Some(m) => Some(m.parse()?),
-            },
-            filter: match raw.filter.as_deref() {
-                None | Some("") => ragctx_core::Filter::All,
-                Some(text) => ragctx_core::Filter::parse(text)?,
-            },
-        };
-        turn.validate()?;
+        let mut turn = TurnSettings::default();
+        for layer in raw.turn.iter().cloned() {
+            turn = layer.apply(&turn)?;
+        }
         let embedder = EmbedderSettings::from_raw(&raw)?;
         Ok(Settings {
             data_dir: raw.data_dir.unwrap_or_else(|| PathBuf::from("ragctx-data")),
@@ -382,27 +347,39 @@ fn default_model_dir() -> PathBuf {
 mod tests {
     use super::*;
 
+    fn layer(toml_text: &str) -> RawConfig {
+        RawConfig::from_json(toml::from_str(toml_text).unwrap()).unwrap()
+    }
+
     #[test]
     fn layers_merge_later_wins_and_bad_values_fail() {
-        let file: RawConfig = toml::from_str("budget = 100\nlimit = 4").unwrap();
-        let flags = RawConfig { budget: Some(300), ..Default::default() };
+        let file = layer("budget = 100\nlimit = 4\ncollection = \"c\"");
+        let flags =
+            RawConfig { turn: vec![TurnOverrides { budget: Some(300), ..Default::default() }], ..Default::default() };
         let s = Settings::from_raw(RawConfig::default().merge(file).merge(flags)).unwrap();
         assert_eq!((s.turn.budget, s.turn.limit), (300, 4));
-        assert!(toml::from_str::<RawConfig>("budgett = 1").is_err(), "unknown keys are errors");
-        let bad = RawConfig { strategy: Some("fast".into()), ..Default::default() };
-        assert!(Settings::from_raw(bad).unwrap_err().to_string().contains("unknown strategy"));
-        let bad = RawConfig { limit: Some(0), ..Default::default() };
-        assert!(Settings::from_raw(bad).is_err());
+        let e = RawConfig::from_json(toml::from_str("budgett = 1").unwrap()).unwrap_err();
+        assert!(e.contains("unknown setting `budgett`") && e.contains("budget"), "{e}");
+        let e = RawConfig::from_json(toml::from_str("strategy = \"fast\"").unwrap()).unwrap_err();
+        assert!(e.contains("unknown strategy"), "{e}");
+        assert!(Settings::from_raw(layer("limit = 0")).is_err());
     }
 
     #[test]
     fn mode_is_validated_with_the_rest_and_auto_classifies() {
-        let with = |m: &str| Settings::from_raw(RawConfig { mode: Some(m.into()), ..Default::default() });
-        assert_eq!(with("auto").unwrap().turn().mode, None);
-        assert_eq!(with("follow_up").unwrap().turn().mode, Some(ragctx_core::Intent::FollowUp));
-        assert_eq!(Settings::from_raw(RawConfig::default()).unwrap().turn().mode, None);
-        assert!(with("sideways").unwrap_err().to_string().contains("unknown mode"));
-        let file: RawConfig = toml::from_str("mode = \"new\"").unwrap();
-        assert_eq!(Settings::from_raw(file).unwrap().turn().mode, Some(ragctx_core::Intent::New));
+        use ragctx_core::Mode;
+        assert_eq!(Settings::from_raw(layer("mode = \"auto\"")).unwrap().turn().mode, Mode::Auto);
+        assert_eq!(Settings::from_raw(layer("mode = \"follow_up\"")).unwrap().turn().mode, Mode::FollowUp);
+        assert_eq!(Settings::from_raw(RawConfig::default()).unwrap().turn().mode, Mode::Auto);
+        let e = RawConfig::from_json(toml::from_str("mode = \"sideways\"").unwrap()).unwrap_err();
+        assert!(e.contains("unknown mode"), "{e}");
+    }
+
+    #[test]
+    fn a_standing_filter_and_a_later_one_both_hold() {
+        let file = layer(r#"filter = '{"a": 1}'"#);
+        let table = layer("[filter]\nb = 2");
+        let s = Settings::from_raw(file.merge(table)).unwrap();
+        assert_eq!(s.turn().filter, ragctx_core::Filter::parse(r#"{"and": [{"a": 1}, {"b": 2}]}"#).unwrap());
     }
 }

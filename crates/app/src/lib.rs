@@ -6,8 +6,9 @@
 //! The `ragctx` binary and the Python package are both built on it.
 //!
 //! ```no_run
-//! use ragctx_app::{App, RawConfig, Settings};
-//! let raw = RawConfig { data_dir: Some("ragctx-data".into()), budget: Some(2000), ..Default::default() };
+//! use ragctx_app::{App, RawConfig, Settings, TurnOverrides};
+//! let turn = TurnOverrides { budget: Some(2000), ..Default::default() };
+//! let raw = RawConfig { data_dir: Some("ragctx-data".into()), turn: vec![turn], ..Default::default() };
 //! let settings = Settings::from_raw(RawConfig::from_env()?.merge(raw))?;
 //! ragctx_app::ingest::ingest(&settings, &["demo/houseplants".into()], false)?;
 //! let app = App::open(settings)?;
@@ -24,3 +25,4 @@ pub mod ingest;
 pub use app::App;
 pub use config::{Backend, EmbedderSettings, MilvusSettings, RawConfig, Settings};
 pub use ingest::IngestReport;
+pub use ragctx_core::TurnOverrides;

@@ -6,9 +6,9 @@ mod serve;
 mod turn;
 
 use anyhow::Result;
-use clap::{Args, Parser, Subcommand};
+use clap::{Parser, Subcommand};
 use ragctx_app::{app, ingest, RawConfig, Settings};
-use ragctx_core::{ErrorKind, SessionId};
+use ragctx_core::{ErrorKind, SessionId, TurnOverrides};
 use std::path::PathBuf;
 
 #[derive(Parser)]
@@ -67,58 +67,9 @@ struct Cli {
     command: Command,
 }
 
-#[derive(Args, Clone, Default)]
-struct TurnFlags {
-    /// auto (classify the question), new, follow_up or reshow [default: auto]
-    #[arg(long)]
-    mode: Option<String>,
-    /// engine (ragctx builds the whole prompt, carrying earlier sources that still rank) or
-    /// client (your app keeps earlier contexts; they are pointed to, not re-sent) [default: engine]
-    #[arg(long)]
-    memory: Option<String>,
-    /// always (mix the embeddings of the two previous questions into the query), follow_up
-    /// (only for follow-ups) or off [default: always]
-    #[arg(long)]
-    conversation_query: Option<String>,
-    /// Context budget in cl100k_base tokens [default: 6000]
-    #[arg(long)]
-    budget: Option<usize>,
-    /// chunk or document [default: chunk]
-    #[arg(long)]
-    granularity: Option<String>,
-    /// shown or cited [default: shown]
-    #[arg(long)]
-    consumption: Option<String>,
-    /// Turns whose ids are excluded, 0 = all [default: 0]
-    #[arg(long)]
-    window: Option<usize>,
-    /// Documents per search [default: 8]
-    #[arg(long)]
-    limit: Option<usize>,
-    /// Chunks per document at most [default: 3]
-    #[arg(long)]
-    group_size: Option<usize>,
-    /// A further chunk of a document is kept when it scores within this of the document's best [default: 0.1]
-    #[arg(long)]
-    group_margin: Option<f32>,
-    /// exclude (default: exclusion inside the search, plain ranking), full (exclusion and grouping by document), group or none
-    #[arg(long)]
-    strategy: Option<String>,
-    /// dense (embeddings), lexical (BM25 over titles and texts) or hybrid (both, fused) [default: dense]
-    #[arg(long)]
-    retrieval: Option<String>,
-    /// How hybrid fuses its sides: rrf (reciprocal ranks), weighted (scaled scores) or
-    /// rescore (the union ranked by dense similarity) [default: weighted]
-    #[arg(long)]
-    fusion: Option<String>,
-    /// Session time-to-live in seconds, 0 = never [default: 86400]
-    #[arg(long)]
-    session_ttl: Option<u64>,
-    /// Metadata filter, JSON: {"topic": "pests"}, {"year": {"gte": 2020}}, {"tags": {"in": [..]}},
-    /// {"and"|"or": [..]}, {"not": {..}} (docs/filters.md); applied with the config's standing filter
-    #[arg(long)]
-    filter: Option<String>,
-}
+/// The turn flags: one per turn setting, declared once in core ([`TurnOverrides`]) with the
+/// same names as the config keys, `RAGCTX_*` variables and HTTP fields.
+type TurnFlags = TurnOverrides;
 
 #[derive(Subcommand)]
 enum Command {
@@ -222,7 +173,6 @@ fn settings(cli: &Cli, turn: Option<&TurnFlags>) -> Result<Settings> {
         raw = raw.merge(RawConfig::from_file(path)?);
     }
     raw = raw.merge(RawConfig::from_env()?);
-    let t = turn.cloned().unwrap_or_default();
     raw = raw.merge(RawConfig {
         data_dir: cli.data_dir.clone(),
         model_dir: cli.model_dir.clone(),
@@ -237,29 +187,11 @@ fn settings(cli: &Cli, turn: Option<&TurnFlags>) -> Result<Settings> {
         milvus_consistency: cli.milvus_consistency.clone(),
         sessions: cli.sessions.clone(),
         tenant: cli.tenant.clone(),
-        memory: t.memory,
-        mode: t.mode,
-        conversation_query: t.conversation_query,
-        strategy: t.strategy,
-        retrieval: t.retrieval,
-        fusion: t.fusion,
-        granularity: t.granularity,
-        consumption: t.consumption,
-        window: t.window,
-        limit: t.limit,
-        group_size: t.group_size,
-        group_margin: t.group_margin,
-        budget: t.budget,
-        session_ttl: t.session_ttl,
+        // The flags are the last layer: their filter holds with the standing one.
+        turn: turn.cloned().into_iter().collect(),
         ..Default::default()
     });
-    // The turn's filter holds together with the standing one (it never widens it).
-    let turn_filter = t.filter.as_deref().map(ragctx_core::Filter::parse).transpose()?;
-    let settings = Settings::from_raw(raw)?;
-    Ok(match turn_filter {
-        Some(f) => settings.with_turn_filter(f),
-        None => settings,
-    })
+    Ok(Settings::from_raw(raw)?)
 }
 
 /// A turn over a data dir that does not exist would create an empty one and answer from
@@ -339,7 +271,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Trace { session, turn: Some(n), json, replay: true, flags } => {
             let app = app::App::open(settings(&cli, Some(flags))?)?;
-            let forced = flags.mode.as_deref().is_some_and(|m| m != "auto");
+            let forced = flags.mode.is_some_and(|m| m != ragctx_core::Mode::Auto);
             turn::replay(&app, &SessionId::parse(session)?, *n, *json, forced)
         }
         Command::Trace { session, turn, json, .. } => {

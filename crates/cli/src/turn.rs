@@ -3,10 +3,10 @@
 use anyhow::{bail, Result};
 use ragctx_app::app::App;
 use ragctx_core::{RetrievalTrace, SessionId, SessionStore, Trace, TraceStats};
-use ragctx_engine::{TurnOutcome, TurnSettings};
+use ragctx_engine::TurnSettings;
 use std::io::{BufRead, Write};
 
-pub fn print_turn(out: &TurnOutcome, json: bool) -> Result<()> {
+pub fn print_turn(out: &Trace, json: bool) -> Result<()> {
     if json {
         println!("{}", serde_json::to_string(out)?);
         return Ok(());
@@ -30,7 +30,8 @@ pub fn print_turn(out: &TurnOutcome, json: bool) -> Result<()> {
             );
         }
     }
-    if let Some(pointers) = out.pointers.as_ref().filter(|p| !p.is_empty()) {
+    if !out.pointers.is_empty() {
+        let pointers = &out.pointers;
         println!("Already with you (pointers, not re-sent):");
         for p in pointers {
             println!("  {}  score {:.3}", p.render().trim_end(), p.score);
@@ -99,7 +100,7 @@ pub fn chat(app: &App, session: &SessionId, settings: &TurnSettings) -> Result<(
             "/quit" | "/exit" => return Ok(()),
             "/trace" => {
                 match app.engine.sessions.traces(session)?.last() {
-                    Some(t) => println!("{}", summary(t.turn, &t.stats)),
+                    Some(t) => println!("{}", summary(t.turn, &t.trace)),
                     None => println!("no turns yet"),
                 }
                 continue;
@@ -110,7 +111,7 @@ pub fn chat(app: &App, session: &SessionId, settings: &TurnSettings) -> Result<(
                 continue;
             }
             "/reshow" => {
-                s.mode = Some(ragctx_core::Intent::Reshow);
+                s.mode = ragctx_core::Mode::Reshow;
                 "show me that again"
             }
             q if q.starts_with('/') => {
@@ -148,7 +149,7 @@ pub fn trace(sessions: &dyn SessionStore, session: &SessionId, turn: Option<u64>
     }
     for t in chosen {
         println!("turn {}: {}", t.turn, t.question);
-        println!("  {}", summary(t.turn, &t.stats));
+        println!("  {}", summary(t.turn, &t.trace));
         for b in &t.context {
             let cited = t.citations.iter().any(|c| c.marker == b.marker);
             let carried = b.carried_from.map(|n| format!(" — shown in turn {n}")).unwrap_or_default();
@@ -158,13 +159,13 @@ pub fn trace(sessions: &dyn SessionStore, session: &SessionId, turn: Option<u64>
             let cited = t.citations.iter().any(|c| c.marker == p.marker);
             println!("  pointer {}{}", p.render().trim_end(), if cited { "  cited" } else { "" });
         }
-        if !t.stats.aliases.is_empty() {
-            let a: Vec<String> = t.stats.aliases.iter().map(|(d, k)| format!("{d} = {k}")).collect();
+        if !t.trace.aliases.is_empty() {
+            let a: Vec<String> = t.trace.aliases.iter().map(|(d, k)| format!("{d} = {k}")).collect();
             println!("  duplicate text: {}", a.join(", "));
         }
         println!(
             "  timings ms: {}",
-            t.stats.timings_ms.iter().map(|(k, v)| format!("{k} {v:.2}")).collect::<Vec<_>>().join(", ")
+            t.trace.timings_ms.iter().map(|(k, v)| format!("{k} {v:.2}")).collect::<Vec<_>>().join(", ")
         );
     }
     Ok(())
@@ -179,14 +180,14 @@ pub fn replay(app: &App, session: &SessionId, turn: u64, json: bool, forced_mode
     };
     let mut settings = app.settings.turn().clone();
     if !forced_mode {
-        settings.mode = Some(all[pos].stats.intent);
+        settings.mode = all[pos].intent().into();
     }
     let out = app.engine.replay(session, &all[pos], &all[..pos], &settings)?;
     if json {
-        println!("{}", serde_json::json!({"replay": out, "original": all[pos].stats}));
+        println!("{}", serde_json::json!({"replay": out, "original": all[pos].trace}));
         return Ok(());
     }
-    println!("original: {}", summary(turn, &all[pos].stats));
+    println!("original: {}", summary(turn, &all[pos].trace));
     println!("replayed: {}", summary(turn, &out.trace));
     for b in &out.context {
         println!("  [{}] {} ({})", b.marker, b.title, b.document_id);

@@ -212,7 +212,7 @@ fn milvus_five_mtrag_turns_give_the_same_documents_as_embedded() {
     // `engine` memory on Milvus: the working set is fetched by id and scored, and the hostile
     // document, still the best answer, comes back carried from turn 1.
     let mut engine_args = b.clone();
-    engine_args.extend(["ask", "--session", "odd", "--json", "--memory", "engine", "--granularity", "document"]);
+    engine_args.extend(["ask", "--session", "odd", "--json", "--memory", "engine"]);
     engine_args.push("When is the quokka festival on Rottnest Island?");
     let carried: Value = serde_json::from_str(&env.ok(&engine_args)).unwrap();
     let block = carried["context"].as_array().unwrap().iter().find(|b| b["document_id"] == odd).cloned();

@@ -197,7 +197,7 @@ fn check(addr: &str, load: Load, prefix: &str, tally: &Tally) -> Checked {
         let mut doc_marker: HashMap<String, u64> = HashMap::new();
         let mut marker_doc: HashMap<u64, String> = HashMap::new();
         for t in &traces {
-            out.replans += t["stats"]["replans"].as_u64().unwrap_or(0);
+            out.replans += t["trace"]["replans"].as_u64().unwrap_or(0);
             let sh = shown(t);
             for (m, (doc, ids)) in &sh.blocks {
                 for id in ids {

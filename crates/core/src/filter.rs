@@ -494,13 +494,16 @@ impl Serialize for Filter {
     }
 }
 
+/// A filter object, or its JSON text (a config file's `filter = '{"a": 1}'`, as `--filter`
+/// and `RAGCTX_FILTER` write it): no filter is a string, so the two cannot be confused.
 impl<'de> Deserialize<'de> for Filter {
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Filter, D::Error> {
-        let json = Json::deserialize(d)?;
-        if json == Json::Null {
-            return Ok(Filter::All);
+        match Json::deserialize(d)? {
+            Json::Null => Ok(Filter::All),
+            Json::String(text) if text.trim().is_empty() => Ok(Filter::All),
+            Json::String(text) => Filter::parse(&text).map_err(de::Error::custom),
+            json => Filter::from_json(&json).map_err(de::Error::custom),
         }
-        Filter::from_json(&json).map_err(de::Error::custom)
     }
 }
 

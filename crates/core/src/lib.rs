@@ -42,6 +42,14 @@ macro_rules! named {
                 }
             }
         }
+        // Read through `FromStr`, so a config file, an HTTP body and a trace refuse a bad
+        // name with the same words as a flag.
+        impl<'de> serde::Deserialize<'de> for $ty {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+                let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+                s.parse().map_err(serde::de::Error::custom)
+            }
+        }
     };
 }
 
@@ -54,6 +62,7 @@ pub mod hash;
 mod ids;
 mod metadata;
 mod modes;
+mod overrides;
 mod scoped;
 mod search;
 mod session;
@@ -72,7 +81,8 @@ pub use filter_index::{DocumentPositions, MetadataIndex, PositionBits};
 pub use hash::{fx_hash, FastMap, FxHasher};
 pub use ids::{ChunkId, DocumentId, SessionId};
 pub use metadata::{valid_key as valid_metadata_key, Json, MetaValue, Metadata};
-pub use modes::{Consumption, ConversationQuery, Granularity, Strategy};
+pub use modes::{Consumption, ConversationQuery, Granularity, Mode, Strategy};
+pub use overrides::TurnOverrides;
 pub use scoped::{ScopedSessionStore, ScopedVectorStore};
 pub use search::{
     ExclusionSet, Fusion, Grouping, Hit, LexicalRequest, PreparedExclusions, Retrieval, SearchOutcome, SearchPath,
@@ -80,6 +90,6 @@ pub use search::{
 };
 pub use session::{Intent, Memory, QuantizedVector, Retention, SessionState, TurnCommit, TurnRecord};
 pub use tenant::{tenant_of, Tenant, DEFAULT_TENANT, TENANT_SEPARATOR};
-pub use trace::{EffectiveSettings, RetrievalTrace, Trace, TraceStats};
+pub use trace::{EffectiveSettings, RetrievalTrace, Trace, TraceStats, TRACE_VERSION};
 pub use traits::{Embedder, GenerationRequest, Generator, SessionStore, TokenCounter, VectorStore};
 pub use turn::{TurnSettings, DEFAULT_GROUP_MARGIN, REMEMBERED_TURNS};

@@ -1,9 +1,10 @@
 //! The modes a turn runs with, named one way everywhere (flags, config, HTTP, traces).
 
-use serde::{Deserialize, Serialize};
+use crate::Intent;
+use serde::Serialize;
 
 /// Which of the seed's retrieval paths a turn takes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Strategy {
     /// Plain top-k chunks: no grouping, no exclusion.
@@ -29,7 +30,7 @@ impl Strategy {
 }
 
 /// What the exclusion set is made of.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Granularity {
     /// A shown document never comes back.
@@ -39,7 +40,7 @@ pub enum Granularity {
 }
 
 /// Which ids a turn consumes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Consumption {
     /// Everything that entered the context.
@@ -50,7 +51,7 @@ pub enum Consumption {
 
 /// When the query mixes in the user's earlier questions (DESIGN §2.3: "the query for a
 /// follow-up is built from the conversation where measurement shows that it helps").
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ConversationQuery {
     /// The question alone.
@@ -61,6 +62,44 @@ pub enum ConversationQuery {
     Always,
 }
 
+/// The intent a turn runs with: classified from the question (`auto`), or forced.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Classify each question (the default).
+    #[default]
+    Auto,
+    /// Every turn is a new question.
+    New,
+    /// Every turn is a follow-up.
+    FollowUp,
+    /// Every turn shows the previous turn's sources again.
+    Reshow,
+}
+
+impl Mode {
+    /// The intent this mode forces; `None` for `auto`.
+    pub fn forced(self) -> Option<Intent> {
+        match self {
+            Mode::Auto => None,
+            Mode::New => Some(Intent::New),
+            Mode::FollowUp => Some(Intent::FollowUp),
+            Mode::Reshow => Some(Intent::Reshow),
+        }
+    }
+}
+
+impl From<Intent> for Mode {
+    fn from(i: Intent) -> Mode {
+        match i {
+            Intent::New => Mode::New,
+            Intent::FollowUp => Mode::FollowUp,
+            Intent::Reshow => Mode::Reshow,
+        }
+    }
+}
+
+named!(Mode, "mode", Auto = "auto", New = "new", FollowUp = "follow_up", Reshow = "reshow");
 named!(Strategy, "strategy", None = "none", Group = "group", Exclude = "exclude", Full = "full");
 named!(Granularity, "granularity", Document = "document", Chunk = "chunk");
 named!(Consumption, "consumption", Shown = "shown", Cited = "cited");

@@ -261,7 +261,7 @@ pub struct LexicalRequest {
 }
 
 /// Which index a turn searches.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Retrieval {
     /// Embeddings only.
@@ -275,7 +275,7 @@ pub enum Retrieval {
 
 /// How hybrid retrieval merges the dense and the lexical candidates. The default won on
 /// SciFact and on MTRAG `none`; `rrf` was 0.006 ahead in `engine` memory (bench/README.md).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Fusion {
     /// Reciprocal rank fusion: Σ 1 / (60 + rank) over the two lists.

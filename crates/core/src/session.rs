@@ -40,7 +40,7 @@ impl FromStr for Intent {
 
 /// Who keeps the earlier contexts of a conversation (DESIGN §2), which decides what
 /// "the model already has it" means.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Memory {
     /// ragctx builds the whole prompt every turn (conversation, evidence, question): chunks

@@ -119,8 +119,17 @@ impl RetrievalTrace {
     }
 }
 
-/// Everything persisted about one turn.
+/// The version of [`Trace`] this build writes. 1: stored traces before one report (numbers
+/// under `stats`, pointers always written, no `version`, no top-level `intent`); 2: the one
+/// report, numbers under `trace` as the turn's answer always named them.
+pub const TRACE_VERSION: u32 = 2;
+
+/// What one turn produced — one report, one set of names: the object `ask --json`,
+/// `POST /v1/sessions/{id}/turns` and Python's `ask` return, the trace a session keeps
+/// (`ragctx trace`, `GET /v1/sessions/{id}/turns`, the page), and what a replay starts from.
+/// Stored traces of every version read back ([`TRACE_VERSION`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(from = "wire::Report", into = "wire::Report")]
 pub struct Trace {
     /// The session the turn belongs to.
     pub session_id: String,
@@ -136,11 +145,10 @@ pub struct Trace {
     pub citations: Vec<Citation>,
     /// The blocks the model read, in rank order.
     pub context: Vec<ContextBlock>,
-    /// `client` memory: one-line pointers to chunks the caller already holds.
-    #[serde(default)]
+    /// `client` memory: one-line pointers to chunks the caller already holds (written only
+    /// in `client` memory).
     pub pointers: Vec<Pointer>,
     /// The embedding of `query`, so a replay can mix it into later turns as the turn did.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub query_vector: Option<QuantizedVector>,
     /// The exclusion applied to the search, so the turn can be replayed.
     pub exclusion: ExclusionSet,
@@ -148,8 +156,92 @@ pub struct Trace {
     pub invalid_markers: Vec<u32>,
     /// When the turn was answered, in milliseconds since the Unix epoch.
     pub at_unix_ms: u64,
-    /// The numbers of the turn: counts, search path, settings and timings.
-    pub stats: TraceStats,
+    /// The numbers of the turn: counts, intent, search path, settings and timings.
+    pub trace: TraceStats,
+}
+
+impl Trace {
+    /// The intent the turn ran with.
+    pub fn intent(&self) -> Intent {
+        self.trace.intent
+    }
+}
+
+/// The JSON form of a [`Trace`], every version: written as the latest, read from any.
+mod wire {
+    use super::*;
+
+    fn first_version() -> u32 {
+        1
+    }
+
+    #[derive(Clone, Serialize, Deserialize)]
+    pub(super) struct Report {
+        #[serde(default = "first_version")]
+        version: u32,
+        session_id: String,
+        turn: u64,
+        /// Also under `trace`; written at the top for callers, ignored on reading.
+        #[serde(default, skip_deserializing)]
+        intent: Option<Intent>,
+        question: String,
+        query: String,
+        answer: String,
+        citations: Vec<Citation>,
+        context: Vec<ContextBlock>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pointers: Option<Vec<Pointer>>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        query_vector: Option<QuantizedVector>,
+        exclusion: ExclusionSet,
+        invalid_markers: Vec<u32>,
+        at_unix_ms: u64,
+        /// `stats` in version 1.
+        #[serde(alias = "stats")]
+        trace: TraceStats,
+    }
+
+    impl From<Report> for Trace {
+        fn from(r: Report) -> Trace {
+            Trace {
+                session_id: r.session_id,
+                turn: r.turn,
+                question: r.question,
+                query: r.query,
+                answer: r.answer,
+                citations: r.citations,
+                context: r.context,
+                pointers: r.pointers.unwrap_or_default(),
+                query_vector: r.query_vector,
+                exclusion: r.exclusion,
+                invalid_markers: r.invalid_markers,
+                at_unix_ms: r.at_unix_ms,
+                trace: r.trace,
+            }
+        }
+    }
+
+    impl From<Trace> for Report {
+        fn from(t: Trace) -> Report {
+            Report {
+                version: TRACE_VERSION,
+                session_id: t.session_id,
+                turn: t.turn,
+                intent: Some(t.trace.intent),
+                question: t.question,
+                query: t.query,
+                answer: t.answer,
+                citations: t.citations,
+                context: t.context,
+                pointers: (t.trace.memory == Memory::Client).then_some(t.pointers),
+                query_vector: t.query_vector,
+                exclusion: t.exclusion,
+                invalid_markers: t.invalid_markers,
+                at_unix_ms: t.at_unix_ms,
+                trace: t.trace,
+            }
+        }
+    }
 }
 
 #[cfg(test)]

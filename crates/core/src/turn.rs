@@ -2,7 +2,7 @@
 
 use crate::trace::memory_before_modes;
 use crate::{
-    Consumption, ConversationQuery, EffectiveSettings, Error, Filter, Fusion, Granularity, Intent, Memory, Result,
+    Consumption, ConversationQuery, EffectiveSettings, Error, Filter, Fusion, Granularity, Memory, Mode, Result,
     Retention, Retrieval, Strategy,
 };
 use serde::{Deserialize, Serialize};
@@ -10,6 +10,10 @@ use serde::{Deserialize, Serialize};
 /// Turns a session store keeps of a session, whatever one turn's `window`: the bound on a
 /// session's size, and the largest window a turn may ask for.
 pub const REMEMBERED_TURNS: usize = 10_000;
+
+/// The longest session time-to-live accepted, in seconds (ten years): stores keep expiry
+/// times in milliseconds, and a longer one is a mistake rather than a wish.
+pub const MAX_SESSION_TTL: u64 = 315_360_000;
 
 /// Default of [`TurnSettings::group_margin`], chosen on MTRAG (bench/README.md).
 pub const DEFAULT_GROUP_MARGIN: f32 = 0.1;
@@ -20,6 +24,8 @@ pub const DEFAULT_GROUP_MARGIN: f32 = 0.1;
 /// Serialised inside each trace ([`EffectiveSettings`]). The serde defaults are what a field
 /// missing from a trace written before it existed meant then; `ttl_secs` and `mode` are not
 /// part of a trace (the intent is recorded on its own).
+///
+/// Made from a front's input by [`TurnOverrides::apply`](crate::TurnOverrides::apply).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TurnSettings {
     /// Who keeps earlier contexts: `engine` (the default) or `client`. Traces from before
@@ -49,10 +55,10 @@ pub struct TurnSettings {
     pub budget: usize,
     /// Session time-to-live in seconds; 0 = never expires.
     #[serde(skip)]
-    pub ttl_secs: u64,
-    /// Forced intent; `None` = classify the question.
+    pub session_ttl: u64,
+    /// The intent the turn runs with: `auto` classifies the question.
     #[serde(skip)]
-    pub mode: Option<Intent>,
+    pub mode: Mode,
     /// When the search query mixes in the user's earlier questions (traces from before it
     /// could: `off`).
     #[serde(default = "query_before_mixing")]
@@ -87,8 +93,8 @@ impl Default for TurnSettings {
             group_margin: DEFAULT_GROUP_MARGIN,
             min_documents: 3,
             budget: 6_000,
-            ttl_secs: 86_400,
-            mode: None,
+            session_ttl: 86_400,
+            mode: Mode::Auto,
             conversation_query: ConversationQuery::Always,
             retrieval: Retrieval::Dense,
             fusion: Fusion::Weighted,
@@ -112,6 +118,12 @@ impl TurnSettings {
         range("min_documents", self.min_documents, 0, 1_000)?;
         range("budget", self.budget, 16, 1_000_000)?;
         range("window", self.window, 0, REMEMBERED_TURNS)?;
+        if self.session_ttl > MAX_SESSION_TTL {
+            return Err(Error::InvalidInput(format!(
+                "session_ttl must be at most {MAX_SESSION_TTL} seconds (ten years; 0 = never expires), got {}",
+                self.session_ttl
+            )));
+        }
         if !(self.group_margin.is_finite() && (0.0..=2.0).contains(&self.group_margin)) {
             return Err(Error::InvalidInput(format!(
                 "group_margin must be between 0 and 2 (a cosine distance), got {}",
@@ -127,14 +139,14 @@ impl TurnSettings {
     /// turn of the session remembers (a turn with `window 1` once trimmed the stored working
     /// set for good).
     pub fn retention(&self) -> Retention {
-        Retention { window: REMEMBERED_TURNS, ttl_secs: self.ttl_secs }
+        Retention { window: REMEMBERED_TURNS, ttl_secs: self.session_ttl }
     }
 
-    /// The settings as the turn ran with them, for its trace. `ttl_secs` and `mode` are not
-    /// recorded (a trace holds the intent itself): they are 0 and `None` here, as a stored
+    /// The settings as the turn ran with them, for its trace. `session_ttl` and `mode` are not
+    /// recorded (a trace holds the intent itself): they are 0 and `auto` here, as a stored
     /// trace reads back.
     pub fn effective(&self, tokenizer: &str) -> EffectiveSettings {
-        let mut turn = TurnSettings { ttl_secs: 0, mode: None, ..self.clone() };
+        let mut turn = TurnSettings { session_ttl: 0, mode: Mode::Auto, ..self.clone() };
         // `engine` memory excludes and scores chunks whatever the setting says.
         if turn.memory == Memory::Engine {
             turn.granularity = Granularity::Chunk;
@@ -154,8 +166,8 @@ mod tests {
     #[test]
     fn effective_settings_read_back_as_written_in_one_flat_object() {
         let s = TurnSettings {
-            mode: Some(Intent::New),
-            ttl_secs: 60,
+            mode: Mode::New,
+            session_ttl: 60,
             memory: Memory::Client,
             granularity: Granularity::Document,
             ..Default::default()
@@ -166,7 +178,7 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&json).unwrap();
         assert_eq!((v["granularity"].as_str(), v["memory"].as_str()), (Some("document"), Some("client")));
         assert_eq!((v["tokenizer"].as_str(), v["strategy"].as_str()), (Some("cl100k_base"), Some("exclude")));
-        assert!(v.get("ttl_secs").is_none() && v.get("mode").is_none() && v.get("turn").is_none(), "{v}");
+        assert!(v.get("session_ttl").is_none() && v.get("mode").is_none() && v.get("turn").is_none(), "{v}");
         // `engine` memory records chunk granularity, whatever was asked.
         let engine = TurnSettings { memory: Memory::Engine, ..s }.effective("cl100k_base");
         assert_eq!(engine.turn.granularity, Granularity::Chunk);

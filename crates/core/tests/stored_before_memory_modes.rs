@@ -29,12 +29,17 @@ fn an_old_session_loads_with_empty_new_fields() {
 #[test]
 fn an_old_trace_loads_as_client_memory_with_nothing_carried() {
     let t: Trace = serde_json::from_str(OLD_TRACE).expect("old trace loads");
-    assert_eq!(t.stats.memory, Memory::Client);
-    assert_eq!((t.stats.carried, t.stats.pointers, t.stats.conversation_tokens), (0, 0, 0));
+    assert_eq!(t.trace.memory, Memory::Client);
+    assert_eq!((t.trace.carried, t.trace.pointers, t.trace.conversation_tokens), (0, 0, 0));
     assert!(t.pointers.is_empty() && t.query_vector.is_none());
     assert_eq!(t.context[0].carried_from, None);
-    assert_eq!(t.stats.settings.turn.memory, Memory::Client); // not recorded then: read as the stats are
+    assert_eq!(t.trace.settings.turn.memory, Memory::Client); // not recorded then: read as the stats are
                                                               // And it writes back in the new shape, which loads again unchanged.
-    let again: Trace = serde_json::from_str(&serde_json::to_string(&t).unwrap()).unwrap();
+    let written = serde_json::to_string(&t).unwrap();
+    let again: Trace = serde_json::from_str(&written).unwrap();
     assert_eq!(again, t);
+    // As the latest version: numbers under `trace`, the intent also at the top.
+    let v: serde_json::Value = serde_json::from_str(&written).unwrap();
+    assert_eq!((v["version"].as_u64(), v["intent"].as_str()), (Some(ragctx_core::TRACE_VERSION as u64), Some("new")));
+    assert!(v.get("stats").is_none() && v["trace"]["context_tokens"] == 12, "{v}");
 }

@@ -63,7 +63,7 @@ impl Engine {
         exclusion: Option<ExclusionSet>,
     ) -> Result<Assembled> {
         let mut timings = BTreeMap::new();
-        let intent = settings.mode.unwrap_or_else(|| intent::classify(question, !state.turns.is_empty()));
+        let intent = settings.mode.forced().unwrap_or_else(|| intent::classify(question, !state.turns.is_empty()));
         let exclusion = match exclusion {
             Some(e) if settings.strategy.excludes() && intent != Intent::Reshow => e,
             Some(_) => ExclusionSet::default(),

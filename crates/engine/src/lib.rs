@@ -33,51 +33,13 @@ pub use settings::{
 };
 
 use ragctx_core::{
-    ChunkId, Citation, ContextBlock, DocumentId, Embedder, Error, ExclusionSet, Filter, GenerationRequest, Generator,
-    Grouping, Hit, Intent, Memory, Pointer, Result, SearchPath, SessionId, SessionState, SessionStore, TokenCounter,
-    Trace, TraceStats, TurnCommit, VectorStore,
+    ChunkId, DocumentId, Embedder, Error, ExclusionSet, Filter, GenerationRequest, Generator, Grouping, Hit, Intent,
+    Memory, Result, SearchPath, SessionId, SessionState, SessionStore, TokenCounter, Trace, TraceStats, TurnCommit,
+    VectorStore,
 };
-use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
-
-/// The answer to one turn: the object `ask --json` prints and the HTTP API returns.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct TurnOutcome {
-    /// The session the turn belongs to.
-    pub session_id: String,
-    /// 1-based number of the turn in its session.
-    pub turn: u64,
-    /// What the turn took the question for (classified, or forced by `mode`).
-    pub intent: Intent,
-    /// The generator's answer, citing blocks by their markers.
-    pub answer: String,
-    /// The markers the answer cites, each resolved to its block's document and chunks.
-    pub citations: Vec<Citation>,
-    /// The evidence blocks of the prompt, in prompt order.
-    pub context: Vec<ContextBlock>,
-    /// `client` memory only: chunks the caller already holds that rank this turn.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pointers: Option<Vec<Pointer>>,
-    /// The turn's numbers, settings and timings.
-    pub trace: TraceStats,
-}
-
-impl From<Trace> for TurnOutcome {
-    fn from(t: Trace) -> Self {
-        TurnOutcome {
-            session_id: t.session_id,
-            turn: t.turn,
-            intent: t.stats.intent,
-            answer: t.answer,
-            citations: t.citations,
-            context: t.context,
-            pointers: (t.stats.memory == Memory::Client).then_some(t.pointers),
-            trace: t.stats,
-        }
-    }
-}
 
 /// What one turn is asked: the question, the text searched with (the question, or a
 /// rewrite), and the conversation when the caller gives it (the OpenAI-compatible front).
@@ -201,7 +163,7 @@ fn now_ms() -> u64 {
 
 impl Engine {
     /// Runs one turn and commits it to the session atomically.
-    pub fn ask(&self, session: &SessionId, question: &str, settings: &TurnSettings) -> Result<TurnOutcome> {
+    pub fn ask(&self, session: &SessionId, question: &str, settings: &TurnSettings) -> Result<Trace> {
         self.ask_with_query(session, question, question, settings)
     }
 
@@ -214,7 +176,7 @@ impl Engine {
         conversation: &[Utterance],
         settings: &TurnSettings,
         deadline: Option<Instant>,
-    ) -> Result<TurnOutcome> {
+    ) -> Result<Trace> {
         let asked = Asked { conversation: Some(conversation), ..Asked::new(question, question) };
         self.turn(session, asked, settings, deadline)
     }
@@ -233,7 +195,7 @@ impl Engine {
         settings: &TurnSettings,
         deadline: Option<Instant>,
         on_delta: &(dyn Fn(&str) + Sync),
-    ) -> Result<TurnOutcome> {
+    ) -> Result<Trace> {
         let asked = Asked { conversation, on_delta: Some(on_delta), ..Asked::new(question, question) };
         self.turn(session, asked, settings, deadline)
     }
@@ -246,7 +208,7 @@ impl Engine {
         question: &str,
         query: &str,
         settings: &TurnSettings,
-    ) -> Result<TurnOutcome> {
+    ) -> Result<Trace> {
         self.ask_before(session, question, query, settings, None)
     }
 
@@ -259,7 +221,7 @@ impl Engine {
         query: &str,
         settings: &TurnSettings,
         deadline: Option<Instant>,
-    ) -> Result<TurnOutcome> {
+    ) -> Result<Trace> {
         self.turn(session, Asked::new(question, query), settings, deadline)
     }
 
@@ -269,7 +231,7 @@ impl Engine {
         asked: Asked<'_>,
         settings: &TurnSettings,
         deadline: Option<Instant>,
-    ) -> Result<TurnOutcome> {
+    ) -> Result<Trace> {
         let started = Instant::now();
         settings.validate()?;
         let asked =
@@ -292,7 +254,7 @@ impl Engine {
         if !span.is_disabled() {
             let t = &out.trace;
             span.record("turn", out.turn)
-                .record("intent", out.intent.as_str())
+                .record("intent", out.intent().as_str())
                 .record("candidates", t.candidates)
                 .record("context_tokens", t.context_tokens)
                 .record("prompt_tokens", t.prompt_tokens)
@@ -311,7 +273,7 @@ impl Engine {
         settings: &TurnSettings,
         started: Instant,
         deadline: Option<Instant>,
-    ) -> Result<TurnOutcome> {
+    ) -> Result<Trace> {
         let mut replans = 0;
         let late = |spent: f64| Error::Unavailable {
             backend: "turn".into(),
@@ -327,7 +289,7 @@ impl Engine {
             // Only the first plan streams (a client cannot take back what it was sent).
             let asked = if replans == 0 { asked } else { Asked { on_delta: None, ..asked } };
             let (mut trace, record, new_markers) = self.run(session, &state, asked, settings, None)?;
-            trace.stats.replans = replans;
+            trace.trace.replans = replans;
             let stage = Stage::start("remember");
             if deadline.is_some_and(|d| stage.started >= d) {
                 return Err(late(started.elapsed().as_secs_f64()));
@@ -351,9 +313,9 @@ impl Engine {
                 Err(e) => return Err(e),
             }
             // The stored trace carries every timing but its own write.
-            stage.end(&mut trace.stats.timings_ms);
-            trace.stats.timings_ms.insert("total".into(), ms_since(started));
-            return Ok(TurnOutcome::from(trace));
+            stage.end(&mut trace.trace.timings_ms);
+            trace.trace.timings_ms.insert("total".into(), ms_since(started));
+            return Ok(trace);
         }
     }
 
@@ -370,16 +332,18 @@ impl Engine {
         trace: &Trace,
         earlier: &[Trace],
         settings: &TurnSettings,
-    ) -> Result<TurnOutcome> {
+    ) -> Result<Trace> {
         settings.validate()?;
         let mut state = self.sessions.load(session)?.unwrap_or_default();
-        state.turns = earlier.iter().map(memory::record_of_trace).collect();
+        state.turns = earlier.iter().map(memory::record_of).collect();
         let mut s = settings.clone();
-        s.mode = s.mode.or(Some(trace.stats.intent));
+        if s.mode == ragctx_core::Mode::Auto {
+            s.mode = trace.trace.intent.into();
+        }
         let (mut out, _, _) =
             self.run(session, &state, Asked::new(&trace.question, &trace.query), &s, Some(trace.exclusion.clone()))?;
         out.turn = trace.turn;
-        Ok(TurnOutcome::from(out))
+        Ok(out)
     }
 
     /// Stages 1–6 and the trace, without committing.
@@ -409,17 +373,7 @@ impl Engine {
         stage.end(&mut a.timings);
         let at = now_ms();
         let query_vector = ragctx_core::QuantizedVector::quantize(&a.query_vector);
-        let record = memory::turn_record(memory::Shown {
-            question,
-            intent: a.intent,
-            blocks: &a.context.blocks,
-            pointers: &a.context.pointers,
-            citations: &citations,
-            answer: &answer,
-            query_vector: Some(query_vector.clone()),
-            at_unix_ms: at,
-        });
-        let stats = TraceStats {
+        let numbers = TraceStats {
             candidates: a.candidates,
             unique_documents: a.unique_documents,
             context_fragments: a.context.blocks.len(),
@@ -457,8 +411,9 @@ impl Engine {
             exclusion: a.exclusion,
             invalid_markers: invalid,
             at_unix_ms: at,
-            stats,
+            trace: numbers,
         };
+        let record = memory::record_of(&trace);
         Ok((trace, record, a.context.new_markers))
     }
 }

@@ -31,7 +31,7 @@ pub mod stats;
 /// ones, every question classified (a `mode` set in the configuration or `RAGCTX_MODE` would
 /// force one intent on every turn and change what is measured).
 pub fn replay_settings(settings: &ragctx_app::Settings) -> ragctx_engine::TurnSettings {
-    ragctx_engine::TurnSettings { mode: None, ..settings.turn().clone() }
+    ragctx_engine::TurnSettings { mode: ragctx_core::Mode::Auto, ..settings.turn().clone() }
 }
 
 pub use bench::BenchCommand;

@@ -33,9 +33,9 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use ragctx_core::{Filter, Intent, SessionId, Tenant, Trace};
+use ragctx_core::{SessionId, Tenant, Trace, TurnOverrides};
 use ragctx_engine::ingest::{check_unique_ids, parse_jsonl};
-use ragctx_engine::{Engine, TurnOutcome, TurnSettings};
+use ragctx_engine::{Engine, TurnSettings};
 use serde::Deserialize;
 use std::sync::Arc;
 use std::time::Duration;
@@ -172,83 +172,61 @@ pub(crate) fn json<T: for<'de> Deserialize<'de>>(b: &[u8]) -> Result<T, ApiError
     serde_json::from_slice(b).map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))
 }
 
-/// Per-turn overrides a request may carry.
-#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
+/// A turn request: the question and the turn settings it overrides, with the names and
+/// checks of the flags and config keys ([`TurnOverrides`]); an unknown key is refused.
+#[derive(Debug, Default)]
 pub struct TurnRequest {
     pub question: String,
-    pub mode: Option<String>,
-    /// `engine` or `client` (DESIGN §2).
-    pub memory: Option<String>,
-    /// `always`, `follow_up` or `off`.
-    pub conversation_query: Option<String>,
-    pub group_margin: Option<f32>,
-    pub budget: Option<usize>,
-    pub limit: Option<usize>,
-    pub group_size: Option<usize>,
-    pub window: Option<usize>,
-    pub granularity: Option<String>,
-    pub consumption: Option<String>,
-    pub strategy: Option<String>,
-    /// `dense`, `lexical` or `hybrid`.
-    pub retrieval: Option<String>,
-    /// `rrf`, `weighted` or `rescore`.
-    pub fusion: Option<String>,
-    /// A metadata filter (DESIGN §8), applied with the server's standing filter.
-    #[schema(value_type = Option<Object>)]
-    pub filter: Option<ragctx_core::Json>,
+    /// The request's filter holds together with the server's standing filter.
+    pub settings: TurnOverrides,
 }
+
+/// `question`, then every other key read as a [`TurnOverrides`] field (serde's `flatten`
+/// would let an unknown key through).
+impl<'de> Deserialize<'de> for TurnRequest {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error as _;
+        let mut map = serde_json::Map::<String, serde_json::Value>::deserialize(d)?;
+        let question = match map.remove("question") {
+            Some(serde_json::Value::String(q)) => q,
+            Some(_) => return Err(D::Error::custom("`question` must be a string")),
+            None => return Err(D::Error::missing_field("question")),
+        };
+        let settings = TurnOverrides::deserialize(serde_json::Value::Object(map)).map_err(D::Error::custom)?;
+        Ok(TurnRequest { question, settings })
+    }
+}
+
+/// The request body's schema: `question` and every field of [`TurnOverrides`], from the one
+/// list that declares them.
+impl utoipa::PartialSchema for TurnRequest {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        let kind = |t: &str| match t {
+            "integer" => Type::Integer,
+            "number" => Type::Number,
+            "object" => Type::Object,
+            _ => Type::String,
+        };
+        let mut o = ObjectBuilder::new()
+            .property("question", ObjectBuilder::new().schema_type(Type::String).description(Some("the question")))
+            .required("question");
+        for (name, json_type, help) in TurnOverrides::FIELDS {
+            o = o.property(*name, ObjectBuilder::new().schema_type(kind(json_type)).description(Some(help.trim())));
+        }
+        o.into()
+    }
+}
+
+impl utoipa::ToSchema for TurnRequest {}
 
 /// Decodes a turn request body the way `POST /v1/sessions/{id}/turns` does — JSON shape,
 /// setting overrides, session id — before any work is done (the fuzz target `api` drives it).
 pub fn decode_turn(body: &[u8], session: &str, base: &TurnSettings) -> Result<(TurnRequest, TurnSettings), ApiError> {
     let req: TurnRequest = json(body)?;
     session_id(&None, session)?;
-    let settings = req.settings(base)?;
+    let settings = req.settings.clone().apply(base)?;
     Ok((req, settings))
-}
-
-impl TurnRequest {
-    pub fn settings(&self, base: &TurnSettings) -> Result<TurnSettings, ApiError> {
-        let mut s = base.clone();
-        s.budget = self.budget.unwrap_or(s.budget);
-        s.limit = self.limit.unwrap_or(s.limit);
-        s.group_size = self.group_size.unwrap_or(s.group_size);
-        s.group_margin = self.group_margin.unwrap_or(s.group_margin);
-        if let Some(m) = &self.memory {
-            s.memory = m.parse()?;
-        }
-        if let Some(q) = &self.conversation_query {
-            s.conversation_query = q.parse()?;
-        }
-        s.window = self.window.unwrap_or(s.window);
-        if let Some(g) = &self.granularity {
-            s.granularity = g.parse()?;
-        }
-        if let Some(c) = &self.consumption {
-            s.consumption = c.parse()?;
-        }
-        if let Some(st) = &self.strategy {
-            s.strategy = st.parse()?;
-        }
-        if let Some(r) = &self.retrieval {
-            s.retrieval = r.parse()?;
-        }
-        if let Some(f) = &self.fusion {
-            s.fusion = f.parse()?;
-        }
-        if let Some(f) = &self.filter {
-            // The turn's filter holds together with the standing one: it never widens it.
-            let own = Filter::from_json(f).map_err(|e| ApiError::bad_request(e.to_string()))?;
-            s.filter = s.filter.clone().and(own);
-        }
-        s.mode = match self.mode.as_deref() {
-            None | Some("auto") => None,
-            Some(m) => Some(m.parse::<Intent>()?),
-        };
-        s.validate()?;
-        Ok(s)
-    }
 }
 
 /// Runs a turn for a caller and shapes the answer with the caller's session id.
@@ -262,9 +240,9 @@ pub(crate) async fn run_turn(
     req: TurnRequest,
     conversation: Option<Vec<ragctx_engine::Utterance>>,
     on_delta: Option<OnDelta>,
-) -> Result<TurnOutcome, ApiError> {
+) -> Result<Trace, ApiError> {
     let session = session_id(&who.ns, id)?;
-    let settings = req.settings(&state.settings)?;
+    let settings = req.settings.clone().apply(&state.settings)?;
     let engine = state.unscoped.scoped(&who.tenant);
     // The engine refuses to commit after the deadline; the wait is a little longer so its
     // own error (which names the cause) usually arrives before the bare timeout.
@@ -292,7 +270,7 @@ async fn turn(
     Path(id): Path<String>,
     headers: HeaderMap,
     b: Result<Bytes, BytesRejection>,
-) -> Result<Json<TurnOutcome>, ApiError> {
+) -> Result<Json<Trace>, ApiError> {
     let who = caller(&state, &headers)?;
     who.require(Role::Read, "run turns")?;
     let req: TurnRequest = json(&body(b)?)?;

@@ -1,6 +1,6 @@
 //! Prometheus text-format metrics, kept in process.
 
-use ragctx_engine::TurnOutcome;
+use ragctx_core::Trace;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::Mutex;
@@ -65,7 +65,7 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    pub fn turn(&self, out: &TurnOutcome) {
+    pub fn turn(&self, out: &Trace) {
         let t = &out.trace;
         let mut d = self.data.lock().expect("metrics lock");
         for (stage, ms) in &t.timings_ms {

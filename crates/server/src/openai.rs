@@ -18,8 +18,8 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::StreamExt;
-use ragctx_core::{Filter, Json as FilterJson};
-use ragctx_engine::{TurnOutcome, Utterance};
+use ragctx_core::{Filter, Trace};
+use ragctx_engine::Utterance;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -35,7 +35,7 @@ struct ChatRequest {
     #[serde(default)]
     user: Option<String>,
     #[serde(default)]
-    filter: Option<FilterJson>,
+    filter: Option<Filter>,
 }
 
 /// What a chat completion request asks for.
@@ -50,7 +50,7 @@ pub struct ChatTurn {
     /// The session was derived from the first user message (no header, no `user`).
     pub derived: bool,
     /// The turn's own filter (checked), if the body has one.
-    pub filter: Option<FilterJson>,
+    pub filter: Option<Filter>,
 }
 
 /// Decodes a chat completion body (and the X-Session-Id header) the way
@@ -70,9 +70,6 @@ pub fn decode_chat(body: &[u8], session_header: Option<&str>) -> Result<ChatTurn
         }
     };
     crate::session_id(&None, &session)?;
-    if let Some(f) = &req.filter {
-        Filter::from_json(f).map_err(|e| ApiError::bad_request(e.to_string()))?;
-    }
     let question = text_of(&req.messages[last_user]["content"]);
     let conversation = req.messages[..last_user]
         .iter()
@@ -150,7 +147,7 @@ pub async fn chat_completions(
         (!conversation.is_empty()).then_some(conversation)
     };
     let created = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    let request = TurnRequest { question, filter, ..Default::default() };
+    let request = TurnRequest { question, settings: ragctx_core::TurnOverrides { filter, ..Default::default() } };
     if stream {
         return stream_turn(state, who, session, request, conversation, model, created).await;
     }
@@ -168,9 +165,10 @@ pub async fn chat_completions(
 }
 
 /// What ragctx adds to a completion: the turn's citations, context, trace (and pointers).
-fn extra(out: &TurnOutcome) -> Value {
-    let mut extra = json!({"session_id": out.session_id, "turn": out.turn, "intent": out.intent, "citations": out.citations, "context": out.context, "trace": out.trace});
-    if let Some(p) = &out.pointers {
+fn extra(out: &Trace) -> Value {
+    let mut extra = json!({"session_id": out.session_id, "turn": out.turn, "intent": out.intent(), "citations": out.citations, "context": out.context, "trace": out.trace});
+    if out.trace.memory == ragctx_core::Memory::Client {
+        let p = &out.pointers;
         extra["pointers"] = json!(p);
     }
     extra
@@ -179,7 +177,7 @@ fn extra(out: &TurnOutcome) -> Value {
 /// What a streamed turn sends on: the model's pieces, then the turn.
 enum Event {
     Delta(String),
-    Done(Box<Result<TurnOutcome, ApiError>>),
+    Done(Box<Result<Trace, ApiError>>),
 }
 
 /// Server-sent events in the standard chunk format: a role chunk, a content chunk per piece

@@ -63,7 +63,7 @@ async fn documents_turns_traces_and_errors() {
     assert_eq!((s, all.as_array().unwrap().len()), (StatusCode::OK, 2));
     let (s, one) = call_json(&app, "GET", "/v1/sessions/s1/turns/2", None, None).await;
     assert_eq!((s, one["turn"].as_u64()), (StatusCode::OK, Some(2)));
-    assert_eq!(one["stats"]["context_tokens"], t2["trace"]["context_tokens"], "the trace equals the turn's answer");
+    assert_eq!(one["trace"]["context_tokens"], t2["trace"]["context_tokens"], "the trace equals the turn's answer");
 
     for (uri, body, status, code) in [
         ("/v1/sessions/s1/turns", json!({"question": "   "}), 400, "bad_request"),

@@ -103,7 +103,7 @@ async fn round_trips(id: &str, doc: &str) {
     let (s, b) = call_json(&f.app, "POST", "/v1/documents", None, Some(chunk)).await;
     assert_eq!((s, b["new"].as_u64()), (StatusCode::OK, Some(1)), "{b}");
     // One document shown, so the next turn has the five others to give.
-    let first = f.turn("s", json!({"question": "Where do quokkas live?", "granularity": "document", "limit": 1})).await;
+    let first = f.turn("s", json!({"question": "Where do quokkas live?", "limit": 1})).await;
     assert_eq!(docs(&first), [doc], "the document id round-trips: {first}");
     assert!(chunk_ids(&first).contains(&id.to_owned()), "the chunk id round-trips: {first}");
     let (_, traces) = call_json(&f.app, "GET", "/v1/sessions/s/turns", None, None).await;

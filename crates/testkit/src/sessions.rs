@@ -38,7 +38,7 @@ fn commit(question: &str, docs: &[&str], markers: &[(&str, u32)]) -> TurnCommit 
         exclusion: Default::default(),
         invalid_markers: vec![],
         at_unix_ms: 0,
-        stats: TraceStats {
+        trace: TraceStats {
             candidates: docs.len(),
             unique_documents: docs.len(),
             context_fragments: docs.len(),

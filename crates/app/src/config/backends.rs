@@ -113,9 +113,11 @@ pub struct MilvusSettings {
     /// The collection ragctx keeps its chunks in.
     pub collection: String,
     /// `hnsw` or `flat`: the index made with the collection.
-    pub index: String,
+    #[cfg(feature = "milvus")]
+    pub index: ragctx_milvus::IndexKind,
     /// Read consistency: `session`, `bounded`, `eventually` or `strong`.
-    pub consistency: String,
+    #[cfg(feature = "milvus")]
+    pub consistency: ragctx_milvus::Consistency,
     /// Deadline of one call in seconds.
     pub timeout_secs: u64,
     /// `user:password` or an API key.
@@ -123,18 +125,12 @@ pub struct MilvusSettings {
 }
 
 impl Backend {
+    /// The Milvus settings, parsed once into the Milvus crate's own types.
+    #[cfg(feature = "milvus")]
     pub(super) fn milvus(raw: &RawConfig) -> Result<Backend> {
         let uri = raw.milvus_uri.clone().unwrap_or_else(|| "http://127.0.0.1:19530".into());
         if !(uri.starts_with("http://") || uri.starts_with("https://")) {
             bad!("milvus_uri {uri:?}: use http://HOST:PORT or https://HOST:PORT");
-        }
-        let index = raw.milvus_index.clone().unwrap_or_else(|| "hnsw".into());
-        if !matches!(index.as_str(), "hnsw" | "flat") {
-            bad!("milvus_index {index:?}: use hnsw or flat");
-        }
-        let consistency = raw.milvus_consistency.clone().unwrap_or_else(|| "session".into());
-        if !matches!(consistency.as_str(), "strong" | "session" | "bounded" | "eventually") {
-            bad!("milvus_consistency {consistency:?}: use session, bounded, eventually or strong");
         }
         let timeout_secs = raw.milvus_timeout_secs.unwrap_or(5);
         if timeout_secs == 0 {
@@ -143,10 +139,17 @@ impl Backend {
         Ok(Backend::Milvus(MilvusSettings {
             uri,
             collection: raw.collection.clone().unwrap_or_else(|| "ragctx".into()),
-            index,
-            consistency,
+            index: raw.milvus_index.as_deref().unwrap_or("hnsw").parse()?,
+            consistency: raw.milvus_consistency.as_deref().unwrap_or("session").parse()?,
             timeout_secs,
             token: raw.milvus_token.clone(),
         }))
+    }
+
+    #[cfg(not(feature = "milvus"))]
+    pub(super) fn milvus(_: &RawConfig) -> Result<Backend> {
+        Err(Error::InvalidInput(
+            "this ragctx was built without Milvus support: rebuild with `--features milvus` (on by default)".into(),
+        ))
     }
 }
