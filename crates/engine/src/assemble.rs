@@ -1,5 +1,7 @@
-//! Stages 1–5 of a turn (intent, exclusion, search, dedupe, context), without generating
-//! or remembering anything: [`Engine::assemble`], shared by turns and replays.
+//! Stages 1–5 of a turn (DESIGN §2), one function each over typed results — [`intent_of`],
+//! [`working_set`], [`Engine::query`] and [`Engine::candidates`], [`rank_working_set`],
+//! [`dedupe_stage`], [`build_prompt`] — composed by [`Engine::assemble`] without generating
+//! or remembering anything (shared by turns and replays).
 
 use super::*;
 
@@ -48,6 +50,226 @@ pub struct Assembled {
     pub timings: BTreeMap<String, f64>,
 }
 
+/// Stage 2's result: what the session has consumed, as this turn sees it.
+pub struct WorkingSet {
+    /// The ids the search excludes (empty for a reshow or a strategy that does not exclude).
+    pub exclusion: ExclusionSet,
+    /// The chunks of the window and the turn that first showed each: what `engine` memory
+    /// may carry and `client` memory points to.
+    pub first_shown: HashMap<ChunkId, u64>,
+}
+
+/// Stage 3's query: the text searched and the vector searched with.
+pub struct Query {
+    /// The text embedded and searched (for a reshow, the earlier question it shows again).
+    pub text: String,
+    /// A reshow: the question it answers again (the last one that was not a reshow).
+    pub reshown_question: Option<String>,
+    /// The embedding of `text` alone, remembered with the turn.
+    pub own_vector: Vec<f32>,
+    /// The vector searched with: `own_vector` with earlier questions mixed in.
+    pub vector: Vec<f32>,
+    /// Earlier questions mixed into `vector` (0, 1 or 2).
+    pub mixed: usize,
+}
+
+/// Stage 3's candidates, and what grouping and a reshow's order need of them.
+pub struct Candidates {
+    /// The hits of the search, all rounds (a reshow: the previous turn's chunks by id).
+    pub hits: Vec<Hit>,
+    /// How the store searched.
+    pub path: SearchPath,
+    /// Searches run, deeper ones included (0 for a reshow).
+    pub rounds: u32,
+    /// Why the store took its path, in words.
+    pub reason: String,
+    /// Lexical or hybrid retrieval: what each side found.
+    pub sides: Option<ragctx_core::RetrievalTrace>,
+    /// The documents of the previous turn (a reshow: in its prompt's order).
+    pub previous: Vec<DocumentId>,
+    /// Per-document quotas above `group_size` (a follow-up's documents; a reshow's).
+    pub quotas: HashMap<DocumentId, usize>,
+}
+
+/// The evidence before dedupe: the new candidates with, in `engine` memory, the working
+/// set's chunks that rank; in `client` memory those become pointers.
+pub struct Ranked {
+    /// What dedupe and the context are built from.
+    pub hits: Vec<Hit>,
+    /// `client` memory: one pointer per document of the working set that ranks.
+    pub pointers: Vec<context::PointerCandidate>,
+}
+
+/// Stage 5's result: the prompt within the budget.
+pub struct Built {
+    /// The blocks and pointers within the budget, with the markers handed out.
+    pub context: context::BuiltContext,
+    /// `engine` memory: the earlier turns in the prompt, rendered.
+    pub conversation: String,
+    /// Tokens of `conversation`.
+    pub conversation_tokens: usize,
+    /// The whole prompt.
+    pub prompt: String,
+    /// Tokens of `prompt`.
+    pub prompt_tokens: usize,
+}
+
+/// Stage 1: the intent the turn runs with — forced by `mode`, or classified.
+pub fn intent_of(state: &SessionState, question: &str, settings: &TurnSettings) -> Intent {
+    settings.mode.forced().unwrap_or_else(|| intent::classify(question, !state.turns.is_empty()))
+}
+
+/// Stage 2: the exclusion set (`given` replaces the one computed from the session, as a
+/// replay does) and the working set.
+pub fn working_set(
+    state: &SessionState,
+    intent: Intent,
+    settings: &TurnSettings,
+    given: Option<ExclusionSet>,
+) -> WorkingSet {
+    let exclusion = match given {
+        Some(e) if settings.strategy.excludes() && intent != Intent::Reshow => e,
+        Some(_) => ExclusionSet::default(),
+        None => exclusion::exclusion_set(state, intent, settings),
+    };
+    WorkingSet { exclusion, first_shown: exclusion::first_shown(state, settings.window) }
+}
+
+/// Stage 3, within the window: the remembered embeddings of the (up to two) questions before
+/// this one that the query mixes in, newest first — none for a reshow, or when
+/// `conversation_query` says not to.
+pub fn earlier_vectors(
+    state: &SessionState,
+    intent: Intent,
+    settings: &TurnSettings,
+    dimension: usize,
+) -> Vec<Vec<f32>> {
+    // A follow-up's words lean on the questions before it ("What do they eat?"): mix in
+    // their remembered embeddings (no extra embedding work).
+    let mix = match settings.conversation_query {
+        ConversationQuery::Off => false,
+        ConversationQuery::FollowUp => intent == Intent::FollowUp,
+        ConversationQuery::Always => true,
+    };
+    if !mix || intent == Intent::Reshow {
+        return Vec::new();
+    }
+    exclusion::window_turns(state, settings.window)
+        .iter()
+        .rev()
+        .filter(|t| t.intent != Intent::Reshow)
+        .filter_map(|t| t.query_vector.as_ref().map(|v| v.dequantize()))
+        .filter(|v| v.len() == dimension)
+        .take(MIX_WEIGHTS.len() - 1)
+        .collect()
+}
+
+/// Stage 3, with the working set: the chunks of the window that the search excluded, scored
+/// here (`scored`: those that pass the filter, with their cosines to the query); a chunk ranks
+/// when it scores at least as well as the weakest new candidate would. `engine` memory adds
+/// them to the candidates, `client` memory turns them into pointers.
+pub fn rank_working_set(
+    intent: Intent,
+    working: &WorkingSet,
+    candidates: Vec<Hit>,
+    scored: impl FnOnce(&[ChunkId]) -> Result<Vec<Hit>>,
+    settings: &TurnSettings,
+) -> Result<Ranked> {
+    let mut ranking: Vec<Hit> = Vec::new();
+    if intent != Intent::Reshow && !working.exclusion.is_empty() && !working.first_shown.is_empty() {
+        let mut ids: Vec<ChunkId> = working.first_shown.keys().cloned().collect();
+        ids.sort();
+        // Over every candidate, the lexical side's too: flooring at the dense side's
+        // weakest kept less evidence with hybrid retrieval on MTRAG (bench/README.md).
+        let floor = candidates.iter().map(|h| h.score).fold(f32::INFINITY, f32::min);
+        ranking = scored(&ids)?
+            .into_iter()
+            .filter(|h| working.exclusion.excludes(&h.chunk.id, &h.chunk.document_id))
+            .filter(|h| h.score >= floor || candidates.is_empty())
+            .collect();
+        ranking.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.chunk.id.cmp(&b.chunk.id)));
+        ranking.truncate(settings.limit * settings.group_size.max(1));
+    }
+    let mut hits = candidates;
+    let mut pointers = Vec::new();
+    match settings.memory {
+        Memory::Engine => hits.extend(ranking),
+        Memory::Client => pointers = pointer_candidates(ranking, &working.first_shown),
+    }
+    Ok(Ranked { hits, pointers })
+}
+
+/// Stage 4: dedupe by document — grouped (strategies that group, and reshows) or plain —
+/// then carried blocks marked with the turn that first showed them (`engine` memory) and a
+/// reshow's documents put back in their earlier order.
+pub fn dedupe_stage(
+    intent: Intent,
+    hits: Vec<Hit>,
+    candidates: &Candidates,
+    first_shown: &HashMap<ChunkId, u64>,
+    settings: &TurnSettings,
+) -> dedupe::Deduped {
+    let grouping = Grouping { group_size: settings.group_size, quotas: candidates.quotas.clone() };
+    let mut deduped = if settings.strategy.groups() || intent == Intent::Reshow {
+        dedupe::dedupe_by_document(hits, &grouping, settings.group_margin)
+    } else {
+        // Plain top-k as peers do it for `none`; the seed's exclusion drops repeated text.
+        dedupe::plain(hits, settings.strategy.excludes())
+    };
+    if settings.memory == Memory::Engine {
+        // Marked so the model builds on it; in `client` memory the caller's history shows
+        // it, and the seed's strategies stay as peers run them.
+        for f in &mut deduped.fragments {
+            f.carried_from = f.chunks.iter().filter_map(|c| first_shown.get(&c.id)).min().copied();
+        }
+    }
+    if intent == Intent::Reshow {
+        // The reshown documents in their earlier order.
+        let previous = &candidates.previous;
+        deduped.fragments.sort_by_key(|f| previous.iter().position(|d| *d == f.document_id).unwrap_or(usize::MAX));
+    }
+    deduped
+}
+
+/// Stage 5: the conversation (`engine` memory: `given`, or the window's turns, within its
+/// share of the budget), then the blocks and pointers by rank within what is left, then the
+/// prompt and its tokens.
+pub fn build_prompt(
+    state: &SessionState,
+    asked: &str,
+    fragments: &[dedupe::Fragment],
+    pointers: &[context::PointerCandidate],
+    given: Option<&[Utterance]>,
+    settings: &TurnSettings,
+    counter: &dyn TokenCounter,
+) -> Built {
+    let (conversation, conversation_tokens) = match settings.memory {
+        Memory::Engine => {
+            let remembered;
+            let utterances = match given {
+                Some(c) => c,
+                None => {
+                    remembered = conversation::from_turns(exclusion::window_turns(state, settings.window));
+                    &remembered
+                }
+            };
+            let share = (settings.budget as f64 * conversation::CONVERSATION_SHARE) as usize;
+            conversation::fit(utterances, share, counter)
+        }
+        Memory::Client => (String::new(), 0),
+    };
+    let budget = settings.budget.saturating_sub(conversation_tokens);
+    let context = context::build_context(fragments, pointers, &state.markers, budget, counter);
+    let prompt = context::Prompt {
+        question: asked,
+        conversation: &conversation,
+        pointers: &context.pointers,
+        blocks: &context.blocks,
+    };
+    let (rendered, prompt_tokens) = (prompt.render(), prompt.tokens(counter));
+    Built { context, conversation, conversation_tokens, prompt: rendered, prompt_tokens }
+}
+
 impl Engine {
     /// Stages 1–5 for a question against a session state, without generating or
     /// remembering anything. `query` is the text embedded (the question, or a rewrite).
@@ -63,65 +285,104 @@ impl Engine {
         exclusion: Option<ExclusionSet>,
     ) -> Result<Assembled> {
         let mut timings = BTreeMap::new();
-        let intent = settings.mode.forced().unwrap_or_else(|| intent::classify(question, !state.turns.is_empty()));
-        let exclusion = match exclusion {
-            Some(e) if settings.strategy.excludes() && intent != Intent::Reshow => e,
-            Some(_) => ExclusionSet::default(),
-            None => exclusion::exclusion_set(state, intent, settings),
-        };
-        // The chunks of the window and the turn that first showed each: what `engine`
-        // memory may carry and `client` memory points to.
-        let first_shown = exclusion::first_shown(state, settings.window);
+        let intent = intent_of(state, question, settings);
+        let working = working_set(state, intent, settings, exclusion);
 
-        // "Show me that again" is about the previous question: its sources are scored and
-        // answered against that question, not against the words "show me that again".
+        let stage = Stage::start("embed");
+        let query = self.query(state, intent, query, settings)?;
+        stage.end(&mut timings);
+
+        let stage = Stage::start("search");
+        let candidates = self.candidates(state, intent, &query, &working, settings)?;
+        let found = candidates.hits.len();
+        let ranked = rank_working_set(
+            intent,
+            &working,
+            candidates.hits.clone(),
+            |ids| self.scored(&query.vector, ids, &settings.filter),
+            settings,
+        )?;
+        stage.end(&mut timings);
+
+        let stage = Stage::start("dedupe");
+        let deduped = dedupe_stage(intent, ranked.hits, &candidates, &working.first_shown, settings);
+        stage.end(&mut timings);
+
+        let stage = Stage::start("assemble");
+        let asked = query.reshown_question.as_deref().unwrap_or(question);
+        let built = build_prompt(
+            state,
+            asked,
+            &deduped.fragments,
+            &ranked.pointers,
+            conversation,
+            settings,
+            self.counter.as_ref(),
+        );
+        stage.end(&mut timings);
+
+        Ok(Assembled {
+            intent,
+            query: query.text,
+            exclusion: working.exclusion,
+            candidates: found,
+            unique_documents: deduped.unique_documents,
+            aliases: deduped.aliases,
+            search_path: candidates.path,
+            search_rounds: candidates.rounds,
+            search_reason: candidates.reason,
+            retrieval: candidates.sides,
+            context: built.context,
+            conversation: built.conversation,
+            conversation_tokens: built.conversation_tokens,
+            prompt: built.prompt,
+            prompt_tokens: built.prompt_tokens,
+            answer_question: query.reshown_question,
+            query_vector: query.own_vector,
+            mixed_questions: query.mixed,
+            timings,
+        })
+    }
+
+    /// Stage 3's query: "show me that again" is about the previous question — its sources
+    /// are scored against that question, not against the words "show me that again" — and a
+    /// question mixes in the remembered embeddings of the ones before it.
+    pub fn query(&self, state: &SessionState, intent: Intent, query: &str, settings: &TurnSettings) -> Result<Query> {
         let reshown_question = match intent {
             // A reshow of a reshow goes back to the question that was first answered.
             Intent::Reshow => state.turns.iter().rev().find(|t| t.intent != Intent::Reshow).map(|t| t.question.clone()),
             _ => None,
         };
-        let query = reshown_question.as_deref().unwrap_or(query);
-        let stage = Stage::start("embed");
-        let query_vector =
-            self.embedder.embed_queries(&[query])?.pop().ok_or_else(|| Error::Model("no embedding returned".into()))?;
-        // A follow-up's words lean on the questions before it ("What do they eat?"): mix in
-        // their remembered embeddings (no extra embedding work).
-        let mix = match settings.conversation_query {
-            ConversationQuery::Off => false,
-            ConversationQuery::FollowUp => intent == Intent::FollowUp,
-            ConversationQuery::Always => true,
-        };
-        let earlier: Vec<Vec<f32>> = if mix && intent != Intent::Reshow {
-            exclusion::window_turns(state, settings.window)
-                .iter()
-                .rev()
-                .filter(|t| t.intent != Intent::Reshow)
-                .filter_map(|t| t.query_vector.as_ref().map(|v| v.dequantize()))
-                .filter(|v| v.len() == query_vector.len())
-                .take(MIX_WEIGHTS.len() - 1)
-                .collect()
-        } else {
-            Vec::new()
-        };
-        let vector = mix_vectors(&query_vector, &earlier, &MIX_WEIGHTS);
-        stage.end(&mut timings);
+        let text = reshown_question.clone().unwrap_or_else(|| query.to_owned());
+        let own_vector =
+            self.embedder.embed_queries(&[&text])?.pop().ok_or_else(|| Error::Model("no embedding returned".into()))?;
+        let earlier = earlier_vectors(state, intent, settings, own_vector.len());
+        let vector = mix_vectors(&own_vector, &earlier, &MIX_WEIGHTS);
+        Ok(Query { text, reshown_question, own_vector, vector, mixed: earlier.len() })
+    }
 
-        let stage = Stage::start("search");
+    /// Stage 3's candidates: a reshow fetches the previous turn's chunks by id (what it
+    /// showed and what it pointed to: the caller holds those) with no search and no
+    /// exclusion; any other turn searches with the exclusion, grouping and filter inside the
+    /// search, a follow-up's documents allowed an extra chunk.
+    pub fn candidates(
+        &self,
+        state: &SessionState,
+        intent: Intent,
+        query: &Query,
+        working: &WorkingSet,
+        settings: &TurnSettings,
+    ) -> Result<Candidates> {
         let mut previous = memory::last_documents(state);
         let mut quotas: HashMap<DocumentId, usize> = HashMap::new();
-        let mut sides = None;
-        let (mut hits, path, rounds, reason) = if intent == Intent::Reshow {
-            // "Show me that again": the last turn's chunks, fetched by id; no search, no exclusion.
-            // What it showed, and what it pointed to (the caller holds those).
-            let shown: Vec<ChunkId> = state
-                .turns
-                .last()
-                .map(|t| t.pointed_chunks.iter().chain(&t.shown_chunks).cloned().collect())
-                .unwrap_or_default();
-            let hits = self.scored(&vector, &shown, &settings.filter)?;
+        if intent == Intent::Reshow {
+            let last = state.turns.last();
+            let shown: Vec<ChunkId> =
+                last.map(|t| t.pointed_chunks.iter().chain(&t.shown_chunks).cloned().collect()).unwrap_or_default();
+            let hits = self.scored(&query.vector, &shown, &settings.filter)?;
             // In the earlier prompt's order: the pointers (ranked above the new sources), then
             // the sources shown.
-            let pointed = state.turns.last().map(|t| t.pointed_chunks.clone()).unwrap_or_default();
+            let pointed = last.map(|t| t.pointed_chunks.clone()).unwrap_or_default();
             let mut order: Vec<DocumentId> = Vec::new();
             for h in hits.iter().filter(|h| pointed.contains(&h.chunk.id)) {
                 if !order.contains(&h.chunk.document_id) {
@@ -133,129 +394,46 @@ impl Engine {
             for d in &previous {
                 quotas.insert(d.clone(), shown.len().max(1));
             }
-            (hits, SearchPath::Exact, 0, "reshow: the previous turn's chunks by id".to_string())
-        } else {
-            if intent == Intent::FollowUp {
-                // More about what was just shown: those documents may take an extra slot.
-                for d in &previous {
-                    quotas.insert(d.clone(), settings.group_size + 1);
-                }
-            }
-            let r = retrieve::retrieve(
-                self.vectors.as_ref(),
-                vector.clone(),
-                // The question alone: adding the earlier questions' words, as the dense
-                // side mixes their embeddings, lost evidence on MTRAG (bench/README.md).
-                query,
-                exclusion.clone(),
-                quotas.clone(),
-                settings,
-            )?;
-            sides = r.sides;
-            (r.outcome.hits, r.outcome.path, r.outcome.rounds + r.deeper, r.outcome.reason)
-        };
-        let candidates = hits.len();
-        // The working set: excluded from the search, scored exactly here. A chunk of it
-        // ranks when it scores at least as well as the weakest new candidate would.
-        let mut ranking: Vec<Hit> = Vec::new();
-        if intent != Intent::Reshow && !exclusion.is_empty() && !first_shown.is_empty() {
-            let mut ids: Vec<ChunkId> = first_shown.keys().cloned().collect();
-            ids.sort();
-            // Over every candidate, the lexical side's too: flooring at the dense side's
-            // weakest kept less evidence with hybrid retrieval on MTRAG (bench/README.md).
-            let floor = hits.iter().map(|h| h.score).fold(f32::INFINITY, f32::min);
-            ranking = self
-                .scored(&vector, &ids, &settings.filter)?
-                .into_iter()
-                .filter(|h| exclusion.excludes(&h.chunk.id, &h.chunk.document_id))
-                .filter(|h| h.score >= floor || hits.is_empty())
-                .collect();
-            ranking.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.chunk.id.cmp(&b.chunk.id)));
-            ranking.truncate(settings.limit * settings.group_size.max(1));
+            return Ok(Candidates {
+                hits,
+                path: SearchPath::Exact,
+                rounds: 0,
+                reason: "reshow: the previous turn's chunks by id".to_string(),
+                sides: None,
+                previous,
+                quotas,
+            });
         }
-        let mut pointers = Vec::new();
-        match settings.memory {
-            Memory::Engine => hits.extend(ranking),
-            Memory::Client => pointers = pointer_candidates(ranking, &first_shown),
-        }
-        stage.end(&mut timings);
-
-        let stage = Stage::start("dedupe");
-        let grouping = Grouping { group_size: settings.group_size, quotas };
-        let deduped = if settings.strategy.groups() || intent == Intent::Reshow {
-            dedupe::dedupe_by_document(hits, &grouping, settings.group_margin)
-        } else {
-            // Plain top-k as peers do it for `none`; the seed's exclusion drops repeated text.
-            dedupe::plain(hits, settings.strategy.excludes())
-        };
-        let mut fragments = deduped.fragments;
-        if settings.memory == Memory::Engine {
-            // Marked so the model builds on it; in `client` memory the caller's history shows
-            // it, and the seed's strategies stay as peers run them.
-            for f in &mut fragments {
-                f.carried_from = f.chunks.iter().filter_map(|c| first_shown.get(&c.id)).min().copied();
+        if intent == Intent::FollowUp {
+            // More about what was just shown: those documents may take an extra slot.
+            for d in &previous {
+                quotas.insert(d.clone(), settings.group_size + 1);
             }
         }
-        if intent == Intent::Reshow {
-            // The reshown documents in their earlier order.
-            fragments.sort_by_key(|f| previous.iter().position(|d| *d == f.document_id).unwrap_or(usize::MAX));
-        }
-        stage.end(&mut timings);
-
-        let stage = Stage::start("assemble");
-        let (conversation, conversation_tokens) = match settings.memory {
-            Memory::Engine => {
-                let remembered;
-                let utterances = match conversation {
-                    Some(c) => c,
-                    None => {
-                        remembered = conversation::from_turns(exclusion::window_turns(state, settings.window));
-                        &remembered
-                    }
-                };
-                let share = (settings.budget as f64 * conversation::CONVERSATION_SHARE) as usize;
-                conversation::fit(utterances, share, self.counter.as_ref())
-            }
-            Memory::Client => (String::new(), 0),
-        };
-        let budget = settings.budget.saturating_sub(conversation_tokens);
-        let built = context::build_context(&fragments, &pointers, &state.markers, budget, self.counter.as_ref());
-        let asked = reshown_question.as_deref().unwrap_or(question);
-        let prompt = context::Prompt {
-            question: asked,
-            conversation: &conversation,
-            pointers: &built.pointers,
-            blocks: &built.blocks,
-        };
-        let (rendered, prompt_tokens) = (prompt.render(), prompt.tokens(self.counter.as_ref()));
-        stage.end(&mut timings);
-
-        Ok(Assembled {
-            intent,
-            query: query.to_owned(),
-            exclusion,
-            candidates,
-            unique_documents: deduped.unique_documents,
-            aliases: deduped.aliases,
-            search_path: path,
-            search_rounds: rounds,
-            search_reason: reason,
-            retrieval: sides,
-            context: built,
-            conversation,
-            conversation_tokens,
-            prompt: rendered,
-            prompt_tokens,
-            answer_question: reshown_question,
-            query_vector,
-            mixed_questions: earlier.len(),
-            timings,
+        let r = retrieve::retrieve(
+            self.vectors.as_ref(),
+            query.vector.clone(),
+            // The question alone: adding the earlier questions' words, as the dense
+            // side mixes their embeddings, lost evidence on MTRAG (bench/README.md).
+            &query.text,
+            working.exclusion.clone(),
+            quotas.clone(),
+            settings,
+        )?;
+        Ok(Candidates {
+            hits: r.outcome.hits,
+            path: r.outcome.path,
+            rounds: r.outcome.rounds + r.deeper,
+            reason: r.outcome.reason,
+            sides: r.sides,
+            previous,
+            quotas,
         })
     }
 
-    /// Chunks by id, scored exactly against the query (unknown ids are skipped).
     /// The chunks of `ids` that pass the turn's filter, scored exactly against `query`:
-    /// nothing that fails the current filter is carried or pointed to.
+    /// nothing that fails the current filter is carried or pointed to (unknown ids are
+    /// skipped).
     fn scored(&self, query: &[f32], ids: &[ChunkId], filter: &Filter) -> Result<Vec<Hit>> {
         let hits = self
             .vectors
@@ -290,3 +468,6 @@ fn pointer_candidates(ranking: Vec<Hit>, first_shown: &HashMap<ChunkId, u64>) ->
     }
     out
 }
+
+#[cfg(test)]
+mod tests;
