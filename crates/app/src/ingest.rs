@@ -1,21 +1,22 @@
-//! Ingest: read everything, validate everything, embed (with the cache), then replace the
-//! documents in one transaction. Bad input fails before anything is written. Used by
-//! `ragctx ingest` and the Python package alike.
+//! Ingest from files and records: read everything, validate everything, then the engine's
+//! one ingest path ([`embed_chunks`] with the cache, then [`store_embedded`]: replace the documents in one
+//! transaction). Bad input fails before anything is written. Used by `ragctx ingest` and the
+//! Python package alike; `ragctx serve` and the evaluations use the same path.
 
 use crate::config::{Backend, Settings};
 use indicatif::{ProgressBar, ProgressStyle};
-use ragctx_core::{EmbeddedChunk, Embedder, Metadata, VectorStore};
+use ragctx_core::{Embedder, Metadata};
 use ragctx_core::{Error, Result};
-use ragctx_engine::ingest::{self, check_unique_ids, chunk_document, parse_jsonl, DocumentFormat, SourcedChunk};
+pub use ragctx_engine::ingest::IngestReport;
+use ragctx_engine::ingest::{
+    check_unique_ids, chunk_document, embed_chunks, embed_with_cache, parse_jsonl, store_embedded, DocumentFormat,
+    IngestProgress, SourcedChunk, EMBED_STEP,
+};
 use ragctx_models::Cl100kCounter;
-use ragctx_store::{DataDir, EmbeddingCache};
-use std::collections::hash_map::{Entry, HashMap};
+use ragctx_store::{DataDir, DataDirCache};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-
-/// Texts embedded per cache commit.
-const EMBED_STEP: usize = 128;
 
 /// What [`read_paths`] found: the chunks, and the files read and left out.
 pub struct Read {
@@ -95,177 +96,65 @@ fn read_file(path: &Path, document_id: &str, read: &mut Read) -> Result<bool> {
     Ok(true)
 }
 
-/// Where the embedding cache is: in a data dir this process holds open, or in one opened
-/// for each access only (a long ingest does not lock out other processes while it embeds).
-#[derive(Clone, Copy)]
-pub enum Cache<'a> {
-    /// The cache in a data dir this process holds open (an opened [`App`](crate::App)).
-    Open(&'a DataDir),
-    /// The cache in the data dir at this path, opened for each read and write only.
-    At(&'a Path),
+/// Progress of a long embedding on stderr: a bar on a terminal, about ten lines otherwise;
+/// warnings as `ragctx: ...` lines.
+pub struct Terminal {
+    bar: std::sync::Mutex<Option<ProgressBar>>,
+    started: Instant,
+    last: std::sync::atomic::AtomicUsize,
 }
 
-impl Cache<'_> {
-    fn get(&self, model: &str, texts: &[&str]) -> Result<Vec<Option<Vec<f32>>>> {
-        match self {
-            Cache::Open(d) => d.cached_embeddings(model, texts),
-            Cache::At(p) => EmbeddingCache::get(p, model, texts),
-        }
-    }
-    fn put(&self, model: &str, items: &[(&str, &[f32])]) -> Result<()> {
-        match self {
-            Cache::Open(d) => d.cache_embeddings(model, items),
-            Cache::At(p) => EmbeddingCache::put(p, model, items),
-        }
-    }
-    fn path(&self) -> &Path {
-        match self {
-            Cache::Open(d) => d.path(),
-            Cache::At(p) => p,
-        }
+impl Default for Terminal {
+    fn default() -> Self {
+        Terminal { bar: std::sync::Mutex::new(None), started: Instant::now(), last: Default::default() }
     }
 }
 
-/// Embeds what the cache lacks, with progress, caching as it goes.
-pub fn embed_all(embedder: &dyn Embedder, cache: Cache<'_>, texts: &[&str]) -> Result<(Vec<Vec<f32>>, usize)> {
-    let model = embedder.model_id().to_owned();
-    // The cache saves re-embedding; without it (a read-only or busy data dir, as a
-    // production host running on Milvus may have) ingest still works, only slower.
-    let (cached, mut caching) = match cache.get(&model, texts) {
-        Ok(c) => (c, true),
-        Err(e) => {
-            eprintln!(
-                "ragctx: embedding cache in {} unavailable ({}); embedding without it",
-                cache.path().display(),
-                e.report()
-            );
-            (vec![None; texts.len()], false)
-        }
-    };
-    // A text that occurs more than once (MTRAG's cloud corpus has 1,743 passages whose text
-    // is another id's) is embedded once.
-    let mut first: HashMap<&str, usize> = HashMap::new();
-    let mut copies: Vec<(usize, usize)> = Vec::new();
-    let mut missing: Vec<usize> = Vec::new();
-    for i in (0..texts.len()).filter(|&i| cached[i].is_none()) {
-        match first.entry(texts[i]) {
-            Entry::Occupied(e) => copies.push((i, *e.get())),
-            Entry::Vacant(e) => {
-                e.insert(i);
-                missing.push(i);
+impl IngestProgress for Terminal {
+    fn embedded(&self, done: usize, total: usize) {
+        use std::sync::atomic::Ordering;
+        let mut bar = self.bar.lock().unwrap_or_else(|e| e.into_inner());
+        if done == 0 {
+            if std::io::stderr().is_terminal() && total > 0 {
+                let b = ProgressBar::new(total as u64);
+                b.set_style(
+                    ProgressStyle::with_template("embedding {bar:30} {pos}/{len} chunks  {per_sec}  eta {eta}")
+                        .expect("valid template"),
+                );
+                *bar = Some(b);
             }
+            return;
         }
-    }
-    let mut out: Vec<Option<Vec<f32>>> = cached;
-    let terminal = std::io::stderr().is_terminal();
-    let bar = if terminal && !missing.is_empty() {
-        let b = ProgressBar::new(missing.len() as u64);
-        b.set_style(
-            ProgressStyle::with_template("embedding {bar:30} {pos}/{len} chunks  {per_sec}  eta {eta}")
-                .expect("valid template"),
-        );
-        Some(b)
-    } else {
-        None
-    };
-    let started = Instant::now();
-    let (mut last_report, mut done) = (0, 0);
-    // Longest first: the first progress lines overestimate the time left, never underestimate.
-    let mut order = missing.clone();
-    order.sort_by_key(|&i| std::cmp::Reverse(texts[i].len()));
-    for step in order.chunks(EMBED_STEP) {
-        let batch: Vec<&str> = step.iter().map(|&i| texts[i]).collect();
-        let vectors = embedder.embed(&batch)?;
-        let items: Vec<(&str, &[f32])> = batch.iter().copied().zip(vectors.iter().map(Vec::as_slice)).collect();
-        if caching {
-            if let Err(e) = cache.put(&model, &items) {
-                eprintln!("ragctx: could not write the embedding cache ({}); going on without it", e.report());
-                caching = false;
-            }
-        }
-        for (&i, v) in step.iter().zip(vectors) {
-            out[i] = Some(v);
-        }
-        done += step.len();
-        match &bar {
+        match bar.as_ref() {
             Some(b) => b.set_position(done as u64),
-            None if done - last_report >= (missing.len() / 10).max(EMBED_STEP) || done == missing.len() => {
-                last_report = done;
-                let secs = started.elapsed().as_secs_f64();
+            None if done - self.last.load(Ordering::Relaxed) >= (total / 10).max(EMBED_STEP) || done == total => {
+                self.last.store(done, Ordering::Relaxed);
+                let secs = self.started.elapsed().as_secs_f64();
                 let rate = done as f64 / secs.max(1e-9);
                 eprintln!(
-                    "embedded {done}/{} chunks ({secs:.0}s, {rate:.1}/s, about {:.0}s left)",
-                    missing.len(),
-                    (missing.len() - done) as f64 / rate
+                    "embedded {done}/{total} chunks ({secs:.0}s, {rate:.1}/s, about {:.0}s left)",
+                    (total - done) as f64 / rate
                 );
             }
             None => {}
         }
     }
-    if let Some(b) = bar {
-        b.finish_and_clear();
+
+    fn finished(&self) {
+        if let Some(b) = self.bar.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            b.finish_and_clear();
+        }
     }
-    for (copy, of) in copies {
-        out[copy] = out[of].clone();
+
+    fn warn(&self, message: &str) {
+        eprintln!("ragctx: {message}");
     }
-    Ok((out.into_iter().map(|v| v.expect("every text embedded")).collect(), missing.len()))
 }
 
-/// What an ingest did.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct IngestReport {
-    /// Chunks read from the input.
-    pub chunks: usize,
-    /// Documents those chunks belong to.
-    pub documents: usize,
-    /// Files read (0 for records).
-    pub files: usize,
-    /// Chunk ids the store did not hold before.
-    pub new: usize,
-    /// Chunks written again under an id the store already held.
-    pub updated: usize,
-    /// Chunks of the replaced documents that are no longer in them (0 with `append`).
-    pub removed: usize,
-    /// Texts embedded now (each distinct text once; see `cached` for the others).
-    pub embedded: usize,
-    /// Chunks not embedded now: their vector came from the cache, or from another chunk of the
-    /// input with the same text.
-    pub cached: usize,
-    /// Chunks the store holds afterwards.
-    pub stored: usize,
-    /// Files of other types found in folders and left out.
-    pub skipped: Vec<PathBuf>,
-    /// Chunks the lexical (BM25) index covers, built with the ingest; `None` for a backend
-    /// without one.
-    pub lexical: Option<usize>,
-    /// Wall time of the whole ingest, in seconds.
-    pub seconds: f64,
-}
-
-impl std::fmt::Display for IngestReport {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "ingested {} chunks of {} documents from {} files: {} new, {} updated, {} removed; embedded {}, {} from cache; store holds {} chunks ({:.1}s)",
-            self.chunks,
-            self.documents,
-            self.files,
-            self.new,
-            self.updated,
-            self.removed,
-            self.embedded,
-            self.cached,
-            self.stored,
-            self.seconds
-        )?;
-        if let Some(n) = self.lexical {
-            write!(f, "\nlexical index: {n} chunks")?;
-        }
-        if !self.skipped.is_empty() {
-            write!(f, "\nskipped {} files of other types", self.skipped.len())?;
-        }
-        Ok(())
-    }
+/// Embeds what the data dir's cache lacks, with progress on stderr, caching as it goes (the
+/// evaluations' corpora): [`embed_with_cache`] with [`Terminal`] progress.
+pub fn embed_all(embedder: &dyn Embedder, cache: &DataDirCache, texts: &[&str]) -> Result<(Vec<Vec<f32>>, usize)> {
+    embed_with_cache(embedder, Some(cache), texts, &Terminal::default())
 }
 
 /// Ingests files or folders (`.jsonl`, `.md`, `.txt`, `.html`, folders walked).
@@ -330,13 +219,22 @@ pub fn ingest_records(settings: &Settings, source: &str, jsonl: &[u8], append: b
     store_chunks(settings, read_records(source, jsonl)?, append, started)
 }
 
-fn store_chunks(settings: &Settings, read: Read, append: bool, started: Instant) -> Result<IngestReport> {
+fn store_chunks(settings: &Settings, mut read: Read, append: bool, started: Instant) -> Result<IngestReport> {
     let embedder = crate::app::embedder(settings)?;
     if let Backend::Embedded = settings.backend {
         // Before hours of embedding: a store of another model's vectors is refused now.
         DataDir::bind_model_at(&settings.data_dir, embedder.model_id(), settings.embedder.is_unrecorded_default())?;
     }
-    let embedded = embed_chunks(embedder.as_ref(), Cache::At(&settings.data_dir), read.chunks)?;
+    // Embedded first, the data dir opened for each cache access only: a long ingest does not
+    // lock out other processes while it embeds.
+    let cache = DataDirCache::At(settings.data_dir.clone());
+    let embedded = embed_chunks(
+        embedder.as_ref(),
+        &Cl100kCounter::new(),
+        Some(&cache),
+        &Terminal::default(),
+        std::mem::take(&mut read.chunks),
+    )?;
     // Only the embedded backend lives in the data dir: with Milvus nothing local is locked.
     let data = match settings.backend {
         Backend::Embedded => {
@@ -350,7 +248,15 @@ fn store_chunks(settings: &Settings, read: Read, append: bool, started: Instant)
     };
     let store = crate::app::vector_store(settings, data.as_ref(), embedder.dimension(), Some(embedder.model_id()))?;
     let store = ragctx_core::ScopedVectorStore::new(store, settings.tenant().clone());
-    report(&store, embedded, (read.files, read.skipped), append, started)
+    Ok(finish(store_embedded(&store, embedded, append)?, read, started))
+}
+
+/// The report of the whole ingest: the files read, the time since reading began.
+fn finish(mut report: IngestReport, read: Read, started: Instant) -> IngestReport {
+    report.files = read.files;
+    report.skipped = read.skipped;
+    report.seconds = started.elapsed().as_secs_f64();
+    report
 }
 
 impl crate::App {
@@ -372,61 +278,29 @@ impl crate::App {
         self.store_read(read_records(source, jsonl)?, append, started)
     }
 
-    fn store_read(&self, read: Read, append: bool, started: Instant) -> Result<IngestReport> {
-        let embedder = self.embedder.as_ref();
-        if let (Backend::Embedded, Some(data)) = (&self.settings.backend, &self.data) {
-            crate::app::bind_model(&self.settings, data, embedder)?;
+    /// The data dir's embedding cache: through the data dir this app holds open, or opened
+    /// for each access (a Milvus backend with Redis sessions holds none).
+    pub fn embedding_cache(&self) -> DataDirCache {
+        match &self.data {
+            Some(d) => d.embedding_cache(),
+            None => DataDirCache::At(self.settings.data_dir.clone()),
         }
-        let cache = match &self.data {
-            Some(d) => Cache::Open(d),
-            None => Cache::At(&self.settings.data_dir),
-        };
-        let embedded = embed_chunks(embedder, cache, read.chunks)?;
-        report(self.engine.vectors.as_ref(), embedded, (read.files, read.skipped), append, started)
     }
-}
 
-/// The chunks with their vectors and token counts; and how many texts were embedded now.
-fn embed_chunks(
-    embedder: &dyn Embedder,
-    cache: Cache<'_>,
-    chunks: Vec<SourcedChunk>,
-) -> Result<(Vec<EmbeddedChunk>, usize)> {
-    let texts: Vec<&str> = chunks.iter().map(|c| c.chunk.text.as_str()).collect();
-    let (vectors, embedded) = embed_all(embedder, cache, &texts)?;
-    Ok((ingest::with_vectors(chunks, vectors, &Cl100kCounter::new()), embedded))
-}
-
-/// Writes the chunks (one transaction) and says what changed.
-fn report(
-    store: &dyn VectorStore,
-    (chunks, embedded): (Vec<EmbeddedChunk>, usize),
-    (files, skipped): (usize, Vec<PathBuf>),
-    append: bool,
-    started: Instant,
-) -> Result<IngestReport> {
-    let (r, documents) = ingest::store(store, &chunks, append)?;
-    // Built now, beside the vectors, so the first lexical turn does not wait for it. The
-    // chunks are committed: a failure here only leaves the build to that first search.
-    let lexical = match store.prepare_lexical() {
-        Ok(n) => n,
-        Err(e) => {
-            tracing::warn!(error = %e.report(), "the lexical index was not built with the ingest; the first lexical search builds it");
-            None
+    fn store_read(&self, mut read: Read, append: bool, started: Instant) -> Result<IngestReport> {
+        if let (Backend::Embedded, Some(data)) = (&self.settings.backend, &self.data) {
+            crate::app::bind_model(&self.settings, data, self.embedder.as_ref())?;
         }
-    };
-    Ok(IngestReport {
-        chunks: chunks.len(),
-        documents,
-        files,
-        new: r.new,
-        updated: r.updated,
-        removed: r.removed,
-        embedded,
-        cached: chunks.len() - embedded,
-        stored: store.len()?,
-        skipped,
-        lexical,
-        seconds: started.elapsed().as_secs_f64(),
-    })
+        let cache = self.embedding_cache();
+        let e = &self.engine;
+        let embedded = embed_chunks(
+            e.embedder.as_ref(),
+            e.counter.as_ref(),
+            Some(&cache),
+            &Terminal::default(),
+            std::mem::take(&mut read.chunks),
+        )?;
+        let report = store_embedded(e.vectors.as_ref(), embedded, append)?;
+        Ok(finish(report, read, started))
+    }
 }

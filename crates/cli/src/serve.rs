@@ -26,6 +26,7 @@ pub fn run(app: App, addr: &str) -> Result<()> {
         metrics: Metrics::default(),
         turn_timeout: app.settings.turn_timeout(),
         ingest_timeout: Duration::from_secs(1800),
+        embedding_cache: Some(Arc::new(app.embedding_cache())),
     });
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {

@@ -91,5 +91,5 @@ pub use search::{
 pub use session::{Intent, Memory, QuantizedVector, Retention, SessionState, TurnCommit, TurnRecord};
 pub use tenant::{tenant_of, Tenant, DEFAULT_TENANT, TENANT_SEPARATOR};
 pub use trace::{EffectiveSettings, RetrievalTrace, Trace, TraceStats, TRACE_VERSION};
-pub use traits::{Embedder, GenerationRequest, Generator, SessionStore, TokenCounter, VectorStore};
+pub use traits::{Embedder, EmbeddingCache, GenerationRequest, Generator, SessionStore, TokenCounter, VectorStore};
 pub use turn::{TurnSettings, DEFAULT_GROUP_MARGIN, REMEMBERED_TURNS};

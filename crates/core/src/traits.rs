@@ -105,6 +105,17 @@ pub trait Embedder: Send + Sync {
     }
 }
 
+/// Embeddings already computed, by model and text (a data dir's cache): an ingest embeds only
+/// what it lacks.
+pub trait EmbeddingCache: Send + Sync {
+    /// The cached vector of each text for `model_id`, `None` where there is none.
+    fn get(&self, model_id: &str, texts: &[&str]) -> Result<Vec<Option<Vec<f32>>>>;
+    /// Keeps these vectors for `model_id`.
+    fn put(&self, model_id: &str, items: &[(&str, &[f32])]) -> Result<()>;
+    /// Where the cache is, for messages.
+    fn place(&self) -> String;
+}
+
 /// Counts tokens the way the model will.
 pub trait TokenCounter: Send + Sync {
     /// The tokenizer's name, recorded in traces; token counts taken at ingest are reused only when

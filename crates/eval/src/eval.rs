@@ -258,7 +258,7 @@ fn beir(
     if !json {
         eprintln!("embedding {} documents (cached in {})", refs.len(), data_dir.display());
     }
-    let (vectors, embedded) = embed_all(embedder, ragctx_app::ingest::Cache::At(data_dir), &refs)?;
+    let (vectors, embedded) = embed_all(embedder, &ragctx_store::DataDirCache::At(data_dir.to_owned()), &refs)?;
     let mut index = VectorIndex::new(embedder.dimension(), IndexParams::default());
     for (c, v) in chunks.iter().zip(&vectors) {
         index.upsert(c.id.as_str(), c.id.as_str(), 1.0, v);
@@ -350,7 +350,8 @@ fn beir(
 
 /// Both sides of every written conflict must reach the context, and citations stay inside it.
 fn conflicts(settings: &Settings, file: &Path, json: bool) -> Result<()> {
-    use ragctx_core::{Chunk, EmbeddedChunk, SessionId, SessionStore, VectorStore};
+    use ragctx_core::{Chunk, SessionId, SessionStore};
+    use ragctx_engine::ingest::Logged;
     use ragctx_engine::Strategy;
     use std::sync::Arc;
     let v: serde_json::Value =
@@ -360,32 +361,25 @@ fn conflicts(settings: &Settings, file: &Path, json: bool) -> Result<()> {
         cases.iter().flat_map(|c| c["sides"].as_array().into_iter().flatten()).collect();
     docs.extend(v["distractors"].as_array().into_iter().flatten());
     let embedder = ragctx_app::app::embedder(settings)?;
-    let texts: Vec<&str> = docs.iter().map(|d| d["text"].as_str().unwrap_or_default()).collect();
-    let vectors = embedder.embed(&texts)?;
-    let store = ragctx_index::MemoryVectorStore::new(embedder.dimension(), IndexParams::default());
-    let chunks: Vec<EmbeddedChunk> = docs
+    let sourced: Vec<ragctx_engine::ingest::SourcedChunk> = docs
         .iter()
-        .zip(vectors)
-        .map(|(d, vector)| {
+        .map(|d| {
             let id = d["document_id"].as_str().unwrap_or_default();
-            EmbeddedChunk {
-                chunk: Chunk {
-                    id: format!("{id}#0").into(),
-                    document_id: id.into(),
-                    title: d["title"].as_str().unwrap_or_default().into(),
-                    text: d["text"].as_str().unwrap_or_default().into(),
-                    ordinal: Some(0),
-                    start: None,
-                    end: None,
-                    weight: 1.0,
-                    tokens: None,
-                    metadata: Default::default(),
-                },
-                vector,
-            }
+            let mut chunk = Chunk::new(
+                &format!("{id}#0"),
+                id,
+                d["title"].as_str().unwrap_or_default(),
+                d["text"].as_str().unwrap_or_default(),
+            );
+            chunk.ordinal = Some(0);
+            ragctx_engine::ingest::SourcedChunk { chunk, file: file.display().to_string(), line: None }
         })
         .collect();
-    store.upsert(&chunks)?;
+    // The one ingest path (no cache: a few dozen passages).
+    let store = ragctx_store::MemoryVectorStore::new(embedder.dimension(), IndexParams::default());
+    let counter = ragctx_models::Cl100kCounter::new();
+    let embedded = ragctx_engine::ingest::embed_chunks(embedder.as_ref(), &counter, None, &Logged, sourced)?;
+    ragctx_engine::ingest::store_embedded(&store, embedded, true)?;
     let dir = std::env::temp_dir().join(format!("ragctx-conflicts-{}", std::process::id()));
     let data = ragctx_store::DataDir::open(&dir, embedder.dimension())?;
     let sessions: Arc<dyn SessionStore> = Arc::new(data.session_store());

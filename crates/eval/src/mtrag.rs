@@ -6,16 +6,17 @@ use crate::error::{bail, write_file, Error, Result};
 use crate::mtrag_metrics::{Means, StrategyReport, Tally};
 use crate::report;
 use ragctx_app::config::Settings;
-use ragctx_app::ingest::embed_all;
-use ragctx_core::{Chunk, EmbeddedChunk, Embedder, SessionId, SessionStore, TokenCounter, VectorStore};
+use ragctx_app::ingest::Terminal;
+use ragctx_core::{Embedder, SessionId, SessionStore, TokenCounter};
 use ragctx_core::{Fusion, Memory, Retrieval};
 use ragctx_engine::context::INSTRUCTIONS;
 use ragctx_engine::dedupe::text_hash;
-use ragctx_engine::ingest::{parse_jsonl, text_tokens};
+use ragctx_engine::ingest::{embed_chunks, parse_jsonl, store_embedded};
 use ragctx_engine::{Consumption, ConversationQuery, Granularity, Strategy, TurnSettings, Utterance};
-use ragctx_index::{IndexParams, MemoryVectorStore};
+use ragctx_index::IndexParams;
 use ragctx_models::Cl100kCounter;
-use ragctx_store::DataDir;
+use ragctx_store::MemoryVectorStore;
+use ragctx_store::{DataDir, DataDirCache};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -230,23 +231,18 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
     for domain in &domains {
         let path = opts.corpus_dir.join(format!("corpus_{domain}.jsonl"));
         let bytes = std::fs::read(&path).map_err(|source| Error::Read { path: path.clone(), source })?;
-        let chunks: Vec<Chunk> = parse_jsonl(&path.display().to_string(), &bytes)?
-            .into_iter()
-            .map(|s| Chunk { tokens: text_tokens(counter.as_ref(), &s.chunk.text), ..s.chunk })
-            .collect();
-        let texts: Vec<&str> = chunks.iter().map(|c| c.text.as_str()).collect();
+        let read = parse_jsonl(&path.display().to_string(), &bytes)?;
         if !opts.json {
-            eprintln!("{domain}: {} passages (embeddings cached in {})", chunks.len(), settings.data_dir().display());
+            eprintln!("{domain}: {} passages (embeddings cached in {})", read.len(), settings.data_dir().display());
         }
-        let (vectors, _) =
-            embed_all(embedder.inner.as_ref(), ragctx_app::ingest::Cache::At(settings.data_dir()), &texts)?;
+        // The one ingest path, as `ragctx ingest` takes it (the data dir's embedding cache).
+        let cache = DataDirCache::At(settings.data_dir().to_owned());
+        let embedded =
+            embed_chunks(embedder.inner.as_ref(), counter.as_ref(), Some(&cache), &Terminal::default(), read)?;
         let doc_of: HashMap<String, String> =
-            chunks.iter().map(|c| (c.id.0.clone(), c.document_id.0.clone())).collect();
+            embedded.chunks.iter().map(|c| (c.chunk.id.0.clone(), c.chunk.document_id.0.clone())).collect();
         let store = MemoryVectorStore::new(embedder.dimension(), IndexParams::default());
-        let embedded: Vec<EmbeddedChunk> =
-            chunks.into_iter().zip(vectors).map(|(chunk, vector)| EmbeddedChunk { chunk, vector }).collect();
-        store.upsert(&embedded)?;
-        drop(embedded);
+        store_embedded(&store, embedded, true)?;
         let engine = ragctx_app::app::engine_over(Arc::new(store), sessions.clone(), embedder.clone());
         for conv in convs.iter().filter(|c| &c.domain == domain) {
             for v in &variants {

@@ -22,12 +22,10 @@ mod exact;
 mod exclusion;
 mod half;
 mod hnsw;
-mod memory;
 mod persist;
 
 pub use distance::dot;
 pub use exclusion::{ResolvedCache, ResolvedExclusion};
-pub use memory::MemoryVectorStore;
 pub use persist::IndexError;
 
 use exclusion::{next_revision, Bits};

@@ -178,18 +178,6 @@ fn planner_scans_exactly_when_most_points_are_excluded() {
     assert_eq!(hits.path, SearchPath::Graph, "{}", hits.reason);
 }
 
-#[test]
-fn memory_store_lexical_search_conforms() {
-    ragctx_testkit::lexical_conformance(&MemoryVectorStore::new(8, IndexParams::default()), 8);
-}
-
-#[test]
-fn memory_store_conforms() {
-    ragctx_testkit::vector_store_conformance(&|| {
-        Box::new(MemoryVectorStore::new(8, IndexParams { exact_below: 0, ..IndexParams::default() }))
-    });
-}
-
 /// What the exact path must return, computed the slow way: every allowed chunk scored and
 /// sorted, the best `limit` documents by their best chunk, each filled to its quota.
 fn reference(ix: &VectorIndex, req: &SearchRequest) -> Vec<String> {

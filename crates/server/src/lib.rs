@@ -76,6 +76,8 @@ pub struct AppState {
     pub turn_timeout: Duration,
     /// Per-request limit for an ingest.
     pub ingest_timeout: Duration,
+    /// Vectors already computed (the data dir's cache), for ingests; `None` embeds everything.
+    pub embedding_cache: Option<Arc<dyn ragctx_core::EmbeddingCache>>,
 }
 
 pub fn router(state: Arc<AppState>) -> Router {
@@ -391,12 +393,16 @@ async fn documents(
         return Err(ApiError::bad_request("no chunks in the body"));
     }
     let engine = state.unscoped.scoped(&who.tenant);
-    // As `ragctx ingest`: each document replaced whole, or upserted with `append`.
-    let s = blocking(state.ingest_timeout, move || engine.ingest(chunks, append)).await?;
-    let r = s.replaced;
-    Ok(Json(
-        serde_json::json!({"chunks": s.chunks, "new": r.new, "updated": r.updated, "removed": r.removed, "documents": s.documents}),
-    ))
+    // The one ingest path, as `ragctx ingest` takes it: the embedding cache, each document
+    // replaced whole (or upserted with `append`), the lexical index built beside.
+    let cache = state.embedding_cache.clone();
+    let report = blocking(state.ingest_timeout, move || engine.ingest(chunks, append, cache.as_deref())).await?;
+    // The ingest report; a request reads no files.
+    let r = report;
+    Ok(Json(serde_json::json!({
+        "chunks": r.chunks, "documents": r.documents, "new": r.new, "updated": r.updated, "removed": r.removed,
+        "embedded": r.embedded, "cached": r.cached, "stored": r.stored, "lexical": r.lexical, "seconds": r.seconds,
+    })))
 }
 
 #[utoipa::path(get, path = "/v1/documents", responses((status = 200, description = "every stored document: document_id, title, chunks", body = serde_json::Value)))]

@@ -84,15 +84,10 @@ impl DataDir {
         &self.path
     }
 
-    /// Cached embeddings of `texts` by `model_id`, through this open data dir (a process
-    /// that holds it cannot open it a second time: see [`EmbeddingCache`] for the others).
-    pub fn cached_embeddings(&self, model_id: &str, texts: &[&str]) -> Result<Vec<Option<Vec<f32>>>> {
-        cached_embeddings(&self.db, model_id, texts)
-    }
-
-    /// Caches embeddings by `model_id` and text, through this open data dir.
-    pub fn cache_embeddings(&self, model_id: &str, items: &[(&str, &[f32])]) -> Result<()> {
-        cache_embeddings(&self.db, model_id, items)
+    /// The embedding cache through this open data dir (a process that holds it cannot open it
+    /// a second time).
+    pub fn embedding_cache(&self) -> DataDirCache {
+        DataDirCache::Open { db: self.db.clone(), path: self.path.clone() }
     }
 
     /// The embedding model whose vectors the store holds, when one was recorded.
@@ -139,21 +134,41 @@ impl DataDir {
     }
 }
 
-/// The embedding cache (keyed by model and text), opened only while used: long ingests embed without keeping
-/// the data dir locked against other processes.
-pub struct EmbeddingCache;
+/// A data dir's embedding cache (keyed by model and text).
+#[derive(Clone)]
+pub enum DataDirCache {
+    /// Through a data dir this process holds open ([`DataDir::embedding_cache`]).
+    Open {
+        /// The open database.
+        db: Arc<Database>,
+        /// Its data dir, for messages.
+        path: PathBuf,
+    },
+    /// The data dir at this path, opened for each look-up and write only: long ingests embed
+    /// without keeping the data dir locked against other processes.
+    At(PathBuf),
+}
 
-impl EmbeddingCache {
-    /// Cached embeddings, opening the data dir's database for the look-up only.
-    pub fn get(dir: &Path, model_id: &str, texts: &[&str]) -> Result<Vec<Option<Vec<f32>>>> {
-        if !dir.join("ragctx.redb").exists() {
-            return Ok(vec![None; texts.len()]);
+impl ragctx_core::EmbeddingCache for DataDirCache {
+    fn get(&self, model_id: &str, texts: &[&str]) -> Result<Vec<Option<Vec<f32>>>> {
+        match self {
+            DataDirCache::Open { db, .. } => cached_embeddings(db, model_id, texts),
+            DataDirCache::At(dir) if !dir.join("ragctx.redb").exists() => Ok(vec![None; texts.len()]),
+            DataDirCache::At(dir) => cached_embeddings(&open_tables(dir)?, model_id, texts),
         }
-        cached_embeddings(&open_tables(dir)?, model_id, texts)
     }
 
-    pub fn put(dir: &Path, model_id: &str, items: &[(&str, &[f32])]) -> Result<()> {
-        cache_embeddings(&open_tables(dir)?, model_id, items)
+    fn put(&self, model_id: &str, items: &[(&str, &[f32])]) -> Result<()> {
+        match self {
+            DataDirCache::Open { db, .. } => cache_embeddings(db, model_id, items),
+            DataDirCache::At(dir) => cache_embeddings(&open_tables(dir)?, model_id, items),
+        }
+    }
+
+    fn place(&self) -> String {
+        match self {
+            DataDirCache::Open { path, .. } | DataDirCache::At(path) => path.display().to_string(),
+        }
     }
 }
 

@@ -5,7 +5,8 @@
 //! The database is the source of truth. Every ingest and every turn is one transaction, so
 //! a killed process leaves either all of it or none. The index file records the database
 //! generation it reflects; when they differ (a crash between the two writes) the index is
-//! rebuilt from the database on open.
+//! rebuilt from the database on open. [`MemoryVectorStore`] is the same store held in memory
+//! only, for evaluations and benchmarks.
 //!
 //! ```no_run
 //! use ragctx_store::DataDir;
@@ -16,8 +17,10 @@
 
 mod chunks;
 mod db;
+mod memory;
 mod sessions;
 
 pub use chunks::EmbeddedVectorStore;
-pub use db::{DataDir, EmbeddingCache};
+pub use db::{DataDir, DataDirCache};
+pub use memory::MemoryVectorStore;
 pub use sessions::EmbeddedSessionStore;

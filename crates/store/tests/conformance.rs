@@ -197,3 +197,15 @@ fn a_store_keeps_to_the_embedding_model_of_its_vectors() {
     data.bind_model("minilm", true).unwrap();
     assert_eq!(data.embedding_model().unwrap().as_deref(), Some("minilm"));
 }
+
+#[test]
+fn memory_store_lexical_search_conforms() {
+    ragctx_testkit::lexical_conformance(&ragctx_store::MemoryVectorStore::new(8, IndexParams::default()), 8);
+}
+
+#[test]
+fn memory_store_conforms() {
+    ragctx_testkit::vector_store_conformance(&|| {
+        Box::new(ragctx_store::MemoryVectorStore::new(8, IndexParams { exact_below: 0, ..IndexParams::default() }))
+    });
+}

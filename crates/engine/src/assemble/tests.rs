@@ -50,7 +50,7 @@ fn chunk(id: &str, doc: &str, text: &str) -> EmbeddedChunk {
 
 /// An engine over six chunks of four documents.
 fn engine(dir: &tempfile::TempDir) -> Engine {
-    let vectors = ragctx_index::MemoryVectorStore::new(DIM, ragctx_index::IndexParams::default());
+    let vectors = ragctx_store::MemoryVectorStore::new(DIM, ragctx_index::IndexParams::default());
     vectors
         .upsert(&[
             chunk("cactus#0", "cactus", "cactus water dry soil weeks"),

@@ -1,12 +1,17 @@
-//! Reading input into chunks, before anything is written: pre-chunked JSONL, and `.md`,
-//! `.txt`, `.html` documents chunked here. Pure functions over text: every error names the
-//! file and line, and nothing is stored until the whole input has been read.
+//! Ingest: reading input into chunks before anything is written — pre-chunked JSONL, and
+//! `.md`, `.txt`, `.html` documents chunked here; pure functions over text, every error
+//! naming the file and line — then the one path that embeds (with the cache) and stores
+//! them ([`embed_chunks`], [`store_embedded`]), for the CLI, the HTTP API, Python and the evaluations alike.
 
 mod chunker;
 mod jsonl;
+mod pipeline;
 
 pub use chunker::{chunk_document, html_to_text, DocumentFormat, CHUNK_CHARS};
 pub use jsonl::parse_jsonl;
+pub use pipeline::{
+    embed_chunks, embed_with_cache, store_embedded, Embedded, IngestProgress, IngestReport, Logged, EMBED_STEP,
+};
 
 use ragctx_core::{Chunk, DocumentId, EmbeddedChunk, Replaced, TokenCounter, VectorStore};
 use std::collections::HashMap;
@@ -64,30 +69,6 @@ pub fn with_vectors(
             EmbeddedChunk { chunk, vector }
         })
         .collect()
-}
-
-/// What an ingest changed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Stored {
-    /// Chunks written.
-    pub chunks: usize,
-    /// New, updated and removed chunks.
-    pub replaced: Replaced,
-    /// Documents the chunks belong to.
-    pub documents: usize,
-}
-
-impl crate::Engine {
-    /// Embeds validated chunks with the engine's embedder (no cache), counts their tokens and
-    /// stores them as [`store`] does. The caller reads and checks them first
-    /// ([`parse_jsonl`], [`check_unique_ids`]).
-    pub fn ingest(&self, chunks: Vec<SourcedChunk>, append: bool) -> ragctx_core::Result<Stored> {
-        let texts: Vec<&str> = chunks.iter().map(|c| c.chunk.text.as_str()).collect();
-        let vectors = self.embedder.embed(&texts)?;
-        let embedded = with_vectors(chunks, vectors, self.counter.as_ref());
-        let (replaced, documents) = store(self.vectors.as_ref(), &embedded, append)?;
-        Ok(Stored { chunks: embedded.len(), replaced, documents })
-    }
 }
 
 /// Writes embedded chunks as `ragctx ingest` and `POST /v1/documents` do: each document

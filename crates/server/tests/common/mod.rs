@@ -6,9 +6,10 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use ragctx_core::Tenant;
 use ragctx_engine::{Engine, TurnSettings};
-use ragctx_index::{IndexParams, MemoryVectorStore};
+use ragctx_index::IndexParams;
 use ragctx_models::{Cl100kCounter, ExtractiveGenerator, MiniLmEmbedder};
 use ragctx_server::{AppState, Keys, Metrics, Unscoped};
+use ragctx_store::MemoryVectorStore;
 use serde_json::Value;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -52,6 +53,7 @@ pub fn state_with(keys: Keys, dir: &std::path::Path, turn_timeout: Duration) -> 
         metrics: Metrics::default(),
         turn_timeout,
         ingest_timeout: Duration::from_secs(120),
+        embedding_cache: Some(Arc::new(data.embedding_cache())),
     })
 }
 

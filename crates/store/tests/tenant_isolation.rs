@@ -9,7 +9,8 @@ use ragctx_core::{
     ChunkId, DocumentId, EmbeddedChunk, ExclusionSet, Grouping, LexicalRequest, ScopedVectorStore, SearchRequest,
     Tenant, VectorStore,
 };
-use ragctx_index::{IndexParams, MemoryVectorStore};
+use ragctx_index::IndexParams;
+use ragctx_store::MemoryVectorStore;
 use ragctx_testkit::{random_filter, random_metadata, Rng};
 use std::sync::Arc;
 

@@ -1,11 +1,12 @@
 //! The index with its chunks held in memory: a [`VectorStore`] for evaluations and
-//! benchmarks that build a corpus per run and persist nothing.
+//! benchmarks that build a corpus per run and persist nothing — the data dir's store
+//! (vectors, chunks, the BM25 index) without the data dir.
 
-use crate::{IndexParams, ResolvedCache, VectorIndex};
 use ragctx_core::{
     check_replacement, Chunk, ChunkId, DocumentId, DocumentSummary, EmbeddedChunk, Error, Hit, LexicalRequest,
     Replaced, Result, SearchOutcome, SearchPath, SearchRequest, VectorStore,
 };
+use ragctx_index::{IndexParams, ResolvedCache, VectorIndex};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;

@@ -1,0 +1,291 @@
+//! The one ingest path, for `ragctx ingest`, `POST /v1/documents`, Python and the
+//! evaluations alike: embed what the cache lacks (each distinct text once), count tokens,
+//! store — each document replaced whole, or upserted with `append` —, build the lexical
+//! index, and say what changed.
+
+use super::{store as store_chunks, with_vectors, SourcedChunk};
+use ragctx_core::{EmbeddedChunk, Embedder, EmbeddingCache, Result, TokenCounter, VectorStore};
+use std::collections::hash_map::{Entry, HashMap};
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// Texts embedded per step (and per cache write).
+pub const EMBED_STEP: usize = 128;
+
+/// What a long ingest says as it goes: a progress bar on a terminal, lines otherwise, the log
+/// on a server.
+pub trait IngestProgress {
+    /// `done` of the `total` texts to embed now are embedded (`done = 0` at the start).
+    fn embedded(&self, _done: usize, _total: usize) {}
+    /// Embedding is over.
+    fn finished(&self) {}
+    /// Something that does not stop the ingest (the cache could not be read or written).
+    fn warn(&self, message: &str);
+}
+
+/// Progress nobody watches: warnings go to the log.
+pub struct Logged;
+
+impl IngestProgress for Logged {
+    fn warn(&self, message: &str) {
+        tracing::warn!("{message}");
+    }
+}
+
+/// Vectors of `texts`, in order: from the cache where it has them, the rest embedded (each
+/// distinct text once, longest first, [`EMBED_STEP`] at a time) and cached as they come.
+/// Returns them with the number of texts embedded now. Without a working cache (a read-only
+/// or busy data dir) it embeds everything, only slower.
+pub fn embed_with_cache(
+    embedder: &dyn Embedder,
+    cache: Option<&dyn EmbeddingCache>,
+    texts: &[&str],
+    progress: &dyn IngestProgress,
+) -> Result<(Vec<Vec<f32>>, usize)> {
+    let model = embedder.model_id().to_owned();
+    let (cached, mut caching) = match cache.map(|c| (c, c.get(&model, texts))) {
+        Some((_, Ok(found))) => (found, true),
+        Some((c, Err(e))) => {
+            progress.warn(&format!(
+                "embedding cache in {} unavailable ({}); embedding without it",
+                c.place(),
+                e.report()
+            ));
+            (vec![None; texts.len()], false)
+        }
+        None => (vec![None; texts.len()], false),
+    };
+    // A text that occurs more than once (MTRAG's cloud corpus has 1,743 passages whose text
+    // is another id's) is embedded once.
+    let mut first: HashMap<&str, usize> = HashMap::new();
+    let mut copies: Vec<(usize, usize)> = Vec::new();
+    let mut missing: Vec<usize> = Vec::new();
+    for i in (0..texts.len()).filter(|&i| cached[i].is_none()) {
+        match first.entry(texts[i]) {
+            Entry::Occupied(e) => copies.push((i, *e.get())),
+            Entry::Vacant(e) => {
+                e.insert(i);
+                missing.push(i);
+            }
+        }
+    }
+    let mut out: Vec<Option<Vec<f32>>> = cached;
+    progress.embedded(0, missing.len());
+    let mut done = 0;
+    // Longest first: the first progress reports overestimate the time left, never underestimate.
+    let mut order = missing.clone();
+    order.sort_by_key(|&i| std::cmp::Reverse(texts[i].len()));
+    for step in order.chunks(EMBED_STEP) {
+        let batch: Vec<&str> = step.iter().map(|&i| texts[i]).collect();
+        let vectors = embedder.embed(&batch)?;
+        if let (true, Some(c)) = (caching, cache) {
+            let items: Vec<(&str, &[f32])> = batch.iter().copied().zip(vectors.iter().map(Vec::as_slice)).collect();
+            if let Err(e) = c.put(&model, &items) {
+                progress.warn(&format!("could not write the embedding cache ({}); going on without it", e.report()));
+                caching = false;
+            }
+        }
+        for (&i, v) in step.iter().zip(vectors) {
+            out[i] = Some(v);
+        }
+        done += step.len();
+        progress.embedded(done, missing.len());
+    }
+    progress.finished();
+    for (copy, of) in copies {
+        out[copy] = out[of].clone();
+    }
+    Ok((out.into_iter().map(|v| v.expect("every text embedded")).collect(), missing.len()))
+}
+
+/// What an ingest did.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct IngestReport {
+    /// Chunks read from the input.
+    pub chunks: usize,
+    /// Documents those chunks belong to.
+    pub documents: usize,
+    /// Files read (0 for records).
+    pub files: usize,
+    /// Chunk ids the store did not hold before.
+    pub new: usize,
+    /// Chunks written again under an id the store already held.
+    pub updated: usize,
+    /// Chunks of the replaced documents that are no longer in them (0 with `append`).
+    pub removed: usize,
+    /// Texts embedded now (each distinct text once; see `cached` for the others).
+    pub embedded: usize,
+    /// Chunks not embedded now: their vector came from the cache, or from another chunk of the
+    /// input with the same text.
+    pub cached: usize,
+    /// Chunks the store holds afterwards.
+    pub stored: usize,
+    /// Files of other types found in folders and left out.
+    pub skipped: Vec<PathBuf>,
+    /// Chunks the lexical (BM25) index covers, built with the ingest; `None` for a backend
+    /// without one.
+    pub lexical: Option<usize>,
+    /// Wall time of the whole ingest, in seconds.
+    pub seconds: f64,
+}
+
+impl std::fmt::Display for IngestReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "ingested {} chunks of {} documents from {} files: {} new, {} updated, {} removed; embedded {}, {} from cache; store holds {} chunks ({:.1}s)",
+            self.chunks,
+            self.documents,
+            self.files,
+            self.new,
+            self.updated,
+            self.removed,
+            self.embedded,
+            self.cached,
+            self.stored,
+            self.seconds
+        )?;
+        if let Some(n) = self.lexical {
+            write!(f, "\nlexical index: {n} chunks")?;
+        }
+        if !self.skipped.is_empty() {
+            write!(f, "\nskipped {} files of other types", self.skipped.len())?;
+        }
+        Ok(())
+    }
+}
+
+/// Chunks with their vectors and token counts, ready to store.
+pub struct Embedded {
+    /// The chunks, in input order.
+    pub chunks: Vec<EmbeddedChunk>,
+    /// Texts embedded now (the others came from the cache or another chunk of the input).
+    pub embedded_now: usize,
+}
+
+/// The first half of an ingest: validated chunks (read and checked by the caller:
+/// [`super::parse_jsonl`], [`super::check_unique_ids`], or a file reader) embedded with the
+/// cache and their tokens counted once. Touches no store: a long ingest embeds before it
+/// opens (and locks) the data dir.
+pub fn embed_chunks(
+    embedder: &dyn Embedder,
+    counter: &dyn TokenCounter,
+    cache: Option<&dyn EmbeddingCache>,
+    progress: &dyn IngestProgress,
+    chunks: Vec<SourcedChunk>,
+) -> Result<Embedded> {
+    let texts: Vec<&str> = chunks.iter().map(|c| c.chunk.text.as_str()).collect();
+    let (vectors, embedded_now) = embed_with_cache(embedder, cache, &texts, progress)?;
+    Ok(Embedded { chunks: with_vectors(chunks, vectors, counter), embedded_now })
+}
+
+/// The second half: the chunks written in one transaction (each document replaced whole,
+/// or upserted by id with `append`), the lexical index built beside them, and what changed.
+/// `files`, `skipped` and `seconds` of the report are the caller's to fill.
+pub fn store_embedded(store: &dyn VectorStore, embedded: Embedded, append: bool) -> Result<IngestReport> {
+    let Embedded { chunks, embedded_now } = embedded;
+    let (r, documents) = store_chunks(store, &chunks, append)?;
+    // Built now, beside the vectors, so the first lexical turn does not wait for it. The
+    // chunks are committed: a failure here only leaves the build to that first search.
+    let lexical = match store.prepare_lexical() {
+        Ok(n) => n,
+        Err(e) => {
+            tracing::warn!(error = %e.report(), "the lexical index was not built with the ingest; the first lexical search builds it");
+            None
+        }
+    };
+    Ok(IngestReport {
+        chunks: chunks.len(),
+        documents,
+        files: 0,
+        new: r.new,
+        updated: r.updated,
+        removed: r.removed,
+        embedded: embedded_now,
+        cached: chunks.len() - embedded_now,
+        stored: store.len()?,
+        skipped: Vec::new(),
+        lexical,
+        seconds: 0.0,
+    })
+}
+
+impl crate::Engine {
+    /// The whole ingest with this engine's store, embedder and counter ([`embed_chunks`],
+    /// then [`store_embedded`]), using `cache` where given: what `POST /v1/documents` runs.
+    pub fn ingest(
+        &self,
+        chunks: Vec<SourcedChunk>,
+        append: bool,
+        cache: Option<&dyn EmbeddingCache>,
+    ) -> Result<IngestReport> {
+        let started = Instant::now();
+        let embedded = embed_chunks(self.embedder.as_ref(), self.counter.as_ref(), cache, &Logged, chunks)?;
+        let mut report = store_embedded(self.vectors.as_ref(), embedded, append)?;
+        report.seconds = started.elapsed().as_secs_f64();
+        Ok(report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    struct Counting(Mutex<usize>);
+    impl Embedder for Counting {
+        fn dimension(&self) -> usize {
+            2
+        }
+        fn model_id(&self) -> &str {
+            "counting"
+        }
+        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+            *self.0.lock().unwrap() += texts.len();
+            Ok(texts.iter().map(|t| vec![t.len() as f32, 1.0]).collect())
+        }
+    }
+
+    #[derive(Default)]
+    struct Memo(Mutex<HashMap<String, Vec<f32>>>, Mutex<bool>);
+    impl EmbeddingCache for Memo {
+        fn get(&self, _: &str, texts: &[&str]) -> Result<Vec<Option<Vec<f32>>>> {
+            let m = self.0.lock().unwrap();
+            Ok(texts.iter().map(|t| m.get(*t).cloned()).collect())
+        }
+        fn put(&self, _: &str, items: &[(&str, &[f32])]) -> Result<()> {
+            if *self.1.lock().unwrap() {
+                return Err(ragctx_core::Error::InvalidInput("disk full".into()));
+            }
+            self.0.lock().unwrap().extend(items.iter().map(|(t, v)| (t.to_string(), v.to_vec())));
+            Ok(())
+        }
+        fn place(&self) -> String {
+            "memory".into()
+        }
+    }
+
+    struct Warnings(Mutex<Vec<String>>);
+    impl IngestProgress for Warnings {
+        fn warn(&self, message: &str) {
+            self.0.lock().unwrap().push(message.to_owned());
+        }
+    }
+
+    #[test]
+    fn a_text_is_embedded_once_and_the_cache_is_used_and_filled() {
+        let e = Counting(Mutex::new(0));
+        let cache = Memo::default();
+        let w = Warnings(Mutex::new(vec![]));
+        let (v, now) = embed_with_cache(&e, Some(&cache), &["a", "bb", "a"], &w).unwrap();
+        assert_eq!((now, *e.0.lock().unwrap()), (2, 2), "the repeated text once");
+        assert_eq!(v, [vec![1.0, 1.0], vec![2.0, 1.0], vec![1.0, 1.0]]);
+        let (_, now) = embed_with_cache(&e, Some(&cache), &["a", "bb", "ccc"], &w).unwrap();
+        assert_eq!((now, *e.0.lock().unwrap()), (1, 3), "two from the cache");
+        // A cache that fails to write is reported once and the ingest goes on without it.
+        *cache.1.lock().unwrap() = true;
+        let (v, now) = embed_with_cache(&e, Some(&cache), &["dddd", "eeeee"], &w).unwrap();
+        assert_eq!((v.len(), now), (2, 2));
+        assert_eq!(w.0.lock().unwrap().len(), 1, "{:?}", w.0.lock().unwrap());
+    }
+}
