@@ -31,21 +31,7 @@ fn words(text: &str) -> Vec<f32> {
 }
 
 fn chunk(id: &str, doc: &str, text: &str) -> EmbeddedChunk {
-    EmbeddedChunk {
-        chunk: Chunk {
-            id: id.into(),
-            document_id: doc.into(),
-            title: doc.to_owned(),
-            text: text.to_owned(),
-            ordinal: None,
-            start: None,
-            end: None,
-            weight: 1.0,
-            tokens: None,
-            metadata: Default::default(),
-        },
-        vector: words(text),
-    }
+    EmbeddedChunk { chunk: Chunk::new(id, doc, doc, text), vector: words(text) }
 }
 
 /// An engine over six chunks of four documents.
@@ -171,7 +157,10 @@ fn a_reshow_queries_with_the_question_it_shows_again() {
     let q = e.query(&st, Intent::New, "fern water", &TurnSettings::default()).unwrap();
     assert_eq!((q.text.as_str(), q.reshown_question, q.mixed), ("fern water", None, 1));
     assert_eq!(q.own_vector, words("fern water"));
-    assert_ne!(q.vector, q.own_vector, "the earlier question is mixed in");
+    // The default mix, 1 : ¼ : ⅛ (question, the one before, the one before that).
+    assert_eq!(MIX_WEIGHTS, [1.0, 0.25, 0.125]);
+    let earlier = st.turns[0].query_vector.as_ref().unwrap().dequantize();
+    assert_eq!(q.vector, mix_vectors(&words("fern water"), &[earlier], &MIX_WEIGHTS));
 }
 
 #[test]
