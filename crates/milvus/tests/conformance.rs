@@ -1,6 +1,6 @@
 //! The Milvus store runs the shared conformance suite against a real server: Milvus Lite
 //! started by `scripts/milvus-up` (`RAGCTX_TEST_MILVUS`, default http://127.0.0.1:19530).
-//! Set `RAGCTX_TEST_MILVUS=skip` to skip on a machine without it; `scripts/test` never does.
+//! `RAGCTX_TEST_MILVUS=skip` skips them, said and counted (`ragctx_testkit::service`); CI never does.
 
 use ragctx_core::{EmbeddedChunk, Error, Grouping, SearchRequest, VectorStore};
 use ragctx_milvus::{IndexKind, MilvusConfig, MilvusVectorStore};
@@ -8,8 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 fn uri() -> Option<String> {
-    let uri = std::env::var("RAGCTX_TEST_MILVUS").unwrap_or_else(|_| "http://127.0.0.1:19530".into());
-    (uri != "skip").then_some(uri)
+    ragctx_testkit::service("RAGCTX_TEST_MILVUS", "http://127.0.0.1:19530")
 }
 
 fn fresh(name: &str, index: IndexKind) -> MilvusVectorStore {

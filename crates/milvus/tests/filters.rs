@@ -13,8 +13,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
 fn uri() -> Option<String> {
-    let uri = std::env::var("RAGCTX_TEST_MILVUS").unwrap_or_else(|_| "http://127.0.0.1:19530".into());
-    (uri != "skip").then_some(uri)
+    ragctx_testkit::service("RAGCTX_TEST_MILVUS", "http://127.0.0.1:19530")
 }
 
 const DIM: usize = 8;

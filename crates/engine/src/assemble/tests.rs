@@ -268,3 +268,39 @@ fn the_prompt_fits_the_budget_with_the_conversation_counted_first() {
     let b = build_prompt(&st, "And ferns?", &fragments, &[], Some(&given), &s, &counter);
     assert!(b.conversation.contains("orchids") && !b.conversation.contains("cactus water"));
 }
+
+/// A generator that takes its time: the deadline passes after the turn was planned and
+/// before it commits.
+struct Slow(std::time::Duration);
+
+impl ragctx_core::Generator for Slow {
+    fn name(&self) -> &str {
+        "slow test double"
+    }
+    fn generate(&self, _: &ragctx_core::GenerationRequest<'_>) -> Result<String> {
+        std::thread::sleep(self.0);
+        Ok("Water ferns twice a week [1].".into())
+    }
+}
+
+/// The check before the commit (`plan_and_commit`): a turn whose deadline passes between
+/// planning and commit is refused and nothing of it is recorded; the same turn with time to
+/// spare is recorded.
+#[test]
+fn a_turn_whose_deadline_passes_before_its_commit_is_not_recorded() {
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let e = Engine { generator: Arc::new(Slow(Duration::from_millis(400))), ..engine(&dir) };
+    let s = TurnSettings::default();
+    let session = ragctx_core::SessionId::parse("late").unwrap();
+    let started = Instant::now();
+    let err = e.ask_before(&session, "fern water", "fern water", &s, Some(started + Duration::from_millis(150)));
+    let err = err.expect_err("past the deadline");
+    assert!(started.elapsed() >= Duration::from_millis(400), "the turn was planned and generated before it gave up");
+    assert_eq!(err.kind(), ragctx_core::ErrorKind::Unavailable, "{err}");
+    assert!(err.to_string().contains("the turn was not recorded"), "{err}");
+    assert!(e.sessions.load(&session).unwrap().is_none_or(|st| st.turns.is_empty()), "nothing committed");
+    assert!(e.sessions.traces(&session).unwrap().is_empty(), "no trace");
+    let t = e.ask_before(&session, "fern water", "fern water", &s, Some(Instant::now() + Duration::from_secs(30)));
+    assert_eq!(t.unwrap().turn, 1, "with time to spare the same turn is the session's first");
+}
