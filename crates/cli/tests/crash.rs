@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::repo;
+use common::{mtrag, repo};
 
 fn ragctx(data: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_ragctx"));
@@ -43,7 +43,7 @@ fn copy_dir(from: &Path, to: &Path) {
 #[test]
 fn killed_ingests_and_turns_leave_whole_states() {
     let dir = tempfile::tempdir().unwrap();
-    let corpus = std::fs::read_to_string(repo().join("../shared/data/mtrag/corpus_govt.jsonl")).unwrap();
+    let corpus = std::fs::read_to_string(mtrag().join("corpus_govt.jsonl")).unwrap();
     let lines: Vec<&str> = corpus.lines().take(150).collect();
     let v1 = dir.path().join("v1.jsonl");
     std::fs::write(&v1, lines.join("\n")).unwrap();
@@ -146,7 +146,7 @@ fn killed_ingests_and_turns_leave_whole_states() {
 #[test]
 fn killed_replacing_ingests_leave_old_or_new_documents_whole() {
     let dir = tempfile::tempdir().unwrap();
-    let corpus = std::fs::read_to_string(repo().join("../shared/data/mtrag/corpus_govt.jsonl")).unwrap();
+    let corpus = std::fs::read_to_string(mtrag().join("corpus_govt.jsonl")).unwrap();
     let lines: Vec<Value> = corpus.lines().take(150).map(|l| serde_json::from_str(l).unwrap()).collect();
     let v1 = dir.path().join("v1.jsonl");
     std::fs::write(&v1, lines.iter().map(Value::to_string).collect::<Vec<_>>().join("\n")).unwrap();

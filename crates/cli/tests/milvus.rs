@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{context_chunks, milvus_lite, repo, Env};
+use common::{context_chunks, milvus_lite, mtrag, Env};
 use serde_json::Value;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -43,8 +43,7 @@ fn ask_on(env: &Env, backend: &[&str], session: &str, extra: &[&str], question: 
 /// The first `n` government passages and two chunks whose ids and document id would break
 /// a naively built filter.
 fn corpus(env: &Env, n: usize) -> std::path::PathBuf {
-    let text = std::fs::read_to_string(repo().join("../shared/data/mtrag/corpus_govt.jsonl"))
-        .expect("evaluation data at ../shared/data beside the repo");
+    let text = std::fs::read_to_string(mtrag().join("corpus_govt.jsonl")).unwrap();
     let mut lines: Vec<String> = text.lines().take(n).map(str::to_owned).collect();
     let doc = "doc \"quoted\" [bracketed] \\back\\ 文档";
     for (id, t) in [
@@ -63,7 +62,7 @@ fn corpus(env: &Env, n: usize) -> std::path::PathBuf {
 
 /// The user questions of the first government conversation with at least five turns.
 fn conversation() -> Vec<String> {
-    let text = std::fs::read_to_string(repo().join("../shared/data/mtrag/turns.jsonl")).unwrap();
+    let text = std::fs::read_to_string(mtrag().join("turns.jsonl")).unwrap();
     let rows: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let mut by_conv: Vec<(String, Vec<String>)> = Vec::new();
     for r in rows.iter().filter(|r| r["domain"] == "govt") {

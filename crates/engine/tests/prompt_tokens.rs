@@ -1,9 +1,22 @@
 //! The prompt's token count is the sum of its pieces' counts (so the engine counts each
-//! block once): checked with cl100k_base on real MTRAG passages and odd texts.
+//! block once): checked with cl100k_base on real MTRAG passages (every passage of the
+//! slice in `tests/fixtures/mtrag`, cut by `scripts/make-fixtures`) and odd texts.
 
 use ragctx_core::{ContextBlock, TokenCounter};
 use ragctx_engine::context::Prompt;
 use ragctx_models::Cl100kCounter;
+
+/// Every passage of the MTRAG slice of `domain` (`tests/fixtures/mtrag/corpus_DOMAIN.jsonl`).
+fn slice(domain: &str) -> Vec<serde_json::Value> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("../../tests/fixtures/mtrag/corpus_{domain}.jsonl"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// The slice's domains: IBM Cloud documentation first, then government pages (56 and 320
+/// passages, see `tests/fixtures/README.md`).
+const DOMAINS: [&str; 2] = ["cloud", "govt"];
 
 fn block(counter: &Cl100kCounter, marker: u32, title: &str, doc: &str, text: &str) -> ContextBlock {
     let mut b = ContextBlock {
@@ -24,9 +37,7 @@ fn block(counter: &Cl100kCounter, marker: u32, title: &str, doc: &str, text: &st
 #[test]
 fn prompt_count_is_additive_over_blocks() {
     let counter = Cl100kCounter::new();
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/mtrag/corpus_cloud.jsonl");
-    let text = std::fs::read_to_string(&path).expect("../shared/data present");
-    let passages: Vec<serde_json::Value> = text.lines().take(600).map(|l| serde_json::from_str(l).unwrap()).collect();
+    let passages: Vec<serde_json::Value> = DOMAINS.into_iter().flat_map(slice).collect();
     let odd = [
         "ends with spaces   ",
         "ends with newline\n",
@@ -81,7 +92,8 @@ fn prompt_count_is_additive_over_blocks() {
         assert_eq!(prompt.tokens(&counter), whole, "group {i}");
         checked += 1;
     }
-    assert_eq!(checked, 100);
+    assert_eq!(checked, passages.len().div_ceil(6));
+    assert!(checked >= 60, "{checked} prompts");
 }
 
 #[test]
@@ -91,12 +103,11 @@ fn block_count_from_ingest_time_text_count_is_exact() {
     use ragctx_engine::dedupe::Fragment;
     let counter = Cl100kCounter::new();
     let mut checked = 0;
-    for domain in ["cloud", "govt", "fiqa"] {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join(format!("../../../shared/data/mtrag/corpus_{domain}.jsonl"));
-        let text = std::fs::read_to_string(&path).expect("../shared/data present");
-        for (i, l) in text.lines().take(400).enumerate() {
-            let p: serde_json::Value = serde_json::from_str(l).unwrap();
+    let mut total = 0;
+    for domain in DOMAINS {
+        let passages = slice(domain);
+        total += passages.len();
+        for (i, p) in passages.iter().enumerate() {
             let body = p["text"].as_str().unwrap();
             let chunk = Chunk {
                 id: p["_id"].as_str().unwrap().into(),
@@ -133,5 +144,6 @@ fn block_count_from_ingest_time_text_count_is_exact() {
             checked += 1;
         }
     }
-    assert_eq!(checked, 1200);
+    assert_eq!(checked, total);
+    assert!(checked >= 370, "{checked} passages");
 }

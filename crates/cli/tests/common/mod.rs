@@ -14,6 +14,19 @@ pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// The MTRAG slice the tests read, in the repo (`tests/fixtures/mtrag`, cut by
+/// `scripts/make-fixtures`; see `tests/fixtures/README.md`): `turns.jsonl` (the first two
+/// government conversations and the first IBM Cloud one) and `corpus_{govt,cloud}.jsonl`.
+pub fn mtrag() -> PathBuf {
+    let dir = repo().join("tests/fixtures/mtrag");
+    assert!(dir.join("turns.jsonl").is_file(), "test fixtures missing at {}", dir.display());
+    dir
+}
+
+/// How many leading government passages the slice keeps in corpus order (gold passages
+/// of later lines follow them): the most `Env::govt` can take.
+pub const GOVT_PREFIX: usize = 300;
+
 pub struct Env {
     pub dir: tempfile::TempDir,
 }
@@ -51,10 +64,10 @@ impl Env {
         std::fs::write(&p, text).unwrap();
         p
     }
-    /// The first `n` government passages of MTRAG as a JSONL file.
+    /// The first `n` government passages of MTRAG (as in the full corpus) as a JSONL file.
     pub fn govt(&self, n: usize) -> PathBuf {
-        let text = std::fs::read_to_string(repo().join("../shared/data/mtrag/corpus_govt.jsonl"))
-            .expect("evaluation data at ../shared/data beside the repo");
+        assert!(n <= GOVT_PREFIX, "the MTRAG slice keeps the first {GOVT_PREFIX} government passages");
+        let text = std::fs::read_to_string(mtrag().join("corpus_govt.jsonl")).unwrap();
         let p = self.dir.path().join(format!("govt-{n}.jsonl"));
         std::fs::write(&p, text.lines().take(n).collect::<Vec<_>>().join("\n") + "\n").unwrap();
         p
