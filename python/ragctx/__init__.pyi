@@ -48,17 +48,27 @@ class Pointer(_Pointer, total=False):
     metadata: Dict[str, MetadataValue]
 
 class _Turn(TypedDict):
+    #: The one turn report (2): what `ask` returns is what the session stores as its trace.
+    version: int
     session_id: str
     turn: int
     intent: str
+    question: str
+    query: str
     answer: str
     citations: List[Citation]
     context: List[ContextBlock]
+    exclusion: Mapping[str, List[str]]
+    invalid_markers: List[int]
+    at_unix_ms: int
+    #: The turn's numbers: candidates, documents, fragments, tokens, settings, timings.
     trace: Mapping[str, Any]
 
 class Turn(_Turn, total=False):
     #: `client` memory only.
     pointers: List[Pointer]
+    #: The quantized embedding the turn searched with (`scale`, `values`).
+    query_vector: Mapping[str, Any]
 
 class IngestReport(TypedDict):
     chunks: int
@@ -71,6 +81,8 @@ class IngestReport(TypedDict):
     cached: int
     stored: int
     skipped: List[str]
+    #: Chunks the lexical (BM25) index covers after the ingest; None for Milvus without one.
+    lexical: Optional[int]
     seconds: float
 
 class Record(TypedDict, total=False):
@@ -128,5 +140,5 @@ class Engine:
     def retrieve(
         self, session: str, question: str, *, filter: Optional[Filter] = None, **overrides: Any
     ) -> Turn: ...
-    def trace(self, session: str) -> List[Mapping[str, Any]]: ...
+    def trace(self, session: str) -> List[Turn]: ...
     def reset(self, session: str) -> bool: ...

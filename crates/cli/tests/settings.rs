@@ -63,7 +63,9 @@ fn expected_words(key: &str, bad: &Value) -> String {
         Err(e) => e.to_string(),
         Ok(o) => o.apply(&TurnSettings::default()).expect_err("the bad value is refused").to_string(),
     };
-    said.trim_start_matches("invalid input: ").to_owned()
+    // A config file or body names the setting first (`mode: ...`); a flag's error names it
+    // its own way (`--mode <MODE>`): the words after are the same.
+    said.trim_start_matches(&format!("{key}: ")).trim_start_matches("invalid input: ").to_owned()
 }
 
 enum Front {

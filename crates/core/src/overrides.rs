@@ -71,11 +71,43 @@ macro_rules! turn_overrides {
         /// The turn settings one layer gives; `None` leaves the value below it. The same names
         /// everywhere: `--limit`, `RAGCTX_LIMIT`, `limit = 8` in a config file, `"limit": 8` in
         /// an HTTP body or a Python call.
-        #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+        #[derive(Clone, Debug, Default, PartialEq)]
         #[cfg_attr(feature = "clap", derive(clap::Args))]
-        #[serde(deny_unknown_fields)]
         pub struct TurnOverrides {
             $($(#[doc = $doc])* #[cfg_attr(feature = "clap", arg(long))] pub $field: Option<$ty>,)+
+        }
+
+        /// A map of the settings' names; an error names the setting (`mode: invalid type:
+        /// integer 3, expected a string`), an unknown key is refused with the known ones.
+        impl<'de> Deserialize<'de> for TurnOverrides {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+                struct Fields;
+                impl<'de> serde::de::Visitor<'de> for Fields {
+                    type Value = TurnOverrides;
+                    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                        f.write_str("a map of turn settings")
+                    }
+                    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> std::result::Result<TurnOverrides, A::Error> {
+                        use serde::de::Error as _;
+                        let mut o = TurnOverrides::default();
+                        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                            match key.as_ref() {
+                                $(stringify!($field) => {
+                                    if o.$field.is_some() {
+                                        return Err(A::Error::duplicate_field(stringify!($field)));
+                                    }
+                                    o.$field = map
+                                        .next_value::<Option<$ty>>()
+                                        .map_err(|e| A::Error::custom(format!("{}: {e}", stringify!($field))))?;
+                                })+
+                                other => return Err(A::Error::unknown_field(other, TurnOverrides::KEYS)),
+                            }
+                        }
+                        Ok(o)
+                    }
+                }
+                d.deserialize_map(Fields)
+            }
         }
 
         impl TurnOverrides {
