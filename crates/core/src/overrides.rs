@@ -189,7 +189,7 @@ turn_overrides! {
     /// Context budget in cl100k_base tokens, block headers (and in engine memory the
     /// conversation) included [default: 6000]
     budget: usize,
-    /// Session time-to-live in seconds, 0 = never expires [default: 86400]
+    /// Session time-to-live in seconds, 0 = never expires, at most ten years [default: 86400]
     session_ttl: u64,
     /// Metadata filter, JSON: {"topic": "pests"}, {"year": {"gte": 2020}},
     /// {"tags": {"in": [..]}}, {"and"|"or": [..]}, {"not": {..}} (docs/filters.md); it holds
