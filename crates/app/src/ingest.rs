@@ -5,7 +5,7 @@
 
 use crate::config::{Backend, Settings};
 use indicatif::{ProgressBar, ProgressStyle};
-use ragctx_core::{Embedder, Metadata};
+use ragctx_core::{Embedder, Metadata, ScopedEmbeddingCache};
 use ragctx_core::{Error, Result};
 pub use ragctx_engine::ingest::IngestReport;
 use ragctx_engine::ingest::{
@@ -16,6 +16,7 @@ use ragctx_models::Cl100kCounter;
 use ragctx_store::{DataDir, DataDirCache};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// What [`read_paths`] found: the chunks, and the files read and left out.
@@ -227,7 +228,9 @@ fn store_chunks(settings: &Settings, mut read: Read, append: bool, started: Inst
     }
     // Embedded first, the data dir opened for each cache access only: a long ingest does not
     // lock out other processes while it embeds.
-    let cache = DataDirCache::At(settings.data_dir.clone());
+    // The tenant's own entries of the cache (the default tenant's are the bare model's).
+    let cache =
+        ScopedEmbeddingCache::new(Arc::new(DataDirCache::At(settings.data_dir.clone())), settings.tenant().clone());
     let embedded = embed_chunks(
         embedder.as_ref(),
         &Cl100kCounter::new(),
@@ -278,8 +281,9 @@ impl crate::App {
         self.store_read(read_records(source, jsonl)?, append, started)
     }
 
-    /// The data dir's embedding cache: through the data dir this app holds open, or opened
-    /// for each access (a Milvus backend with Redis sessions holds none).
+    /// The data dir's embedding cache, unscoped (every tenant's entries; an ingest reads it
+    /// through its tenant, [`ScopedEmbeddingCache`]): through the data dir this app holds
+    /// open, or opened for each access (a Milvus backend with Redis sessions holds none).
     pub fn embedding_cache(&self) -> DataDirCache {
         match &self.data {
             Some(d) => d.embedding_cache(),
@@ -291,7 +295,7 @@ impl crate::App {
         if let (Backend::Embedded, Some(data)) = (&self.settings.backend, &self.data) {
             crate::app::bind_model(&self.settings, data, self.embedder.as_ref())?;
         }
-        let cache = self.embedding_cache();
+        let cache = ScopedEmbeddingCache::new(Arc::new(self.embedding_cache()), self.settings.tenant().clone());
         let e = &self.engine;
         let embedded = embed_chunks(
             e.embedder.as_ref(),

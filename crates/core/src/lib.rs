@@ -83,7 +83,7 @@ pub use ids::{ChunkId, DocumentId, SessionId};
 pub use metadata::{valid_key as valid_metadata_key, Json, MetaValue, Metadata};
 pub use modes::{Consumption, ConversationQuery, Granularity, Mode, Strategy};
 pub use overrides::TurnOverrides;
-pub use scoped::{ScopedSessionStore, ScopedVectorStore};
+pub use scoped::{ScopedEmbeddingCache, ScopedSessionStore, ScopedVectorStore};
 pub use search::{
     ExclusionSet, Fusion, Grouping, Hit, LexicalRequest, PreparedExclusions, Retrieval, SearchOutcome, SearchPath,
     SearchRequest,

@@ -202,24 +202,26 @@ impl TurnOverrides {
     /// and a setting this layer gives that would do nothing in the turn it makes is refused
     /// (a silently ignored setting reads as a result it did not produce).
     pub fn apply(self, base: &TurnSettings) -> Result<TurnSettings> {
-        let given = self.clone();
+        self.refuse_idle(base)?;
         let mut s = base.clone();
         self.set(&mut s);
-        given.refuse_idle(&s)?;
         s.validate()?;
         Ok(s)
     }
 
-    fn refuse_idle(&self, s: &TurnSettings) -> Result<()> {
-        if self.granularity == Some(Granularity::Document) && s.memory == Memory::Engine {
+    /// The settings this layer gives that would do nothing over `base` (in the memory and
+    /// retrieval the turn ends up with).
+    fn refuse_idle(&self, base: &TurnSettings) -> Result<()> {
+        let memory = self.memory.unwrap_or(base.memory);
+        let retrieval = self.retrieval.unwrap_or(base.retrieval);
+        if self.granularity == Some(Granularity::Document) && memory == Memory::Engine {
             return Err(Error::InvalidInput(
                 "granularity document does nothing with memory engine, which excludes and carries chunks: use memory client, or leave granularity at chunk".into(),
             ));
         }
-        if self.fusion.is_some() && s.retrieval != Retrieval::Hybrid {
+        if self.fusion.is_some() && retrieval != Retrieval::Hybrid {
             return Err(Error::InvalidInput(format!(
-                "fusion applies to retrieval hybrid only (this turn's retrieval is {})",
-                s.retrieval
+                "fusion applies to retrieval hybrid only (this turn's retrieval is {retrieval})"
             )));
         }
         Ok(())

@@ -205,3 +205,31 @@ impl SessionStore for ScopedSessionStore {
         self.inner.delete(&self.id(id))
     }
 }
+
+/// An [`EmbeddingCache`](crate::EmbeddingCache) one tenant shares with nobody: its entries
+/// are keyed by the model qualified with the tenant (the default tenant's keep the bare
+/// model id, as before tenants). Without it an ingest's report — or its speed — would tell
+/// a tenant that another had already ingested the same text.
+pub struct ScopedEmbeddingCache {
+    inner: Arc<dyn crate::EmbeddingCache>,
+    tenant: Tenant,
+}
+
+impl ScopedEmbeddingCache {
+    /// `inner` as `tenant` sees it.
+    pub fn new(inner: Arc<dyn crate::EmbeddingCache>, tenant: Tenant) -> Self {
+        ScopedEmbeddingCache { inner, tenant }
+    }
+}
+
+impl crate::EmbeddingCache for ScopedEmbeddingCache {
+    fn get(&self, model_id: &str, texts: &[&str]) -> Result<Vec<Option<Vec<f32>>>> {
+        self.inner.get(&self.tenant.qualify_unchecked(model_id), texts)
+    }
+    fn put(&self, model_id: &str, items: &[(&str, &[f32])]) -> Result<()> {
+        self.inner.put(&self.tenant.qualify_unchecked(model_id), items)
+    }
+    fn place(&self) -> String {
+        self.inner.place()
+    }
+}

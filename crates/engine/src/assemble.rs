@@ -205,11 +205,11 @@ pub fn rank_working_set(
 pub fn dedupe_stage(
     intent: Intent,
     hits: Vec<Hit>,
-    candidates: &Candidates,
+    (quotas, previous): (HashMap<DocumentId, usize>, &[DocumentId]),
     first_shown: &HashMap<ChunkId, u64>,
     settings: &TurnSettings,
 ) -> dedupe::Deduped {
-    let grouping = Grouping { group_size: settings.group_size, quotas: candidates.quotas.clone() };
+    let grouping = Grouping { group_size: settings.group_size, quotas };
     let mut deduped = if settings.strategy.groups() || intent == Intent::Reshow {
         dedupe::dedupe_by_document(hits, &grouping, settings.group_margin)
     } else {
@@ -225,7 +225,6 @@ pub fn dedupe_stage(
     }
     if intent == Intent::Reshow {
         // The reshown documents in their earlier order.
-        let previous = &candidates.previous;
         deduped.fragments.sort_by_key(|f| previous.iter().position(|d| *d == f.document_id).unwrap_or(usize::MAX));
     }
     deduped
@@ -293,19 +292,20 @@ impl Engine {
         stage.end(&mut timings);
 
         let stage = Stage::start("search");
-        let candidates = self.candidates(state, intent, &query, &working, settings)?;
+        let mut candidates = self.candidates(state, intent, &query, &working, settings)?;
         let found = candidates.hits.len();
         let ranked = rank_working_set(
             intent,
             &working,
-            candidates.hits.clone(),
+            std::mem::take(&mut candidates.hits),
             |ids| self.scored(&query.vector, ids, &settings.filter),
             settings,
         )?;
         stage.end(&mut timings);
 
         let stage = Stage::start("dedupe");
-        let deduped = dedupe_stage(intent, ranked.hits, &candidates, &working.first_shown, settings);
+        let grouping = (std::mem::take(&mut candidates.quotas), candidates.previous.as_slice());
+        let deduped = dedupe_stage(intent, ranked.hits, grouping, &working.first_shown, settings);
         stage.end(&mut timings);
 
         let stage = Stage::start("assemble");

@@ -76,7 +76,8 @@ pub struct AppState {
     pub turn_timeout: Duration,
     /// Per-request limit for an ingest.
     pub ingest_timeout: Duration,
-    /// Vectors already computed (the data dir's cache), for ingests; `None` embeds everything.
+    /// Vectors already computed (the data dir's cache, unscoped: each ingest sees it through
+    /// its caller's tenant), for ingests; `None` embeds everything.
     pub embedding_cache: Option<Arc<dyn ragctx_core::EmbeddingCache>>,
 }
 
@@ -395,8 +396,13 @@ async fn documents(
     let engine = state.unscoped.scoped(&who.tenant);
     // The one ingest path, as `ragctx ingest` takes it: the embedding cache, each document
     // replaced whole (or upserted with `append`), the lexical index built beside.
-    let cache = state.embedding_cache.clone();
-    let report = blocking(state.ingest_timeout, move || engine.ingest(chunks, append, cache.as_deref())).await?;
+    // The cache as the caller's tenant sees it: a tenant's report and timing never tell it
+    // which texts another tenant ingested.
+    let cache = state.embedding_cache.clone().map(|c| ragctx_core::ScopedEmbeddingCache::new(c, who.tenant.clone()));
+    let report = blocking(state.ingest_timeout, move || {
+        engine.ingest(chunks, append, cache.as_ref().map(|c| c as &dyn ragctx_core::EmbeddingCache))
+    })
+    .await?;
     // The ingest report; a request reads no files.
     let r = report;
     Ok(Json(serde_json::json!({

@@ -607,3 +607,22 @@ async fn a_turn_filter_restricts_blocks_and_a_bad_one_names_its_path() {
     assert_eq!(s, StatusCode::BAD_REQUEST, "{b}");
     assert!(b.contains("filter.not.year"), "{b}");
 }
+
+/// The embedding cache is shared on disk but read through the caller's tenant: an ingest's
+/// report (`embedded`, `cached`) never tells a tenant that another already ingested the
+/// same text, while a tenant's own re-ingest still finds its vectors.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_ingest_report_never_tells_what_another_tenant_ingested() {
+    let fx = fixture().await;
+    let same = |id: &str| json!([{"_id": id, "document_id": id, "title": "Probe", "text": "A text only tenant alpha has written so far."}]);
+    let first = ok(&fx.app, "POST", "/v1/documents", A_WRITE, same("probe-a")).await;
+    assert_eq!((first["embedded"].as_u64(), first["cached"].as_u64()), (Some(1), Some(0)), "{first}");
+    let again = ok(&fx.app, "POST", "/v1/documents", A_WRITE, same("probe-a2")).await;
+    assert_eq!((again["embedded"].as_u64(), again["cached"].as_u64()), (Some(0), Some(1)), "own cache: {again}");
+    let other = ok(&fx.app, "POST", "/v1/documents", B_WRITE, same("probe-b")).await;
+    assert_eq!(
+        (other["embedded"].as_u64(), other["cached"].as_u64()),
+        (Some(1), Some(0)),
+        "tenant bravo learned that tenant alpha holds this text: {other}"
+    );
+}

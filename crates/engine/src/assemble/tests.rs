@@ -222,24 +222,16 @@ fn the_working_set_is_carried_in_engine_memory_and_pointed_to_in_client_memory()
 fn dedupe_marks_carried_blocks_and_keeps_a_reshows_order() {
     let hit = |id: &str, doc: &str, score: f32| Hit { chunk: chunk(id, doc, id).chunk, score };
     let first_shown: HashMap<ChunkId, u64> = [("cactus#0".into(), 2)].into_iter().collect();
-    let candidates = |previous: Vec<DocumentId>| Candidates {
-        hits: vec![],
-        path: SearchPath::Exact,
-        rounds: 0,
-        reason: String::new(),
-        sides: None,
-        previous,
-        quotas: HashMap::new(),
-    };
     let hits = vec![hit("cactus#0", "cactus", 0.9), hit("fern#0", "fern", 0.8)];
     let s = TurnSettings::default();
-    let d = dedupe_stage(Intent::New, hits.clone(), &candidates(vec![]), &first_shown, &s);
+    let d = dedupe_stage(Intent::New, hits.clone(), (HashMap::new(), &[]), &first_shown, &s);
     let carried: Vec<Option<u64>> = d.fragments.iter().map(|f| f.carried_from).collect();
     assert_eq!(carried, [Some(2), None]);
     let client = TurnSettings { memory: Memory::Client, ..s.clone() };
-    let d = dedupe_stage(Intent::New, hits.clone(), &candidates(vec![]), &first_shown, &client);
+    let d = dedupe_stage(Intent::New, hits.clone(), (HashMap::new(), &[]), &first_shown, &client);
     assert!(d.fragments.iter().all(|f| f.carried_from.is_none()), "client memory marks nothing");
-    let d = dedupe_stage(Intent::Reshow, hits, &candidates(vec!["fern".into(), "cactus".into()]), &first_shown, &s);
+    let previous: [DocumentId; 2] = ["fern".into(), "cactus".into()];
+    let d = dedupe_stage(Intent::Reshow, hits, (HashMap::new(), &previous), &first_shown, &s);
     let order: Vec<&str> = d.fragments.iter().map(|f| f.document_id.as_str()).collect();
     assert_eq!(order, ["fern", "cactus"], "the earlier prompt's order, not the scores'");
 }
