@@ -56,6 +56,7 @@ macro_rules! named {
 mod chunk;
 mod context;
 mod error;
+pub mod failpoint;
 mod filter;
 mod filter_index;
 pub mod hash;

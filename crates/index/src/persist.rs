@@ -136,6 +136,7 @@ impl VectorIndex {
             file.sync_all()
         })()
         .map_err(io)?;
+        ragctx_core::failpoint::pause("index.before-rename");
         fs::rename(&tmp, path).map_err(io)?;
         if let Some(dir) = path.parent() {
             if let Ok(d) = File::open(dir) {

@@ -45,7 +45,10 @@ pub(crate) fn save(ix: &LexicalIndex, path: &Path, generation: u64) -> std::io::
     ix.meta.encode(&mut body);
     // One writer per data dir (the store's lock), so one temporary name is enough.
     let tmp = path.with_extension("bin.tmp");
-    let written = write(&tmp, generation, &body).and_then(|_| std::fs::rename(&tmp, path));
+    let written = write(&tmp, generation, &body).and_then(|_| {
+        ragctx_core::failpoint::pause("lexical.before-rename");
+        std::fs::rename(&tmp, path)
+    });
     if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }

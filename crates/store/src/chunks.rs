@@ -169,6 +169,7 @@ impl EmbeddedVectorStore {
             meta.insert("generation", g).map_err(Error::storage)?;
             g
         };
+        ragctx_core::failpoint::pause("chunks.before-commit");
         tx.commit().map_err(Error::storage)?;
         for c in chunks {
             ix.upsert_chunk(&c.chunk, &c.vector);

@@ -41,7 +41,7 @@ impl Env {
     pub fn cmd(&self) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_ragctx"));
         c.arg("--data-dir").arg(self.data()).arg("--model-dir").arg(repo().join("models/all-MiniLM-L6-v2"));
-        c.env_remove("RAGCTX_CONFIG");
+        c.env_remove("RAGCTX_CONFIG").env_remove("RAGCTX_FAILPOINTS");
         c
     }
     pub fn run(&self, args: &[&str]) -> Output {
