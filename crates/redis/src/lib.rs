@@ -8,6 +8,13 @@
 //! version the session has left writes nothing (the engine plans it again). One server
 //! (`redis://`) or a Redis Cluster (`redis+cluster://seed1,seed2`).
 //!
+//! Redis replicates asynchronously: a commit the master acknowledged can be lost with it in
+//! a fail-over. `?min_replicas=N` on the URL makes every turn commit wait (Redis `WAIT`, on
+//! the master that holds the session) until N replicas have it, at most `replica_timeout_ms`
+//! (default 1,000, at most 2,000); when fewer confirm, the turn fails as unavailable (503):
+//! it is on the master but not acknowledged, so an acknowledged turn survives the master's
+//! death (`tests/replication.rs` measures both sides).
+//!
 //! ```no_run
 //! let store = ragctx_redis::RedisSessionStore::connect("redis://127.0.0.1:6379")?;
 //! # Ok::<(), ragctx_core::Error>(())
@@ -99,9 +106,64 @@ enum Target {
     Cluster(ClusterClient),
 }
 
+/// Replicas that must confirm a turn commit (`WAIT numreplicas timeout`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplicaWait {
+    /// How many replicas must hold the commit.
+    pub replicas: u32,
+    /// How long to wait for them, in milliseconds (1..=2,000: below the read time-out).
+    pub timeout_ms: u64,
+}
+
+/// The longest `replica_timeout_ms`: the wait must end before the connection's read time-out.
+pub const MAX_REPLICA_TIMEOUT_MS: u64 = 2_000;
+
+/// Splits ragctx's own parameters (`min_replicas`, `replica_timeout_ms`) off a Redis URL;
+/// the rest goes to the Redis client as it was.
+fn split_replica_wait(url: &str) -> Result<(String, Option<ReplicaWait>)> {
+    let Some((base, query)) = url.split_once('?') else { return Ok((url.to_owned(), None)) };
+    let (mut replicas, mut timeout_ms, mut rest) = (None, None, Vec::new());
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        let number = |what: &str| {
+            v.parse::<u64>().map_err(|_| {
+                Error::InvalidInput(format!("redis URL {url:?}: {what} must be a whole number, not {v:?}"))
+            })
+        };
+        match k {
+            "min_replicas" => replicas = Some(number("min_replicas")?),
+            "replica_timeout_ms" => timeout_ms = Some(number("replica_timeout_ms")?),
+            _ => rest.push(pair),
+        }
+    }
+    let wait = match (replicas, timeout_ms) {
+        (None, None) => None,
+        (None, Some(_)) => {
+            return Err(Error::InvalidInput(format!(
+                "redis URL {url:?}: replica_timeout_ms needs min_replicas (how many replicas must confirm a commit)"
+            )))
+        }
+        (Some(0), _) => None,
+        (Some(n), t) => {
+            let timeout_ms = t.unwrap_or(1_000);
+            if !(1..=MAX_REPLICA_TIMEOUT_MS).contains(&timeout_ms) {
+                return Err(Error::InvalidInput(format!(
+                    "redis URL {url:?}: replica_timeout_ms must be 1..={MAX_REPLICA_TIMEOUT_MS} (the wait ends before the connection's read time-out)"
+                )));
+            }
+            let replicas = u32::try_from(n)
+                .map_err(|_| Error::InvalidInput(format!("redis URL {url:?}: min_replicas {n} is too large")))?;
+            Some(ReplicaWait { replicas, timeout_ms })
+        }
+    };
+    let base = if rest.is_empty() { base.to_owned() } else { format!("{base}?{}", rest.join("&")) };
+    Ok((base, wait))
+}
+
 pub struct RedisSessionStore {
     target: Target,
     url: String,
+    wait: Option<ReplicaWait>,
     idle: Mutex<Vec<Conn>>,
     commit: Script,
     reset: Script,
@@ -137,13 +199,16 @@ impl RedisSessionStore {
     /// Checks the URL and that the server answers `PING`. `redis://HOST:PORT` is one
     /// server; `redis+cluster://HOST:PORT[,HOST:PORT...]` a Redis Cluster reached through
     /// those seed nodes. `rediss://` (TLS) is refused: this build has no TLS.
+    /// `?min_replicas=N[&replica_timeout_ms=T]` makes each turn commit wait for N replicas
+    /// (see the crate docs).
     pub fn connect(url: &str) -> Result<Self> {
         if url.starts_with("rediss") {
             return Err(Error::InvalidInput(format!(
                 "redis URL {url:?}: TLS (rediss://) is not built into ragctx; use redis:// on a trusted network, or a local TLS tunnel"
             )));
         }
-        let target = match cluster_nodes(url) {
+        let (plain, wait) = split_replica_wait(url)?;
+        let target = match cluster_nodes(&plain) {
             Some(nodes) if nodes.is_empty() => {
                 return Err(Error::InvalidInput(format!("redis URL {url:?}: name at least one cluster node")))
             }
@@ -158,12 +223,13 @@ impl RedisSessionStore {
                     .map_err(|e| Error::InvalidInput(format!("redis URL {url:?}: {e}")))?,
             ),
             None => {
-                Target::Single(Client::open(url).map_err(|e| Error::InvalidInput(format!("redis URL {url:?}: {e}")))?)
+                Target::Single(Client::open(plain).map_err(|e| Error::InvalidInput(format!("redis URL {url:?}: {e}")))?)
             }
         };
         let store = RedisSessionStore {
             target,
             url: url.to_owned(),
+            wait,
             idle: Mutex::new(Vec::new()),
             commit: Script::new(COMMIT),
             reset: Script::new(RESET),
@@ -195,12 +261,16 @@ impl RedisSessionStore {
     }
 
     fn with_raw<T>(&self, f: impl FnOnce(&mut dyn ConnectionLike) -> redis::RedisResult<T>) -> redis::RedisResult<T> {
+        self.with_conn(|c| f(c.get()))
+    }
+
+    fn with_conn<T>(&self, f: impl FnOnce(&mut Conn) -> redis::RedisResult<T>) -> redis::RedisResult<T> {
         let pooled = self.idle.lock().expect("pool lock").pop();
         let mut conn = match pooled {
             Some(c) => c,
             None => self.connect_one()?,
         };
-        let out = f(conn.get());
+        let out = f(&mut conn);
         // An error reply from the server (CONFLICT, say) leaves the connection usable; any
         // other error (I/O, time-out, a reply that did not parse) may leave it out of step.
         let broken = out.as_ref().err().is_some_and(|e| e.code().is_none());
@@ -264,7 +334,8 @@ impl SessionStore for RedisSessionStore {
         let record = serde_json::to_string(&commit.record).map_err(Error::storage)?;
         let trace = serde_json::to_string(&commit.trace).map_err(Error::storage)?;
         let commit_id = commit_id();
-        self.with_raw(|c| {
+        let committed = self.with_conn(|conn| {
+            let c = conn.get();
             let mut inv = self.commit.prepare_invoke();
             for key in &k {
                 inv.key(key);
@@ -279,15 +350,47 @@ impl SessionStore for RedisSessionStore {
             for (doc, m) in &commit.new_markers {
                 inv.arg(doc.as_str()).arg(*m);
             }
-            inv.invoke::<u64>(c)
-        })
-        .map_err(|e| match e.code() {
-            Some("CONFLICT") => Error::Conflict(format!(
-                "session {id} moved on (from version {}) while the turn was planned",
-                commit.read_version
-            )),
-            _ => self.error(e),
-        })
+            let turn = inv.invoke::<u64>(c)?;
+            // On the connection that wrote, to the master of the session's slot: WAIT counts
+            // the replicas holding this connection's writes.
+            let confirmed = match (self.wait, conn) {
+                (None, _) => None,
+                (Some(w), Conn::Single(c)) => {
+                    Some(redis::cmd("WAIT").arg(w.replicas).arg(w.timeout_ms).query::<u64>(c)?)
+                }
+                (Some(w), Conn::Cluster(c)) => {
+                    use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+                    let at = SingleNodeRoutingInfo::SpecificNode(Route::with_key(&k[0], SlotAddr::Master));
+                    let v = c.route_command(
+                        redis::cmd("WAIT").arg(w.replicas).arg(w.timeout_ms),
+                        RoutingInfo::SingleNode(at),
+                    )?;
+                    Some(redis::from_redis_value::<u64>(v)?)
+                }
+            };
+            Ok((turn, confirmed))
+        });
+        match committed {
+            Ok((turn, None)) => Ok(turn),
+            Ok((turn, Some(confirmed))) => {
+                let w = self.wait.expect("a wait was asked");
+                if confirmed >= u64::from(w.replicas) {
+                    Ok(turn)
+                } else {
+                    Err(self.unavailable(format!(
+                        "turn {turn} of session {id} is on the master but {confirmed} of {} replicas confirmed it within {} ms (min_replicas): it is not acknowledged and could be lost if the master fails",
+                        w.replicas, w.timeout_ms
+                    )))
+                }
+            }
+            Err(e) => Err(match e.code() {
+                Some("CONFLICT") => Error::Conflict(format!(
+                    "session {id} moved on (from version {}) while the turn was planned",
+                    commit.read_version
+                )),
+                _ => self.error(e),
+            }),
+        }
     }
 
     fn traces(&self, id: &SessionId) -> Result<Vec<Trace>> {
@@ -333,7 +436,30 @@ fn is_unavailable(e: &redis::RedisError) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::{split_replica_wait, ReplicaWait};
     use redis::{ErrorKind, RedisError, ServerErrorKind};
+
+    #[test]
+    fn replica_parameters_are_taken_off_the_url_and_checked() {
+        let (url, w) = split_replica_wait("redis://h:1/0?min_replicas=1&protocol=resp2").unwrap();
+        assert_eq!(
+            (url.as_str(), w),
+            ("redis://h:1/0?protocol=resp2", Some(ReplicaWait { replicas: 1, timeout_ms: 1_000 }))
+        );
+        let (url, w) = split_replica_wait("redis+cluster://a:1,b:2?min_replicas=2&replica_timeout_ms=250").unwrap();
+        assert_eq!((url.as_str(), w), ("redis+cluster://a:1,b:2", Some(ReplicaWait { replicas: 2, timeout_ms: 250 })));
+        assert_eq!(split_replica_wait("redis://h:1?min_replicas=0").unwrap(), ("redis://h:1".to_owned(), None));
+        assert_eq!(split_replica_wait("redis://h:1").unwrap(), ("redis://h:1".to_owned(), None));
+        for (bad, says) in [
+            ("redis://h?min_replicas=x", "min_replicas must be a whole number"),
+            ("redis://h?replica_timeout_ms=5", "needs min_replicas"),
+            ("redis://h?min_replicas=1&replica_timeout_ms=0", "1..=2000"),
+            ("redis://h?min_replicas=1&replica_timeout_ms=5000", "1..=2000"),
+        ] {
+            let e = split_replica_wait(bad).unwrap_err().to_string();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn a_loading_or_failing_over_server_is_unavailable_a_refusal_is_not() {
