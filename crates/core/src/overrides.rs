@@ -186,6 +186,9 @@ turn_overrides! {
     /// Fewer distinct documents than this among the results triggers a deeper search
     /// (capped at limit) [default: 3]
     min_documents: usize,
+    /// The budget is filled by rank down to this share of the turn's best score: a weaker
+    /// block stays out however much room is left; 0 = off (fill up to limit) [default: 0.8]
+    relevance_floor: f32,
     /// Context budget in cl100k_base tokens, block headers (and in engine memory the
     /// conversation) included [default: 6000]
     budget: usize,
@@ -296,7 +299,7 @@ mod tests {
         let values = serde_json::json!({
             "mode": "new", "memory": "client", "conversation_query": "off", "strategy": "full",
             "retrieval": "hybrid", "fusion": "rrf", "granularity": "document", "consumption": "cited",
-            "window": 2, "limit": 5, "group_size": 2, "group_margin": 0.3, "min_documents": 1,
+            "window": 2, "limit": 5, "group_size": 2, "group_margin": 0.3, "min_documents": 1, "relevance_floor": 0.5,
             "budget": 900, "session_ttl": 60, "filter": {"a": 1}
         });
         assert_eq!(values.as_object().unwrap().len(), TurnOverrides::KEYS.len());

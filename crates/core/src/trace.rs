@@ -66,6 +66,10 @@ pub struct TraceStats {
     pub replans: u32,
     /// Documents left out because their block or pointer did not fit the budget, in rank order.
     pub dropped_by_budget: Vec<DocumentId>,
+    /// Documents left out because their best block scored below `relevance_floor` × the
+    /// turn's best, in rank order (traces from before the floor: none).
+    #[serde(default)]
+    pub below_floor: Vec<DocumentId>,
     /// The intent the turn ran with (classified, or forced by `mode`).
     pub intent: Intent,
     /// How the store searched (`exact` for a reshow, which fetches the earlier chunks by id).

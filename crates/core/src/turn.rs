@@ -18,6 +18,10 @@ pub const MAX_SESSION_TTL: u64 = 315_360_000;
 /// Default of [`TurnSettings::group_margin`], chosen on MTRAG (bench/README.md).
 pub const DEFAULT_GROUP_MARGIN: f32 = 0.1;
 
+/// Default of [`TurnSettings::relevance_floor`], chosen on MTRAG (bench/README.md, "Turns
+/// that fill the budget").
+pub const DEFAULT_RELEVANCE_FLOOR: f32 = 0.8;
+
 /// The settings of one turn: what flags, config and requests choose, checked by
 /// [`TurnSettings::validate`] (the engine checks them at the start of every turn).
 ///
@@ -51,6 +55,11 @@ pub struct TurnSettings {
     pub group_margin: f32,
     /// Fewer unique documents than this triggers a deeper search.
     pub min_documents: usize,
+    /// A block enters the context only when its score is at least this share of the turn's
+    /// best (0 = off): the budget is filled by rank down to it, `limit` caps the results.
+    /// Traces from before it read 0: nothing was held back.
+    #[serde(default)]
+    pub relevance_floor: f32,
     /// Context budget in tokens, block headers included.
     pub budget: usize,
     /// Session time-to-live in seconds; 0 = never expires.
@@ -92,6 +101,7 @@ impl Default for TurnSettings {
             group_size: 3,
             group_margin: DEFAULT_GROUP_MARGIN,
             min_documents: 3,
+            relevance_floor: DEFAULT_RELEVANCE_FLOOR,
             budget: 6_000,
             session_ttl: 86_400,
             mode: Mode::Auto,
@@ -128,6 +138,12 @@ impl TurnSettings {
             return Err(Error::InvalidInput(format!(
                 "group_margin must be between 0 and 2 (a cosine distance), got {}",
                 self.group_margin
+            )));
+        }
+        if !(self.relevance_floor.is_finite() && (0.0..=1.0).contains(&self.relevance_floor)) {
+            return Err(Error::InvalidInput(format!(
+                "relevance_floor must be between 0 and 1 (a share of the turn's best score; 0 = off), got {}",
+                self.relevance_floor
             )));
         }
         Ok(())

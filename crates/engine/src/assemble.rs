@@ -29,6 +29,8 @@ pub struct Assembled {
     /// Lexical or hybrid retrieval: what each side found, or why the lexical side did not run;
     /// `None` for dense retrieval and for a reshow.
     pub retrieval: Option<ragctx_core::RetrievalTrace>,
+    /// Documents held back by `relevance_floor`, in rank order.
+    pub below_floor: Vec<DocumentId>,
     /// The blocks and pointers within the budget, with the markers handed out.
     pub context: context::BuiltContext,
     /// `engine` memory: the earlier turns in the prompt, rendered, and their tokens.
@@ -230,6 +232,27 @@ pub fn dedupe_stage(
     deduped
 }
 
+/// Stage 4, last: the fragments below `relevance_floor` × the turn's best score leave, so the
+/// budget is filled by rank only with evidence that stands near the best (a reshow keeps
+/// what it reshows). Returns the documents held back that have no fragment left, in rank order.
+pub fn floor_stage(intent: Intent, fragments: &mut Vec<dedupe::Fragment>, settings: &TurnSettings) -> Vec<DocumentId> {
+    let best = fragments.iter().map(|f| f.score).fold(f32::NEG_INFINITY, f32::max);
+    if intent == Intent::Reshow || settings.relevance_floor <= 0.0 || !(best > 0.0) {
+        return Vec::new();
+    }
+    let floor = best * settings.relevance_floor;
+    let mut held: Vec<DocumentId> = Vec::new();
+    fragments.retain(|f| {
+        let keep = f.score >= floor;
+        if !keep && !held.contains(&f.document_id) {
+            held.push(f.document_id.clone());
+        }
+        keep
+    });
+    held.retain(|d| !fragments.iter().any(|f| &f.document_id == d));
+    held
+}
+
 /// Stage 5: the conversation (`engine` memory: `given`, or the window's turns, within its
 /// share of the budget), then the blocks and pointers by rank within what is left, then the
 /// prompt and its tokens.
@@ -305,7 +328,8 @@ impl Engine {
 
         let stage = Stage::start("dedupe");
         let grouping = (std::mem::take(&mut candidates.quotas), candidates.previous.as_slice());
-        let deduped = dedupe_stage(intent, ranked.hits, grouping, &working.first_shown, settings);
+        let mut deduped = dedupe_stage(intent, ranked.hits, grouping, &working.first_shown, settings);
+        let below_floor = floor_stage(intent, &mut deduped.fragments, settings);
         stage.end(&mut timings);
 
         let stage = Stage::start("assemble");
@@ -332,6 +356,7 @@ impl Engine {
             search_rounds: candidates.rounds,
             search_reason: candidates.reason,
             retrieval: candidates.sides,
+            below_floor,
             context: built.context,
             conversation: built.conversation,
             conversation_tokens: built.conversation_tokens,

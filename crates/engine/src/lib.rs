@@ -389,6 +389,7 @@ impl Engine {
             mixed_questions: a.mixed_questions,
             replans: 0,
             dropped_by_budget: a.context.dropped_by_budget.clone(),
+            below_floor: a.below_floor,
             intent: a.intent,
             search_path: a.search_path,
             search_rounds: a.search_rounds,

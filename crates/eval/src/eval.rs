@@ -52,7 +52,9 @@ pub enum EvalCommand {
         #[arg(long, value_delimiter = ',')]
         domains: Vec<String>,
         /// Comma-separated: none, group, exclude, full, full+cited, history (the seed's paths,
-        /// one chunk per document), engine, client (the memory modes with their defaults)
+        /// one chunk per document), engine, client (the memory modes with their defaults),
+        /// none+conv (the conversation plus plain top-k filling the budget: a stateless app),
+        /// history@budget (the top 8 plus earlier contexts newest first, cut to the budget)
         #[arg(long, value_delimiter = ',', default_value = "none,group,exclude,full,full+cited,history,engine,client")]
         strategies: Vec<String>,
         /// document, chunk, or both
@@ -70,8 +72,12 @@ pub enum EvalCommand {
         #[arg(long, value_delimiter = ',')]
         fusion: Vec<String>,
         /// Context budget in cl100k_base tokens [default: the configured budget]
-        #[arg(long)]
+        #[arg(long, conflicts_with = "budgets")]
         budget: Option<usize>,
+        /// Comma-separated budgets: every strategy but unbounded `history` runs at each, and
+        /// the report opens with evidence recall against prompt tokens, one curve per strategy
+        #[arg(long, value_delimiter = ',')]
+        budgets: Vec<usize>,
         /// Replay at most this many conversations
         #[arg(long)]
         conversations: Option<usize>,
@@ -120,6 +126,7 @@ pub fn run(settings: &Settings, what: &EvalCommand) -> Result<()> {
             retrieval,
             fusion,
             budget,
+            budgets,
             conversations,
             out,
             json,
@@ -146,6 +153,7 @@ pub fn run(settings: &Settings, what: &EvalCommand) -> Result<()> {
                 queries: query.clone(),
                 retrievals: retrieval_runs(&retrieval, &fusion)?,
                 budget: *budget,
+                budgets: budgets.clone(),
                 conversations: *conversations,
                 out: out.clone(),
                 json: *json,

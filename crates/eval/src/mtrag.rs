@@ -10,6 +10,7 @@ use ragctx_app::ingest::Terminal;
 use ragctx_core::{Embedder, SessionId, SessionStore, TokenCounter};
 use ragctx_core::{Fusion, Memory, Retrieval};
 use ragctx_engine::context::INSTRUCTIONS;
+use ragctx_engine::conversation::{fit, CONVERSATION_SHARE};
 use ragctx_engine::dedupe::text_hash;
 use ragctx_engine::ingest::{embed_chunks, parse_jsonl, store_embedded};
 use ragctx_engine::{Consumption, ConversationQuery, Granularity, Strategy, TurnSettings, Utterance};
@@ -41,6 +42,8 @@ pub struct MtragOptions {
     pub retrievals: Vec<(Retrieval, Option<Fusion>)>,
     /// Context budget in tokens replacing the configured one.
     pub budget: Option<usize>,
+    /// Budgets to run every strategy at (but unbounded `history`): the report's curves.
+    pub budgets: Vec<usize>,
     /// Replay at most this many conversations (the first by conversation id).
     pub conversations: Option<usize>,
     /// Folder to write `mtrag.json` and `mtrag.html` to.
@@ -51,6 +54,18 @@ pub struct MtragOptions {
 
 /// Every strategy `eval mtrag` knows, in the order of its default list.
 pub const ALL_STRATEGIES: [&str; 8] = ["none", "group", "exclude", "full", "full+cited", "history", "engine", "client"];
+
+/// The baselines a chat app would run at a token budget: `none+conv` (the conversation, then
+/// plain top-k filling the rest: a stateless app) and `history@budget` (the top
+/// [`CHAT_APP_K`], then earlier contexts and exchanges newest first while they fit).
+pub const BUDGET_BASELINES: [&str; 2] = ["none+conv", "history@budget"];
+
+/// Chunks per turn a chat app that keeps history retrieves: `history` and `history@budget`
+/// take this many (the default `limit` before turns filled the budget), whatever `limit` is.
+pub const CHAT_APP_K: usize = 8;
+
+/// The smallest budget a turn accepts (`TurnSettings::validate`).
+const MIN_BUDGET: usize = 16;
 
 /// Weights of the current question and the user turns before it in the eval's own
 /// `weighted` query (the engine's `conversation_query` uses `ragctx_engine::MIX_WEIGHTS`).
@@ -103,73 +118,143 @@ impl Embedder for MemoEmbedder {
     }
 }
 
+/// What the client sends beside the turn's own prompt.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Client {
+    /// Nothing: the turn's prompt is all (the engine's modes, the seed's strategies).
+    Nothing,
+    /// Every earlier context and exchange of the window (`history`, `client` memory).
+    Keeps,
+    /// Earlier contexts and exchanges newest first while the whole prompt fits the budget.
+    KeepsWithinBudget,
+    /// The conversation (newest first, within the engine's conversation share), the turn's
+    /// blocks filling the rest of the budget.
+    Conversation,
+}
+
 struct Variant {
     key: String,
+    /// The key without its budget, and the budget, when the run draws curves.
+    curve: Option<(String, usize)>,
     settings: TurnSettings,
     query: String,
-    /// The model reads the earlier contexts too (`history`, `client` memory).
-    client_keeps: bool,
+    client: Client,
+}
+
+impl Variant {
+    /// The model reads earlier contexts the client kept.
+    fn client_keeps(&self) -> bool {
+        matches!(self.client, Client::Keeps | Client::KeepsWithinBudget)
+    }
 }
 
 fn variants(opts: &MtragOptions, base: &TurnSettings) -> Result<Vec<Variant>> {
     let mut out = Vec::new();
+    let curves = opts.budgets.len() > 1;
+    let budgets = if opts.budgets.is_empty() { vec![base.budget] } else { opts.budgets.clone() };
     for name in &opts.strategies {
         // The memory modes run with their defaults; the seed's strategies at each granularity.
         let modes = matches!(name.as_str(), "engine" | "client");
         let granularities = if modes { vec![base.granularity] } else { opts.granularities.clone() };
-        for &g in &granularities {
-            for (q, &(retrieval, fusion)) in
-                opts.queries.iter().flat_map(|q| opts.retrievals.iter().map(move |r| (q, r)))
-            {
-                let mut s = base.clone();
-                s.retrieval = retrieval;
-                s.fusion = fusion.unwrap_or(s.fusion);
-                if modes {
-                    s.memory = if name == "engine" { Memory::Engine } else { Memory::Client };
-                    if q != "last" {
-                        // The eval builds this query itself; the engine must not mix it again.
-                        s.conversation_query = ConversationQuery::Off;
-                    }
-                } else {
-                    // The seed's paths as they were measured before memory modes: one chunk
-                    // per document, nothing carried, no conversation in the prompt.
-                    s.memory = Memory::Client;
-                    s.conversation_query = ConversationQuery::Off;
-                    s.group_size = 1;
-                    s.group_margin = 0.0;
-                    s.granularity = g;
-                    s.consumption = Consumption::Shown;
-                    s.strategy = match name.as_str() {
-                        "none" | "history" => Strategy::None,
-                        "group" => Strategy::Group,
-                        "exclude" => Strategy::Exclude,
-                        "full" => Strategy::Full,
-                        "full+cited" => {
-                            s.consumption = Consumption::Cited;
-                            Strategy::Full
+        // Unbounded `history` is the reference point: one run, at the configured budget.
+        let at = if name == "history" { vec![base.budget] } else { budgets.clone() };
+        for &budget in &at {
+            for &g in &granularities {
+                for (q, &(retrieval, fusion)) in
+                    opts.queries.iter().flat_map(|q| opts.retrievals.iter().map(move |r| (q, r)))
+                {
+                    let mut s = base.clone();
+                    s.budget = budget;
+                    s.retrieval = retrieval;
+                    s.fusion = fusion.unwrap_or(s.fusion);
+                    if modes {
+                        s.memory = if name == "engine" { Memory::Engine } else { Memory::Client };
+                        if q != "last" {
+                            // The eval builds this query itself; the engine must not mix it again.
+                            s.conversation_query = ConversationQuery::Off;
                         }
-                        other => bail!("unknown strategy {other:?}: use {}", ALL_STRATEGIES.join(", ")),
-                    };
-                }
-                let mut key = name.clone();
-                if opts.granularities.len() > 1 && !modes {
-                    key.push_str(&format!("@{g}"));
-                }
-                if opts.queries.len() > 1 {
-                    key.push_str(&format!("/{q}"));
-                }
-                if opts.retrievals.len() > 1 || retrieval != Retrieval::Dense {
-                    key.push_str(&format!("+{}", retrieval.as_str()));
-                    if let Some(f) = fusion {
-                        key.push_str(&format!("/{}", f.as_str()));
+                    } else {
+                        // The seed's paths as they were measured before memory modes: one chunk
+                        // per document, nothing carried, no conversation in the prompt, no
+                        // relevance floor (peers fill by rank up to `limit`).
+                        s.memory = Memory::Client;
+                        s.conversation_query = ConversationQuery::Off;
+                        s.group_size = 1;
+                        s.group_margin = 0.0;
+                        s.relevance_floor = 0.0;
+                        s.granularity = g;
+                        s.consumption = Consumption::Shown;
+                        s.strategy = match name.as_str() {
+                            "none" | "none+conv" => Strategy::None,
+                            "history" | "history@budget" => {
+                                s.limit = CHAT_APP_K;
+                                Strategy::None
+                            }
+                            "group" => Strategy::Group,
+                            "exclude" => Strategy::Exclude,
+                            "full" => Strategy::Full,
+                            "full+cited" => {
+                                s.consumption = Consumption::Cited;
+                                Strategy::Full
+                            }
+                            other => bail!(
+                                "unknown strategy {other:?}: use {}, {}",
+                                ALL_STRATEGIES.join(", "),
+                                BUDGET_BASELINES.join(", ")
+                            ),
+                        };
                     }
+                    let mut key = name.clone();
+                    if opts.granularities.len() > 1 && !modes {
+                        key.push_str(&format!("@{g}"));
+                    }
+                    if opts.queries.len() > 1 {
+                        key.push_str(&format!("/{q}"));
+                    }
+                    if opts.retrievals.len() > 1 || retrieval != Retrieval::Dense {
+                        key.push_str(&format!("+{}", retrieval.as_str()));
+                        if let Some(f) = fusion {
+                            key.push_str(&format!("/{}", f.as_str()));
+                        }
+                    }
+                    let curve = (curves && name != "history").then(|| (key.clone(), budget));
+                    if curve.is_some() {
+                        key.push_str(&format!("@{budget}"));
+                    }
+                    let client = match name.as_str() {
+                        "history" | "client" => Client::Keeps,
+                        "history@budget" => Client::KeepsWithinBudget,
+                        "none+conv" => Client::Conversation,
+                        _ => Client::Nothing,
+                    };
+                    out.push(Variant { key, curve, settings: s, query: q.clone(), client });
                 }
-                let client_keeps = name == "history" || name == "client";
-                out.push(Variant { key, settings: s, query: q.clone(), client_keeps });
             }
         }
     }
     Ok(out)
+}
+
+/// Evidence recall against prompt tokens per strategy, one point per budget (unbounded
+/// `history` one point without a budget): overall, from turn 5 on, and per domain.
+fn curves(variants: &[Variant], strategies: &serde_json::Value, domains: &[String]) -> serde_json::Value {
+    let point = |m: &serde_json::Value| serde_json::json!({"prompt_tokens": m["prompt_tokens"], "evidence_recall": m["evidence_recall"], "turns": m["turns"]});
+    let mut out: BTreeMap<String, Vec<serde_json::Value>> = BTreeMap::new();
+    for v in variants {
+        let r = &strategies[&v.key];
+        let (name, budget) = match &v.curve {
+            Some((name, b)) => (name.clone(), serde_json::json!(b)),
+            None => (v.key.clone(), serde_json::Value::Null),
+        };
+        let by_domain: serde_json::Map<String, serde_json::Value> =
+            domains.iter().map(|d| (d.clone(), point(&r["by_domain"][d]))).collect();
+        let mut p = point(&r["overall"]);
+        p["budget"] = budget;
+        p["from_turn_5"] = point(&r["from_turn_5"]);
+        p["by_domain"] = serde_json::Value::Object(by_domain);
+        out.entry(name).or_default().push(p);
+    }
+    serde_json::json!(out)
 }
 
 /// User turn `i` (0-based) and the two before it, oldest first: what `history` and
@@ -253,25 +338,64 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
                 // Per earlier turn: its chunks, its context tokens and the tokens of its question
                 // and answer (what a client keeps in the model's history).
                 let mut earlier: Vec<(HashSet<String>, usize, usize)> = Vec::new();
+                // The conversation so far, for `none+conv`.
+                let mut said: Vec<Utterance> = Vec::new();
                 for i in 0..conv.messages.len() {
                     let q = query_text(conv, i, &v.query);
                     if v.query == "weighted" {
                         let newest_first: Vec<&str> = recent(conv, i).iter().rev().map(String::as_str).collect();
                         embedder.mix(&q, &newest_first)?;
                     }
-                    let out = engine.ask_with_query(&session, &conv.messages[i], &q, &v.settings)?;
+                    // `none+conv`: the conversation takes its share of the budget first (newest
+                    // first, as the engine fits its own), the blocks fill what is left.
+                    let sent_conversation = match v.client {
+                        Client::Conversation => {
+                            let share = (v.settings.budget as f64 * CONVERSATION_SHARE) as usize;
+                            fit(&said, share, counter.as_ref()).1
+                        }
+                        _ => 0,
+                    };
+                    let turn_settings;
+                    let settings = if sent_conversation > 0 {
+                        let mut s = v.settings.clone();
+                        s.budget = s.budget.saturating_sub(sent_conversation).max(MIN_BUDGET);
+                        turn_settings = s;
+                        &turn_settings
+                    } else {
+                        &v.settings
+                    };
+                    let out = engine.ask_with_query(&session, &conv.messages[i], &q, settings)?;
                     let c: HashSet<String> =
                         out.context.iter().flat_map(|b| b.chunk_ids.iter().map(|c| c.0.clone())).collect();
                     let cd: HashSet<String> = out.context.iter().map(|b| b.document_id.0.clone()).collect();
                     let window = v.settings.window;
-                    let kept = &earlier[if window == 0 { 0 } else { earlier.len().saturating_sub(window) }..];
+                    let mut from = if window == 0 { 0 } else { earlier.len().saturating_sub(window) };
+                    if v.client == Client::KeepsWithinBudget {
+                        // Newest first, while the whole prompt stays within the budget.
+                        let mut used = out.trace.prompt_tokens + carried_head;
+                        let mut k = earlier.len();
+                        while k > from && used + earlier[k - 1].1 + earlier[k - 1].2 <= v.settings.budget {
+                            used += earlier[k - 1].1 + earlier[k - 1].2;
+                            k -= 1;
+                        }
+                        from = k;
+                    }
+                    let kept = &earlier[from..];
                     let in_window: HashSet<&String> = kept.iter().flat_map(|k| k.0.iter()).collect();
                     let kept_tokens: usize = kept.iter().map(|k| k.1).sum();
                     let kept_exchanges: usize = kept.iter().map(|k| k.2).sum();
-                    let conversation = if v.client_keeps { kept_exchanges } else { out.trace.conversation_tokens };
+                    let conversation = match v.client {
+                        Client::Keeps | Client::KeepsWithinBudget => kept_exchanges,
+                        Client::Conversation => sent_conversation,
+                        Client::Nothing => out.trace.conversation_tokens,
+                    };
                     let kept_contexts = if kept_tokens > 0 { carried_head + kept_tokens } else { 0 };
-                    let prompt =
-                        out.trace.prompt_tokens + if v.client_keeps { kept_contexts + kept_exchanges } else { 0 };
+                    let prompt = out.trace.prompt_tokens
+                        + match v.client {
+                            Client::Keeps | Client::KeepsWithinBudget => kept_contexts + kept_exchanges,
+                            Client::Conversation => sent_conversation,
+                            Client::Nothing => 0,
+                        };
                     let mut seen_in_prompt: HashSet<&str> = HashSet::new();
                     let mut seen_text: HashSet<u64> = HashSet::new();
                     let mut duplicate_tokens = 0usize;
@@ -280,7 +404,7 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
                         let again = b.chunk_ids.iter().any(|c| in_window.contains(&c.0));
                         let twice = b.chunk_ids.iter().any(|c| !seen_in_prompt.insert(c.as_str()))
                             || !seen_text.insert(text_hash(&b.text))
-                            || (v.client_keeps && again);
+                            || (v.client_keeps() && again);
                         if twice {
                             duplicate_tokens += b.tokens;
                         }
@@ -293,7 +417,7 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
                         let fresh = inter(&c);
                         let readable = g
                             .iter()
-                            .filter(|x| c.contains(x.as_str()) || (v.client_keeps && in_window.contains(*x)))
+                            .filter(|x| c.contains(x.as_str()) || (v.client_keeps() && in_window.contains(*x)))
                             .count() as f64;
                         let available =
                             g.iter().filter(|x| c.contains(x.as_str()) || shown_chunks.contains(x.as_str())).count()
@@ -339,6 +463,8 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
                     let exchange = Utterance::user(conv.messages[i].as_str()).render()
                         + &Utterance::assistant(out.answer.as_str()).render();
                     earlier.push((c.clone(), out.trace.context_tokens, counter.count(&exchange)));
+                    said.push(Utterance::user(conv.messages[i].as_str()));
+                    said.push(Utterance::assistant(out.answer.as_str()));
                     shown_chunks.extend(c);
                     shown_docs.extend(cd);
                 }
@@ -358,7 +484,13 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
                     granularity: v.settings.granularity,
                     query: v.query.clone(),
                     memory: v.settings.memory,
-                    reader: if v.client_keeps { "client_keeps" } else { "stateless" }.into(),
+                    reader: match v.client {
+                        Client::Keeps => "client_keeps",
+                        Client::KeepsWithinBudget => "client_keeps_within_budget",
+                        Client::Conversation => "client_sends_conversation",
+                        Client::Nothing => "stateless",
+                    }
+                    .into(),
                     overall: t.overall.mean(),
                     from_turn_5: t.late.mean(),
                     by_domain: t.by_domain.iter().map(|(k, m)| (k.clone(), m.mean())).collect(),
@@ -367,7 +499,8 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
             )
         })
         .collect();
-    let report = serde_json::json!({
+    let strategies = serde_json::to_value(&strategies)?;
+    let mut report = serde_json::json!({
         "strategies": strategies,
         "conversations": convs.len(),
         "domains": domains,
@@ -376,6 +509,10 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
         "instructions_tokens": counter.count(INSTRUCTIONS),
         "seconds": started.elapsed().as_secs_f64(),
     });
+    if opts.budgets.len() > 1 {
+        report["budgets"] = serde_json::json!(opts.budgets);
+        report["curves"] = curves(&variants, &report["strategies"], &domains);
+    }
     if let Some(dir) = &opts.out {
         std::fs::create_dir_all(dir).map_err(|source| Error::Write { path: dir.to_path_buf(), source })?;
         write_file(&dir.join("mtrag.json"), serde_json::to_string_pretty(&report)?)?;

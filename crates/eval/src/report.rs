@@ -32,9 +32,44 @@ fn cell(v: &Value, key: &str) -> String {
     }
 }
 
-/// Markdown table of the overall means, one row per strategy.
-pub fn mtrag_table(report: &Value) -> String {
+/// The curves of a run over several budgets as a Markdown table: per strategy and budget,
+/// prompt tokens and evidence recall overall, from turn 5 on and per domain.
+fn curves_table(report: &Value) -> String {
     let mut s = String::new();
+    let Some(curves) = report["curves"].as_object() else { return s };
+    let domains: Vec<&str> =
+        report["domains"].as_array().map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+    let _ = writeln!(
+        s,
+        "| strategy | budget | prompt tokens | evidence recall | turns ≥ 5: prompt tokens | turns ≥ 5: evidence recall | {} |",
+        domains.iter().map(|d| format!("{d}: evidence")).collect::<Vec<_>>().join(" | ")
+    );
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|{}", "---:|".repeat(domains.len()));
+    let num = |v: &Value| v.as_f64().unwrap_or(0.0);
+    for (name, points) in curves {
+        for p in points.as_array().into_iter().flatten() {
+            let budget = p["budget"].as_u64().map_or("unbounded".to_owned(), |b| b.to_string());
+            let per_domain: Vec<String> =
+                domains.iter().map(|d| format!("{:.3}", num(&p["by_domain"][*d]["evidence_recall"]))).collect();
+            let _ = writeln!(
+                s,
+                "| {name} | {budget} | {:.0} | {:.3} | {:.0} | {:.3} | {} |",
+                num(&p["prompt_tokens"]),
+                num(&p["evidence_recall"]),
+                num(&p["from_turn_5"]["prompt_tokens"]),
+                num(&p["from_turn_5"]["evidence_recall"]),
+                per_domain.join(" | ")
+            );
+        }
+    }
+    s.push('\n');
+    s
+}
+
+/// Markdown table of the overall means, one row per strategy (after the curves, when the run
+/// had several budgets).
+pub fn mtrag_table(report: &Value) -> String {
+    let mut s = curves_table(report);
     let _ = writeln!(s, "| strategy | {} | docs | fragments | turns |", COLUMNS.map(|c| c.1).join(" | "));
     let _ = writeln!(s, "|---|{}---:|---:|---:|", "---:|".repeat(COLUMNS.len()));
     if let Some(map) = report["strategies"].as_object() {
@@ -173,6 +208,95 @@ fn pareto(report: &Value) -> String {
     svg
 }
 
+/// Evidence recall against prompt tokens, one line per strategy through its budgets
+/// (labelled), `pick` choosing the point's numbers (overall, from turn 5, a domain).
+fn curve_chart(report: &Value, id: &str, title: &str, pick: &dyn Fn(&Value) -> Value) -> String {
+    let Some(curves) = report["curves"].as_object() else { return String::new() };
+    let lines: Vec<(&String, Vec<(f64, f64, String)>)> = curves
+        .iter()
+        .map(|(name, points)| {
+            let pts = points
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|p| {
+                    let m = pick(p);
+                    let label = p["budget"].as_u64().map_or("unbounded".to_owned(), |b| b.to_string());
+                    (m["prompt_tokens"].as_f64().unwrap_or(0.0), m["evidence_recall"].as_f64().unwrap_or(0.0), label)
+                })
+                .collect();
+            (name, pts)
+        })
+        .collect();
+    let xmax = lines.iter().flat_map(|l| l.1.iter().map(|p| p.0)).fold(1.0, f64::max) * 1.1;
+    let ymax = (lines.iter().flat_map(|l| l.1.iter().map(|p| p.1)).fold(0.0, f64::max) * 1.15).clamp(0.1, 1.0);
+    let (w, h, l, b) = (720.0, 360.0, 60.0, 40.0);
+    let x = |v: f64| l + v / xmax * (w - l - 20.0);
+    let y = |v: f64| h - b - v / ymax * (h - b - 20.0);
+    let mut svg = format!(
+        "<figure id=\"{id}\" class=\"curves\"><figcaption>{}</figcaption><svg viewBox=\"0 0 {w} {h}\" width=\"{w}\" height=\"{h}\" role=\"img\">",
+        escape(title)
+    );
+    let _ = write!(svg, "<line x1=\"{l}\" y1=\"{0}\" x2=\"{1}\" y2=\"{0}\" stroke=\"#999\"/>", h - b, w - 20.0);
+    let _ = write!(svg, "<line x1=\"{l}\" y1=\"20\" x2=\"{l}\" y2=\"{}\" stroke=\"#999\"/>", h - b);
+    for i in 0..=5 {
+        let v = ymax * i as f64 / 5.0;
+        let _ = write!(
+            svg,
+            "<text x=\"{}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"end\">{v:.2}</text>",
+            l - 4.0,
+            y(v) + 3.0
+        );
+        let t = xmax * i as f64 / 5.0;
+        let _ = write!(
+            svg,
+            "<text x=\"{:.1}\" y=\"{}\" font-size=\"10\" text-anchor=\"middle\">{t:.0}</text>",
+            x(t),
+            h - b + 14.0
+        );
+    }
+    let _ = write!(
+        svg,
+        "<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">prompt tokens</text>",
+        (l + w) / 2.0,
+        h - 6.0
+    );
+    let _ = write!(svg, "<text x=\"14\" y=\"{}\" font-size=\"11\" transform=\"rotate(-90 14 {0})\" text-anchor=\"middle\">evidence recall</text>", (h - b) / 2.0);
+    for (name, pts) in &lines {
+        let color = colour(report, name);
+        let path: Vec<String> = pts.iter().map(|p| format!("{:.1},{:.1}", x(p.0), y(p.1))).collect();
+        let _ = write!(
+            svg,
+            "<g class=\"curve\" data-name=\"{n}\"><polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"/>",
+            path.join(" "),
+            n = escape(name)
+        );
+        for (px, py, label) in pts {
+            let _ = write!(
+                svg,
+                "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"4\" fill=\"{color}\"><title>{n} at budget {label}: {py:.3} evidence recall, {px:.0} prompt tokens</title></circle>",
+                x(*px),
+                y(*py),
+                n = escape(name)
+            );
+        }
+        if let Some((px, py, _)) = pts.last() {
+            let right = *px > xmax / 2.0;
+            let _ = write!(
+                svg,
+                "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"12\" fill=\"{color}\" text-anchor=\"{}\">{}</text>",
+                if right { x(*px) - 8.0 } else { x(*px) + 8.0 },
+                y(*py) - 6.0,
+                if right { "end" } else { "start" },
+                escape(name)
+            );
+        }
+        svg.push_str("</g>");
+    }
+    svg.push_str("</svg></figure>");
+    svg
+}
+
 /// One line per strategy of `metric` over the turn index; all but [`SHOWN_FIRST`] start
 /// hidden and are switched on with the checkboxes above the charts.
 fn chart(report: &Value, metric: &str, title: &str) -> String {
@@ -290,6 +414,31 @@ pub fn mtrag_html(report: &Value) -> String {
 (one chunk per document). Evidence recall counts gold passages whose text the model reads at that turn.</p>",
         report["conversations"], escape(&report["domains"].to_string()), report["budget"], report["limit"]
     );
+    if report["curves"].is_object() {
+        // Runs over several budgets open with the curves: overall, from turn 5, per domain.
+        let _ = write!(
+            body,
+            "<p>Budgets {}: every strategy but unbounded <code>history</code> ran at each; each line joins a \
+strategy's points (evidence recall against the prompt tokens it used).</p>",
+            escape(&report["budgets"].to_string())
+        );
+        body.push_str(&curve_chart(
+            report,
+            "curves",
+            "Evidence recall against prompt tokens, one curve per strategy",
+            &|p| p.clone(),
+        ));
+        body.push_str(&curve_chart(report, "curves-late", "Turns 5 and later", &|p| p["from_turn_5"].clone()));
+        body.push_str("<div class=\"charts\">");
+        for d in report["domains"].as_array().cloned().unwrap_or_default() {
+            let d = d.as_str().unwrap_or_default().to_owned();
+            let title = format!("{d}");
+            body.push_str(&curve_chart(report, &format!("curves-{}", series_id(&d)), &title, &|p| {
+                p["by_domain"][&d].clone()
+            }));
+        }
+        body.push_str("</div>");
+    }
     body.push_str(&pareto(report));
     body.push_str("<h2>Per turn index</h2>");
     body.push_str(&series_picker(report));

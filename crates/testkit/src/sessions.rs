@@ -54,6 +54,7 @@ fn commit(question: &str, docs: &[&str], markers: &[(&str, u32)]) -> TurnCommit 
             mixed_questions: 0,
             replans: 0,
             dropped_by_budget: vec![],
+            below_floor: vec![],
             intent: Intent::New,
             search_path: SearchPath::Exact,
             search_rounds: 1,

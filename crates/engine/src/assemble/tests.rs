@@ -296,3 +296,30 @@ fn a_turn_whose_deadline_passes_before_its_commit_is_not_recorded() {
     let t = e.ask_before(&session, "fern water", "fern water", &s, Some(Instant::now() + Duration::from_secs(30)));
     assert_eq!(t.unwrap().turn, 1, "with time to spare the same turn is the session's first");
 }
+
+#[test]
+fn the_floor_holds_back_blocks_far_below_the_best_and_never_a_reshow() {
+    let fragments = || -> Vec<dedupe::Fragment> {
+        [("a", 0.9), ("b", 0.75), ("c", 0.7), ("b", 0.5), ("d", 0.4)]
+            .iter()
+            .enumerate()
+            .map(|(i, &(doc, score))| {
+                dedupe::Fragment::of(Hit { chunk: chunk(&format!("{doc}{i}"), doc, "text").chunk, score })
+            })
+            .collect()
+    };
+    let docs = |f: &[dedupe::Fragment]| f.iter().map(|f| f.document_id.as_str().to_owned()).collect::<Vec<_>>();
+    let settings = TurnSettings { relevance_floor: 0.8, ..TurnSettings::default() };
+    let mut f = fragments();
+    let held = floor_stage(Intent::New, &mut f, &settings);
+    // 0.8 × 0.9 = 0.72: "c" (0.70) and "d" (0.40) stay out; "b" keeps its better block.
+    assert_eq!(docs(&f), ["a", "b"]);
+    assert_eq!(held, [DocumentId::from("c"), DocumentId::from("d")], "held back in rank order, b not listed");
+    let mut f = fragments();
+    assert!(floor_stage(Intent::Reshow, &mut f, &settings).is_empty());
+    assert_eq!(f.len(), 5, "a reshow shows again all it showed");
+    let mut f = fragments();
+    let off = TurnSettings { relevance_floor: 0.0, ..settings };
+    assert!(floor_stage(Intent::FollowUp, &mut f, &off).is_empty());
+    assert_eq!(f.len(), 5, "0 is off");
+}
