@@ -675,6 +675,68 @@ fn eval_mtrag_scores_strategies_side_by_side() {
     let visible = dom.matches("<polyline class=\"s-").count() - dom.matches("style=\"display:none\"><title>").count();
     assert_eq!(visible, 3 * 4, "engine, none and history drawn in each of the four charts");
 
+    // Budget curves against the two baselines a chat app would run (issue 26): each strategy
+    // at each budget, unbounded `history` once; the page opens with the curves.
+    let curves_out = env.dir.path().join("curves");
+    let c = eval(&[
+        "--strategies",
+        "none+conv,history@budget,history,engine",
+        "--granularity",
+        "chunk",
+        "--budgets",
+        "1000,3000",
+        "--out",
+        curves_out.to_str().unwrap(),
+    ]);
+    let curves = c["curves"].as_object().unwrap();
+    assert_eq!(curves.keys().collect::<Vec<_>>(), ["engine", "history", "history@budget", "none+conv"]);
+    for name in ["engine", "history@budget", "none+conv"] {
+        let pts = curves[name].as_array().unwrap();
+        assert_eq!(pts.iter().map(|p| p["budget"].as_u64().unwrap()).collect::<Vec<_>>(), [1000, 3000], "{name}");
+        for (p, budget) in pts.iter().zip([1000.0, 3000.0]) {
+            let tokens = p["prompt_tokens"].as_f64().unwrap();
+            // The whole prompt within the budget, plus the question and instructions (~100).
+            assert!(tokens > 0.0 && tokens <= budget + 150.0, "{name} at {budget}: {tokens} tokens");
+            assert_eq!(
+                c["strategies"][format!("{name}@{}", budget as u64)]["overall"]["prompt_tokens"],
+                p["prompt_tokens"]
+            );
+        }
+        assert!(pts[1]["prompt_tokens"].as_f64() > pts[0]["prompt_tokens"].as_f64(), "{name}: a larger budget is used");
+    }
+    assert_eq!(curves["history"].as_array().unwrap().len(), 1, "unbounded history is one point");
+    assert!(curves["history"][0]["budget"].is_null());
+    // none+conv sends the conversation; history@budget keeps earlier contexts only within it.
+    assert!(c["strategies"]["none+conv@3000"]["overall"]["conversation_tokens"].as_f64() > Some(0.0));
+    assert_eq!(c["strategies"]["none+conv@3000"]["reader"], "client_sends_conversation");
+    let text = env.ok(&[
+        "eval",
+        "mtrag",
+        "--turns",
+        tfile.to_str().unwrap(),
+        "--corpus-dir",
+        dir.to_str().unwrap(),
+        "--strategies",
+        "none+conv,engine",
+        "--granularity",
+        "chunk",
+        "--budgets",
+        "1000,3000",
+    ]);
+    assert!(
+        text.starts_with("| strategy | budget | prompt tokens | evidence recall |"),
+        "the curves print first: {text}"
+    );
+    let dom = chromium_dom(&env, &format!("file://{}", curves_out.join("mtrag.html").display()));
+    let first = dom.find("<figure").expect("a chart");
+    assert!(dom[first..].starts_with("<figure id=\"curves\""), "the curves are the page's first chart");
+    let figure = &dom[first..first + dom[first..].find("</figure>").unwrap()];
+    for name in curves.keys() {
+        assert!(figure.contains(&format!("data-name=\"{name}\"")), "{name} has a curve");
+    }
+    assert_eq!(figure.matches("<polyline").count(), 4, "one line per strategy");
+    assert!(dom.contains("id=\"curves-late\"") && dom.contains("id=\"curves-govt\""), "turns ≥ 5, then per domain");
+
     // Query modes side by side: the weighted mix runs and is scored like the others.
     let q = eval(&["--strategies", "none", "--granularity", "chunk", "--query", "last,weighted,rewrite"]);
     for mode in ["last", "weighted", "rewrite"] {

@@ -173,9 +173,9 @@ turn_overrides! {
     /// Earlier turns whose chunks are excluded (and, in engine memory, whose exchanges the
     /// prompt may carry); 0 = all the session remembers [default: 0]
     window: usize,
-    /// Search results per turn: chunks, or documents when the strategy groups (full,
-    /// group); the working set carried or pointed to is capped at limit × group_size chunks
-    /// [default: 8]
+    /// Search results per turn at most: chunks, or documents when the strategy groups (full,
+    /// group) — a cap: the budget and relevance_floor decide how many are shown; the working
+    /// set carried or pointed to is capped at limit × group_size chunks [default: 24]
     limit: usize,
     /// Chunks per document at most when the strategy groups, and the working set's cap
     /// (limit × group_size chunks) [default: 3]
@@ -187,7 +187,7 @@ turn_overrides! {
     /// (capped at limit) [default: 3]
     min_documents: usize,
     /// The budget is filled by rank down to this share of the turn's best score: a weaker
-    /// block stays out however much room is left; 0 = off (fill up to limit) [default: 0.8]
+    /// block stays out however much room is left; 0 = off (fill up to limit) [default: 0.6]
     relevance_floor: f32,
     /// Context budget in cl100k_base tokens, block headers (and in engine memory the
     /// conversation) included [default: 6000]

@@ -20,7 +20,7 @@ pub const DEFAULT_GROUP_MARGIN: f32 = 0.1;
 
 /// Default of [`TurnSettings::relevance_floor`], chosen on MTRAG (bench/README.md, "Turns
 /// that fill the budget").
-pub const DEFAULT_RELEVANCE_FLOOR: f32 = 0.8;
+pub const DEFAULT_RELEVANCE_FLOOR: f32 = 0.6;
 
 /// The settings of one turn: what flags, config and requests choose, checked by
 /// [`TurnSettings::validate`] (the engine checks them at the start of every turn).
@@ -97,7 +97,8 @@ impl Default for TurnSettings {
             granularity: Granularity::Chunk,
             consumption: Consumption::Shown,
             window: 0,
-            limit: 8,
+            // A cap: the budget and the relevance floor decide how many blocks a turn shows.
+            limit: 24,
             group_size: 3,
             group_margin: DEFAULT_GROUP_MARGIN,
             min_documents: 3,

@@ -237,7 +237,7 @@ pub fn dedupe_stage(
 /// what it reshows). Returns the documents held back that have no fragment left, in rank order.
 pub fn floor_stage(intent: Intent, fragments: &mut Vec<dedupe::Fragment>, settings: &TurnSettings) -> Vec<DocumentId> {
     let best = fragments.iter().map(|f| f.score).fold(f32::NEG_INFINITY, f32::max);
-    if intent == Intent::Reshow || settings.relevance_floor <= 0.0 || !(best > 0.0) {
+    if intent == Intent::Reshow || settings.relevance_floor <= 0.0 || best.is_nan() || best <= 0.0 {
         return Vec::new();
     }
     let floor = best * settings.relevance_floor;

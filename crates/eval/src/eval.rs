@@ -15,6 +15,8 @@ use std::time::Instant;
 
 /// The `ragctx eval` subcommands: what each evaluates, and its flags.
 #[derive(Subcommand)]
+// Parsed once per process: the size of the MTRAG variant's flags costs nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum EvalCommand {
     /// The intent rules against labelled sets: accuracy and the confusion matrix. Without
     /// --cases: eval/intent.jsonl (original), eval/intent/train.jsonl and

@@ -212,7 +212,9 @@ fn pareto(report: &Value) -> String {
 /// (labelled), `pick` choosing the point's numbers (overall, from turn 5, a domain).
 fn curve_chart(report: &Value, id: &str, title: &str, pick: &dyn Fn(&Value) -> Value) -> String {
     let Some(curves) = report["curves"].as_object() else { return String::new() };
-    let lines: Vec<(&String, Vec<(f64, f64, String)>)> = curves
+    // Per strategy: (prompt tokens, evidence recall, budget label) per point.
+    type Line<'a> = (&'a String, Vec<(f64, f64, String)>);
+    let lines: Vec<Line> = curves
         .iter()
         .map(|(name, points)| {
             let pts = points
@@ -432,8 +434,7 @@ strategy's points (evidence recall against the prompt tokens it used).</p>",
         body.push_str("<div class=\"charts\">");
         for d in report["domains"].as_array().cloned().unwrap_or_default() {
             let d = d.as_str().unwrap_or_default().to_owned();
-            let title = format!("{d}");
-            body.push_str(&curve_chart(report, &format!("curves-{}", series_id(&d)), &title, &|p| {
+            body.push_str(&curve_chart(report, &format!("curves-{}", series_id(&d)), &d, &|p| {
                 p["by_domain"][&d].clone()
             }));
         }
