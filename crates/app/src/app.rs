@@ -79,6 +79,7 @@ pub fn engine_over(
         counter: Arc::new(Cl100kCounter::new()),
         generator: Arc::new(ExtractiveGenerator::default()),
         turn_locks: Default::default(),
+        query_weights: ragctx_engine::QueryWeights::fitted(),
     }
 }
 

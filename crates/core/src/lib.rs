@@ -93,4 +93,4 @@ pub use session::{Intent, Memory, QuantizedVector, Retention, SessionState, Turn
 pub use tenant::{tenant_of, Tenant, DEFAULT_TENANT, TENANT_SEPARATOR};
 pub use trace::{EffectiveSettings, RetrievalTrace, Trace, TraceStats, TRACE_VERSION};
 pub use traits::{Embedder, EmbeddingCache, GenerationRequest, Generator, SessionStore, TokenCounter, VectorStore};
-pub use turn::{TurnSettings, DEFAULT_GROUP_MARGIN, DEFAULT_RELEVANCE_FLOOR, REMEMBERED_TURNS};
+pub use turn::{TurnSettings, DEFAULT_ENGAGED_PRIOR, DEFAULT_GROUP_MARGIN, DEFAULT_RELEVANCE_FLOOR, REMEMBERED_TURNS};

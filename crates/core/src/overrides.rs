@@ -189,6 +189,9 @@ turn_overrides! {
     /// The budget is filled by rank down to this share of the turn's best score: a weaker
     /// block stays out however much room is left; 0 = off (fill up to limit) [default: 0.6]
     relevance_floor: f32,
+    /// Added to the score of a follow-up's new candidates from documents the conversation
+    /// already showed or cited, so their other passages rank higher; 0 = off [default: 0]
+    engaged_prior: f32,
     /// Context budget in cl100k_base tokens, block headers (and in engine memory the
     /// conversation) included [default: 6000]
     budget: usize,
@@ -299,7 +302,7 @@ mod tests {
         let values = serde_json::json!({
             "mode": "new", "memory": "client", "conversation_query": "off", "strategy": "full",
             "retrieval": "hybrid", "fusion": "rrf", "granularity": "document", "consumption": "cited",
-            "window": 2, "limit": 5, "group_size": 2, "group_margin": 0.3, "min_documents": 1, "relevance_floor": 0.5,
+            "window": 2, "limit": 5, "group_size": 2, "group_margin": 0.3, "min_documents": 1, "relevance_floor": 0.5, "engaged_prior": 0.05,
             "budget": 900, "session_ttl": 60, "filter": {"a": 1}
         });
         assert_eq!(values.as_object().unwrap().len(), TurnOverrides::KEYS.len());

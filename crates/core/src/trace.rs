@@ -70,6 +70,9 @@ pub struct TraceStats {
     /// turn's best, in rank order (traces from before the floor: none).
     #[serde(default)]
     pub below_floor: Vec<DocumentId>,
+    /// New candidates of documents the window showed or cited that gained `engaged_prior`.
+    #[serde(default)]
+    pub engaged: usize,
     /// The intent the turn ran with (classified, or forced by `mode`).
     pub intent: Intent,
     /// How the store searched (`exact` for a reshow, which fetches the earlier chunks by id).

@@ -18,9 +18,12 @@ pub const MAX_SESSION_TTL: u64 = 315_360_000;
 /// Default of [`TurnSettings::group_margin`], chosen on MTRAG (bench/README.md).
 pub const DEFAULT_GROUP_MARGIN: f32 = 0.1;
 
-/// Default of [`TurnSettings::relevance_floor`], chosen on MTRAG (bench/README.md, "Turns
-/// that fill the budget").
+/// Default of [`TurnSettings::relevance_floor`], chosen on MTRAG's government conversations
+/// (bench/README.md, "Budget curves").
 pub const DEFAULT_RELEVANCE_FLOOR: f32 = 0.6;
+
+/// Default of [`TurnSettings::engaged_prior`] (bench/README.md, "Engaged documents").
+pub const DEFAULT_ENGAGED_PRIOR: f32 = 0.0;
 
 /// The settings of one turn: what flags, config and requests choose, checked by
 /// [`TurnSettings::validate`] (the engine checks them at the start of every turn).
@@ -60,6 +63,11 @@ pub struct TurnSettings {
     /// Traces from before it read 0: nothing was held back.
     #[serde(default)]
     pub relevance_floor: f32,
+    /// Added to the score of a follow-up's new candidates from documents the window already
+    /// showed or cited (their unshown chunks), before the turn ranks, floors and fills.
+    /// Traces from before it read 0.
+    #[serde(default)]
+    pub engaged_prior: f32,
     /// Context budget in tokens, block headers included.
     pub budget: usize,
     /// Session time-to-live in seconds; 0 = never expires.
@@ -103,6 +111,7 @@ impl Default for TurnSettings {
             group_margin: DEFAULT_GROUP_MARGIN,
             min_documents: 3,
             relevance_floor: DEFAULT_RELEVANCE_FLOOR,
+            engaged_prior: DEFAULT_ENGAGED_PRIOR,
             budget: 6_000,
             session_ttl: 86_400,
             mode: Mode::Auto,
@@ -139,6 +148,12 @@ impl TurnSettings {
             return Err(Error::InvalidInput(format!(
                 "group_margin must be between 0 and 2 (a cosine distance), got {}",
                 self.group_margin
+            )));
+        }
+        if !(self.engaged_prior.is_finite() && (0.0..=1.0).contains(&self.engaged_prior)) {
+            return Err(Error::InvalidInput(format!(
+                "engaged_prior must be between 0 and 1 (added to a cosine score), got {}",
+                self.engaged_prior
             )));
         }
         if !(self.relevance_floor.is_finite() && (0.0..=1.0).contains(&self.relevance_floor)) {

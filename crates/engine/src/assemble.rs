@@ -29,6 +29,8 @@ pub struct Assembled {
     /// Lexical or hybrid retrieval: what each side found, or why the lexical side did not run;
     /// `None` for dense retrieval and for a reshow.
     pub retrieval: Option<ragctx_core::RetrievalTrace>,
+    /// New candidates that gained `engaged_prior` (unshown chunks of engaged documents).
+    pub engaged: usize,
     /// Documents held back by `relevance_floor`, in rank order.
     pub below_floor: Vec<DocumentId>,
     /// The blocks and pointers within the budget, with the markers handed out.
@@ -148,12 +150,7 @@ pub fn earlier_vectors(
 ) -> Vec<Vec<f32>> {
     // A follow-up's words lean on the questions before it ("What do they eat?"): mix in
     // their remembered embeddings (no extra embedding work).
-    let mix = match settings.conversation_query {
-        ConversationQuery::Off => false,
-        ConversationQuery::FollowUp => intent == Intent::FollowUp,
-        ConversationQuery::Always => true,
-    };
-    if !mix || intent == Intent::Reshow {
+    if !mixes(intent, settings) {
         return Vec::new();
     }
     exclusion::window_turns(state, settings.window)
@@ -164,6 +161,48 @@ pub fn earlier_vectors(
         .filter(|v| v.len() == dimension)
         .take(MIX_WEIGHTS.len() - 1)
         .collect()
+}
+
+/// Whether the turn's query mixes in its context (`conversation_query`; never for a reshow).
+fn mixes(intent: Intent, settings: &TurnSettings) -> bool {
+    let mix = match settings.conversation_query {
+        ConversationQuery::Off => false,
+        ConversationQuery::FollowUp => intent == Intent::FollowUp,
+        ConversationQuery::Always => true,
+    };
+    mix && intent != Intent::Reshow
+}
+
+/// Stage 3, within the window: the chunks the previous (non-reshow) turn showed, as the
+/// normalised mean of their stored vectors — what the conversation is looking at — when the
+/// query mixes and the working set has a weight.
+pub fn working_centroid(
+    state: &SessionState,
+    intent: Intent,
+    settings: &TurnSettings,
+    weights: &QueryWeights,
+    vectors: impl FnOnce(&[ChunkId]) -> Result<Vec<Option<Vec<f32>>>>,
+    dimension: usize,
+) -> Result<Option<Vec<f32>>> {
+    if weights.working_set <= 0.0 || !mixes(intent, settings) {
+        return Ok(None);
+    }
+    let Some(last) = exclusion::window_turns(state, settings.window).iter().rev().find(|t| t.intent != Intent::Reshow)
+    else {
+        return Ok(None);
+    };
+    let mut sum = vec![0.0f32; dimension];
+    let mut n = 0;
+    for v in vectors(&last.shown_chunks)?.into_iter().flatten().filter(|v| v.len() == dimension) {
+        sum.iter_mut().zip(&v).for_each(|(s, x)| *s += x);
+        n += 1;
+    }
+    let norm = sum.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if n == 0 || norm <= f32::MIN_POSITIVE {
+        return Ok(None);
+    }
+    sum.iter_mut().for_each(|x| *x /= norm);
+    Ok(Some(sum))
 }
 
 /// Stage 3, with the working set: the chunks of the window that the search excluded, scored
@@ -199,6 +238,33 @@ pub fn rank_working_set(
         Memory::Client => pointers = pointer_candidates(ranking, &working.first_shown),
     }
     Ok(Ranked { hits, pointers })
+}
+
+/// Stage 3, last: a follow-up's new candidates from documents the window showed or cited —
+/// their other passages — gain `engaged_prior` on their score (chunks shown before are the
+/// working set's, scored as they are). Returns how many candidates gained it.
+pub fn engaged_stage(
+    state: &SessionState,
+    intent: Intent,
+    working: &WorkingSet,
+    hits: &mut [Hit],
+    settings: &TurnSettings,
+) -> usize {
+    if intent != Intent::FollowUp || settings.engaged_prior <= 0.0 {
+        return 0;
+    }
+    let engaged: std::collections::HashSet<&DocumentId> = exclusion::window_turns(state, settings.window)
+        .iter()
+        .flat_map(|t| t.shown_documents.iter().chain(&t.cited_documents))
+        .collect();
+    let mut boosted = 0;
+    for h in hits.iter_mut() {
+        if engaged.contains(&h.chunk.document_id) && !working.first_shown.contains_key(&h.chunk.id) {
+            h.score += settings.engaged_prior;
+            boosted += 1;
+        }
+    }
+    boosted
 }
 
 /// Stage 4: dedupe by document — grouped (strategies that group, and reshows) or plain —
@@ -317,10 +383,12 @@ impl Engine {
         let stage = Stage::start("search");
         let mut candidates = self.candidates(state, intent, &query, &working, settings)?;
         let found = candidates.hits.len();
+        let mut new_hits = std::mem::take(&mut candidates.hits);
+        let engaged = engaged_stage(state, intent, &working, &mut new_hits, settings);
         let ranked = rank_working_set(
             intent,
             &working,
-            std::mem::take(&mut candidates.hits),
+            new_hits,
             |ids| self.scored(&query.vector, ids, &settings.filter),
             settings,
         )?;
@@ -356,6 +424,7 @@ impl Engine {
             search_rounds: candidates.rounds,
             search_reason: candidates.reason,
             retrieval: candidates.sides,
+            engaged,
             below_floor,
             context: built.context,
             conversation: built.conversation,
@@ -382,7 +451,15 @@ impl Engine {
         let own_vector =
             self.embedder.embed_queries(&[&text])?.pop().ok_or_else(|| Error::Model("no embedding returned".into()))?;
         let earlier = earlier_vectors(state, intent, settings, own_vector.len());
-        let vector = mix_vectors(&own_vector, &earlier, &MIX_WEIGHTS);
+        let centroid = working_centroid(
+            state,
+            intent,
+            settings,
+            &self.query_weights,
+            |ids| self.vectors.vectors(ids),
+            own_vector.len(),
+        )?;
+        let vector = compose_query(&own_vector, &earlier, centroid.as_deref(), &self.query_weights);
         Ok(Query { text, reshown_question, own_vector, vector, mixed: earlier.len() })
     }
 

@@ -28,8 +28,8 @@ pub mod settings;
 pub use assemble::Assembled;
 pub use conversation::Utterance;
 pub use settings::{
-    validate_question, Consumption, ConversationQuery, Granularity, Strategy, TurnSettings, DEFAULT_GROUP_MARGIN,
-    MAX_QUESTION_CHARS, MIX_WEIGHTS,
+    validate_question, Consumption, ConversationQuery, Granularity, QueryWeights, Strategy, TurnSettings,
+    DEFAULT_GROUP_MARGIN, MAX_QUESTION_CHARS, MIX_WEIGHTS,
 };
 
 use ragctx_core::{
@@ -91,6 +91,8 @@ pub struct Engine {
     pub generator: Arc<dyn Generator>,
     /// Queues the turns of one session inside this process (share it between clones).
     pub turn_locks: TurnLocks,
+    /// How a mixed query weighs the earlier questions and the previous turn's chunks.
+    pub query_weights: QueryWeights,
 }
 
 impl Engine {
@@ -390,6 +392,7 @@ impl Engine {
             replans: 0,
             dropped_by_budget: a.context.dropped_by_budget.clone(),
             below_floor: a.below_floor,
+            engaged: a.engaged,
             intent: a.intent,
             search_path: a.search_path,
             search_rounds: a.search_rounds,
@@ -419,8 +422,28 @@ impl Engine {
     }
 }
 
+/// The question's vector with the earlier questions' (newest first) and the previous turn's
+/// chunk centroid mixed in by `w`, normalised; the question alone when there is nothing to mix.
+pub fn compose_query(question: &[f32], earlier: &[Vec<f32>], centroid: Option<&[f32]>, w: &QueryWeights) -> Vec<f32> {
+    let centroid = centroid.filter(|_| w.working_set > 0.0);
+    if earlier.is_empty() && centroid.is_none() {
+        return question.to_vec();
+    }
+    let mut sum = question.to_vec();
+    let parts = earlier.iter().map(Vec::as_slice).zip(w.earlier).chain(centroid.map(|c| (c, w.working_set)));
+    for (v, weight) in parts {
+        for (s, x) in sum.iter_mut().zip(v) {
+            *s += weight * x;
+        }
+    }
+    let norm = sum.iter().map(|x| x * x).sum::<f32>().sqrt().max(f32::MIN_POSITIVE);
+    sum.iter_mut().for_each(|x| *x /= norm);
+    sum
+}
+
 /// The question's vector with earlier ones (newest first) mixed in by `weights` (the
-/// question's first), normalised. The engine mixes with [`MIX_WEIGHTS`].
+/// question's first), normalised (the eval's `weighted` query; the engine composes with
+/// [`compose_query`]).
 pub fn mix_vectors(question: &[f32], earlier: &[Vec<f32>], weights: &[f32]) -> Vec<f32> {
     if earlier.is_empty() {
         return question.to_vec();

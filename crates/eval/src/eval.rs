@@ -87,12 +87,39 @@ pub enum EvalCommand {
         /// Replay at most this many conversations
         #[arg(long)]
         conversations: Option<usize>,
+        /// Replay only the conversations of this fold (0-4) of `eval fit-query`'s five
+        #[arg(long)]
+        fold: Option<u64>,
+        /// The follow-up query's weights: hand (1 : ¼ : ⅛, no working set), or a weights file
+        /// of `eval fit-query` [default: the weights the engine ships]
+        #[arg(long)]
+        query_weights: Option<String>,
         /// Write mtrag.json and mtrag.html here
         #[arg(long)]
         out: Option<PathBuf>,
         /// Print the report as one JSON object instead of the table
         #[arg(long)]
         json: bool,
+    },
+    /// Fits the follow-up query's weights (earlier questions, the previous turn's chunks) on
+    /// MTRAG for recall@k, cross-validated by conversation (5 folds); prints the held-out
+    /// folds and writes the weights file the engine ships (crates/engine/query-weights.json)
+    FitQuery {
+        /// Folder with turns.jsonl and corpus_DOMAIN.jsonl
+        #[arg(long, default_value = "../shared/data/mtrag")]
+        data: PathBuf,
+        /// Comma-separated domains (default: all in the turns file)
+        #[arg(long, value_delimiter = ',')]
+        domains: Vec<String>,
+        /// Recall is counted in the top K chunks
+        #[arg(long, default_value_t = 10)]
+        k: usize,
+        /// Fit the written weights on every fold but this one (0-4), for `eval mtrag --fold`
+        #[arg(long)]
+        hold_out: Option<u64>,
+        /// Write the weights file here
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
     /// BEIR-style retrieval check (nDCG@10, Recall@10, Recall@100), e.g. SciFact
     Beir {
@@ -120,6 +147,18 @@ pub fn run(settings: &Settings, what: &EvalCommand) -> Result<()> {
         }
         EvalCommand::Intent { cases: None, min_accuracy, json } => crate::intent::run_splits(*min_accuracy, *json),
         EvalCommand::Conflicts { file, json } => conflicts(settings, file, *json),
+        EvalCommand::FitQuery { data, domains, k, hold_out, out } => {
+            let opts = crate::fit_query::FitOptions {
+                turns: data.join("turns.jsonl"),
+                corpus_dir: data.clone(),
+                domains: domains.clone(),
+                k: *k,
+                hold_out: *hold_out,
+                out: out.clone(),
+                command: std::env::args().skip(1).collect::<Vec<_>>().join(" "),
+            };
+            crate::fit_query::run(settings, &opts)
+        }
         EvalCommand::Beir { data, retrieval, fusion, json } => {
             let runs = retrieval_runs(retrieval, fusion)?;
             beir(ragctx_app::app::embedder(settings)?.as_ref(), settings.data_dir(), data, &runs, *json)
@@ -137,6 +176,8 @@ pub fn run(settings: &Settings, what: &EvalCommand) -> Result<()> {
             budget,
             budgets,
             conversations,
+            fold,
+            query_weights,
             out,
             json,
         } => {
@@ -164,6 +205,14 @@ pub fn run(settings: &Settings, what: &EvalCommand) -> Result<()> {
                 budget: *budget,
                 budgets: budgets.clone(),
                 conversations: *conversations,
+                fold: *fold,
+                query_weights: match query_weights.as_deref() {
+                    None => None,
+                    Some("hand") => Some(ragctx_engine::QueryWeights::HAND_SET),
+                    Some(path) => Some(ragctx_engine::QueryWeights::parse(&crate::error::read_to_string(
+                        std::path::Path::new(path),
+                    )?)?),
+                },
                 out: out.clone(),
                 json: *json,
             };

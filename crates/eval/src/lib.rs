@@ -5,7 +5,7 @@
 //! - evaluation (DESIGN §6): [`mtrag`] (every strategy and memory mode over MTRAG's
 //!   conversations: evidence recall, tokens, repeats; [`mtrag_metrics`], the HTML
 //!   [`report`]), BEIR-format retrieval quality (`eval beir`, e.g. SciFact), written
-//!   conflicts and the intent rules ([`intent`]);
+//!   conflicts and the intent rules ([`intent`]); the learned follow-up query ([`fit_query`]);
 //! - benchmarks: search and lexical latency with exclusion ([`bench_search`]), the whole turn,
 //!   the sliding window ([`bench_window`]), the embedder, and a load test of a running server
 //!   ([`bench_http`]);
@@ -21,6 +21,7 @@ pub mod bench_window;
 pub mod data;
 pub mod error;
 pub mod eval;
+pub mod fit_query;
 pub mod intent;
 pub mod mtrag;
 pub mod mtrag_metrics;

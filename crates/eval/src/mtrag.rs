@@ -46,6 +46,10 @@ pub struct MtragOptions {
     pub budgets: Vec<usize>,
     /// Replay at most this many conversations (the first by conversation id).
     pub conversations: Option<usize>,
+    /// Replay only this fold's conversations ([`crate::fit_query::fold_of`]).
+    pub fold: Option<u64>,
+    /// The follow-up query's weights replacing the engine's.
+    pub query_weights: Option<ragctx_engine::QueryWeights>,
     /// Folder to write `mtrag.json` and `mtrag.html` to.
     pub out: Option<PathBuf>,
     /// Print the report as one JSON object instead of the table.
@@ -151,7 +155,9 @@ impl Variant {
 fn variants(opts: &MtragOptions, base: &TurnSettings) -> Result<Vec<Variant>> {
     let mut out = Vec::new();
     let curves = opts.budgets.len() > 1;
-    let budgets = if opts.budgets.is_empty() { vec![base.budget] } else { opts.budgets.clone() };
+    // Smallest first, so each curve runs left to right.
+    let mut budgets = if opts.budgets.is_empty() { vec![base.budget] } else { opts.budgets.clone() };
+    budgets.sort_unstable();
     for name in &opts.strategies {
         // The memory modes run with their defaults; the seed's strategies at each granularity.
         let modes = matches!(name.as_str(), "engine" | "client");
@@ -288,6 +294,12 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
     let started = Instant::now();
     let convs = {
         let mut c = conversations(&opts.turns, &opts.domains)?;
+        if let Some(f) = opts.fold {
+            if f >= crate::fit_query::FOLDS {
+                bail!("--fold {f}: folds are 0..{}", crate::fit_query::FOLDS - 1);
+            }
+            c.retain(|c| crate::fit_query::fold_of(&c.id) == f);
+        }
         if let Some(n) = opts.conversations {
             c.truncate(n);
         }
@@ -303,7 +315,20 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
     if let Some(b) = opts.budget {
         base.budget = b;
     }
+    // One budget in `--budgets` is `--budget`: no curves, and the report says it.
+    if let [b] = opts.budgets[..] {
+        base.budget = b;
+    }
     base.validate()?;
+    for &b in &opts.budgets {
+        TurnSettings { budget: b, ..base.clone() }.validate()?;
+    }
+    let mut budgets = opts.budgets.clone();
+    budgets.sort_unstable();
+    budgets.dedup();
+    if budgets.len() != opts.budgets.len() {
+        bail!("--budgets {:?}: each budget once", opts.budgets);
+    }
     let variants = variants(opts, &base)?;
     let embedder =
         Arc::new(MemoEmbedder { inner: ragctx_app::app::embedder(settings)?, memo: Mutex::new(HashMap::new()) });
@@ -328,7 +353,10 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
             embedded.chunks.iter().map(|c| (c.chunk.id.0.clone(), c.chunk.document_id.0.clone())).collect();
         let store = MemoryVectorStore::new(embedder.dimension(), IndexParams::default());
         store_embedded(&store, embedded, true)?;
-        let engine = ragctx_app::app::engine_over(Arc::new(store), sessions.clone(), embedder.clone());
+        let mut engine = ragctx_app::app::engine_over(Arc::new(store), sessions.clone(), embedder.clone());
+        if let Some(w) = opts.query_weights {
+            engine.query_weights = w;
+        }
         for conv in convs.iter().filter(|c| &c.domain == domain) {
             for v in &variants {
                 let session = SessionId::parse(&format!("eval-{}-{}", conv.id, v.key.replace(['+', '@', '/'], "_")))?;
@@ -506,6 +534,8 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
         "domains": domains,
         "budget": base.budget,
         "limit": base.limit,
+        "query_weights": opts.query_weights.unwrap_or_else(ragctx_engine::QueryWeights::fitted),
+        "fold": opts.fold,
         "instructions_tokens": counter.count(INSTRUCTIONS),
         "seconds": started.elapsed().as_secs_f64(),
     });

@@ -55,6 +55,7 @@ fn commit(question: &str, docs: &[&str], markers: &[(&str, u32)]) -> TurnCommit 
             replans: 0,
             dropped_by_budget: vec![],
             below_floor: vec![],
+            engaged: 0,
             intent: Intent::New,
             search_path: SearchPath::Exact,
             search_rounds: 1,

@@ -55,6 +55,7 @@ fn engine(dir: &tempfile::TempDir) -> Engine {
         counter: Arc::new(ragctx_models::Cl100kCounter::new()),
         generator: Arc::new(ragctx_models::ExtractiveGenerator::default()),
         turn_locks: TurnLocks::default(),
+        query_weights: QueryWeights::HAND_SET,
     }
 }
 
@@ -322,4 +323,78 @@ fn the_floor_holds_back_blocks_far_below_the_best_and_never_a_reshow() {
     let off = TurnSettings { relevance_floor: 0.0, ..settings };
     assert!(floor_stage(Intent::FollowUp, &mut f, &off).is_empty());
     assert_eq!(f.len(), 5, "0 is off");
+}
+
+#[test]
+fn the_shipped_query_weights_parse_and_the_hand_set_mix_is_the_old_one() {
+    let fitted = QueryWeights::fitted();
+    assert!(fitted.earlier.iter().chain([&fitted.working_set]).all(|w| (0.0..=4.0).contains(w)));
+    assert_eq!(QueryWeights::HAND_SET, QueryWeights { earlier: [0.25, 0.125], working_set: 0.0 });
+    assert!(QueryWeights::parse(r#"{"weights": {"earlier": [0.5, 9], "working_set": 0}}"#)
+        .unwrap_err()
+        .to_string()
+        .contains("between 0 and 4"));
+    assert!(QueryWeights::parse("{}").unwrap_err().to_string().contains("query weights"));
+}
+
+#[test]
+fn a_working_set_weight_pulls_the_query_toward_what_the_last_turn_showed() {
+    let q = words("fern water");
+    let earlier = vec![words("orchid")];
+    let centroid = words("bicycle chain");
+    let none = QueryWeights { earlier: [0.25, 0.125], working_set: 0.0 };
+    // Without a working-set weight it is the old mix, exactly.
+    assert_eq!(compose_query(&q, &earlier, Some(&centroid), &none), mix_vectors(&q, &earlier, &MIX_WEIGHTS));
+    let some = QueryWeights { working_set: 0.5, ..none };
+    let v = compose_query(&q, &earlier, Some(&centroid), &some);
+    let cos = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>();
+    assert!((cos(&v, &v) - 1.0).abs() < 1e-5, "normalised");
+    assert!(cos(&v, &centroid) > cos(&mix_vectors(&q, &earlier, &MIX_WEIGHTS), &centroid));
+    assert_eq!(compose_query(&q, &[], None, &some), q, "nothing to mix: the question alone");
+}
+
+#[test]
+fn the_centroid_is_the_previous_turns_shown_chunks_and_only_when_the_query_mixes() {
+    let mut state = SessionState::default();
+    state.turns.push(record(1, "bikes", Intent::New, &["bike#0"], &[]));
+    state.turns.push(record(2, "again", Intent::Reshow, &["fern#0"], &[]));
+    let w = QueryWeights { earlier: [0.0, 0.0], working_set: 1.0 };
+    let vectors = |ids: &[ChunkId]| -> Result<Vec<Option<Vec<f32>>>> {
+        assert_eq!(ids, [ChunkId::from("bike#0")], "the last turn that was not a reshow");
+        Ok(vec![Some(vec![3.0, 4.0])])
+    };
+    let s = TurnSettings::default();
+    let c = working_centroid(&state, Intent::FollowUp, &s, &w, vectors, 2).unwrap();
+    assert_eq!(c, Some(vec![0.6, 0.8]));
+    let off = TurnSettings { conversation_query: ConversationQuery::Off, ..s.clone() };
+    assert_eq!(working_centroid(&state, Intent::FollowUp, &off, &w, |_| unreachable!(), 2).unwrap(), None);
+    assert_eq!(working_centroid(&state, Intent::Reshow, &s, &w, |_| unreachable!(), 2).unwrap(), None);
+    assert_eq!(
+        working_centroid(&state, Intent::New, &s, &QueryWeights::HAND_SET, |_| unreachable!(), 2).unwrap(),
+        None
+    );
+}
+
+#[test]
+fn engaged_documents_lift_their_unshown_chunks_for_a_follow_up_only() {
+    let mut state = SessionState::default();
+    state.turns.push(record(1, "ferns", Intent::New, &["fern#0"], &[]));
+    let settings = TurnSettings { engaged_prior: 0.1, ..TurnSettings::default() };
+    let working = working_set(&state, Intent::FollowUp, &settings, None);
+    let hits = || {
+        vec![
+            Hit { chunk: chunk("orchid#0", "orchid", "x").chunk, score: 0.5 },
+            Hit { chunk: chunk("fern#1", "fern", "x").chunk, score: 0.45 },
+            Hit { chunk: chunk("fern#0", "fern", "x").chunk, score: 0.4 },
+        ]
+    };
+    let mut h = hits();
+    assert_eq!(engaged_stage(&state, Intent::FollowUp, &working, &mut h, &settings), 1);
+    assert!((h[1].score - 0.55).abs() < 1e-6, "an unshown chunk of a shown document gains the prior");
+    assert_eq!(h[2].score, 0.4, "a chunk shown before is the working set's, not lifted");
+    assert_eq!(h[0].score, 0.5);
+    let mut h = hits();
+    assert_eq!(engaged_stage(&state, Intent::New, &working, &mut h, &settings), 0, "a new question is not a follow-up");
+    let off = TurnSettings { engaged_prior: 0.0, ..settings };
+    assert_eq!(engaged_stage(&state, Intent::FollowUp, &working, &mut hits(), &off), 0);
 }

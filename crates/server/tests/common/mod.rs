@@ -46,6 +46,7 @@ pub fn state_with(keys: Keys, dir: &std::path::Path, turn_timeout: Duration) -> 
             counter: Arc::new(Cl100kCounter::new()),
             generator: Arc::new(ExtractiveGenerator::default()),
             turn_locks: Default::default(),
+            query_weights: ragctx_engine::QueryWeights::fitted(),
         }),
         tenant: Tenant::default(),
         settings: TurnSettings::default(),
