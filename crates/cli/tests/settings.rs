@@ -35,6 +35,8 @@ fn cases() -> Vec<Case> {
         c("group_size", json!(2), &[], json!(0)),
         c("group_margin", json!(0.25), &[], json!(3)),
         c("min_documents", json!(1), &[], json!(1_001)),
+        c("relevance_floor", json!(0.25), &[], json!(1.5)),
+        c("engaged_prior", json!(0.125), &[], json!(2)),
         c("budget", json!(900), &[], json!(1)),
         c("session_ttl", json!(1), &[], json!(400_000_000)),
         c("filter", json!({"topic": "plants"}), &[], json!({"year": {"gt": "x"}})),

@@ -190,7 +190,7 @@ turn_overrides! {
     /// block stays out however much room is left; 0 = off (fill up to limit) [default: 0.6]
     relevance_floor: f32,
     /// Added to the score of a follow-up's new candidates from documents the conversation
-    /// already showed or cited, so their other passages rank higher; 0 = off [default: 0]
+    /// already showed or cited, so their other passages rank higher; 0 = off [default: 0.05]
     engaged_prior: f32,
     /// Context budget in cl100k_base tokens, block headers (and in engine memory the
     /// conversation) included [default: 6000]

@@ -23,7 +23,7 @@ pub const DEFAULT_GROUP_MARGIN: f32 = 0.1;
 pub const DEFAULT_RELEVANCE_FLOOR: f32 = 0.6;
 
 /// Default of [`TurnSettings::engaged_prior`] (bench/README.md, "Engaged documents").
-pub const DEFAULT_ENGAGED_PRIOR: f32 = 0.0;
+pub const DEFAULT_ENGAGED_PRIOR: f32 = 0.05;
 
 /// The settings of one turn: what flags, config and requests choose, checked by
 /// [`TurnSettings::validate`] (the engine checks them at the start of every turn).

@@ -182,12 +182,14 @@ fn variants(opts: &MtragOptions, base: &TurnSettings) -> Result<Vec<Variant>> {
                     } else {
                         // The seed's paths as they were measured before memory modes: one chunk
                         // per document, nothing carried, no conversation in the prompt, no
-                        // relevance floor (peers fill by rank up to `limit`).
+                        // relevance floor and no engaged-document prior (peers fill by rank up to
+                        // `limit`).
                         s.memory = Memory::Client;
                         s.conversation_query = ConversationQuery::Off;
                         s.group_size = 1;
                         s.group_margin = 0.0;
                         s.relevance_floor = 0.0;
+                        s.engaged_prior = 0.0;
                         s.granularity = g;
                         s.consumption = Consumption::Shown;
                         s.strategy = match name.as_str() {
