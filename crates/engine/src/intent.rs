@@ -1,7 +1,7 @@
 //! Stage 1: what the user wants from this turn, by rules for English and Chinese.
 //!
 //! A `reshow` asks for the earlier sources and names no new subject: every word of it belongs
-//! to the closed classes of [`lexicon`] (verbs of showing, what was shown, back-references,
+//! to the closed classes of `intent/lexicon.rs` (verbs of showing, what was shown, back-references,
 //! function words), so a subject of its own always makes it something else — the one error
 //! that would hide evidence. A `follow_up` leans on what was just shown: a pronoun, a part of
 //! the sources ("the second link"), an ellipsis ("and for children?", "那公司呢"), a question

@@ -106,7 +106,10 @@ fn colour(report: &Value, name: &str) -> &'static str {
         "none" => "#1f77b4",
         "history" => "#222266",
         _ => {
-            let others = report["strategies"].as_object().map(|m| {
+            // A curve's name (`none+conv`) is not a strategy key (`none+conv@2000`): place it
+            // among the curves.
+            let among = if report["strategies"].get(name).is_some() { "strategies" } else { "curves" };
+            let others = report[among].as_object().map(|m| {
                 m.keys()
                     .filter(|k| {
                         !matches!(k.strip_suffix("@chunk").unwrap_or(k), "engine" | "client" | "none" | "history")
