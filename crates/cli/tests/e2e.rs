@@ -1210,7 +1210,7 @@ fn one_turns_settings_never_change_what_the_session_remembers() {
             ("m", vec!["--memory", "engine"]),
         ] {
             let s = format!("remember-{s}-{}-{}", std::process::id(), store.len());
-            // No relevance floor: every turn shows its eight, so there is something to re-send.
+            // No relevance floor: every turn shows all that fits, so there is something to re-send.
             let client = ["--memory", "client", "--sessions", store, "--relevance-floor", "0"];
             let t1 = env.ask(&s, &client, first_q);
             env.ask(&s, &client, "Who can apply for food assistance?");

@@ -3,7 +3,7 @@
 //! Off unless `RAGCTX_FAILPOINTS` names points when the process first passes one:
 //! `RAGCTX_FAILPOINTS=sessions.before-commit=200,chunks.before-commit=200` makes each named
 //! point print `failpoint NAME: paused` to stderr, sleep the given milliseconds, then print
-//! `failpoint NAME: resumed`. A test that kills the process after the first line and before
+//! `failpoint NAME: resumed` (10 s at most). A test that kills the process after the first line and before
 //! the second has killed it inside that write (the crash suites count such kills). The only
 //! action is a pause: a stray variable slows writes, it cannot change them. Compiled into every
 //! build (one read of the variable per process, then a load per point) so that the crash
@@ -26,12 +26,16 @@ fn points() -> &'static [(String, u64)] {
     POINTS.get_or_init(|| std::env::var(VARIABLE).map(|v| parse(&v)).unwrap_or_default())
 }
 
-/// `name=ms` pairs separated by commas; a pair without a valid `ms` is ignored.
+/// The longest pause: a stray variable can slow a write, never hold it for long.
+pub const MAX_PAUSE_MS: u64 = 10_000;
+
+/// `name=ms` pairs separated by commas (ms capped at [`MAX_PAUSE_MS`]); a pair without a
+/// valid `ms` is ignored.
 fn parse(spec: &str) -> Vec<(String, u64)> {
     spec.split(',')
         .filter_map(|p| {
             let (name, ms) = p.split_once('=')?;
-            Some((name.trim().to_owned(), ms.trim().parse().ok()?))
+            Some((name.trim().to_owned(), ms.trim().parse::<u64>().ok()?.min(MAX_PAUSE_MS)))
         })
         .collect()
 }
@@ -60,8 +64,8 @@ mod tests {
     #[test]
     fn pairs_parse_and_bad_ones_are_ignored() {
         assert_eq!(
-            parse("a.b=10, c=x,d,e= 7"),
-            vec![("a.b".to_owned(), 10), ("e".to_owned(), 7)],
+            parse("a.b=10, c=x,d,e= 7,f=99999999"),
+            vec![("a.b".to_owned(), 10), ("e".to_owned(), 7), ("f".to_owned(), super::MAX_PAUSE_MS)],
             "names with their pauses; a pair without a number is no point"
         );
         assert!(parse("").is_empty());

@@ -137,6 +137,12 @@ fn asks_for_earlier_sources_en(words: &[&str]) -> bool {
     let where_from = words.contains(&"where")
         && words.contains(&"from")
         && (words.contains(&"you") || !roles.iter().any(|r| matches!(r, Role::Show | Role::Say | Role::Neutral)));
+    // "Which documents?", "what files?": which ones (of those it needs) is a question about
+    // the subject; without a word of showing, saying or going back it asks to see nothing again.
+    let which = matches!(words[0], "which" | "what") && !has(Role::Show) && !has(Role::Say) && !has(Role::Back);
+    if which && !where_from {
+        return false;
+    }
     has(Role::Source) || has(Role::Show) || where_from || (has(Role::Back) && !has(Role::Neutral) && !thanks)
 }
 
@@ -346,6 +352,14 @@ mod tests {
         {
             assert_eq!(classify(q, true), Intent::Reshow, "{q}");
         }
+    }
+
+    #[test]
+    fn which_sources_is_a_question_not_a_reshow() {
+        for q in ["Which documents?", "what files?", "which materials"] {
+            assert_ne!(classify(q, true), Intent::Reshow, "{q}");
+        }
+        assert_eq!(classify("show me the documents again", true), Intent::Reshow);
     }
 
     #[test]

@@ -60,7 +60,7 @@ pub enum EvalCommand {
         /// Comma-separated: none, group, exclude, full, full+cited, history (the seed's paths,
         /// one chunk per document), engine, client (the memory modes with their defaults),
         /// none+conv (the conversation plus plain top-k filling the budget: a stateless app),
-        /// history@budget (the top 8 plus earlier contexts newest first, cut to the budget)
+        /// history@budget (earlier contexts newest first, then plain top-k filling the budget)
         #[arg(long, value_delimiter = ',', default_value = "none,group,exclude,full,full+cited,history,engine,client")]
         strategies: Vec<String>,
         /// document, chunk, or both

@@ -212,7 +212,7 @@ pub fn run(settings: &Settings, opts: &FitOptions) -> Result<()> {
     let gain_sd = (mean(gains.iter().map(|g| (g - gain_mean).powi(2)))).sqrt();
     let (chosen, fit_recall) = best(&table, |x| opts.hold_out != Some(x), points.len());
     let weights = points[chosen];
-    let by_domain_turns: BTreeMap<&str, usize> =
+    let conversations_per_domain: BTreeMap<&str, usize> =
         domains.iter().map(|d| (*d, convs.iter().filter(|c| c.domain == *d).count())).collect();
     let report = serde_json::json!({
         "version": 1,
@@ -220,7 +220,7 @@ pub fn run(settings: &Settings, opts: &FitOptions) -> Result<()> {
         "objective": format!("recall@{} of MTRAG gold passages: exact cosine search of the turn's domain, no exclusion; turns with gold passages and an earlier question", opts.k),
         "k": opts.k,
         "turns": cases.len(),
-        "conversations_per_domain": by_domain_turns,
+        "conversations_per_domain": conversations_per_domain,
         "grid": {"earlier_1": EARLIER_1, "earlier_2": EARLIER_2, "working_set": WORKING_SET},
         "hand_set": QueryWeights::HAND_SET,
         "hold_out_fold": opts.hold_out,

@@ -60,12 +60,12 @@ pub struct MtragOptions {
 pub const ALL_STRATEGIES: [&str; 8] = ["none", "group", "exclude", "full", "full+cited", "history", "engine", "client"];
 
 /// The baselines a chat app would run at a token budget: `none+conv` (the conversation, then
-/// plain top-k filling the rest: a stateless app) and `history@budget` (the top
-/// [`CHAT_APP_K`], then earlier contexts and exchanges newest first while they fit).
+/// plain top-k filling the rest: a stateless app) and `history@budget` (earlier contexts and
+/// exchanges newest first while they fit, then plain top-k filling the rest).
 pub const BUDGET_BASELINES: [&str; 2] = ["none+conv", "history@budget"];
 
-/// Chunks per turn a chat app that keeps history retrieves: `history` and `history@budget`
-/// take this many (the default `limit` before turns filled the budget), whatever `limit` is.
+/// Chunks per turn unbounded `history` retrieves (the default `limit` before turns filled the
+/// budget), whatever `limit` is: the reference point stays the one measured before.
 pub const CHAT_APP_K: usize = 8;
 
 /// The smallest budget a turn accepts (`TurnSettings::validate`).
@@ -129,7 +129,8 @@ enum Client {
     Nothing,
     /// Every earlier context and exchange of the window (`history`, `client` memory).
     Keeps,
-    /// Earlier contexts and exchanges newest first while the whole prompt fits the budget.
+    /// Earlier contexts and exchanges newest first while they fit the budget; the turn's blocks
+    /// fill what is left.
     KeepsWithinBudget,
     /// The conversation (newest first, within the engine's conversation share), the turn's
     /// blocks filling the rest of the budget.
@@ -193,8 +194,8 @@ fn variants(opts: &MtragOptions, base: &TurnSettings) -> Result<Vec<Variant>> {
                         s.granularity = g;
                         s.consumption = Consumption::Shown;
                         s.strategy = match name.as_str() {
-                            "none" | "none+conv" => Strategy::None,
-                            "history" | "history@budget" => {
+                            "none" | "none+conv" | "history@budget" => Strategy::None,
+                            "history" => {
                                 s.limit = CHAT_APP_K;
                                 Strategy::None
                             }
@@ -336,6 +337,7 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
         Arc::new(MemoEmbedder { inner: ragctx_app::app::embedder(settings)?, memo: Mutex::new(HashMap::new()) });
     let counter = Arc::new(Cl100kCounter::new());
     let carried_head = counter.count("Earlier sources:\n");
+    let instructions = counter.count(INSTRUCTIONS);
     let sessions_dir = std::env::temp_dir().join(format!("ragctx-eval-{}", std::process::id()));
     let sessions_data = DataDir::open(&sessions_dir, embedder.dimension())?;
     let sessions: Arc<dyn SessionStore> = Arc::new(sessions_data.session_store());
@@ -385,10 +387,25 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
                         }
                         _ => 0,
                     };
+                    // `history@budget`: earlier contexts and exchanges first, newest first, while
+                    // they fit beside the instructions and the question; the blocks get the rest.
+                    let window = v.settings.window;
+                    let mut from = if window == 0 { 0 } else { earlier.len().saturating_sub(window) };
+                    let mut taken = 0;
+                    if v.client == Client::KeepsWithinBudget {
+                        let overhead = instructions + counter.count(&conv.messages[i]) + carried_head;
+                        let room = v.settings.budget.saturating_sub(overhead);
+                        let mut k = earlier.len();
+                        while k > from && taken + earlier[k - 1].1 + earlier[k - 1].2 <= room {
+                            taken += earlier[k - 1].1 + earlier[k - 1].2;
+                            k -= 1;
+                        }
+                        from = k;
+                    }
                     let turn_settings;
-                    let settings = if sent_conversation > 0 {
+                    let settings = if sent_conversation + taken > 0 {
                         let mut s = v.settings.clone();
-                        s.budget = s.budget.saturating_sub(sent_conversation).max(MIN_BUDGET);
+                        s.budget = s.budget.saturating_sub(sent_conversation + taken).max(MIN_BUDGET);
                         turn_settings = s;
                         &turn_settings
                     } else {
@@ -398,18 +415,6 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
                     let c: HashSet<String> =
                         out.context.iter().flat_map(|b| b.chunk_ids.iter().map(|c| c.0.clone())).collect();
                     let cd: HashSet<String> = out.context.iter().map(|b| b.document_id.0.clone()).collect();
-                    let window = v.settings.window;
-                    let mut from = if window == 0 { 0 } else { earlier.len().saturating_sub(window) };
-                    if v.client == Client::KeepsWithinBudget {
-                        // Newest first, while the whole prompt stays within the budget.
-                        let mut used = out.trace.prompt_tokens + carried_head;
-                        let mut k = earlier.len();
-                        while k > from && used + earlier[k - 1].1 + earlier[k - 1].2 <= v.settings.budget {
-                            used += earlier[k - 1].1 + earlier[k - 1].2;
-                            k -= 1;
-                        }
-                        from = k;
-                    }
                     let kept = &earlier[from..];
                     let in_window: HashSet<&String> = kept.iter().flat_map(|k| k.0.iter()).collect();
                     let kept_tokens: usize = kept.iter().map(|k| k.1).sum();

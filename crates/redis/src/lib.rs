@@ -69,6 +69,32 @@ end
 return turn
 "#;
 
+/// KEYS: meta, turns, markers, used, traces. ARGV: now (µs), commit id, turn, then the
+/// (document, marker) pairs the commit handed out. Takes back a commit too few replicas
+/// confirmed, if it is still the session's last (the session never began: all its keys; else
+/// the turn, its trace and markers, the version moved on so a turn planned against it plans
+/// again). Returns 1 when taken back, 0 when another commit came after it.
+const UNDO: &str = r#"
+if redis.call('HGET', KEYS[1], 'last_commit') ~= ARGV[2]
+   or tonumber(redis.call('HGET', KEYS[1], 'turn_count') or '0') ~= tonumber(ARGV[3]) then
+  return 0
+end
+if tonumber(ARGV[3]) == 1 then
+  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+  return 1
+end
+local last = redis.call('LINDEX', KEYS[2], -1)
+if last and string.sub(last, 1, #ARGV[3] + 1) == ARGV[3] .. '\t' then redis.call('RPOP', KEYS[2]) end
+redis.call('HDEL', KEYS[5], ARGV[3])
+for i = 4, #ARGV, 2 do
+  redis.call('HDEL', KEYS[3], ARGV[i])
+  redis.call('SREM', KEYS[4], tonumber(ARGV[i + 1]))
+end
+local version = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
+redis.call('HSET', KEYS[1], 'turn_count', tonumber(ARGV[3]) - 1, 'version', math.max(version + 1, tonumber(ARGV[1])), 'last_commit', '')
+return 1
+"#;
+
 /// KEYS: meta, turns, markers, used. ARGV: now (µs).
 const RESET: &str = r#"
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
@@ -166,6 +192,7 @@ pub struct RedisSessionStore {
     wait: Option<ReplicaWait>,
     idle: Mutex<Vec<Conn>>,
     commit: Script,
+    undo: Script,
     reset: Script,
     load: Script,
 }
@@ -232,6 +259,7 @@ impl RedisSessionStore {
             wait,
             idle: Mutex::new(Vec::new()),
             commit: Script::new(COMMIT),
+            undo: Script::new(UNDO),
             reset: Script::new(RESET),
             load: Script::new(LOAD),
         };
@@ -353,7 +381,7 @@ impl SessionStore for RedisSessionStore {
             let turn = inv.invoke::<u64>(c)?;
             // On the connection that wrote, to the master of the session's slot: WAIT counts
             // the replicas holding this connection's writes.
-            let confirmed = match (self.wait, conn) {
+            let confirmed = match (self.wait, &mut *conn) {
                 (None, _) => None,
                 (Some(w), Conn::Single(c)) => {
                     Some(redis::cmd("WAIT").arg(w.replicas).arg(w.timeout_ms).query::<u64>(c)?)
@@ -368,17 +396,38 @@ impl SessionStore for RedisSessionStore {
                     Some(redis::from_redis_value::<u64>(v)?)
                 }
             };
-            Ok((turn, confirmed))
+            // Too few replicas: take the turn back on the same connection, so the session does
+            // not go on from a turn its client was told failed.
+            let taken_back = match (self.wait, confirmed) {
+                (Some(w), Some(n)) if n < u64::from(w.replicas) => {
+                    let mut undo = self.undo.prepare_invoke();
+                    for key in &k {
+                        undo.key(key);
+                    }
+                    undo.arg(now_us()).arg(commit_id.as_str()).arg(turn);
+                    for (doc, m) in &commit.new_markers {
+                        undo.arg(doc.as_str()).arg(*m);
+                    }
+                    Some(undo.invoke::<i64>(conn.get())? == 1)
+                }
+                _ => None,
+            };
+            Ok((turn, confirmed, taken_back))
         });
         match committed {
-            Ok((turn, None)) => Ok(turn),
-            Ok((turn, Some(confirmed))) => {
+            Ok((turn, None, _)) => Ok(turn),
+            Ok((turn, Some(confirmed), taken_back)) => {
                 let w = self.wait.expect("a wait was asked");
                 if confirmed >= u64::from(w.replicas) {
                     Ok(turn)
                 } else {
+                    let what = if taken_back == Some(true) {
+                        "it was taken back: nothing of it is recorded".to_owned()
+                    } else {
+                        format!("a later turn followed it, so it stays recorded as turn {turn}")
+                    };
                     Err(self.unavailable(format!(
-                        "turn {turn} of session {id} is on the master but {confirmed} of {} replicas confirmed it within {} ms (min_replicas): it is not acknowledged and could be lost if the master fails",
+                        "turn {turn} of session {id}: {confirmed} of {} replicas confirmed it within {} ms (min_replicas), so it is not acknowledged; {what}",
                         w.replicas, w.timeout_ms
                     )))
                 }

@@ -58,18 +58,23 @@ impl Link {
 struct Redis {
     child: Child,
     port: u16,
+    /// Its working directory (a replica writes its sync file there), removed with it.
+    _dir: tempfile::TempDir,
 }
 
 impl Redis {
     fn start(extra: &[&str]) -> Redis {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let dir = tempfile::tempdir().unwrap();
         let child = Command::new("redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(dir.path())
             .args(extra)
             .stdout(Stdio::null())
             .spawn()
             .expect("redis-server (scripts/redis-up installs it)");
-        let r = Redis { child, port };
+        let r = Redis { child, port, _dir: dir };
         let t = Instant::now();
         while r.cli(&["ping"]).trim() != "PONG" {
             assert!(t.elapsed() < Duration::from_secs(20), "redis-server on {port} did not start");
@@ -171,11 +176,20 @@ fn with_min_replicas_only_turns_a_replica_holds_are_acknowledged() {
     let waited = t.elapsed();
     match &refused {
         Err(e @ Error::Unavailable { .. }) => {
-            assert!(e.to_string().contains("0 of 1 replicas confirmed it within 300 ms"), "{e}")
+            let e = e.to_string();
+            assert!(e.contains("0 of 1 replicas confirmed it within 300 ms") && e.contains("taken back"), "{e}")
         }
         other => panic!("turn 2 cannot reach the cut-off replica, so it is not acknowledged: {other:?}"),
     }
     assert!(waited >= Duration::from_millis(300), "the commit waited for the replica: {waited:?}");
+    // The master, still up, does not go on from the refused turn: the next turn is turn 2 again
+    // and hands out its markers afresh (a client is never pointed to what it was not given).
+    let state = waits.load(&id).unwrap().expect("the session");
+    assert_eq!((state.turn_count, state.turns.len()), (1, 1), "the refused turn was taken back");
+    assert_eq!(waits.traces(&id).unwrap().len(), 1, "its trace too");
+    let lone = SessionId::parse("first-refused").unwrap();
+    assert!(waits.commit_turn(&lone, next(&waits, &lone, "one"), KEEP).is_err());
+    assert!(waits.load(&lone).unwrap().is_none(), "a session whose first turn was refused does not exist");
     fail_over(master, &replica);
     let after = RedisSessionStore::connect(&replica.url("")).unwrap();
     let kept = after.load(&id).unwrap().expect("the session").turn_count;
