@@ -302,7 +302,7 @@ mod tests {
         let values = serde_json::json!({
             "mode": "new", "memory": "client", "conversation_query": "off", "strategy": "full",
             "retrieval": "hybrid", "fusion": "rrf", "granularity": "document", "consumption": "cited",
-            "window": 2, "limit": 5, "group_size": 2, "group_margin": 0.3, "min_documents": 1, "relevance_floor": 0.5, "engaged_prior": 0.05,
+            "window": 2, "limit": 5, "group_size": 2, "group_margin": 0.3, "min_documents": 1, "relevance_floor": 0.5, "engaged_prior": 0.1,
             "budget": 900, "session_ttl": 60, "filter": {"a": 1}
         });
         assert_eq!(values.as_object().unwrap().len(), TurnOverrides::KEYS.len());
