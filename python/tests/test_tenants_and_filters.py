@@ -30,7 +30,9 @@ def docs_of(turn):
 
 @pytest.fixture
 def small(tmp_path):
-    e = Engine(data_dir=str(tmp_path / "data"), model_dir=str(MODEL))
+    # No relevance floor: these tests are about which documents a filter lets through, so
+    # every matching document must reach the context however weakly it matches the question.
+    e = Engine(data_dir=str(tmp_path / "data"), model_dir=str(MODEL), relevance_floor=0)
     e.ingest_records(RECORDS)
     return e
 
