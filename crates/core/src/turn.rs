@@ -144,24 +144,16 @@ impl TurnSettings {
                 self.session_ttl
             )));
         }
-        if !(self.group_margin.is_finite() && (0.0..=2.0).contains(&self.group_margin)) {
-            return Err(Error::InvalidInput(format!(
-                "group_margin must be between 0 and 2 (a cosine distance), got {}",
-                self.group_margin
-            )));
-        }
-        if !(self.engaged_prior.is_finite() && (0.0..=1.0).contains(&self.engaged_prior)) {
-            return Err(Error::InvalidInput(format!(
-                "engaged_prior must be between 0 and 1 (added to a cosine score), got {}",
-                self.engaged_prior
-            )));
-        }
-        if !(self.relevance_floor.is_finite() && (0.0..=1.0).contains(&self.relevance_floor)) {
-            return Err(Error::InvalidInput(format!(
-                "relevance_floor must be between 0 and 1 (a share of the turn's best score; 0 = off), got {}",
-                self.relevance_floor
-            )));
-        }
+        let share = |name: &str, v: f32, hi: f32, what: &str| {
+            if v.is_finite() && (0.0..=hi).contains(&v) {
+                Ok(())
+            } else {
+                Err(Error::InvalidInput(format!("{name} must be between 0 and {hi} ({what}), got {v}")))
+            }
+        };
+        share("group_margin", self.group_margin, 2.0, "a cosine distance")?;
+        share("engaged_prior", self.engaged_prior, 1.0, "added to a cosine score")?;
+        share("relevance_floor", self.relevance_floor, 1.0, "a share of the turn's best score; 0 = off")?;
         Ok(())
     }
 

@@ -133,6 +133,38 @@ fn series_id(name: &str) -> String {
     name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect()
 }
 
+/// Axes of an evidence-recall-against-prompt-tokens chart of size `(w, h)` with left and
+/// bottom margins `(l, b)`: lines, five ticks each way (recall with `digits` decimals), labels.
+fn tokens_recall_axes(svg: &mut String, (w, h, l, b): (f64, f64, f64, f64), xmax: f64, ymax: f64, digits: usize) {
+    let x = |v: f64| l + v / xmax * (w - l - 20.0);
+    let y = |v: f64| h - b - v / ymax * (h - b - 20.0);
+    let _ = write!(svg, "<line x1=\"{l}\" y1=\"{0}\" x2=\"{1}\" y2=\"{0}\" stroke=\"#999\"/>", h - b, w - 20.0);
+    let _ = write!(svg, "<line x1=\"{l}\" y1=\"20\" x2=\"{l}\" y2=\"{}\" stroke=\"#999\"/>", h - b);
+    for i in 0..=5 {
+        let v = ymax * i as f64 / 5.0;
+        let _ = write!(
+            svg,
+            "<text x=\"{}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"end\">{v:.digits$}</text>",
+            l - 4.0,
+            y(v) + 3.0
+        );
+        let t = xmax * i as f64 / 5.0;
+        let _ = write!(
+            svg,
+            "<text x=\"{:.1}\" y=\"{}\" font-size=\"10\" text-anchor=\"middle\">{t:.0}</text>",
+            x(t),
+            h - b + 14.0
+        );
+    }
+    let _ = write!(
+        svg,
+        "<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">prompt tokens</text>",
+        (l + w) / 2.0,
+        h - 6.0
+    );
+    let _ = write!(svg, "<text x=\"14\" y=\"{}\" font-size=\"11\" transform=\"rotate(-90 14 {0})\" text-anchor=\"middle\">evidence recall</text>", (h - b) / 2.0);
+}
+
 /// The trade-off the reader came for: evidence recall against prompt tokens, one labelled
 /// point per strategy (up and to the left is better).
 fn pareto(report: &Value) -> String {
@@ -152,31 +184,7 @@ fn pareto(report: &Value) -> String {
         "<figure id=\"pareto\"><figcaption>Evidence recall against prompt tokens (means over gold turns; up and left is better)</figcaption>\
 <svg viewBox=\"0 0 {w} {h}\" width=\"{w}\" height=\"{h}\" role=\"img\">"
     );
-    let _ = write!(svg, "<line x1=\"{l}\" y1=\"{0}\" x2=\"{1}\" y2=\"{0}\" stroke=\"#999\"/>", h - b, w - 20.0);
-    let _ = write!(svg, "<line x1=\"{l}\" y1=\"20\" x2=\"{l}\" y2=\"{}\" stroke=\"#999\"/>", h - b);
-    for i in 0..=5 {
-        let v = i as f64 / 5.0;
-        let _ = write!(
-            svg,
-            "<text x=\"{}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"end\">{v:.1}</text>",
-            l - 4.0,
-            y(v) + 3.0
-        );
-        let t = xmax * i as f64 / 5.0;
-        let _ = write!(
-            svg,
-            "<text x=\"{:.1}\" y=\"{}\" font-size=\"10\" text-anchor=\"middle\">{t:.0}</text>",
-            x(t),
-            h - b + 14.0
-        );
-    }
-    let _ = write!(
-        svg,
-        "<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">prompt tokens</text>",
-        (l + w) / 2.0,
-        h - 6.0
-    );
-    let _ = write!(svg, "<text x=\"14\" y=\"{}\" font-size=\"11\" transform=\"rotate(-90 14 {0})\" text-anchor=\"middle\">evidence recall</text>", (h - b) / 2.0);
+    tokens_recall_axes(&mut svg, (w, h, l, b), xmax, 1.0, 1);
     // Strategies that land on the same point (e.g. `none` at both granularities) share a label.
     let mut merged: Vec<(String, f64, f64, bool, &str)> = Vec::new();
     for (name, px, py) in &pts {
@@ -242,31 +250,7 @@ fn curve_chart(report: &Value, id: &str, title: &str, pick: &dyn Fn(&Value) -> V
         "<figure id=\"{id}\" class=\"curves\"><figcaption>{}</figcaption><svg viewBox=\"0 0 {w} {h}\" width=\"{w}\" height=\"{h}\" role=\"img\">",
         escape(title)
     );
-    let _ = write!(svg, "<line x1=\"{l}\" y1=\"{0}\" x2=\"{1}\" y2=\"{0}\" stroke=\"#999\"/>", h - b, w - 20.0);
-    let _ = write!(svg, "<line x1=\"{l}\" y1=\"20\" x2=\"{l}\" y2=\"{}\" stroke=\"#999\"/>", h - b);
-    for i in 0..=5 {
-        let v = ymax * i as f64 / 5.0;
-        let _ = write!(
-            svg,
-            "<text x=\"{}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"end\">{v:.2}</text>",
-            l - 4.0,
-            y(v) + 3.0
-        );
-        let t = xmax * i as f64 / 5.0;
-        let _ = write!(
-            svg,
-            "<text x=\"{:.1}\" y=\"{}\" font-size=\"10\" text-anchor=\"middle\">{t:.0}</text>",
-            x(t),
-            h - b + 14.0
-        );
-    }
-    let _ = write!(
-        svg,
-        "<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">prompt tokens</text>",
-        (l + w) / 2.0,
-        h - 6.0
-    );
-    let _ = write!(svg, "<text x=\"14\" y=\"{}\" font-size=\"11\" transform=\"rotate(-90 14 {0})\" text-anchor=\"middle\">evidence recall</text>", (h - b) / 2.0);
+    tokens_recall_axes(&mut svg, (w, h, l, b), xmax, ymax, 2);
     for (name, pts) in &lines {
         let color = colour(report, name);
         let path: Vec<String> = pts.iter().map(|p| format!("{:.1},{:.1}", x(p.0), y(p.1))).collect();
