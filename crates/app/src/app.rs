@@ -80,7 +80,16 @@ pub fn engine_over(
         generator: Arc::new(ExtractiveGenerator::default()),
         turn_locks: Default::default(),
         query_weights: ragctx_engine::QueryWeights::fitted(),
+        condenser: None,
     }
+}
+
+/// The condenser the settings name (`condense_url`, or the `openai` generator's endpoint).
+pub fn condenser(settings: &Settings) -> Result<Option<Arc<dyn ragctx_core::Condenser>>> {
+    Ok(match &settings.condense {
+        Some(c) => Some(Arc::new(ragctx_models::OpenAiCondenser::new(c.clone())?)),
+        None => None,
+    })
 }
 
 /// Whether the settings keep anything in the data dir (vectors or sessions).
@@ -105,6 +114,7 @@ impl App {
         if let Some(c) = &settings.openai {
             engine.generator = Arc::new(OpenAiGenerator::new(c.clone())?);
         }
+        engine.condenser = condenser(&settings)?;
         let unscoped = engine;
         let engine = unscoped.scoped(&settings.tenant);
         Ok(App { settings, data, embedder, local, engine, unscoped })

@@ -117,8 +117,19 @@ raw_config! {
     openai_api_key: String,
     /// Deadline of one generation in seconds (default 60).
     openai_timeout_secs: u64,
+    /// The most tokens an answer may take (`max_tokens`, default 1024; 0 leaves it to the
+    /// server).
+    openai_max_tokens: u32,
     /// Deadline of one turn in `ragctx serve` (default 30 s): past it the caller gets 503.
     turn_timeout_secs: u64,
+    /// The condenser's OpenAI-compatible base URL (`condense openai`), e.g. what
+    /// `scripts/llm-up` prints; default: the generator's when `generator = "openai"`.
+    condense_url: String,
+    /// The condenser's model; default: `openai_model` (key: `openai_api_key`).
+    condense_model: String,
+    /// Deadline of one rewrite in milliseconds (default 3000): past it the turn searches
+    /// with its own question.
+    condense_timeout_ms: u64,
 }
 
 /// A setting's type as read from an environment variable.
@@ -216,6 +227,7 @@ pub struct Settings {
     pub(crate) tenant: ragctx_core::Tenant,
     pub(crate) turn_timeout: std::time::Duration,
     pub(crate) openai: Option<ragctx_models::OpenAiConfig>,
+    pub(crate) condense: Option<ragctx_models::OpenAiConfig>,
 }
 
 impl Settings {
@@ -268,6 +280,10 @@ impl Settings {
     pub fn openai(&self) -> Option<&ragctx_models::OpenAiConfig> {
         self.openai.as_ref()
     }
+    /// The condenser's endpoint (`condense openai`); `None` when none is configured.
+    pub fn condense(&self) -> Option<&ragctx_models::OpenAiConfig> {
+        self.condense.as_ref()
+    }
 
     /// Validates merged layers: every value parsed and range-checked, the message naming the
     /// setting and what it accepts.
@@ -293,6 +309,24 @@ impl Settings {
             turn = layer.apply(&turn)?;
         }
         let embedder = EmbedderSettings::from_raw(&raw)?;
+        let openai = match raw.generator.as_deref().unwrap_or("extractive") {
+            "extractive" => None,
+            "openai" => Some(ragctx_models::OpenAiConfig {
+                base_url: raw.openai_base_url.clone().unwrap_or_else(|| "https://api.openai.com/v1".into()),
+                model: raw.openai_model.clone().ok_or_else(|| {
+                    Error::InvalidInput("generator openai needs openai_model (RAGCTX_OPENAI_MODEL)".into())
+                })?,
+                api_key: raw.openai_api_key.clone(),
+                timeout: std::time::Duration::from_secs(raw.openai_timeout_secs.unwrap_or(60)),
+                retries: 2,
+                max_tokens: Some(raw.openai_max_tokens.unwrap_or(1024)).filter(|n| *n > 0),
+            }),
+            other => bad!("unknown generator {other:?}: use extractive or openai"),
+        };
+        let condense = condense_config(&raw, openai.as_ref())?;
+        if turn.condense == ragctx_core::Condense::OpenAi && condense.is_none() {
+            bad!("condense openai needs a condenser endpoint: set condense_url and condense_model (RAGCTX_CONDENSE_URL, RAGCTX_CONDENSE_MODEL), or generator openai to use its endpoint");
+        }
         Ok(Settings {
             data_dir: raw.data_dir.unwrap_or_else(|| PathBuf::from("ragctx-data")),
             model_dir: raw.model_dir.unwrap_or_else(default_model_dir),
@@ -311,21 +345,46 @@ impl Settings {
                 Some(0) => bad!("turn_timeout_secs must be at least 1"),
                 t => std::time::Duration::from_secs(t.unwrap_or(30)),
             },
-            openai: match raw.generator.as_deref().unwrap_or("extractive") {
-                "extractive" => None,
-                "openai" => Some(ragctx_models::OpenAiConfig {
-                    base_url: raw.openai_base_url.unwrap_or_else(|| "https://api.openai.com/v1".into()),
-                    model: raw.openai_model.ok_or_else(|| {
-                        Error::InvalidInput("generator openai needs openai_model (RAGCTX_OPENAI_MODEL)".into())
-                    })?,
-                    api_key: raw.openai_api_key,
-                    timeout: std::time::Duration::from_secs(raw.openai_timeout_secs.unwrap_or(60)),
-                    retries: 2,
-                }),
-                other => bad!("unknown generator {other:?}: use extractive or openai"),
-            },
+            openai,
+            condense,
         })
     }
+}
+
+/// The condenser's endpoint: `condense_url` with `condense_model` (or `openai_model`), or
+/// the generator's endpoint when the generator is `openai`; `None` when neither is set.
+fn condense_config(
+    raw: &RawConfig,
+    generator: Option<&ragctx_models::OpenAiConfig>,
+) -> Result<Option<ragctx_models::OpenAiConfig>> {
+    let timeout = match raw.condense_timeout_ms {
+        Some(t) if !(1..=60_000).contains(&t) => bad!("condense_timeout_ms must be between 1 and 60000, got {t}"),
+        t => std::time::Duration::from_millis(t.unwrap_or(3_000)),
+    };
+    let model = raw.condense_model.clone().or_else(|| raw.openai_model.clone());
+    let config = match (&raw.condense_url, generator) {
+        (Some(url), _) => ragctx_models::OpenAiConfig {
+            base_url: url.clone(),
+            model: model.ok_or_else(|| {
+                Error::InvalidInput("condense_url needs condense_model (RAGCTX_CONDENSE_MODEL)".into())
+            })?,
+            api_key: raw.openai_api_key.clone(),
+            timeout,
+            retries: 0,
+            max_tokens: None,
+        },
+        (None, Some(g)) => ragctx_models::OpenAiConfig {
+            model: raw.condense_model.clone().unwrap_or_else(|| g.model.clone()),
+            timeout,
+            retries: 0,
+            ..g.clone()
+        },
+        (None, None) if raw.condense_model.is_some() => {
+            bad!("condense_model needs condense_url (RAGCTX_CONDENSE_URL), or generator openai to use its endpoint")
+        }
+        (None, None) => return Ok(None),
+    };
+    Ok(Some(config))
 }
 
 /// `./models/all-MiniLM-L6-v2`, or the one next to the repository the binary was built in

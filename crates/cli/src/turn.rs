@@ -59,8 +59,22 @@ pub fn summary(turn: u64, t: &TraceStats) -> String {
             format!("{}{how}: dense {} + lexical {} candidates", r.retrieval.as_str(), r.dense.len(), r.lexical.len())
         }
     };
+    // `condense openai`: what the search used instead of the question, or why it did not.
+    let condensed = match &t.condensed {
+        None => String::new(),
+        Some(c) => match (&c.query, &c.fallback) {
+            (Some(q), _) => format!(
+                " · condensed by {} in {:.0} ms{}: {q:?}",
+                c.model,
+                c.ms,
+                if c.cached { " (stored)" } else { "" }
+            ),
+            (None, Some(why)) => format!(" · not condensed ({why}); searched with the question"),
+            (None, None) => String::new(),
+        },
+    };
     format!(
-        "turn {turn} · {} · memory {} · {} candidates → {} documents → {} fragments ({} carried, {} pointers) → {} tokens (budget {}) · prompt {} · excluded {} · cited {} ({} invalid) · search {search} in {:.2} ms{dropped}",
+        "turn {turn} · {} · memory {} · {} candidates → {} documents → {} fragments ({} carried, {} pointers) → {} tokens (budget {}) · prompt {} · excluded {} · cited {} ({} invalid) · search {search} in {:.2} ms{condensed}{dropped}",
         t.intent.as_str(),
         t.memory.as_str(),
         t.candidates,

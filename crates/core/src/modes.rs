@@ -62,6 +62,21 @@ pub enum ConversationQuery {
     Always,
 }
 
+/// Whether a follow-up is rewritten into a standalone query by an LLM before the search
+/// (DESIGN §2.3): `openai` asks the configured OpenAI-compatible chat endpoint, and falls
+/// back to the question with its learned mix when the model fails, is late or writes
+/// something unusable.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub enum Condense {
+    /// The question (with the learned mix of the conversation): no model is asked.
+    #[default]
+    #[serde(rename = "off")]
+    Off,
+    /// The condenser endpoint rewrites a follow-up into a standalone query.
+    #[serde(rename = "openai")]
+    OpenAi,
+}
+
 /// The intent a turn runs with: classified from the question (`auto`), or forced.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -104,3 +119,4 @@ named!(Strategy, "strategy", None = "none", Group = "group", Exclude = "exclude"
 named!(Granularity, "granularity", Document = "document", Chunk = "chunk");
 named!(Consumption, "consumption", Shown = "shown", Cited = "cited");
 named!(ConversationQuery, "conversation query", Off = "off", FollowUp = "follow_up", Always = "always");
+named!(Condense, "condense", Off = "off", OpenAi = "openai");

@@ -3,8 +3,8 @@
 //! [`TurnOverrides`] and [`TurnOverrides::apply`] makes the validated [`TurnSettings`].
 
 use crate::{
-    Consumption, ConversationQuery, Error, Filter, Fusion, Granularity, Memory, Mode, Result, Retrieval, Strategy,
-    TurnSettings,
+    Condense, Consumption, ConversationQuery, Error, Filter, Fusion, Granularity, Memory, Mode, Result, Retrieval,
+    Strategy, TurnSettings,
 };
 use serde::Deserialize;
 use std::str::FromStr;
@@ -36,6 +36,7 @@ impl Layered for Retrieval {}
 impl Layered for Fusion {}
 impl Layered for Granularity {}
 impl Layered for Consumption {}
+impl Layered for Condense {}
 impl Layered for Filter {
     const JSON_TYPE: &'static str = "object";
     fn onto(self, below: &Filter) -> Filter {
@@ -192,6 +193,10 @@ turn_overrides! {
     /// Added to the score of a follow-up's new candidates from documents the conversation
     /// already showed or cited, so their other passages rank higher; 0 = off [default: 0.05]
     engaged_prior: f32,
+    /// A chunk at least this share of whose word 3-grams a better chunk of the turn holds is
+    /// left out as a near-duplicate, recorded in the trace's duplicates; 0 = identical text
+    /// only [default: 0.8]
+    near_duplicate: f32,
     /// Context budget in cl100k_base tokens, block headers (and in engine memory the
     /// conversation) included [default: 6000]
     budget: usize,
@@ -201,6 +206,10 @@ turn_overrides! {
     /// {"tags": {"in": [..]}}, {"and"|"or": [..]}, {"not": {..}} (docs/filters.md); it holds
     /// together with the filters of the layers below (a config's standing filter)
     filter: Filter,
+    /// off, or openai: a question with earlier turns is rewritten into a standalone search
+    /// query by the condenser endpoint (condense_url, condense_model; docs/condense.md),
+    /// falling back to the question when the model fails or is late [default: off]
+    condense: Condense,
 }
 
 impl TurnOverrides {
@@ -302,8 +311,8 @@ mod tests {
         let values = serde_json::json!({
             "mode": "new", "memory": "client", "conversation_query": "off", "strategy": "full",
             "retrieval": "hybrid", "fusion": "rrf", "granularity": "document", "consumption": "cited",
-            "window": 2, "limit": 5, "group_size": 2, "group_margin": 0.3, "min_documents": 1, "relevance_floor": 0.5, "engaged_prior": 0.1,
-            "budget": 900, "session_ttl": 60, "filter": {"a": 1}
+            "window": 2, "limit": 5, "group_size": 2, "group_margin": 0.3, "min_documents": 1, "relevance_floor": 0.5, "engaged_prior": 0.1, "near_duplicate": 0.5,
+            "budget": 900, "session_ttl": 60, "filter": {"a": 1}, "condense": "openai"
         });
         assert_eq!(values.as_object().unwrap().len(), TurnOverrides::KEYS.len());
         let d = TurnSettings::default();

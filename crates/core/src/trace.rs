@@ -86,11 +86,57 @@ pub struct TraceStats {
     pub retrieval: Option<RetrievalTrace>,
     /// Documents whose text duplicated a better-scoring document: `(dropped, kept)`.
     pub aliases: Vec<(DocumentId, DocumentId)>,
+    /// Chunks left out, or trimmed to the sentences that are theirs, because a better chunk
+    /// of the turn holds their text, identical or nearly (`near_duplicate`), with the tokens
+    /// each freed (traces from before: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub duplicates: Vec<Duplicate>,
+    /// `condense openai`: the standalone query the model wrote, or why the turn fell back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub condensed: Option<Condensed>,
     /// The settings the turn ran with.
     pub settings: EffectiveSettings,
     /// Milliseconds per stage (`embed`, `search`, `dedupe`, `assemble`, `generate`); the turn's
     /// outcome also has `remember` and `total`, which the stored trace lacks.
     pub timings_ms: BTreeMap<String, f64>,
+}
+
+/// A chunk whose text a better-scoring chunk of the turn already holds, identical or nearly:
+/// left out, or (`trimmed`) kept with only its sentences the other lacks.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Duplicate {
+    /// The chunk left out or trimmed (the first of its block when adjacent chunks merged).
+    pub chunk: ChunkId,
+    /// The better-scoring chunk that holds its text.
+    pub held_by: ChunkId,
+    /// Share of `chunk`'s word 3-grams `held_by` holds (1 for identical text, case and
+    /// spacing folded).
+    pub resemblance: f32,
+    /// Tokens freed: the whole chunk's, or what trimming saved.
+    pub tokens: usize,
+    /// The chunk stayed with the sentences that are its own and a note naming the holder.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub trimmed: bool,
+}
+
+/// `condense openai`: what the condenser made of a question with earlier turns. The turn
+/// searched with `query` when there is one, else with its question (and the learned mix).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Condensed {
+    /// The model asked (the condenser's name).
+    pub model: String,
+    /// The standalone query the turn searched with; `None` when it fell back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query: Option<String>,
+    /// Why the turn searched with its own question instead: the model's error, its time-out,
+    /// or an answer that is no query (empty, too long).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<String>,
+    /// Milliseconds the model took (0 when the rewrite came from the stored turn).
+    pub ms: f64,
+    /// The rewrite came from the stored turn (a replay), not from the model.
+    #[serde(default)]
+    pub cached: bool,
 }
 
 /// What the lexical and the dense side of a search found, best first, and how they were

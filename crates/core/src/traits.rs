@@ -125,6 +125,25 @@ pub trait TokenCounter: Send + Sync {
     fn count(&self, text: &str) -> usize;
 }
 
+/// What a condenser is given.
+#[derive(Clone, Copy, Debug)]
+pub struct CondenseRequest<'a> {
+    /// The conversation before the question, oldest first, on one line:
+    /// `User: … Assistant: … User: …`.
+    pub conversation: &'a str,
+    /// The question to rewrite.
+    pub question: &'a str,
+}
+
+/// Rewrites a question that leans on the conversation ("and the fees?") into a standalone
+/// search query: an LLM behind a chat endpoint (`condense openai`).
+pub trait Condenser: Send + Sync {
+    /// The model's name, recorded in traces.
+    fn name(&self) -> &str;
+    /// The model's answer, as written (the engine checks it is a query).
+    fn condense(&self, request: &CondenseRequest<'_>) -> Result<String>;
+}
+
 /// What a generator is given.
 #[derive(Clone, Debug)]
 pub struct GenerationRequest<'a> {

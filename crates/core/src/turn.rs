@@ -2,8 +2,8 @@
 
 use crate::trace::memory_before_modes;
 use crate::{
-    Consumption, ConversationQuery, EffectiveSettings, Error, Filter, Fusion, Granularity, Memory, Mode, Result,
-    Retention, Retrieval, Strategy,
+    Condense, Consumption, ConversationQuery, EffectiveSettings, Error, Filter, Fusion, Granularity, Memory, Mode,
+    Result, Retention, Retrieval, Strategy,
 };
 use serde::{Deserialize, Serialize};
 
@@ -24,6 +24,11 @@ pub const DEFAULT_RELEVANCE_FLOOR: f32 = 0.6;
 
 /// Default of [`TurnSettings::engaged_prior`] (bench/README.md, "Engaged documents").
 pub const DEFAULT_ENGAGED_PRIOR: f32 = 0.05;
+
+/// Default of [`TurnSettings::near_duplicate`]: the resemblance threshold web-scale
+/// near-duplicate removal commonly uses (Broder's shingle resemblance; 0.8 in the MinHash
+/// deduplication of C4-style corpora), checked on our hard cases (docs/evaluation.md).
+pub const DEFAULT_NEAR_DUPLICATE: f32 = 0.8;
 
 /// The settings of one turn: what flags, config and requests choose, checked by
 /// [`TurnSettings::validate`] (the engine checks them at the start of every turn).
@@ -68,6 +73,12 @@ pub struct TurnSettings {
     /// Traces from before it read 0.
     #[serde(default)]
     pub engaged_prior: f32,
+    /// A chunk at least this share of whose word 3-grams a better chunk of the turn holds is
+    /// left out as a near-duplicate (recorded in the trace); 0 = identical text only. Only
+    /// where identical text is dropped (strategies that exclude or group, and reshows).
+    /// Traces from before it read 0.
+    #[serde(default)]
+    pub near_duplicate: f32,
     /// Context budget in tokens, block headers included.
     pub budget: usize,
     /// Session time-to-live in seconds; 0 = never expires.
@@ -90,6 +101,10 @@ pub struct TurnSettings {
     /// (DESIGN §8): the standing filter of the settings and the turn's own, both holding.
     #[serde(default, skip_serializing_if = "Filter::is_all", deserialize_with = "Filter::deserialize_stored")]
     pub filter: Filter,
+    /// Whether a question with earlier turns is rewritten into a standalone query by the
+    /// condenser endpoint before the search (traces from before it read `off`).
+    #[serde(default)]
+    pub condense: Condense,
 }
 
 impl Default for TurnSettings {
@@ -112,6 +127,7 @@ impl Default for TurnSettings {
             min_documents: 3,
             relevance_floor: DEFAULT_RELEVANCE_FLOOR,
             engaged_prior: DEFAULT_ENGAGED_PRIOR,
+            near_duplicate: DEFAULT_NEAR_DUPLICATE,
             budget: 6_000,
             session_ttl: 86_400,
             mode: Mode::Auto,
@@ -119,6 +135,7 @@ impl Default for TurnSettings {
             retrieval: Retrieval::Dense,
             fusion: Fusion::Weighted,
             filter: Filter::All,
+            condense: Condense::Off,
         }
     }
 }
@@ -154,6 +171,12 @@ impl TurnSettings {
         share("group_margin", self.group_margin, 2.0, "a cosine distance")?;
         share("engaged_prior", self.engaged_prior, 1.0, "added to a cosine score")?;
         share("relevance_floor", self.relevance_floor, 1.0, "a share of the turn's best score; 0 = off")?;
+        share(
+            "near_duplicate",
+            self.near_duplicate,
+            1.0,
+            "a share of a chunk's word 3-grams; 0 = identical text only",
+        )?;
         Ok(())
     }
 

@@ -20,6 +20,8 @@ pub struct Assembled {
     pub unique_documents: usize,
     /// `(dropped, kept)`: documents whose text duplicated a better-scoring one's.
     pub aliases: Vec<(DocumentId, DocumentId)>,
+    /// Chunks left out as identical or near-identical to a kept one.
+    pub duplicates: Vec<ragctx_core::Duplicate>,
     /// How the store searched (`exact` for a reshow, which fetches the earlier chunks by id).
     pub search_path: SearchPath,
     /// Searches run, deeper ones included (0 for a reshow).
@@ -398,6 +400,11 @@ impl Engine {
         let grouping = (std::mem::take(&mut candidates.quotas), candidates.previous.as_slice());
         let mut deduped = dedupe_stage(intent, ranked.hits, grouping, &working.first_shown, settings);
         let below_floor = floor_stage(intent, &mut deduped.fragments, settings);
+        // Near-identical text goes where identical text does (strategies that exclude or
+        // group); a reshow shows again what it showed.
+        if intent != Intent::Reshow && (settings.strategy.excludes() || settings.strategy.groups()) {
+            dedupe::near_duplicates(&mut deduped, settings.near_duplicate, self.counter.as_ref());
+        }
         stage.end(&mut timings);
 
         let stage = Stage::start("assemble");
@@ -420,6 +427,7 @@ impl Engine {
             candidates: found,
             unique_documents: deduped.unique_documents,
             aliases: deduped.aliases,
+            duplicates: deduped.duplicates,
             search_path: candidates.path,
             search_rounds: candidates.rounds,
             search_reason: candidates.reason,

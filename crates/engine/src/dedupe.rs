@@ -1,7 +1,8 @@
-//! Stage 4: dedupe by documentID (best score wins), identical text under two ids counted
-//! once, and adjacent chunks of one document merged into one block.
+//! Stage 4: dedupe by documentID (best score wins), identical or nearly identical text under
+//! two ids counted once (the better-scoring chunk kept, the other recorded), and adjacent
+//! chunks of one document merged into one block.
 
-use ragctx_core::{Chunk, DocumentId, FxHasher, Grouping, Hit};
+use ragctx_core::{Chunk, DocumentId, Duplicate, FxHasher, Grouping, Hit};
 use std::collections::HashMap;
 use std::hash::Hasher;
 
@@ -45,6 +46,208 @@ pub struct Deduped {
     pub unique_documents: usize,
     /// `(dropped, kept)`: a document whose chunk text duplicated a better one's.
     pub aliases: Vec<(DocumentId, DocumentId)>,
+    /// The chunks left out, or trimmed to what is theirs, as identical or near-identical to a
+    /// better one, best first.
+    pub duplicates: Vec<Duplicate>,
+}
+
+/// Word 3-grams of `text`, hashed, sorted and each once: letters and digits folded to lower
+/// case make words, every CJK character is a word of its own (Chinese and Japanese have no
+/// spaces), anything else separates words. A text of fewer than three words is its words.
+pub fn shingles(text: &str) -> Vec<u64> {
+    let mut words: Vec<String> = Vec::new();
+    let mut word = String::new();
+    for c in text.chars() {
+        let cjk = is_cjk(c);
+        if c.is_alphanumeric() && !cjk {
+            word.extend(c.to_lowercase());
+            continue;
+        }
+        if !word.is_empty() {
+            words.push(std::mem::take(&mut word));
+        }
+        if cjk {
+            words.push(c.to_string());
+        }
+    }
+    if !word.is_empty() {
+        words.push(word);
+    }
+    let n = if words.len() >= 3 { 3 } else { 1 };
+    let mut out: Vec<u64> = words
+        .windows(n)
+        .map(|w| {
+            let mut h = FxHasher::default();
+            for x in w {
+                h.write(x.as_bytes());
+                h.write_u8(0);
+            }
+            h.finish()
+        })
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// Share of `a`'s shingles that `b` holds (both sorted, each once): 1 when `b` holds all
+/// of `a`; 0 for an empty `a`.
+pub fn containment(a: &[u64], b: &[u64]) -> f32 {
+    if a.is_empty() {
+        return 0.0;
+    }
+    let (mut i, mut j, mut shared) = (0, 0, 0usize);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                shared += 1;
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    shared as f32 / a.len() as f32
+}
+
+/// The texts kept so far in a turn, best first, to tell a chunk whose text (case and spacing
+/// folded) a better one already holds.
+#[derive(Default)]
+struct Kept {
+    texts: HashMap<u64, Chunk>,
+}
+
+impl Kept {
+    /// Checks `chunk` against the texts kept: `None` (the duplicate recorded in `out`, and
+    /// the document alias when another document holds it) means leave it out; `Some(hash)`
+    /// is its text's, for [`Kept::keep`].
+    fn check(&self, chunk: &Chunk, out: &mut Deduped) -> Option<u64> {
+        let hash = text_hash(&chunk.text);
+        let Some(holder) = self.texts.get(&hash) else { return Some(hash) };
+        out.duplicates.push(Duplicate {
+            chunk: chunk.id.clone(),
+            held_by: holder.id.clone(),
+            resemblance: 1.0,
+            tokens: chunk.tokens.unwrap_or(0) as usize,
+            trimmed: false,
+        });
+        let pair = (chunk.document_id.clone(), holder.document_id.clone());
+        if pair.0 != pair.1 && !out.aliases.contains(&pair) {
+            out.aliases.push(pair);
+        }
+        None
+    }
+
+    fn keep(&mut self, chunk: &Chunk, hash: u64) {
+        self.texts.entry(hash).or_insert_with(|| chunk.clone());
+    }
+}
+
+/// The sentences of `text`: split after `.`, `!`, `?` followed by white space, after `。`,
+/// `！`, `？` and at line breaks; blanks dropped.
+pub fn sentences(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        let next_is_space = chars.peek().is_none_or(|(_, n)| n.is_whitespace());
+        let end = match c {
+            '。' | '！' | '？' | '\n' => true,
+            '.' | '!' | '?' => next_is_space,
+            _ => false,
+        };
+        if end {
+            let j = i + c.len_utf8();
+            if !text[start..j].trim().is_empty() {
+                out.push(text[start..j].trim());
+            }
+            start = j;
+        }
+    }
+    if !text[start..].trim().is_empty() {
+        out.push(text[start..].trim());
+    }
+    out
+}
+
+/// Stage 4, after dedupe: fragments most of whose text a better fragment of the turn already
+/// holds — at least `near` of their word 3-grams — say only what is theirs. A fragment none of
+/// whose sentences is new to the turn leaves (recorded, and its document an alias of the
+/// holder's); one with new sentences keeps those, and a note names the source that holds the
+/// rest: shared boilerplate and lightly edited copies stop costing the budget twice, and a
+/// sentence that differs (a changed date, a conflicting figure) is never lost. Fragments are
+/// best first; a carried fragment is trimmed like a new one. Returns the tokens freed.
+pub fn near_duplicates(deduped: &mut Deduped, near: f32, counter: &dyn ragctx_core::TokenCounter) -> usize {
+    if near <= 0.0 || deduped.fragments.len() < 2 {
+        return 0;
+    }
+    let mut kept: Vec<(Fragment, Vec<u64>)> = Vec::with_capacity(deduped.fragments.len());
+    let mut freed = 0;
+    for mut f in std::mem::take(&mut deduped.fragments) {
+        let sh = shingles(&f.text);
+        let holder = kept
+            .iter()
+            .map(|(k, ksh)| (k, containment(&sh, ksh)))
+            .filter(|(_, r)| *r >= near)
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(k, r)| (k.chunks[0].id.clone(), k.document_id.clone(), r));
+        let Some((held_by, holder_doc, resemblance)) = holder else {
+            kept.push((f, sh));
+            continue;
+        };
+        // A sentence is new when the turn's kept text does not hold `near` of its 3-grams
+        // (a sentence of fewer than three words always is: it is too short to tell).
+        let new: Vec<&str> = sentences(&f.text)
+            .into_iter()
+            .filter(|sentence| {
+                let ss = shingles(sentence);
+                let words = sentence.split_whitespace().count() + sentence.chars().filter(|c| is_cjk(*c)).count();
+                words < 3 || !kept.iter().any(|(_, ksh)| containment(&ss, ksh) >= near)
+            })
+            .collect();
+        let before = counter.count(&f.text);
+        let trimmed = !new.is_empty();
+        if trimmed {
+            let text = format!("{} (The rest of this passage repeats {}.)", new.join(" … "), holder_doc.as_str());
+            let after = counter.count(&text);
+            if after >= before {
+                // Nothing to gain: the passage stays whole.
+                kept.push((f, sh));
+                continue;
+            }
+            freed += before - after;
+            f.text = text;
+        } else {
+            freed += before;
+            let pair = (f.document_id.clone(), holder_doc.clone());
+            if pair.0 != pair.1 && !deduped.aliases.contains(&pair) {
+                deduped.aliases.push(pair);
+            }
+        }
+        deduped.duplicates.push(Duplicate {
+            chunk: f.chunks[0].id.clone(),
+            held_by,
+            resemblance,
+            tokens: before - if trimmed { counter.count(&f.text) } else { 0 },
+            trimmed,
+        });
+        if trimmed {
+            kept.push((f, sh));
+        }
+    }
+    deduped.fragments = kept.into_iter().map(|(f, _)| f).collect();
+    // A document whose only fragment left is no longer a unique document.
+    let mut docs: Vec<&DocumentId> = deduped.fragments.iter().map(|f| &f.document_id).collect();
+    docs.sort();
+    docs.dedup();
+    deduped.unique_documents = docs.len();
+    freed
+}
+
+/// Whether `c` is a CJK character (Han, kana, Hangul): a word of its own.
+pub fn is_cjk(c: char) -> bool {
+    matches!(c, '\u{3040}'..='\u{30FF}' | '\u{3400}'..='\u{4DBF}' | '\u{4E00}'..='\u{9FFF}' | '\u{AC00}'..='\u{D7AF}' | '\u{F900}'..='\u{FAFF}')
 }
 
 /// Hash of the text with case and white space folded (core's [`FxHasher`] over the folded
@@ -75,58 +278,40 @@ fn sort_by_score(hits: &mut [Hit]) {
 
 /// Every hit its own fragment (strategies that do not group): the plain top-k. With
 /// `drop_identical_text`, a chunk whose text (case and spacing folded) a better hit already
-/// holds is dropped and recorded as an alias: the model never reads the same text twice.
+/// holds is dropped and recorded: the model never reads the same text twice.
 pub fn plain(mut hits: Vec<Hit>, drop_identical_text: bool) -> Deduped {
     sort_by_score(&mut hits);
-    let mut aliases: Vec<(DocumentId, DocumentId)> = Vec::new();
+    let mut out = Deduped::default();
     if drop_identical_text {
-        let mut owner: HashMap<u64, DocumentId> = HashMap::new();
-        hits.retain(|h| match owner.entry(text_hash(&h.chunk.text)) {
-            std::collections::hash_map::Entry::Occupied(o) => {
-                let pair = (h.chunk.document_id.clone(), o.get().clone());
-                if pair.0 != pair.1 && !aliases.contains(&pair) {
-                    aliases.push(pair);
-                }
-                false
-            }
-            std::collections::hash_map::Entry::Vacant(v) => {
-                v.insert(h.chunk.document_id.clone());
+        let mut kept = Kept::default();
+        hits.retain(|h| match kept.check(&h.chunk, &mut out) {
+            Some(hash) => {
+                kept.keep(&h.chunk, hash);
                 true
             }
+            None => false,
         });
     }
     let mut docs: Vec<&DocumentId> = hits.iter().map(|h| &h.chunk.document_id).collect();
     docs.sort();
     docs.dedup();
-    let unique_documents = docs.len();
-    let fragments = hits.into_iter().map(Fragment::of).collect();
-    Deduped { fragments, unique_documents, aliases }
+    out.unique_documents = docs.len();
+    out.fragments = hits.into_iter().map(Fragment::of).collect();
+    out
 }
 
 /// Keeps each document's best chunk and, up to its quota, further chunks that score within
 /// `margin` of that best or touch a chunk already kept (by score, never by arrival order);
-/// drops chunks whose text another document already holds (recording the alias); merges a
-/// document's adjacent or overlapping chunks into one fragment.
+/// drops chunks whose text a kept chunk already holds (case and spacing folded), recording
+/// them; merges a document's adjacent or overlapping chunks into one fragment.
 pub fn dedupe_by_document(mut hits: Vec<Hit>, grouping: &Grouping, margin: f32) -> Deduped {
     sort_by_score(&mut hits);
-    let mut text_owner: HashMap<u64, DocumentId> = HashMap::new();
+    let mut out = Deduped::default();
+    let mut seen = Kept::default();
     let mut kept: Vec<(DocumentId, Vec<Hit>)> = Vec::new();
     let mut slot: HashMap<DocumentId, usize> = HashMap::new();
-    let mut aliases: Vec<(DocumentId, DocumentId)> = Vec::new();
     for hit in hits {
         let doc = hit.chunk.document_id.clone();
-        let h = text_hash(&hit.chunk.text);
-        match text_owner.get(&h) {
-            Some(owner) if *owner != doc => {
-                let pair = (doc.clone(), owner.clone());
-                if !aliases.contains(&pair) {
-                    aliases.push(pair);
-                }
-                continue;
-            }
-            Some(_) => continue, // the same text twice in one document
-            None => {}
-        }
         let quota = grouping.quota(doc.as_str(), hit.chunk.weight);
         let i = *slot.entry(doc.clone()).or_insert_with(|| {
             kept.push((doc.clone(), Vec::new()));
@@ -138,17 +323,21 @@ pub fn dedupe_by_document(mut hits: Vec<Hit>, grouping: &Grouping, margin: f32) 
             // Hits arrive best first: the first kept is the document's best.
             Some(best) => hit.score >= best.score - margin || group.iter().any(|k| k.chunk.is_adjacent_to(&hit.chunk)),
         };
-        if welcome && group.len() < quota {
-            text_owner.insert(h, doc);
+        if !welcome || group.len() >= quota {
+            continue;
+        }
+        if let Some(hash) = seen.check(&hit.chunk, &mut out) {
+            seen.keep(&hit.chunk, hash);
             kept[i].1.push(hit);
         }
     }
     // A document all of whose chunks were aliases of others is not a unique document.
     kept.retain(|(_, hs)| !hs.is_empty());
-    let unique_documents = kept.len();
+    out.unique_documents = kept.len();
     let mut fragments: Vec<Fragment> = kept.into_iter().flat_map(|(_, hs)| merge_adjacent(hs)).collect();
     fragments.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.chunks[0].id.cmp(&b.chunks[0].id)));
-    Deduped { fragments, unique_documents, aliases }
+    out.fragments = fragments;
+    out
 }
 
 fn position(c: &Chunk) -> (u64, u32) {
@@ -283,6 +472,88 @@ mod tests {
         assert_eq!(
             capped.fragments.iter().filter(|f| f.document_id.as_str() == "a").map(|f| f.chunks.len()).sum::<usize>(),
             2
+        );
+    }
+
+    const NOTICE: &str = "This page is maintained by the Office of Benefits. Content last reviewed \
+        on 3 May 2024. For questions about eligibility, call the helpline between 9 and 5 on weekdays.";
+
+    /// Counts words: enough to tell that a trimmed text is shorter.
+    struct Words;
+    impl ragctx_core::TokenCounter for Words {
+        fn name(&self) -> &str {
+            "words"
+        }
+        fn count(&self, text: &str) -> usize {
+            text.split_whitespace().count()
+        }
+    }
+
+    fn near(hits: Vec<Hit>, threshold: f32) -> Deduped {
+        let mut d = plain(hits, true);
+        near_duplicates(&mut d, threshold, &Words);
+        d
+    }
+
+    #[test]
+    fn a_copy_that_says_nothing_new_leaves_and_is_recorded() {
+        // The same passage, one word changed in a clause repeated elsewhere in it: no
+        // sentence of the copy is new to the turn.
+        let copy = format!("{NOTICE} Content last reviewed on 3 May 2024.");
+        let hits = vec![
+            hit("a#0", "a", 0.9, NOTICE, 0),
+            hit("b#0", "b", 0.8, &copy, 0),
+            hit("c#0", "c", 0.7, "Appeals must be filed within 60 days of the decision letter.", 0),
+        ];
+        let d = near(hits.clone(), 0.8);
+        let ids: Vec<&str> = d.fragments.iter().map(|f| f.chunks[0].id.as_str()).collect();
+        assert_eq!(ids, ["a#0", "c#0"]);
+        assert_eq!(d.aliases, vec![(DocumentId::from("b"), DocumentId::from("a"))]);
+        let dup = &d.duplicates[0];
+        assert_eq!((dup.chunk.as_str(), dup.held_by.as_str(), dup.trimmed), ("b#0", "a#0", false));
+        assert!(dup.resemblance >= 0.8 && dup.tokens == ragctx_core::TokenCounter::count(&Words, &copy), "{dup:?}");
+        assert_eq!(d.unique_documents, 2);
+        // Off: both stay.
+        assert_eq!(near(hits, 0.0).fragments.len(), 3);
+    }
+
+    #[test]
+    fn a_copy_with_a_changed_figure_keeps_the_sentence_that_differs() {
+        // Shared boilerplate with one sentence of its own: that sentence is the evidence.
+        let a = format!("Renewal costs 30 dollars. {NOTICE}");
+        let b = format!("Renewal costs 45 dollars. {NOTICE}");
+        let d = near(vec![hit("a#0", "a", 0.9, &a, 0), hit("b#0", "b", 0.8, &b, 0)], 0.8);
+        assert_eq!(d.fragments.len(), 2, "no side of a conflict is lost");
+        assert_eq!(d.fragments[0].text, a);
+        assert_eq!(d.fragments[1].text, "Renewal costs 45 dollars. (The rest of this passage repeats a.)");
+        let dup = &d.duplicates[0];
+        assert!(dup.trimmed && dup.tokens > 0, "{dup:?}");
+        assert!(d.aliases.is_empty(), "a trimmed source is no alias");
+    }
+
+    #[test]
+    fn a_chunk_that_says_more_is_not_a_duplicate_of_one_it_contains() {
+        // The better chunk is the short notice; the longer one holds it and more: whole.
+        let longer = format!("{NOTICE} Applications received after the deadline are reviewed in the order they arrive, and late fees apply.");
+        let d = near(vec![hit("a#0", "a", 0.9, NOTICE, 0), hit("b#0", "b", 0.8, &longer, 0)], 0.8);
+        assert_eq!(d.fragments[1].text, longer);
+        assert!(d.duplicates.is_empty());
+        // The other way round, the short one is inside the better long one: it leaves.
+        let d = near(vec![hit("b#0", "b", 0.9, &longer, 0), hit("a#0", "a", 0.8, NOTICE, 0)], 0.8);
+        assert_eq!(d.fragments.len(), 1);
+        assert_eq!(d.duplicates[0].resemblance, 1.0);
+    }
+
+    #[test]
+    fn shingles_and_sentences_split_chinese_by_character() {
+        let a = shingles("绿萝喜欢散射光，避免阳光直射。");
+        let b = shingles("绿萝喜欢散射光，请避免阳光直射。");
+        assert!(a.len() > 5);
+        assert!(containment(&a, &b) > 0.8, "{}", containment(&a, &b));
+        assert!(containment(&a, &shingles("多肉植物需要充足的阳光。")) < 0.2);
+        assert_eq!(
+            sentences("第一句。第二句！Third one. And 3.5 stays"),
+            ["第一句。", "第二句！", "Third one.", "And 3.5 stays"]
         );
     }
 }

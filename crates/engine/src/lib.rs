@@ -15,6 +15,7 @@
 //! ```
 
 mod assemble;
+pub mod condense;
 pub mod context;
 pub mod conversation;
 pub mod dedupe;
@@ -33,9 +34,9 @@ pub use settings::{
 };
 
 use ragctx_core::{
-    ChunkId, DocumentId, Embedder, Error, ExclusionSet, Filter, GenerationRequest, Generator, Grouping, Hit, Intent,
-    Memory, Result, SearchPath, SessionId, SessionState, SessionStore, TokenCounter, Trace, TraceStats, TurnCommit,
-    VectorStore,
+    ChunkId, Condensed, Condenser, DocumentId, Embedder, Error, ExclusionSet, Filter, GenerationRequest, Generator,
+    Grouping, Hit, Intent, Memory, Result, SearchPath, SessionId, SessionState, SessionStore, TokenCounter, Trace,
+    TraceStats, TurnCommit, VectorStore,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -93,6 +94,8 @@ pub struct Engine {
     pub turn_locks: TurnLocks,
     /// How a mixed query weighs the earlier questions and the previous turn's chunks.
     pub query_weights: QueryWeights,
+    /// Rewrites follow-ups into standalone queries (`condense openai`); `None`: not configured.
+    pub condenser: Option<Arc<dyn Condenser>>,
 }
 
 impl Engine {
@@ -277,6 +280,9 @@ impl Engine {
         deadline: Option<Instant>,
     ) -> Result<Trace> {
         let mut replans = 0;
+        // The condenser is asked once per turn, on the session as first loaded: a re-plan
+        // reuses its rewrite (a turn another process committed meanwhile rarely changes it).
+        let mut condensed: Option<Option<Condensed>> = None;
         let late = |spent: f64| Error::Unavailable {
             backend: "turn".into(),
             message: format!("no answer within the deadline ({spent:.1} s spent); the turn was not recorded"),
@@ -290,7 +296,11 @@ impl Engine {
             let state = self.sessions.load(session)?.unwrap_or_default();
             // Only the first plan streams (a client cannot take back what it was sent).
             let asked = if replans == 0 { asked } else { Asked { on_delta: None, ..asked } };
-            let (mut trace, record, new_markers) = self.run(session, &state, asked, settings, None)?;
+            if condensed.is_none() {
+                condensed = Some(self.condensed(&state, &asked, settings)?);
+            }
+            let rewrite = condensed.clone().flatten();
+            let (mut trace, record, new_markers) = self.run(session, &state, asked, settings, None, rewrite)?;
             trace.trace.replans = replans;
             let stage = Stage::start("remember");
             if deadline.is_some_and(|d| stage.started >= d) {
@@ -342,8 +352,19 @@ impl Engine {
         if s.mode == ragctx_core::Mode::Auto {
             s.mode = trace.trace.intent.into();
         }
-        let (mut out, _, _) =
-            self.run(session, &state, Asked::new(&trace.question, &trace.query), &s, Some(trace.exclusion.clone()))?;
+        // A condensed turn searched with its rewrite: replayed without condensing, it searches
+        // with its question; with condensing, the stored rewrite is reused (the model is asked
+        // only when the turn was not condensed).
+        let stored = trace.trace.condensed.as_ref().filter(|c| c.query.is_some());
+        let query = if stored.is_some() { &trace.question } else { &trace.query };
+        let asked = Asked::new(&trace.question, query);
+        let condensed = match stored {
+            Some(c) if s.condense == ragctx_core::Condense::OpenAi => {
+                Some(Condensed { ms: 0.0, cached: true, ..c.clone() })
+            }
+            _ => self.condensed(&state, &asked, &s)?,
+        };
+        let (mut out, _, _) = self.run(session, &state, asked, &s, Some(trace.exclusion.clone()), condensed)?;
         out.turn = trace.turn;
         Ok(out)
     }
@@ -356,9 +377,15 @@ impl Engine {
         asked: Asked<'_>,
         settings: &TurnSettings,
         exclusion: Option<ExclusionSet>,
+        condensed: Option<Condensed>,
     ) -> Result<(Trace, ragctx_core::TurnRecord, BTreeMap<DocumentId, u32>)> {
         let Asked { question, query, conversation, on_delta } = asked;
+        // A rewrite replaces the text searched with; the question stays what is answered.
+        let query = condensed.as_ref().and_then(|c| c.query.as_deref()).unwrap_or(query);
         let mut a = self.assemble(state, question, query, conversation, settings, exclusion)?;
+        if let Some(c) = &condensed {
+            a.timings.insert("condense".into(), c.ms);
+        }
         let stage = Stage::start("generate");
         let answering = a.answer_question.as_deref().unwrap_or(question);
         let request = GenerationRequest {
@@ -393,12 +420,14 @@ impl Engine {
             dropped_by_budget: a.context.dropped_by_budget.clone(),
             below_floor: a.below_floor,
             engaged: a.engaged,
+            condensed,
             intent: a.intent,
             search_path: a.search_path,
             search_rounds: a.search_rounds,
             search_reason: a.search_reason,
             retrieval: a.retrieval,
             aliases: a.aliases,
+            duplicates: a.duplicates,
             settings: settings.effective(self.counter.name()),
             timings_ms: a.timings,
         };

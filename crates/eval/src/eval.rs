@@ -34,10 +34,14 @@ pub enum EvalCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Cross-document conflicts: do both sides reach the context?
+    /// The hard cases written by us: cross-document conflicts asked three ways each, with
+    /// identical and near-identical copies of their sides among distractors — do both sides
+    /// reach the context, do paraphrases reach the same evidence, is any text read twice, does
+    /// every citation name a document of the context?
     Conflicts {
-        /// JSON of conflict cases (a question and the documents that disagree) and distractors
-        #[arg(long, default_value = "eval/conflicts.json")]
+        /// JSON of conflict cases (paraphrased questions, the two documents that disagree and
+        /// copies of them) and distractors
+        #[arg(long, default_value = "eval/hardcases.json")]
         file: PathBuf,
         /// Print the rows as one JSON object
         #[arg(long)]
@@ -68,7 +72,8 @@ pub enum EvalCommand {
         granularity: String,
         /// Comma-separated query modes: last, history (the question after the two user turns
         /// before it), weighted (embeddings of the question and the two before it mixed 1 : ½ : ¼),
-        /// rewrite (MTRAG's human rewrite)
+        /// rewrite (MTRAG's human rewrite), condense (the engine's `condense openai`: the
+        /// configured condenser rewrites each question with earlier turns; see docs/condense.md)
         #[arg(long, value_delimiter = ',', default_value = "last")]
         query: Vec<String>,
         /// Comma-separated: dense, lexical, hybrid [default: the configured retrieval]
@@ -146,7 +151,7 @@ pub fn run(settings: &Settings, what: &EvalCommand) -> Result<()> {
             crate::intent::run(cases, *min_accuracy, *json)
         }
         EvalCommand::Intent { cases: None, min_accuracy, json } => crate::intent::run_splits(*min_accuracy, *json),
-        EvalCommand::Conflicts { file, json } => conflicts(settings, file, *json),
+        EvalCommand::Conflicts { file, json } => crate::hardcases::run(settings, file, *json),
         EvalCommand::FitQuery { data, domains, k, hold_out, out } => {
             let opts = crate::fit_query::FitOptions {
                 turns: data.join("turns.jsonl"),
@@ -190,9 +195,12 @@ pub fn run(settings: &Settings, what: &EvalCommand) -> Result<()> {
                 g => vec![g.parse()?],
             };
             for q in query {
-                if !["last", "history", "weighted", "rewrite"].contains(&q.as_str()) {
-                    bail!("unknown query mode {q:?}: use last, history, weighted or rewrite");
+                if !["last", "history", "weighted", "rewrite", "condense"].contains(&q.as_str()) {
+                    bail!("unknown query mode {q:?}: use last, history, weighted, rewrite or condense");
                 }
+            }
+            if query.iter().any(|q| q == "condense") && settings.condense().is_none() {
+                bail!("--query condense needs a condenser endpoint: set condense_url and condense_model (RAGCTX_CONDENSE_URL, RAGCTX_CONDENSE_MODEL; scripts/llm-up starts one)");
             }
             let opts = MtragOptions {
                 turns: turns.clone().unwrap_or_else(|| data.join("turns.jsonl")),
@@ -409,84 +417,6 @@ fn beir(
         match rows.len() {
             1 => println!("{}", rows[0]),
             _ => println!("{}", serde_json::Value::Array(rows)),
-        }
-    }
-    Ok(())
-}
-
-/// Both sides of every written conflict must reach the context, and citations stay inside it.
-fn conflicts(settings: &Settings, file: &Path, json: bool) -> Result<()> {
-    use ragctx_core::{Chunk, SessionId, SessionStore};
-    use ragctx_engine::ingest::Logged;
-    use ragctx_engine::Strategy;
-    use std::sync::Arc;
-    let v: serde_json::Value =
-        serde_json::from_str(&read_to_string(file)?).map_err(|e| Error::json(file, e.line(), e))?;
-    let cases = v["cases"].as_array().cloned().unwrap_or_default();
-    let mut docs: Vec<&serde_json::Value> =
-        cases.iter().flat_map(|c| c["sides"].as_array().into_iter().flatten()).collect();
-    docs.extend(v["distractors"].as_array().into_iter().flatten());
-    let embedder = ragctx_app::app::embedder(settings)?;
-    let sourced: Vec<ragctx_engine::ingest::SourcedChunk> = docs
-        .iter()
-        .map(|d| {
-            let id = d["document_id"].as_str().unwrap_or_default();
-            let mut chunk = Chunk::new(
-                &format!("{id}#0"),
-                id,
-                d["title"].as_str().unwrap_or_default(),
-                d["text"].as_str().unwrap_or_default(),
-            );
-            chunk.ordinal = Some(0);
-            ragctx_engine::ingest::SourcedChunk { chunk, file: file.display().to_string(), line: None }
-        })
-        .collect();
-    // The one ingest path (no cache: a few dozen passages).
-    let store = ragctx_store::MemoryVectorStore::new(embedder.dimension(), IndexParams::default());
-    let counter = ragctx_models::Cl100kCounter::new();
-    let embedded = ragctx_engine::ingest::embed_chunks(embedder.as_ref(), &counter, None, &Logged, sourced)?;
-    ragctx_engine::ingest::store_embedded(&store, embedded, true)?;
-    let dir = std::env::temp_dir().join(format!("ragctx-conflicts-{}", std::process::id()));
-    let data = ragctx_store::DataDir::open(&dir, embedder.dimension())?;
-    let sessions: Arc<dyn SessionStore> = Arc::new(data.session_store());
-    let engine = ragctx_app::app::engine_over(Arc::new(store), sessions.clone(), embedder);
-    let mut rows = Vec::new();
-    for strategy in [Strategy::None, Strategy::Group, Strategy::Full] {
-        for limit in [2usize, 4, settings.turn().limit] {
-            let mut s = crate::replay_settings(settings);
-            s.strategy = strategy;
-            s.limit = limit;
-            s.min_documents = s.min_documents.min(limit);
-            let (mut both, mut invalid) = (0, 0);
-            for (i, c) in cases.iter().enumerate() {
-                let session = SessionId::parse(&format!("conflict-{}-{limit}-{i}", strategy.as_str()))?;
-                let out = engine.ask(&session, c["question"].as_str().unwrap_or_default(), &s)?;
-                let ctx: HashSet<&str> = out.context.iter().map(|b| b.document_id.as_str()).collect();
-                let sides = c["sides"].as_array().cloned().unwrap_or_default();
-                if sides.iter().all(|d| ctx.contains(d["document_id"].as_str().unwrap_or_default())) {
-                    both += 1;
-                }
-                invalid += out.trace.invalid_citations;
-                sessions.delete(&session)?;
-            }
-            rows.push(serde_json::json!({"strategy": strategy.as_str(), "limit": limit, "cases": cases.len(), "both_sides": both, "invalid_citations": invalid}));
-        }
-    }
-    drop(data);
-    let _ = std::fs::remove_dir_all(&dir);
-    if json {
-        println!("{}", serde_json::json!({"rows": rows}));
-    } else {
-        println!("| strategy | limit | cases | both sides in context | invalid citations |\n|---|---:|---:|---:|---:|");
-        for r in &rows {
-            println!(
-                "| {} | {} | {} | {} | {} |",
-                r["strategy"].as_str().unwrap_or_default(),
-                r["limit"],
-                r["cases"],
-                r["both_sides"],
-                r["invalid_citations"]
-            );
         }
     }
     Ok(())

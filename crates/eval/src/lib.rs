@@ -22,6 +22,7 @@ pub mod data;
 pub mod error;
 pub mod eval;
 pub mod fit_query;
+pub mod hardcases;
 pub mod intent;
 pub mod mtrag;
 pub mod mtrag_metrics;

@@ -36,7 +36,7 @@ pub struct MtragOptions {
     pub strategies: Vec<String>,
     /// Granularities the seed's strategies run at (the memory modes keep the configured one).
     pub granularities: Vec<Granularity>,
-    /// Query modes: `last`, `history`, `weighted`, `rewrite` (see `eval mtrag --query`).
+    /// Query modes: `last`, `history`, `weighted`, `rewrite`, `condense` (see `eval mtrag --query`).
     pub queries: Vec<String>,
     /// Retrievals to run each strategy with (hybrid with its fusion).
     pub retrievals: Vec<(Retrieval, Option<Fusion>)>,
@@ -174,23 +174,28 @@ fn variants(opts: &MtragOptions, base: &TurnSettings) -> Result<Vec<Variant>> {
                     s.budget = budget;
                     s.retrieval = retrieval;
                     s.fusion = fusion.unwrap_or(s.fusion);
+                    if q == "condense" {
+                        // The engine asks the condenser; the query is the question.
+                        s.condense = ragctx_core::Condense::OpenAi;
+                    }
                     if modes {
                         s.memory = if name == "engine" { Memory::Engine } else { Memory::Client };
-                        if q != "last" {
+                        if q != "last" && q != "condense" {
                             // The eval builds this query itself; the engine must not mix it again.
                             s.conversation_query = ConversationQuery::Off;
                         }
                     } else {
                         // The seed's paths as they were measured before memory modes: one chunk
                         // per document, nothing carried, no conversation in the prompt, no
-                        // relevance floor and no engaged-document prior (peers fill by rank up to
-                        // `limit`).
+                        // relevance floor, no engaged-document prior and no near-duplicate removal
+                        // (peers fill by rank up to `limit`).
                         s.memory = Memory::Client;
                         s.conversation_query = ConversationQuery::Off;
                         s.group_size = 1;
                         s.group_margin = 0.0;
                         s.relevance_floor = 0.0;
                         s.engaged_prior = 0.0;
+                        s.near_duplicate = 0.0;
                         s.granularity = g;
                         s.consumption = Consumption::Shown;
                         s.strategy = match name.as_str() {
@@ -361,6 +366,7 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
         if let Some(w) = opts.query_weights {
             engine.query_weights = w;
         }
+        engine.condenser = ragctx_app::app::condenser(settings)?;
         for conv in convs.iter().filter(|c| &c.domain == domain) {
             for v in &variants {
                 let session = SessionId::parse(&format!("eval-{}-{}", conv.id, v.key.replace(['+', '@', '/'], "_")))?;
@@ -485,6 +491,15 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
                             carried: out.trace.carried as f64,
                             conversation_tokens: conversation as f64,
                             pointers: out.trace.pointers as f64,
+                            near_duplicates: out.trace.duplicates.iter().filter(|d| d.resemblance < 1.0).count() as f64,
+                            duplicate_tokens_freed: out.trace.duplicates.iter().map(|d| d.tokens).sum::<usize>() as f64,
+                            condense_ms: out.trace.condensed.as_ref().map_or(0.0, |c| c.ms),
+                            condense_fallback: out
+                                .trace
+                                .condensed
+                                .as_ref()
+                                .map_or(0.0, |c| c.fallback.is_some() as u8 as f64),
+                            condensed: out.trace.condensed.as_ref().map_or(0.0, |c| c.query.is_some() as u8 as f64),
                             turns: 1,
                         };
                         let t = tallies.entry(v.key.clone()).or_default();

@@ -55,13 +55,24 @@ pub struct Means {
     /// Tokens of earlier questions and answers the model reads: the conversation `engine`
     /// puts in the prompt, or the exchanges a client keeps (`client`, `history`).
     pub conversation_tokens: f64,
+    /// Chunks left out as near-duplicates of a kept chunk (resemblance below 1).
+    pub near_duplicates: f64,
+    /// Tokens of the chunks left out as identical or near-identical to a kept one: budget
+    /// freed for other evidence.
+    pub duplicate_tokens_freed: f64,
+    /// Milliseconds the condenser took (`condense` query mode; 0 for turns it was not asked).
+    pub condense_ms: f64,
+    /// Share of turns whose condensing fell back to the question (error, time-out, no query).
+    pub condense_fallback: f64,
+    /// Share of turns the condenser rewrote (a rewrite the search used).
+    pub condensed: f64,
     /// Gold turns added up (1 for one turn's metrics); not averaged by `mean`.
     pub turns: usize,
 }
 
 impl Means {
     /// Every averaged metric, listed once.
-    fn metrics(&mut self) -> [&mut f64; 19] {
+    fn metrics(&mut self) -> [&mut f64; 24] {
         [
             &mut self.evidence_recall,
             &mut self.fresh_recall,
@@ -82,6 +93,11 @@ impl Means {
             &mut self.carried,
             &mut self.pointers,
             &mut self.conversation_tokens,
+            &mut self.near_duplicates,
+            &mut self.duplicate_tokens_freed,
+            &mut self.condense_ms,
+            &mut self.condense_fallback,
+            &mut self.condensed,
         ]
     }
 

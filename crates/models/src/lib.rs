@@ -30,7 +30,7 @@ mod workers;
 pub use embedder::{model_dimension, MiniLmEmbedder, Precision, Prefixes, BATCH_TOKENS, MAX_TOKENS};
 pub use extractive::{sentences, terms, ExtractiveGenerator, NOTHING_FOUND};
 #[cfg(feature = "openai")]
-pub use openai::{OpenAiConfig, OpenAiGenerator};
+pub use openai::{OpenAiCondenser, OpenAiConfig, OpenAiGenerator, CONDENSE_PROMPT};
 #[cfg(feature = "openai")]
 pub use remote::{RemoteEmbedder, RemoteEmbedderConfig};
 pub use tokens::Cl100kCounter;

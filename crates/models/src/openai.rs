@@ -1,8 +1,10 @@
 //! The OpenAI-compatible generator: sends the cited prompt to any `/v1/chat/completions`
-//! endpoint (OpenAI, vLLM, llama.cpp server, Ollama) with a time-out and bounded retries.
+//! endpoint (OpenAI, vLLM, llama.cpp server, Ollama) with a time-out and bounded retries;
+//! and the condenser, which asks such an endpoint to rewrite a follow-up into a standalone
+//! search query (`condense openai`).
 
 use crate::http::{self, Retry};
-use ragctx_core::{Error, GenerationRequest, Generator, Result};
+use ragctx_core::{CondenseRequest, Condenser, Error, GenerationRequest, Generator, Result};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -16,18 +18,26 @@ pub struct OpenAiConfig {
     pub timeout: Duration,
     /// Retries after the first attempt, for connection errors, 429 and 5xx.
     pub retries: u32,
+    /// The most tokens an answer may take (`max_tokens`); `None` leaves it to the server.
+    pub max_tokens: Option<u32>,
 }
 
 pub struct OpenAiGenerator {
     config: OpenAiConfig,
     agent: ureq::Agent,
+    /// What errors call it: `generator`, or `condenser` inside [`OpenAiCondenser`].
+    role: &'static str,
 }
 
 impl OpenAiGenerator {
     pub fn new(config: OpenAiConfig) -> Result<Self> {
-        http::check("generator", &config.base_url, &config.model)?;
+        Self::as_role(config, "generator")
+    }
+
+    fn as_role(config: OpenAiConfig, role: &'static str) -> Result<Self> {
+        http::check(role, &config.base_url, &config.model)?;
         let agent = http::agent(config.timeout);
-        Ok(OpenAiGenerator { config, agent })
+        Ok(OpenAiGenerator { config, agent, role })
     }
 
     fn url(&self) -> String {
@@ -35,7 +45,7 @@ impl OpenAiGenerator {
     }
 
     fn unavailable(&self, message: String) -> Error {
-        Error::Unavailable { backend: format!("generator at {}", self.url()), message }
+        Error::Unavailable { backend: format!("{} at {}", self.role, self.url()), message }
     }
 
     /// The request, sent: `Ok(Err(..))` is a failure worth retrying (no answer, 429, 5xx).
@@ -157,22 +167,103 @@ impl Generator for OpenAiGenerator {
     /// Asks with `stream: true` and hands each piece on as it arrives. Retried (connection
     /// failures, 429, 5xx) only until the first piece arrived.
     fn generate_streaming(&self, request: &GenerationRequest<'_>, on_delta: &(dyn Fn(&str) + Sync)) -> Result<String> {
-        let body = json!({
+        let mut body = json!({
             "model": self.config.model,
             "temperature": 0,
             "stream": true,
             "messages": [{"role": "user", "content": request.prompt}],
         });
+        if let Some(n) = self.config.max_tokens {
+            body["max_tokens"] = n.into();
+        }
         http::retrying(self.config.retries, || self.attempt_streaming(&body, on_delta))?
             .map_err(|m| self.unavailable(m))
     }
 
     fn generate(&self, request: &GenerationRequest<'_>) -> Result<String> {
-        let body = json!({
+        let mut body = json!({
             "model": self.config.model,
             "temperature": 0,
             "messages": [{"role": "user", "content": request.prompt}],
         });
+        if let Some(n) = self.config.max_tokens {
+            body["max_tokens"] = n.into();
+        }
         http::retrying(self.config.retries, || self.attempt(&body))?.map_err(|m| self.unavailable(m))
+    }
+}
+
+/// The condenser's prompt, kept in the repository (`crates/models/prompts/condense.json`):
+/// few-shot chat turns (a conversation, a follow-up, its standalone rewrite), then the turn to
+/// rewrite, each user message made from the `user` template. Few-shot turns rather than an
+/// instruction alone: small models (Gemma 3 270M, which `scripts/llm-up` serves, is a
+/// pretrained model, not an instruction-tuned one) follow the pattern where they ignore the
+/// instruction.
+pub const CONDENSE_PROMPT: &str = include_str!("../prompts/condense.json");
+
+/// Tokens the condenser may write: a query, not an answer.
+const CONDENSE_MAX_TOKENS: u32 = 64;
+
+/// Rewrites a follow-up into a standalone query through an OpenAI-compatible chat endpoint:
+/// one attempt within the configured time-out (a late rewrite is worth less than the turn's
+/// own query, which the engine falls back to), temperature 0, one line.
+pub struct OpenAiCondenser {
+    inner: OpenAiGenerator,
+    /// The few-shot turns, as chat messages.
+    shots: Vec<Value>,
+    /// The user message's template.
+    user: String,
+}
+
+impl OpenAiCondenser {
+    /// `config.retries` is ignored: a condenser makes one attempt.
+    pub fn new(config: OpenAiConfig) -> Result<Self> {
+        let prompt: Value =
+            serde_json::from_str(CONDENSE_PROMPT).map_err(|e| Error::Model(format!("condense prompt: {e}")))?;
+        let user = prompt["user"].as_str().unwrap_or("{conversation}\n{question}").to_owned();
+        let mut shots = Vec::new();
+        for e in prompt["examples"].as_array().into_iter().flatten() {
+            let field = |k: &str| e[k].as_str().unwrap_or_default();
+            shots.push(json!({"role": "user", "content": fill(&user, field("conversation"), field("question"))}));
+            shots.push(json!({"role": "assistant", "content": field("answer")}));
+        }
+        let inner = OpenAiGenerator::as_role(OpenAiConfig { retries: 0, ..config }, "condenser")?;
+        Ok(OpenAiCondenser { inner, shots, user })
+    }
+
+    /// The chat messages for `request`: the few-shot turns, then its own.
+    pub fn messages(&self, request: &CondenseRequest<'_>) -> Vec<Value> {
+        let mut m = self.shots.clone();
+        m.push(json!({"role": "user", "content": fill(&self.user, request.conversation, request.question)}));
+        m
+    }
+}
+
+fn fill(template: &str, conversation: &str, question: &str) -> String {
+    template.replace("{conversation}", conversation).replace("{question}", question)
+}
+
+impl Condenser for OpenAiCondenser {
+    fn name(&self) -> &str {
+        &self.inner.config.model
+    }
+
+    fn condense(&self, request: &CondenseRequest<'_>) -> Result<String> {
+        let body = json!({
+            "model": self.inner.config.model,
+            "temperature": 0,
+            "max_tokens": CONDENSE_MAX_TOKENS,
+            "stop": ["\n"],
+            "messages": self.messages(request),
+        });
+        self.inner.attempt(&body)?.map_err(|(message, _)| {
+            // ureq says "timeout: global": say what the deadline was.
+            let message = if message.contains("timeout") {
+                format!("timed out after {} ms", self.inner.config.timeout.as_millis())
+            } else {
+                message
+            };
+            self.inner.unavailable(message)
+        })
     }
 }

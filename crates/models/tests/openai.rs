@@ -14,6 +14,7 @@ fn generator(url: &str, retries: u32, timeout_ms: u64) -> OpenAiGenerator {
         api_key: Some("sk-test".into()),
         timeout: Duration::from_millis(timeout_ms),
         retries,
+        max_tokens: None,
     })
     .unwrap()
 }
@@ -59,7 +60,8 @@ fn failures_are_clear_errors() {
         model: "m".into(),
         api_key: None,
         timeout: Duration::from_secs(1),
-        retries: 0
+        retries: 0,
+        max_tokens: None,
     })
     .is_err());
 }

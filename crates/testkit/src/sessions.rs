@@ -56,6 +56,8 @@ fn commit(question: &str, docs: &[&str], markers: &[(&str, u32)]) -> TurnCommit 
             dropped_by_budget: vec![],
             below_floor: vec![],
             engaged: 0,
+            condensed: None,
+            duplicates: vec![],
             intent: Intent::New,
             search_path: SearchPath::Exact,
             search_rounds: 1,

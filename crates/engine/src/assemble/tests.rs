@@ -56,6 +56,7 @@ fn engine(dir: &tempfile::TempDir) -> Engine {
         generator: Arc::new(ragctx_models::ExtractiveGenerator::default()),
         turn_locks: TurnLocks::default(),
         query_weights: QueryWeights::HAND_SET,
+        condenser: None,
     }
 }
 

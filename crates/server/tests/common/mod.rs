@@ -47,6 +47,7 @@ pub fn state_with(keys: Keys, dir: &std::path::Path, turn_timeout: Duration) -> 
             generator: Arc::new(ExtractiveGenerator::default()),
             turn_locks: Default::default(),
             query_weights: ragctx_engine::QueryWeights::fitted(),
+            condenser: None,
         }),
         tenant: Tenant::default(),
         settings: TurnSettings::default(),
