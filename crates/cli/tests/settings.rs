@@ -37,11 +37,18 @@ fn cases() -> Vec<Case> {
         c("min_documents", json!(1), &[], json!(1_001)),
         c("relevance_floor", json!(0.25), &[], json!(1.5)),
         c("engaged_prior", json!(0.125), &[], json!(2)),
+        c("near_duplicate", json!(0.5), &[], json!(1.5)),
         c("budget", json!(900), &[], json!(1)),
         c("session_ttl", json!(1), &[], json!(400_000_000)),
         c("filter", json!({"topic": "plants"}), &[], json!({"year": {"gt": "x"}})),
+        // A first turn has nothing to condense: the endpoint (CONDENSER) is never asked.
+        c("condense", json!("openai"), &[], json!("gpt")),
     ]
 }
+
+/// A condenser endpoint for `condense openai` (nothing listens: a first turn never asks it).
+const CONDENSER: [(&str, &str); 2] =
+    [("RAGCTX_CONDENSE_URL", "http://127.0.0.1:9/v1"), ("RAGCTX_CONDENSE_MODEL", "none")];
 
 /// A value as a flag or an environment variable writes it (a filter as JSON text).
 fn text(v: &Value) -> String {
@@ -78,6 +85,7 @@ enum Front {
 
 fn ask_with(env: &Env, front: &Front, session: &str, pairs: &[(String, Value)]) -> Output {
     let mut cmd = env.cmd();
+    cmd.envs(CONDENSER);
     match front {
         Front::Flag => {
             cmd.args(["ask", "--session", session, "--json"]);
@@ -154,7 +162,7 @@ fn every_turn_setting_is_reachable_from_flag_env_config_and_http_with_one_name_a
         }
     }
 
-    let server = Server::start(&env, &[], &[]);
+    let server = Server::start(&env, &[], &CONDENSER);
     for case in cases() {
         let words = expected_words(case.key, &case.bad);
         let session = format!("{}-http", case.key.replace('_', "-"));
@@ -200,6 +208,11 @@ fn a_setting_that_would_do_nothing_is_refused_not_ignored() {
         assert_eq!(out.status.code(), Some(2), "{flags:?}: {stderr}");
         assert!(stderr.contains(words), "{flags:?}: {stderr}");
     }
+    // Condensing without an endpoint is a configuration error, said before any turn runs.
+    let out = env.run(&["ask", "--session", "idle", "--condense", "openai", "Which plants need water?"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("condense openai needs a condenser endpoint: set condense_url"), "{stderr}");
     // The same settings where they act are taken.
     env.ask("idle", &["--granularity", "document", "--memory", "client"], "Which plants need water?");
     env.ask("idle", &["--fusion", "rrf", "--retrieval", "hybrid"], "Which plants need water?");
