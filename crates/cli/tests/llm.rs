@@ -52,7 +52,7 @@ fn ask(env: &Env, url: &str, timeout_ms: u64, session: &str, extra: &[&str], que
 }
 
 fn ingest(env: &Env) {
-    let corpus = env.govt(120);
+    let corpus = env.govt(60);
     env.ok(&["ingest", corpus.to_str().unwrap()]);
 }
 

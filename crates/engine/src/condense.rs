@@ -92,7 +92,7 @@ const STOPWORDS: &[&str] = &[
     "about", "with", "that", "this", "those", "these", "there", "their", "they", "them", "its", "can", "could",
     "would", "should", "will", "are", "was", "were", "been", "being", "have", "has", "had", "you", "your", "our",
     "any", "some", "more", "also", "please", "tell", "know", "need", "want", "then", "than", "into", "from", "not",
-    "one", "ones", "other", "else", "again", "just", "like", "get", "got", "there's", "what's",
+    "one", "ones", "other", "else", "again", "just", "like", "get", "got",
 ];
 
 /// The model's answer as a query: its first non-empty line, without a label ("Query:",

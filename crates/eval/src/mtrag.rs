@@ -499,7 +499,10 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
                                 .condensed
                                 .as_ref()
                                 .map_or(0.0, |c| c.fallback.is_some() as u8 as f64),
-                            condensed: out.trace.condensed.as_ref().map_or(0.0, |c| c.query.is_some() as u8 as f64),
+                            condensed: out.trace.condensed.as_ref().and_then(|c| c.query.as_deref()).map_or(0.0, |q| {
+                                // A rewrite that repeats the question changed nothing.
+                                (q.trim().to_lowercase() != conv.messages[i].trim().to_lowercase()) as u8 as f64
+                            }),
                             turns: 1,
                         };
                         let t = tallies.entry(v.key.clone()).or_default();

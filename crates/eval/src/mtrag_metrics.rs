@@ -64,7 +64,8 @@ pub struct Means {
     pub condense_ms: f64,
     /// Share of turns whose condensing fell back to the question (error, time-out, no query).
     pub condense_fallback: f64,
-    /// Share of turns the condenser rewrote (a rewrite the search used).
+    /// Share of turns the condenser rewrote: a rewrite the search used that is not the
+    /// question itself.
     pub condensed: f64,
     /// Gold turns added up (1 for one turn's metrics); not averaged by `mean`.
     pub turns: usize,
