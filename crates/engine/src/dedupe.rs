@@ -3,8 +3,8 @@
 //! chunks of one document merged into one block.
 
 use ragctx_core::{Chunk, DocumentId, Duplicate, FxHasher, Grouping, Hit};
-use std::collections::HashMap;
-use std::hash::Hasher;
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// Text that will become one context block: one chunk, or adjacent chunks of one document.
 #[derive(Clone, Debug, PartialEq)]
@@ -55,36 +55,39 @@ pub struct Deduped {
 /// case make words, every CJK character is a word of its own (Chinese and Japanese have no
 /// spaces), anything else separates words. A text of fewer than three words is its words.
 pub fn shingles(text: &str) -> Vec<u64> {
-    let mut words: Vec<String> = Vec::new();
-    let mut word = String::new();
+    // FxHash's step, inlined: each word hashed as it is read (no word is copied), then each
+    // run of three words hashed from the words' hashes.
+    const K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+    let mix = |h: u64, x: u64| (h.rotate_left(5) ^ x).wrapping_mul(K);
+    let mut words: Vec<u64> = Vec::with_capacity(text.len() / 5);
+    let mut word = 0u64;
+    let mut in_word = false;
     for c in text.chars() {
-        let cjk = is_cjk(c);
-        if c.is_alphanumeric() && !cjk {
-            word.extend(c.to_lowercase());
+        if c.is_ascii_alphanumeric() {
+            word = mix(word, u64::from(c.to_ascii_lowercase()));
+            in_word = true;
             continue;
         }
-        if !word.is_empty() {
-            words.push(std::mem::take(&mut word));
+        let cjk = !c.is_ascii() && is_cjk(c);
+        if !c.is_ascii() && c.is_alphanumeric() && !cjk {
+            c.to_lowercase().for_each(|l| word = mix(word, u64::from(l)));
+            in_word = true;
+            continue;
+        }
+        if in_word {
+            words.push(word);
+            word = 0;
+            in_word = false;
         }
         if cjk {
-            words.push(c.to_string());
+            words.push(mix(0, u64::from(c)));
         }
     }
-    if !word.is_empty() {
+    if in_word {
         words.push(word);
     }
     let n = if words.len() >= 3 { 3 } else { 1 };
-    let mut out: Vec<u64> = words
-        .windows(n)
-        .map(|w| {
-            let mut h = FxHasher::default();
-            for x in w {
-                h.write(x.as_bytes());
-                h.write_u8(0);
-            }
-            h.finish()
-        })
-        .collect();
+    let mut out: Vec<u64> = words.windows(n).map(|w| w.iter().fold(0, |h, x| mix(h, *x))).collect();
     out.sort_unstable();
     out.dedup();
     out
@@ -183,16 +186,29 @@ pub fn near_duplicates(deduped: &mut Deduped, near: f32, counter: &dyn ragctx_co
         return 0;
     }
     let mut kept: Vec<(Fragment, Vec<u64>)> = Vec::with_capacity(deduped.fragments.len());
+    // Every shingle of the kept text: a fragment most of whose shingles it lacks has no holder
+    // (checked before any one kept fragment is), and a sentence is the turn's when it holds them.
+    let mut union: HashSet<u64, BuildHasherDefault<FxHasher>> = HashSet::default();
     let mut freed = 0;
+    let held = |sh: &[u64], union: &HashSet<u64, BuildHasherDefault<FxHasher>>| {
+        if sh.is_empty() {
+            return 0.0;
+        }
+        sh.iter().filter(|x| union.contains(x)).count() as f32 / sh.len() as f32
+    };
     for mut f in std::mem::take(&mut deduped.fragments) {
         let sh = shingles(&f.text);
-        let holder = kept
-            .iter()
-            .map(|(k, ksh)| (k, containment(&sh, ksh)))
-            .filter(|(_, r)| *r >= near)
-            .max_by(|a, b| a.1.total_cmp(&b.1))
-            .map(|(k, r)| (k.chunks[0].id.clone(), k.document_id.clone(), r));
+        let holder = if held(&sh, &union) < near {
+            None
+        } else {
+            kept.iter()
+                .map(|(k, ksh)| (k, containment(&sh, ksh)))
+                .filter(|(_, r)| *r >= near)
+                .max_by(|a, b| a.1.total_cmp(&b.1))
+                .map(|(k, r)| (k.chunks[0].id.clone(), k.document_id.clone(), r))
+        };
         let Some((held_by, holder_doc, resemblance)) = holder else {
+            union.extend(sh.iter().copied());
             kept.push((f, sh));
             continue;
         };
@@ -201,9 +217,8 @@ pub fn near_duplicates(deduped: &mut Deduped, near: f32, counter: &dyn ragctx_co
         let new: Vec<&str> = sentences(&f.text)
             .into_iter()
             .filter(|sentence| {
-                let ss = shingles(sentence);
                 let words = sentence.split_whitespace().count() + sentence.chars().filter(|c| is_cjk(*c)).count();
-                words < 3 || !kept.iter().any(|(_, ksh)| containment(&ss, ksh) >= near)
+                words < 3 || held(&shingles(sentence), &union) < near
             })
             .collect();
         let before = counter.count(&f.text);
@@ -213,6 +228,7 @@ pub fn near_duplicates(deduped: &mut Deduped, near: f32, counter: &dyn ragctx_co
             let after = counter.count(&text);
             if after >= before {
                 // Nothing to gain: the passage stays whole.
+                union.extend(sh.iter().copied());
                 kept.push((f, sh));
                 continue;
             }
@@ -233,6 +249,7 @@ pub fn near_duplicates(deduped: &mut Deduped, near: f32, counter: &dyn ragctx_co
             trimmed,
         });
         if trimmed {
+            union.extend(sh.iter().copied());
             kept.push((f, sh));
         }
     }
