@@ -190,6 +190,7 @@ pub fn near_duplicates(deduped: &mut Deduped, near: f32, counter: &dyn ragctx_co
     // (checked before any one kept fragment is), and a sentence is the turn's when it holds them.
     let mut union: HashSet<u64, BuildHasherDefault<FxHasher>> = HashSet::default();
     let mut freed = 0;
+    let mut dropped: Vec<DocumentId> = Vec::new();
     let held = |sh: &[u64], union: &HashSet<u64, BuildHasherDefault<FxHasher>>| {
         if sh.is_empty() {
             return 0.0;
@@ -236,6 +237,7 @@ pub fn near_duplicates(deduped: &mut Deduped, near: f32, counter: &dyn ragctx_co
             f.text = text;
         } else {
             freed += before;
+            dropped.push(f.document_id.clone());
             let pair = (f.document_id.clone(), holder_doc.clone());
             if pair.0 != pair.1 && !deduped.aliases.contains(&pair) {
                 deduped.aliases.push(pair);
@@ -254,11 +256,13 @@ pub fn near_duplicates(deduped: &mut Deduped, near: f32, counter: &dyn ragctx_co
         }
     }
     deduped.fragments = kept.into_iter().map(|(f, _)| f).collect();
-    // A document whose only fragment left is no longer a unique document.
-    let mut docs: Vec<&DocumentId> = deduped.fragments.iter().map(|f| &f.document_id).collect();
-    docs.sort();
-    docs.dedup();
-    deduped.unique_documents = docs.len();
+    // A document whose every fragment left as a near-duplicate is no longer a unique one
+    // (the count stays "after dedupe": documents the floor held back still count).
+    let mut gone: Vec<DocumentId> = dropped;
+    gone.sort();
+    gone.dedup();
+    gone.retain(|d| !deduped.fragments.iter().any(|f| &f.document_id == d));
+    deduped.unique_documents = deduped.unique_documents.saturating_sub(gone.len());
     freed
 }
 
