@@ -84,6 +84,18 @@ pub fn engine_over(
     }
 }
 
+/// Gives `engine` the generator and the condenser the settings name: the `openai` generator
+/// when one is configured (else it keeps its own), and the condenser of `condense_url` or of
+/// the generator's endpoint. The factory does this for every engine it opens; evaluations
+/// over their own stores call it too.
+pub fn with_models(engine: &mut Engine, settings: &Settings) -> Result<()> {
+    if let Some(c) = &settings.openai {
+        engine.generator = Arc::new(OpenAiGenerator::new(c.clone())?);
+    }
+    engine.condenser = condenser(settings)?;
+    Ok(())
+}
+
 /// The condenser the settings name (`condense_url`, or the `openai` generator's endpoint).
 pub fn condenser(settings: &Settings) -> Result<Option<Arc<dyn ragctx_core::Condenser>>> {
     Ok(match &settings.condense {
@@ -111,10 +123,7 @@ impl App {
             session_store(&settings, data.as_ref())?,
             embedder.clone(),
         );
-        if let Some(c) = &settings.openai {
-            engine.generator = Arc::new(OpenAiGenerator::new(c.clone())?);
-        }
-        engine.condenser = condenser(&settings)?;
+        with_models(&mut engine, &settings)?;
         let unscoped = engine;
         let engine = unscoped.scoped(&settings.tenant);
         Ok(App { settings, data, embedder, local, engine, unscoped })

@@ -13,18 +13,7 @@ use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 
 fn shared_embedder() -> Option<String> {
-    let url = std::env::var("RAGCTX_TEST_EMBEDDER")
-        .ok()
-        .filter(|u| !u.is_empty())
-        .or_else(|| std::fs::read_to_string(repo().join(".run/embedder.url")).ok().map(|u| u.trim().to_owned()));
-    match url.as_deref() {
-        Some("skip") => {
-            ragctx_testkit::skipped("RAGCTX_TEST_EMBEDDER=skip");
-            None
-        }
-        Some(u) => Some(u.to_owned()),
-        None => panic!("no embedding server: run scripts/embedder-up (or set RAGCTX_TEST_EMBEDDER=URL or skip)"),
-    }
+    common::shared_service("RAGCTX_TEST_EMBEDDER", "embedder.url", "scripts/embedder-up")
 }
 
 fn remote(url: &str) -> Vec<String> {

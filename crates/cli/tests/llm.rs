@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{free_port, repo, Env, SlowProxy};
+use common::{free_port, Env, SlowProxy};
 use serde_json::Value;
 use std::collections::BTreeSet;
 
@@ -23,30 +23,26 @@ fn turn_of_the_server() -> std::sync::MutexGuard<'static, ()> {
 }
 
 fn llm() -> Option<String> {
-    let url = std::env::var("RAGCTX_TEST_LLM")
-        .ok()
-        .filter(|u| !u.is_empty())
-        .or_else(|| std::fs::read_to_string(repo().join(".run/llm.url")).ok().map(|u| u.trim().to_owned()));
-    match url.as_deref() {
-        Some("skip") => {
-            ragctx_testkit::skipped("RAGCTX_TEST_LLM=skip");
-            None
-        }
-        Some(u) => Some(u.to_owned()),
-        None => panic!("no LLM server: run scripts/llm-up (or set RAGCTX_TEST_LLM=URL or skip)"),
-    }
+    common::shared_service("RAGCTX_TEST_LLM", "llm.url", "scripts/llm-up")
+}
+
+/// `ragctx` with the condenser at `url` and its deadline.
+fn condensing(env: &Env, url: &str, timeout_ms: u64) -> std::process::Command {
+    let mut cmd = env.cmd();
+    cmd.env("RAGCTX_CONDENSE_URL", url)
+        .env("RAGCTX_CONDENSE_MODEL", MODEL)
+        .env("RAGCTX_CONDENSE_TIMEOUT_MS", timeout_ms.to_string());
+    cmd
 }
 
 /// `ragctx ask --json` with the condenser at `url`.
 fn ask(env: &Env, url: &str, timeout_ms: u64, session: &str, extra: &[&str], question: &str) -> Value {
-    let mut cmd = env.cmd();
-    cmd.env("RAGCTX_CONDENSE_URL", url)
-        .env("RAGCTX_CONDENSE_MODEL", MODEL)
-        .env("RAGCTX_CONDENSE_TIMEOUT_MS", timeout_ms.to_string())
+    let out = condensing(env, url, timeout_ms)
         .args(["ask", "--session", session, "--json"])
         .args(extra)
-        .arg(question);
-    let out = cmd.output().unwrap();
+        .arg(question)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "ask failed: {}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
 }
@@ -81,10 +77,7 @@ fn a_follow_up_is_condensed_by_the_real_model_and_the_trace_says_so() {
 
     // A replay with condensing reuses the stored rewrite; without it searches with the question.
     let replay = |extra: &[&str]| -> Value {
-        let out = env
-            .cmd()
-            .env("RAGCTX_CONDENSE_URL", &url)
-            .env("RAGCTX_CONDENSE_MODEL", MODEL)
+        let out = condensing(&env, &url, 20_000)
             .args(["trace", "--session", "s", "--turn", "2", "--replay", "--json"])
             .args(extra)
             .output()
@@ -101,11 +94,7 @@ fn a_follow_up_is_condensed_by_the_real_model_and_the_trace_says_so() {
     assert_eq!(plain["query"], question);
 
     // The one-line trace says what the search used.
-    let mut cmd = env.cmd();
-    let out = cmd
-        .env("RAGCTX_CONDENSE_URL", &url)
-        .env("RAGCTX_CONDENSE_MODEL", MODEL)
-        .env("RAGCTX_CONDENSE_TIMEOUT_MS", "20000")
+    let out = condensing(&env, &url, 20_000)
         .args(["ask", "--session", "s", "--condense", "openai", "what documents do I need for it?"])
         .output()
         .unwrap();

@@ -68,6 +68,7 @@ mod scoped;
 mod search;
 mod session;
 mod tenant;
+pub mod text;
 mod trace;
 mod traits;
 mod turn;

@@ -59,48 +59,13 @@ fn cut(text: &str, max: usize) -> String {
     format!("{head} …")
 }
 
-/// Words of a question that say what it is about: none of [`STOPWORDS`], three letters or more
-/// (every CJK character but a few function characters counts), lower case.
-fn content_words(text: &str) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    let mut word = String::new();
-    let flush = |w: &mut String, out: &mut Vec<String>| {
-        if w.chars().count() >= 3 && !STOPWORDS.contains(&w.as_str()) {
-            out.push(w.clone());
-        }
-        w.clear();
-    };
-    for c in text.chars() {
-        if crate::dedupe::is_cjk(c) {
-            flush(&mut word, &mut out);
-            if !"的了吗呢是我你它他她这那个么什怎样吧在有和就也都要能会请".contains(c) {
-                out.push(c.to_string());
-            }
-        } else if c.is_alphanumeric() {
-            word.extend(c.to_lowercase());
-        } else {
-            flush(&mut word, &mut out);
-        }
-    }
-    flush(&mut word, &mut out);
-    out
-}
-
-/// Words that do not say what a question is about.
-const STOPWORDS: &[&str] = &[
-    "what", "how", "when", "where", "which", "who", "whom", "whose", "why", "does", "did", "the", "and", "but", "for",
-    "about", "with", "that", "this", "those", "these", "there", "their", "they", "them", "its", "can", "could",
-    "would", "should", "will", "are", "was", "were", "been", "being", "have", "has", "had", "you", "your", "our",
-    "any", "some", "more", "also", "please", "tell", "know", "need", "want", "then", "than", "into", "from", "not",
-    "one", "ones", "other", "else", "again", "just", "like", "get", "got",
-];
-
 /// The model's answer as a query: its first non-empty line, without a label ("Query:",
 /// "User:", "Standalone question:") or surrounding quotes. Refused (with the reason) when
 /// nothing is left, when it is longer than [`MAX_REWRITE_CHARS`], or when it drops the
-/// question's own words — fewer than half of the words that say what `question` is about
-/// (a small model may answer with an earlier question, or with its own): a rewrite adds
-/// what the conversation says, it does not replace what was asked.
+/// question's own words — fewer than half of its [`ragctx_core::text::terms`] (words of three
+/// letters or more that are no stop word, CJK character pairs; a small model may answer with an
+/// earlier question, or with its own): a rewrite adds what the conversation says, it does not
+/// replace what was asked.
 pub fn clean(answer: &str, question: &str) -> std::result::Result<String, String> {
     let line = answer.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or_default();
     let mut q = line.trim_start_matches(['*', '#', '-', ' ']).trim();
@@ -124,9 +89,9 @@ pub fn clean(answer: &str, question: &str) -> std::result::Result<String, String
     if chars > MAX_REWRITE_CHARS {
         return Err(format!("the model wrote {chars} characters, more than a query's {MAX_REWRITE_CHARS}"));
     }
-    let own = content_words(question);
+    let own = ragctx_core::text::terms(question);
     if !own.is_empty() {
-        let written = content_words(q);
+        let written = ragctx_core::text::terms(q);
         // "cost" and "costs", "water" and "watering": the first five letters decide.
         let stem = |w: &str| w.chars().take(5).collect::<String>();
         let kept = own.iter().filter(|w| written.iter().any(|x| stem(x) == stem(w))).count();

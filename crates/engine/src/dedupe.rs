@@ -2,6 +2,7 @@
 //! two ids counted once (the better-scoring chunk kept, the other recorded), and adjacent
 //! chunks of one document merged into one block.
 
+use ragctx_core::text::{is_cjk, sentences};
 use ragctx_core::{Chunk, DocumentId, Duplicate, FxHasher, Grouping, Hit};
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -147,49 +148,22 @@ impl Kept {
     }
 }
 
-/// The sentences of `text`: split after `.`, `!`, `?` followed by white space, after `。`,
-/// `！`, `？` and at line breaks; blanks dropped.
-pub fn sentences(text: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    let mut chars = text.char_indices().peekable();
-    while let Some((i, c)) = chars.next() {
-        let next_is_space = chars.peek().is_none_or(|(_, n)| n.is_whitespace());
-        let end = match c {
-            '。' | '！' | '？' | '\n' => true,
-            '.' | '!' | '?' => next_is_space,
-            _ => false,
-        };
-        if end {
-            let j = i + c.len_utf8();
-            if !text[start..j].trim().is_empty() {
-                out.push(text[start..j].trim());
-            }
-            start = j;
-        }
-    }
-    if !text[start..].trim().is_empty() {
-        out.push(text[start..].trim());
-    }
-    out
-}
-
 /// Stage 4, after dedupe: fragments most of whose text a better fragment of the turn already
 /// holds — at least `near` of their word 3-grams — say only what is theirs. A fragment none of
 /// whose sentences is new to the turn leaves (recorded, and its document an alias of the
 /// holder's); one with new sentences keeps those, and a note names the source that holds the
 /// rest: shared boilerplate and lightly edited copies stop costing the budget twice, and a
 /// sentence that differs (a changed date, a conflicting figure) is never lost. Fragments are
-/// best first; a carried fragment is trimmed like a new one. Returns the tokens freed.
-pub fn near_duplicates(deduped: &mut Deduped, near: f32, counter: &dyn ragctx_core::TokenCounter) -> usize {
+/// best first; a carried fragment is trimmed like a new one. Each is recorded in
+/// `duplicates` with the tokens it freed.
+pub fn near_duplicates(deduped: &mut Deduped, near: f32, counter: &dyn ragctx_core::TokenCounter) {
     if near <= 0.0 || deduped.fragments.len() < 2 {
-        return 0;
+        return;
     }
     let mut kept: Vec<(Fragment, Vec<u64>)> = Vec::with_capacity(deduped.fragments.len());
     // Every shingle of the kept text: a fragment most of whose shingles it lacks has no holder
     // (checked before any one kept fragment is), and a sentence is the turn's when it holds them.
     let mut union: HashSet<u64, BuildHasherDefault<FxHasher>> = HashSet::default();
-    let mut freed = 0;
     let mut dropped: Vec<DocumentId> = Vec::new();
     let held = |sh: &[u64], union: &HashSet<u64, BuildHasherDefault<FxHasher>>| {
         if sh.is_empty() {
@@ -224,7 +198,7 @@ pub fn near_duplicates(deduped: &mut Deduped, near: f32, counter: &dyn ragctx_co
             .collect();
         let before = counter.count(&f.text);
         let trimmed = !new.is_empty();
-        if trimmed {
+        let freed = if trimmed {
             let text = format!("{} (The rest of this passage repeats {}.)", new.join(" … "), holder_doc.as_str());
             let after = counter.count(&text);
             if after >= before {
@@ -233,21 +207,21 @@ pub fn near_duplicates(deduped: &mut Deduped, near: f32, counter: &dyn ragctx_co
                 kept.push((f, sh));
                 continue;
             }
-            freed += before - after;
             f.text = text;
+            before - after
         } else {
-            freed += before;
             dropped.push(f.document_id.clone());
             let pair = (f.document_id.clone(), holder_doc.clone());
             if pair.0 != pair.1 && !deduped.aliases.contains(&pair) {
                 deduped.aliases.push(pair);
             }
-        }
+            before
+        };
         deduped.duplicates.push(Duplicate {
             chunk: f.chunks[0].id.clone(),
             held_by,
             resemblance,
-            tokens: before - if trimmed { counter.count(&f.text) } else { 0 },
+            tokens: freed,
             trimmed,
         });
         if trimmed {
@@ -263,12 +237,6 @@ pub fn near_duplicates(deduped: &mut Deduped, near: f32, counter: &dyn ragctx_co
     gone.dedup();
     gone.retain(|d| !deduped.fragments.iter().any(|f| &f.document_id == d));
     deduped.unique_documents = deduped.unique_documents.saturating_sub(gone.len());
-    freed
-}
-
-/// Whether `c` is a CJK character (Han, kana, Hangul): a word of its own.
-pub fn is_cjk(c: char) -> bool {
-    matches!(c, '\u{3040}'..='\u{30FF}' | '\u{3400}'..='\u{4DBF}' | '\u{4E00}'..='\u{9FFF}' | '\u{AC00}'..='\u{D7AF}' | '\u{F900}'..='\u{FAFF}')
 }
 
 /// Hash of the text with case and white space folded (core's [`FxHasher`] over the folded
@@ -566,7 +534,7 @@ mod tests {
     }
 
     #[test]
-    fn shingles_and_sentences_split_chinese_by_character() {
+    fn shingles_split_chinese_by_character() {
         let a = shingles("绿萝喜欢散射光，避免阳光直射。");
         let b = shingles("绿萝喜欢散射光，请避免阳光直射。");
         assert!(a.len() > 5);

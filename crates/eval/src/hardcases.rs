@@ -119,9 +119,7 @@ pub fn run(settings: &Settings, file: &Path, json: bool) -> Result<()> {
     let sessions: Arc<dyn SessionStore> = Arc::new(data.session_store());
     // The configured generator (`generator = "openai"`: citations a real model wrote).
     let mut engine = ragctx_app::app::engine_over(Arc::new(store), sessions.clone(), embedder);
-    if let Some(c) = settings.openai() {
-        engine.generator = Arc::new(ragctx_models::OpenAiGenerator::new(c.clone())?);
-    }
+    ragctx_app::app::with_models(&mut engine, settings)?;
     let base = crate::replay_settings(settings);
     let variants: [(&str, TurnSettings); 3] = [
         ("engine", base.clone()),

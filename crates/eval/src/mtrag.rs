@@ -366,6 +366,7 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
         if let Some(w) = opts.query_weights {
             engine.query_weights = w;
         }
+        // The condenser only: answers stay extractive (the metrics are about evidence).
         engine.condenser = ragctx_app::app::condenser(settings)?;
         for conv in convs.iter().filter(|c| &c.domain == domain) {
             for v in &variants {

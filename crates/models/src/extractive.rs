@@ -1,5 +1,4 @@
 use ragctx_core::{citation_markers, ContextBlock, GenerationRequest, Generator, Result};
-use std::collections::HashSet;
 
 /// The offline default generator: the context sentences that share the most terms with the
 /// question, each followed by its block's `[n]` marker. Deterministic; no model needed.
@@ -20,64 +19,7 @@ impl Default for ExtractiveGenerator {
 /// The answer when the context is empty.
 pub const NOTHING_FOUND: &str = "No new source in the corpus answers this; nothing to cite.";
 
-const STOPWORDS: &[&str] = &[
-    "the", "and", "for", "are", "was", "were", "what", "which", "who", "whom", "whose", "how", "why", "when", "where",
-    "does", "did", "can", "could", "would", "should", "will", "with", "that", "this", "these", "those", "there",
-    "their", "they", "them", "have", "has", "had", "you", "your", "from", "about", "into", "than", "then", "also",
-    "more", "tell", "some", "any", "its", "it's", "our", "not", "but", "all", "been", "being", "such", "other",
-];
-
-/// Lower-cased word terms (3+ letters, no stopwords) and CJK character bigrams.
-pub fn terms(text: &str) -> HashSet<String> {
-    let mut out = HashSet::new();
-    let lower = text.to_lowercase();
-    for w in lower.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
-        let cjk: Vec<char> = w.chars().filter(|c| is_cjk(*c)).collect();
-        if cjk.len() >= 2 {
-            for pair in cjk.windows(2) {
-                out.insert(pair.iter().collect());
-            }
-        } else if cjk.len() == 1 {
-            out.insert(cjk[0].to_string());
-        }
-        let latin: String = w.chars().filter(|c| !is_cjk(*c)).collect();
-        if latin.chars().count() >= 3 && !STOPWORDS.contains(&latin.as_str()) {
-            out.insert(latin);
-        }
-    }
-    out
-}
-
-fn is_cjk(c: char) -> bool {
-    matches!(c as u32, 0x4E00..=0x9FFF | 0x3400..=0x4DBF | 0x3040..=0x30FF | 0xAC00..=0xD7AF)
-}
-
-/// Splits text into sentences on `.`, `!`, `?` (followed by space), CJK stops and newlines.
-pub fn sentences(text: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    let chars: Vec<(usize, char)> = text.char_indices().collect();
-    for (k, &(i, c)) in chars.iter().enumerate() {
-        let next_is_space = chars.get(k + 1).is_none_or(|&(_, n)| n.is_whitespace());
-        let end = match c {
-            '\n' | '。' | '！' | '？' => true,
-            '.' | '!' | '?' => next_is_space,
-            _ => false,
-        };
-        if end {
-            let s = text[start..i + c.len_utf8()].trim();
-            if s.chars().filter(|c| c.is_alphanumeric()).count() >= 3 {
-                out.push(s);
-            }
-            start = i + c.len_utf8();
-        }
-    }
-    let s = text[start..].trim();
-    if s.chars().filter(|c| c.is_alphanumeric()).count() >= 3 {
-        out.push(s);
-    }
-    out
-}
+pub use ragctx_core::text::{is_cjk, sentences, terms};
 
 impl ExtractiveGenerator {
     fn pick<'b>(&self, question: &str, blocks: &'b [ContextBlock]) -> Vec<(u32, &'b str)> {
@@ -88,6 +30,7 @@ impl ExtractiveGenerator {
             // Headings and title lines repeat the title; they are not answers.
             let body = sentences(&block.text)
                 .into_iter()
+                .filter(|s| s.chars().filter(|c| c.is_alphanumeric()).count() >= 3)
                 .filter(|s| !s.starts_with('#') && (s.split_whitespace().count() >= 5 || s.chars().any(is_cjk)));
             for (si, s) in body.enumerate() {
                 fallback = fallback.or(Some((block.marker, s)));

@@ -28,7 +28,7 @@ mod tokens;
 mod workers;
 
 pub use embedder::{model_dimension, MiniLmEmbedder, Precision, Prefixes, BATCH_TOKENS, MAX_TOKENS};
-pub use extractive::{sentences, terms, ExtractiveGenerator, NOTHING_FOUND};
+pub use extractive::{is_cjk, sentences, terms, ExtractiveGenerator, NOTHING_FOUND};
 #[cfg(feature = "openai")]
 pub use openai::{OpenAiCondenser, OpenAiConfig, OpenAiGenerator, CONDENSE_PROMPT};
 #[cfg(feature = "openai")]

@@ -336,3 +336,22 @@ pub fn report(suite: &str, figures: Value) {
     v["suite"] = Value::from(suite);
     eprintln!("RELIABILITY {v}");
 }
+
+/// A shared server a suite talks to (the embedder, the LLM): its URL from `var`, else from the
+/// file its `scripts/*-up` wrote under `.run/`; `None` after saying so when the run asked to
+/// skip it (`var=skip`, `ragctx_testkit::skipped`); a missing one fails the test, naming the
+/// script that starts it.
+pub fn shared_service(var: &str, url_file: &str, script: &str) -> Option<String> {
+    let url = std::env::var(var)
+        .ok()
+        .filter(|u| !u.is_empty())
+        .or_else(|| std::fs::read_to_string(repo().join(".run").join(url_file)).ok().map(|u| u.trim().to_owned()));
+    match url.as_deref() {
+        Some("skip") => {
+            ragctx_testkit::skipped(&format!("{var}=skip"));
+            None
+        }
+        Some(u) => Some(u.to_owned()),
+        None => panic!("no server for {var}: run {script} (or set {var}=URL or skip)"),
+    }
+}
