@@ -1,0 +1,67 @@
+//! Words and sentences of a text, one way for every part that reads text: the extractive
+//! generator's terms and sentences, the condenser's check of a rewrite, and the near-duplicate
+//! stage's sentences.
+
+use std::collections::HashSet;
+
+const STOPWORDS: &[&str] = &[
+    "the", "and", "for", "are", "was", "were", "what", "which", "who", "whom", "whose", "how", "why", "when", "where",
+    "does", "did", "can", "could", "would", "should", "will", "with", "that", "this", "these", "those", "there",
+    "their", "they", "them", "have", "has", "had", "you", "your", "from", "about", "into", "than", "then", "also",
+    "more", "tell", "some", "any", "its", "it's", "our", "not", "but", "all", "been", "being", "such", "other",
+];
+
+/// Lower-cased word terms (3+ letters, no stopwords) and CJK character bigrams.
+pub fn terms(text: &str) -> HashSet<String> {
+    let mut out = HashSet::new();
+    let lower = text.to_lowercase();
+    for w in lower.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+        let cjk: Vec<char> = w.chars().filter(|c| is_cjk(*c)).collect();
+        if cjk.len() >= 2 {
+            for pair in cjk.windows(2) {
+                out.insert(pair.iter().collect());
+            }
+        } else if cjk.len() == 1 {
+            out.insert(cjk[0].to_string());
+        }
+        let latin: String = w.chars().filter(|c| !is_cjk(*c)).collect();
+        if latin.chars().count() >= 3 && !STOPWORDS.contains(&latin.as_str()) {
+            out.insert(latin);
+        }
+    }
+    out
+}
+
+/// Whether `c` is written without spaces between words (Han, kana, Hangul): a word, or in
+/// `terms` a bigram's half, of its own.
+pub fn is_cjk(c: char) -> bool {
+    matches!(c as u32, 0x4E00..=0x9FFF | 0x3400..=0x4DBF | 0x3040..=0x30FF | 0xAC00..=0xD7AF | 0xF900..=0xFAFF)
+}
+
+/// Splits text into sentences on `.`, `!`, `?` (followed by space), CJK stops and newlines;
+/// every sentence that is not blank, trimmed.
+pub fn sentences(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let chars: Vec<(usize, char)> = text.char_indices().collect();
+    for (k, &(i, c)) in chars.iter().enumerate() {
+        let next_is_space = chars.get(k + 1).is_none_or(|&(_, n)| n.is_whitespace());
+        let end = match c {
+            '\n' | '。' | '！' | '？' => true,
+            '.' | '!' | '?' => next_is_space,
+            _ => false,
+        };
+        if end {
+            let s = text[start..i + c.len_utf8()].trim();
+            if !s.is_empty() {
+                out.push(s);
+            }
+            start = i + c.len_utf8();
+        }
+    }
+    let s = text[start..].trim();
+    if !s.is_empty() {
+        out.push(s);
+    }
+    out
+}
