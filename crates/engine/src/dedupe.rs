@@ -240,10 +240,11 @@ pub fn near_duplicates(deduped: &mut Deduped, near: f32, counter: &dyn ragctx_co
 }
 
 /// Hash of the text with case and white space folded (core's [`FxHasher`] over the folded
-/// bytes, streamed: no folded copy is made): auxiliary evidence that two ids hold the same
-/// passage.
+/// bytes, streamed through a small buffer so the hasher takes eight bytes at a time; ASCII
+/// folds without Unicode tables; no folded copy is made): auxiliary evidence that two ids
+/// hold the same passage.
 pub fn text_hash(text: &str) -> u64 {
-    let mut h = FxHasher::default();
+    let mut f = Folded { h: FxHasher::default(), buf: [0; 64], n: 0 };
     let mut space = false;
     for c in text.trim().chars() {
         if c.is_whitespace() {
@@ -251,14 +252,44 @@ pub fn text_hash(text: &str) -> u64 {
             continue;
         }
         if space {
-            h.write_u8(b' ');
+            f.push(b' ');
             space = false;
         }
-        for l in c.to_lowercase() {
-            h.write(l.encode_utf8(&mut [0u8; 4]).as_bytes());
+        if c.is_ascii() {
+            f.push(c.to_ascii_lowercase() as u8);
+        } else {
+            for l in c.to_lowercase() {
+                for &b in l.encode_utf8(&mut [0u8; 4]).as_bytes() {
+                    f.push(b);
+                }
+            }
         }
     }
-    h.finish()
+    f.finish()
+}
+
+/// [`text_hash`]'s folded bytes on their way into the hasher.
+struct Folded {
+    h: FxHasher,
+    buf: [u8; 64],
+    n: usize,
+}
+
+impl Folded {
+    #[inline(always)]
+    fn push(&mut self, b: u8) {
+        if self.n == self.buf.len() {
+            self.h.write(&self.buf);
+            self.n = 0;
+        }
+        self.buf[self.n] = b;
+        self.n += 1;
+    }
+
+    fn finish(mut self) -> u64 {
+        self.h.write(&self.buf[..self.n]);
+        self.h.finish()
+    }
 }
 
 fn sort_by_score(hits: &mut [Hit]) {
@@ -410,6 +441,22 @@ mod tests {
         assert_eq!(d.unique_documents, 1);
         assert_eq!(d.fragments[0].document_id.as_str(), "dy");
         assert_eq!(d.aliases, vec![(DocumentId::from("dx"), DocumentId::from("dy"))]);
+    }
+
+    #[test]
+    fn text_hash_folds_case_and_spacing_only() {
+        // Longer than the 64-byte buffer, with non-ASCII letters, so both paths and the
+        // buffer's flush are taken.
+        let a = "The Ärzte-Kammer sets FEES for 2024; renewals are due by 31 March, after which a late fee of 10% applies. 申请费用";
+        let b = "  the ärzte-kammer   sets fees for 2024;\nrenewals are due by 31 march, after which a late fee of 10%  applies. 申请费用 ";
+        assert_eq!(text_hash(a), text_hash(b));
+        for other in [
+            "The Ärzte-Kammer sets FEES for 2025; renewals are due by 31 March, after which a late fee of 10% applies. 申请费用",
+            "TheÄrzte-Kammer sets FEES for 2024; renewals are due by 31 March, after which a late fee of 10% applies. 申请费用",
+            "The Ärzte-Kammer sets FEES for 2024; renewals are due by 31 March, after which a late fee of 10% applies. 申请费",
+        ] {
+            assert_ne!(text_hash(a), text_hash(other), "{other}");
+        }
     }
 
     #[test]

@@ -58,15 +58,10 @@ impl Kernel {
     }
 }
 
-enum Packed {
-    I8(Vec<i8>),
-    /// The same layout widened to `i16` (the AVX2 kernel multiplies 16-bit pairs).
-    I16(Vec<i16>),
-}
-
 /// `y = x·Wᵀ + b` with `W` quantised to int8 (see the module documentation).
 pub struct QLinear {
-    packed: Packed,
+    /// The panels (see the module documentation).
+    packed: Vec<i8>,
     kernel: Kernel,
     /// Σ_k q[o][k] per output (padded outputs: 0).
     colsum: Vec<i32>,
@@ -85,6 +80,8 @@ pub struct QLinear {
 #[derive(Default)]
 pub struct QScratch {
     u: Vec<u8>,
+    /// `u` widened to `i16`, for the AVX2 kernel.
+    wide: Vec<i16>,
     row_scale: Vec<f32>,
     row_zero: Vec<i32>,
 }
@@ -113,11 +110,7 @@ impl QLinear {
                 q[((block * groups + k / 4) * 16 + lane) * 4 + k % 4] = qv;
             }
         }
-        let packed = match kernel {
-            Kernel::Avx2 => Packed::I16(q.iter().map(|&v| v as i16).collect()),
-            _ => Packed::I8(q),
-        };
-        QLinear { packed, kernel, colsum, scale, bias: b.to_vec(), inputs, k_pad, outputs, o_pad }
+        QLinear { packed: q, kernel, colsum, scale, bias: b.to_vec(), inputs, k_pad, outputs, o_pad }
     }
 
     /// `out = x·Wᵀ + b (+ residual)` for `rows` rows of `x`.
@@ -131,6 +124,10 @@ impl QLinear {
             // SAFETY: the VNNI kernel is chosen only on CPUs with AVX-512 F and BW.
             Kernel::Vnni512 => unsafe { x86::quantise_rows_avx512(x, self.inputs, self.k_pad, s) },
             _ => quantise_rows(x, self.inputs, self.k_pad, s),
+        }
+        if self.kernel == Kernel::Avx2 {
+            s.wide.clear();
+            s.wide.extend(s.u.iter().map(|&v| v as i16));
         }
         // Every element is written below: only a longer buffer needs filling first.
         out.resize(rows * self.outputs, 0.0);
@@ -225,7 +222,7 @@ fn quantise_rows_generic(x: &[f32], inputs: usize, k_pad: usize, s: &mut QScratc
 /// Reference kernel, also the one for CPUs without AVX2.
 fn product_portable(mut a: Args<'_>, rows: usize) {
     let q = a.q;
-    let Packed::I8(w) = &q.packed else { unreachable!("the portable kernel reads i8 panels") };
+    let w = &q.packed;
     let groups = q.k_pad / 4;
     let mut tile = [[0i32; PANEL]; 1];
     for o0 in (0..q.o_pad).step_by(PANEL) {
@@ -249,7 +246,7 @@ fn product_portable(mut a: Args<'_>, rows: usize) {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{round, Args, Packed, QScratch, PANEL, ROWS};
+    use super::{round, Args, QScratch, PANEL, ROWS};
     use std::arch::x86_64::*;
 
     /// [`super::quantise_rows`] on 16 lanes: the same scale, zero point and rounding (to
@@ -306,7 +303,7 @@ mod x86 {
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
     pub(super) unsafe fn product_vnni512(mut a: Args<'_>, rows: usize) {
         let q = a.q;
-        let Packed::I8(w) = &q.packed else { unreachable!("the VNNI kernel reads i8 panels") };
+        let w = &q.packed;
         let groups = q.k_pad / 4;
         let mut tile = [[0i32; PANEL]; ROWS];
         for o0 in (0..q.o_pad).step_by(PANEL) {
@@ -371,55 +368,94 @@ mod x86 {
         }
     }
 
-    /// Two rows at a time × 16 outputs, 16-bit pairs multiplied and added (`vpmaddwd`):
-    /// exact, as neither the 8-bit inputs nor their pair sums can overflow.
+    /// Three rows at a time × 16 outputs, 16-bit pairs multiplied and added (`vpmaddwd`):
+    /// exact, as neither the 8-bit inputs nor their pair sums can overflow. Reads the
+    /// activations widened to `i16` ([`QScratch`]'s `wide`, filled by `apply`), so each row's
+    /// four inputs of a group are one broadcast load.
     ///
     /// # Safety
     /// The CPU must have AVX2.
     #[target_feature(enable = "avx2")]
     pub(super) unsafe fn product_avx2(mut a: Args<'_>, rows: usize) {
         let q = a.q;
-        let Packed::I16(w) = &q.packed else { unreachable!("the AVX2 kernel reads i16 panels") };
+        let w = &q.packed;
+        assert!(a.s.wide.len() >= rows * q.k_pad, "activations not widened");
         let groups = q.k_pad / 4;
-        let mut tile = [[0i32; PANEL]; 2];
+        let mut tile = [[0i32; PANEL]; AVX2_ROWS];
         for o0 in (0..q.o_pad).step_by(PANEL) {
             let mut r0 = 0;
             while r0 < rows {
-                let n = 2.min(rows - r0);
+                let n = AVX2_ROWS.min(rows - r0);
                 for b in 0..PANEL / 16 {
-                    let p = w[((o0 / 16) + b) * groups * 64..].as_ptr();
-                    let mut acc = [[_mm256_setzero_si256(); 4]; 2];
-                    for g in 0..groups {
-                        // SAFETY: the block has `groups` × 64 i16; rows r0..r0 + n exist.
-                        unsafe {
-                            let wv = [0, 1, 2, 3].map(|i| _mm256_loadu_si256(p.add(g * 64 + i * 16) as *const _));
-                            for (r, acc) in acc.iter_mut().enumerate().take(n) {
-                                let x = a.s.u.as_ptr().add((r0 + r) * q.k_pad + g * 4);
-                                let pair = (*x as i64)
-                                    | (*x.add(1) as i64) << 16
-                                    | (*x.add(2) as i64) << 32
-                                    | (*x.add(3) as i64) << 48;
-                                let xv = _mm256_set1_epi64x(pair);
-                                for (sum, w) in acc.iter_mut().zip(&wv) {
-                                    *sum = _mm256_add_epi32(*sum, _mm256_madd_epi16(xv, *w));
-                                }
-                            }
-                        }
-                    }
-                    // Lanes 2m and 2m+1 of accumulator i hold output 4i + m's two halves.
-                    for (r, acc) in acc.iter().enumerate().take(n) {
-                        for (i, sum) in acc.iter().enumerate() {
-                            let mut lanes = [0i32; 8];
-                            // SAFETY: 8 i32.
-                            unsafe { _mm256_storeu_si256(lanes.as_mut_ptr() as *mut _, *sum) };
-                            for m in 0..4 {
-                                tile[r][b * 16 + i * 4 + m] = lanes[2 * m] + lanes[2 * m + 1];
-                            }
+                    let block = &w[((o0 / 16) + b) * groups * 64..][..groups * 64];
+                    let x = &a.s.wide[r0 * q.k_pad..][..n * q.k_pad];
+                    let tile = &mut tile[..n];
+                    // SAFETY: AVX2 (this function's contract); the slices hold what is read.
+                    unsafe {
+                        match n {
+                            1 => avx2_block::<1>(block, x, q.k_pad, groups, tile, b * 16),
+                            2 => avx2_block::<2>(block, x, q.k_pad, groups, tile, b * 16),
+                            _ => avx2_block::<AVX2_ROWS>(block, x, q.k_pad, groups, tile, b * 16),
                         }
                     }
                 }
                 a.finish(r0, o0, &tile[..n]);
                 r0 += n;
+            }
+        }
+    }
+
+    /// Rows of one [`product_avx2`] pass: three keep 12 accumulators, the weight and the
+    /// rows' broadcasts in the 16 AVX2 registers.
+    const AVX2_ROWS: usize = 3;
+
+    /// One 16-output block × `R` rows into `tile[..R][col..col + 16]`: per group of four
+    /// inputs, each of the block's four weight vectors is loaded (and widened) once and
+    /// multiplied with every row's broadcast inputs. (No closures here: a closure does not
+    /// inherit `target_feature`, and an intrinsic called from one is not inlined.)
+    ///
+    /// # Safety
+    /// The CPU must have AVX2; `block` holds `groups` × 64 weights, `x` holds `R` rows of
+    /// `k_pad` ≥ 4 · `groups` inputs, `tile` holds `R` rows.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn avx2_block<const R: usize>(
+        block: &[i8],
+        x: &[i16],
+        k_pad: usize,
+        groups: usize,
+        tile: &mut [[i32; PANEL]],
+        col: usize,
+    ) {
+        debug_assert!(block.len() >= groups * 64 && x.len() >= R * k_pad && k_pad >= groups * 4 && tile.len() >= R);
+        let (w, x) = (block.as_ptr(), x.as_ptr());
+        let mut acc = [[_mm256_setzero_si256(); 4]; R];
+        for g in 0..groups {
+            // SAFETY: in bounds by this function's contract.
+            unsafe {
+                let mut xv = [_mm256_setzero_si256(); R];
+                for (r, v) in xv.iter_mut().enumerate() {
+                    *v = _mm256_set1_epi64x((x.add(r * k_pad + g * 4) as *const i64).read_unaligned());
+                }
+                for i in 0..4 {
+                    // 16 weights widened to i16 here, so the panels stay 8-bit in memory
+                    // (half the bytes to stream when the weights are not in cache).
+                    let wv = _mm256_cvtepi8_epi16(_mm_loadu_si128(w.add(g * 64 + i * 16) as *const _));
+                    for (a, x) in acc.iter_mut().zip(&xv) {
+                        a[i] = _mm256_add_epi32(a[i], _mm256_madd_epi16(*x, wv));
+                    }
+                }
+            }
+        }
+        // Lanes 2m and 2m+1 of accumulator i hold output 4i + m's two halves.
+        for (row, acc) in tile.iter_mut().zip(&acc) {
+            for (i, sum) in acc.iter().enumerate() {
+                let mut lanes = [0i32; 8];
+                // SAFETY: 8 i32.
+                unsafe { _mm256_storeu_si256(lanes.as_mut_ptr() as *mut _, *sum) };
+                for m in 0..4 {
+                    row[col + i * 4 + m] = lanes[2 * m] + lanes[2 * m + 1];
+                }
             }
         }
     }
