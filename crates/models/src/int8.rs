@@ -411,8 +411,7 @@ mod x86 {
 
     /// One 16-output block × `R` rows into `tile[..R][col..col + 16]`: per group of four
     /// inputs, each of the block's four weight vectors is loaded (and widened) once and
-    /// multiplied with every row's broadcast inputs. (No closures here: a closure does not
-    /// inherit `target_feature`, and an intrinsic called from one is not inlined.)
+    /// multiplied with every row's broadcast inputs.
     ///
     /// # Safety
     /// The CPU must have AVX2; `block` holds `groups` × 64 weights, `x` holds `R` rows of
