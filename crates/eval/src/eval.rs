@@ -65,7 +65,9 @@ pub enum EvalCommand {
         /// one chunk per document), engine, client (the memory modes with their defaults),
         /// none+conv (the conversation plus plain top-k filling the budget: a stateless app),
         /// history@budget (earlier contexts newest first, then plain top-k filling the budget)
-        #[arg(long, value_delimiter = ',', default_value = "none,group,exclude,full,full+cited,history,engine,client")]
+        /// (default: none,group,exclude,full,full+cited,history,engine,client, and with
+        /// --budgets also none+conv,history@budget)
+        #[arg(long, value_delimiter = ',')]
         strategies: Vec<String>,
         /// document, chunk, or both
         #[arg(long, default_value = "both")]
@@ -206,7 +208,13 @@ pub fn run(settings: &Settings, what: &EvalCommand) -> Result<()> {
                 turns: turns.clone().unwrap_or_else(|| data.join("turns.jsonl")),
                 corpus_dir: corpus_dir.clone().unwrap_or_else(|| data.clone()),
                 domains: domains.clone(),
-                strategies: strategies.clone(),
+                strategies: if strategies.is_empty() {
+                    // The budget curves come with the baselines a chat app would run.
+                    let baselines = if budgets.is_empty() { &[][..] } else { &crate::mtrag::BUDGET_BASELINES[..] };
+                    crate::mtrag::ALL_STRATEGIES.iter().chain(baselines).map(|s| s.to_string()).collect()
+                } else {
+                    strategies.clone()
+                },
                 granularities,
                 queries: query.clone(),
                 retrievals: retrieval_runs(&retrieval, &fusion)?,
