@@ -65,8 +65,7 @@ pub enum EvalCommand {
         /// one chunk per document), engine, client (the memory modes with their defaults),
         /// none+conv (the conversation plus plain top-k filling the budget: a stateless app),
         /// history@budget (earlier contexts newest first, then plain top-k filling the budget)
-        /// (default: none,group,exclude,full,full+cited,history,engine,client, and with
-        /// --budgets also none+conv,history@budget)
+        /// (default: all of them but the two baselines, which join with --budgets)
         #[arg(long, value_delimiter = ',')]
         strategies: Vec<String>,
         /// document, chunk, or both
