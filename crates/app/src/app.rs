@@ -72,27 +72,23 @@ pub fn engine_over(
     sessions: Arc<dyn SessionStore>,
     embedder: Arc<dyn Embedder>,
 ) -> Engine {
-    Engine {
-        vectors,
-        sessions,
-        embedder,
-        counter: Arc::new(Cl100kCounter::new()),
-        generator: Arc::new(ExtractiveGenerator::default()),
-        turn_locks: Default::default(),
-        query_weights: ragctx_engine::QueryWeights::fitted(),
-        condenser: None,
-    }
+    Engine::new(vectors, sessions, embedder, Arc::new(Cl100kCounter::new()), Arc::new(ExtractiveGenerator::default()))
 }
 
-/// Gives `engine` the generator and the condenser the settings name: the `openai` generator
-/// when one is configured (else it keeps its own), and the condenser of `condense_url` or of
-/// the generator's endpoint. The factory does this for every engine it opens; evaluations
-/// over their own stores call it too.
+/// Gives `engine` the generator, the condenser and the reranker the settings name: the
+/// `openai` generator when one is configured (else it keeps its own), the condenser of
+/// `condense_url` or of the generator's endpoint, and the reranker of `rerank_url`. The
+/// factory does this for every engine it opens; evaluations over their own stores call it too.
 pub fn with_models(engine: &mut Engine, settings: &Settings) -> Result<()> {
     if let Some(c) = &settings.openai {
         engine.generator = Arc::new(OpenAiGenerator::new(c.clone())?);
     }
     engine.condenser = condenser(settings)?;
+    engine.reranker = match &settings.rerank {
+        Some(c) => Some(Arc::new(ragctx_models::RemoteReranker::new(c.clone())?)),
+        None => None,
+    };
+    engine.rerank_top_n = settings.rerank_top_n;
     Ok(())
 }
 

@@ -130,6 +130,22 @@ raw_config! {
     /// Deadline of one rewrite in milliseconds (default 3000): past it the turn searches
     /// with its own question.
     condense_timeout_ms: u64,
+    /// The rerank endpoint (`rerank remote`), the whole URL: TEI's `http://HOST:PORT/rerank`,
+    /// `https://api.cohere.com/v2/rerank`, `https://api.jina.ai/v1/rerank`, llama.cpp
+    /// server's `http://HOST:PORT/v1/rerank`.
+    rerank_url: String,
+    /// The model name sent to the rerank endpoint (Cohere and Jina need one).
+    rerank_model: String,
+    /// Also read from RAGCTX_RERANK_API_KEY.
+    rerank_api_key: String,
+    /// `auto` (default: `tei` when the URL's path is `/rerank`, else `documents`), `tei`
+    /// (`texts` in, a bare array out) or `documents` (Cohere, Jina, llama.cpp).
+    rerank_api: String,
+    /// Deadline of one rerank in milliseconds (default 2000): past it the turn keeps the
+    /// search's order.
+    rerank_timeout_ms: u64,
+    /// Candidates sent to the reranker at most, the best of the search (default 48).
+    rerank_top_n: usize,
 }
 
 /// A setting's type as read from an environment variable.
@@ -228,6 +244,8 @@ pub struct Settings {
     pub(crate) turn_timeout: std::time::Duration,
     pub(crate) openai: Option<ragctx_models::OpenAiConfig>,
     pub(crate) condense: Option<ragctx_models::OpenAiConfig>,
+    pub(crate) rerank: Option<ragctx_models::RerankConfig>,
+    pub(crate) rerank_top_n: usize,
 }
 
 impl Settings {
@@ -285,6 +303,11 @@ impl Settings {
         self.condense.as_ref()
     }
 
+    /// The rerank endpoint (`rerank remote`); `None` when none is configured.
+    pub fn rerank(&self) -> Option<&ragctx_models::RerankConfig> {
+        self.rerank.as_ref()
+    }
+
     /// Validates merged layers: every value parsed and range-checked, the message naming the
     /// setting and what it accepts.
     pub fn from_raw(raw: RawConfig) -> Result<Settings> {
@@ -327,6 +350,14 @@ impl Settings {
         if turn.condense == ragctx_core::Condense::OpenAi && condense.is_none() {
             bad!("condense openai needs a condenser endpoint: set condense_url and condense_model (RAGCTX_CONDENSE_URL, RAGCTX_CONDENSE_MODEL), or generator openai to use its endpoint");
         }
+        let rerank = rerank_config(&raw)?;
+        if turn.rerank == ragctx_core::Rerank::Remote && rerank.is_none() {
+            bad!("rerank remote needs a rerank endpoint: set rerank_url (RAGCTX_RERANK_URL)");
+        }
+        let rerank_top_n = match raw.rerank_top_n {
+            Some(n) if !(1..=1_000).contains(&n) => bad!("rerank_top_n must be between 1 and 1000, got {n}"),
+            n => n.unwrap_or(ragctx_engine::DEFAULT_RERANK_TOP_N),
+        };
         Ok(Settings {
             data_dir: raw.data_dir.unwrap_or_else(|| PathBuf::from("ragctx-data")),
             model_dir: raw.model_dir.unwrap_or_else(default_model_dir),
@@ -347,8 +378,32 @@ impl Settings {
             },
             openai,
             condense,
+            rerank,
+            rerank_top_n,
         })
     }
+}
+
+/// The rerank endpoint: `rerank_url` with its model, key, shape and time-out; `None` when no
+/// URL is set (and then none of the others may be).
+fn rerank_config(raw: &RawConfig) -> Result<Option<ragctx_models::RerankConfig>> {
+    let Some(url) = &raw.rerank_url else {
+        if raw.rerank_model.is_some() || raw.rerank_api.is_some() || raw.rerank_timeout_ms.is_some() {
+            bad!("rerank_model, rerank_api and rerank_timeout_ms need rerank_url (RAGCTX_RERANK_URL)");
+        }
+        return Ok(None);
+    };
+    let timeout = match raw.rerank_timeout_ms {
+        Some(t) if !(1..=60_000).contains(&t) => bad!("rerank_timeout_ms must be between 1 and 60000, got {t}"),
+        t => std::time::Duration::from_millis(t.unwrap_or(2_000)),
+    };
+    Ok(Some(ragctx_models::RerankConfig {
+        url: url.clone(),
+        model: raw.rerank_model.clone(),
+        api_key: raw.rerank_api_key.clone(),
+        timeout,
+        api: ragctx_models::RerankApi::parse(raw.rerank_api.as_deref().unwrap_or("auto"), url)?,
+    }))
 }
 
 /// The condenser's endpoint: `condense_url` with `condense_model` (or `openai_model`), or

@@ -271,8 +271,9 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Trace { session, turn: Some(n), json, replay: true, flags } => {
             let app = app::App::open(settings(&cli, Some(flags))?)?;
-            let forced = flags.mode.is_some_and(|m| m != ragctx_core::Mode::Auto);
-            turn::replay(&app, &SessionId::parse(session)?, *n, *json, forced)
+            // Only `--mode` forces a replay's intent (not a config's standing mode): with `auto`
+            // the engine replays the intent the turn was recorded with.
+            turn::replay(&app, &SessionId::parse(session)?, *n, *json, flags.mode.unwrap_or_default())
         }
         Command::Trace { session, turn, json, .. } => {
             let s = settings(&cli, None)?;

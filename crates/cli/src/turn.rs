@@ -186,16 +186,13 @@ pub fn trace(sessions: &dyn SessionStore, session: &SessionId, turn: Option<u64>
 }
 
 /// `trace --turn N --replay`: the turn again with the given settings, beside the original;
-/// with the intent it was recorded with unless `forced_mode` (a `--mode` other than `auto`).
-pub fn replay(app: &App, session: &SessionId, turn: u64, json: bool, forced_mode: bool) -> Result<()> {
+/// with the intent it was recorded with unless `mode` (the `--mode` flag) forces one.
+pub fn replay(app: &App, session: &SessionId, turn: u64, json: bool, mode: ragctx_core::Mode) -> Result<()> {
     let all = app.engine.sessions.traces(session)?;
     let Some(pos) = all.iter().position(|t| t.turn == turn) else {
         bail!(ragctx_core::Error::NotFound(format!("session {session} has no turn {turn}")));
     };
-    let mut settings = app.settings.turn().clone();
-    if !forced_mode {
-        settings.mode = all[pos].intent().into();
-    }
+    let settings = ragctx_core::TurnSettings { mode, ..app.settings.turn().clone() };
     let out = app.engine.replay(session, &all[pos], &all[..pos], &settings)?;
     if json {
         println!("{}", serde_json::json!({"replay": out, "original": all[pos].trace}));

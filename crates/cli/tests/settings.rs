@@ -38,6 +38,9 @@ fn cases() -> Vec<Case> {
         c("relevance_floor", json!(0.25), &[], json!(1.5)),
         c("engaged_prior", json!(0.125), &[], json!(2)),
         c("near_duplicate", json!(0.5), &[], json!(1.5)),
+        c("diversity", json!(0.25), &[], json!(1.5)),
+        // Nothing listens at the rerank endpoint (CONDENSER): the turn keeps the search's order.
+        c("rerank", json!("remote"), &[], json!("local")),
         c("budget", json!(900), &[], json!(1)),
         c("session_ttl", json!(1), &[], json!(400_000_000)),
         c("filter", json!({"topic": "plants"}), &[], json!({"year": {"gt": "x"}})),
@@ -46,9 +49,13 @@ fn cases() -> Vec<Case> {
     ]
 }
 
-/// A condenser endpoint for `condense openai` (nothing listens: a first turn never asks it).
-const CONDENSER: [(&str, &str); 2] =
-    [("RAGCTX_CONDENSE_URL", "http://127.0.0.1:9/v1"), ("RAGCTX_CONDENSE_MODEL", "none")];
+/// A condenser endpoint for `condense openai` (nothing listens: a first turn never asks it)
+/// and a rerank endpoint for `rerank remote` (nothing listens: the turn falls back).
+const CONDENSER: [(&str, &str); 3] = [
+    ("RAGCTX_CONDENSE_URL", "http://127.0.0.1:9/v1"),
+    ("RAGCTX_CONDENSE_MODEL", "none"),
+    ("RAGCTX_RERANK_URL", "http://127.0.0.1:9/rerank"),
+];
 
 /// A value as a flag or an environment variable writes it (a filter as JSON text).
 fn text(v: &Value) -> String {

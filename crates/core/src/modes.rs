@@ -77,6 +77,28 @@ pub enum Condense {
     OpenAi,
 }
 
+/// Whether the turn's candidates are re-ordered by a reranker before dedupe: `remote` sends
+/// the question and the first `rerank_top_n` candidates to the configured rerank endpoint
+/// (TEI, Cohere, Jina or llama.cpp server shapes) and falls back to the order the search gave
+/// when the endpoint fails or is late.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub enum Rerank {
+    /// The search's order: no reranker is asked.
+    #[default]
+    #[serde(rename = "off")]
+    Off,
+    /// The rerank endpoint orders the candidates.
+    #[serde(rename = "remote")]
+    Remote,
+}
+
+impl Rerank {
+    /// `off`: nothing to write in a trace (traces before rerankers read `off`).
+    pub fn is_off(&self) -> bool {
+        *self == Rerank::Off
+    }
+}
+
 /// The intent a turn runs with: classified from the question (`auto`), or forced.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -120,3 +142,4 @@ named!(Granularity, "granularity", Document = "document", Chunk = "chunk");
 named!(Consumption, "consumption", Shown = "shown", Cited = "cited");
 named!(ConversationQuery, "conversation query", Off = "off", FollowUp = "follow_up", Always = "always");
 named!(Condense, "condense", Off = "off", OpenAi = "openai");
+named!(Rerank, "rerank", Off = "off", Remote = "remote");

@@ -3,8 +3,8 @@
 //! [`TurnOverrides`] and [`TurnOverrides::apply`] makes the validated [`TurnSettings`].
 
 use crate::{
-    Condense, Consumption, ConversationQuery, Error, Filter, Fusion, Granularity, Memory, Mode, Result, Retrieval,
-    Strategy, TurnSettings,
+    Condense, Consumption, ConversationQuery, Error, Filter, Fusion, Granularity, Memory, Mode, Rerank, Result,
+    Retrieval, Strategy, TurnSettings,
 };
 use serde::Deserialize;
 use std::str::FromStr;
@@ -37,6 +37,7 @@ impl Layered for Fusion {}
 impl Layered for Granularity {}
 impl Layered for Consumption {}
 impl Layered for Condense {}
+impl Layered for Rerank {}
 impl Layered for Filter {
     const JSON_TYPE: &'static str = "object";
     fn onto(self, below: &Filter) -> Filter {
@@ -197,6 +198,14 @@ turn_overrides! {
     /// left out as a near-duplicate, recorded in the trace's duplicates; 0 = identical text
     /// only [default: 0.8]
     near_duplicate: f32,
+    /// Maximal marginal relevance over the candidates before dedupe: 0 = relevance only
+    /// (off), 1 = novelty only; in between, each next candidate trades relevance against its
+    /// highest cosine to those ranked before it [default: 0]
+    diversity: f32,
+    /// off, or remote: the candidates are re-ordered by the rerank endpoint (rerank_url; TEI,
+    /// Cohere, Jina or llama.cpp shapes) before dedupe, falling back to the search's order
+    /// when it fails or is late (docs/turns.md) [default: off]
+    rerank: Rerank,
     /// Context budget in cl100k_base tokens, block headers (and in engine memory the
     /// conversation) included [default: 6000]
     budget: usize,
@@ -311,7 +320,7 @@ mod tests {
         let values = serde_json::json!({
             "mode": "new", "memory": "client", "conversation_query": "off", "strategy": "full",
             "retrieval": "hybrid", "fusion": "rrf", "granularity": "document", "consumption": "cited",
-            "window": 2, "limit": 5, "group_size": 2, "group_margin": 0.3, "min_documents": 1, "relevance_floor": 0.5, "engaged_prior": 0.1, "near_duplicate": 0.5,
+            "window": 2, "limit": 5, "group_size": 2, "group_margin": 0.3, "min_documents": 1, "relevance_floor": 0.5, "engaged_prior": 0.1, "near_duplicate": 0.5, "diversity": 0.3, "rerank": "remote",
             "budget": 900, "session_ttl": 60, "filter": {"a": 1}, "condense": "openai"
         });
         assert_eq!(values.as_object().unwrap().len(), TurnOverrides::KEYS.len());

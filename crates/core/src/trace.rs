@@ -94,11 +94,82 @@ pub struct TraceStats {
     /// `condense openai`: the standalone query the model wrote, or why the turn fell back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub condensed: Option<Condensed>,
+    /// `rerank remote`: what the reranker was given, or why the turn kept the search's order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reranked: Option<Reranked>,
+    /// `diversity` above 0: what maximal marginal relevance changed in the candidates' order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diversified: Option<Diversified>,
     /// The settings the turn ran with.
     pub settings: EffectiveSettings,
     /// Milliseconds per stage (`embed`, `search`, `dedupe`, `assemble`, `generate`); the turn's
     /// outcome also has `remember` and `total`, which the stored trace lacks.
     pub timings_ms: BTreeMap<String, f64>,
+}
+
+impl TraceStats {
+    /// The numbers of a turn before its stages have run: nothing found, nothing kept; each
+    /// stage writes its own ([`TraceStats`] is the turn's record as it goes).
+    pub fn starting(settings: EffectiveSettings) -> TraceStats {
+        TraceStats {
+            candidates: 0,
+            unique_documents: 0,
+            context_fragments: 0,
+            context_tokens: 0,
+            prompt_tokens: 0,
+            conversation_tokens: 0,
+            answer_citations: 0,
+            invalid_citations: 0,
+            excluded: 0,
+            memory: settings.turn.memory,
+            carried: 0,
+            pointers: 0,
+            mixed_questions: 0,
+            replans: 0,
+            dropped_by_budget: Vec::new(),
+            below_floor: Vec::new(),
+            engaged: 0,
+            intent: Intent::New,
+            search_path: SearchPath::Exact,
+            search_rounds: 0,
+            search_reason: String::new(),
+            retrieval: None,
+            aliases: Vec::new(),
+            duplicates: Vec::new(),
+            condensed: None,
+            reranked: None,
+            diversified: None,
+            settings,
+            timings_ms: BTreeMap::new(),
+        }
+    }
+}
+
+/// `rerank remote`: what the reranker was asked and what came of it. The turn keeps the
+/// search's order when `fallback` says why.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Reranked {
+    /// The reranker asked (its model's name, or its URL).
+    pub model: String,
+    /// Candidates sent (the first `rerank_top_n` of the search's order).
+    pub candidates: usize,
+    /// Candidates whose place the reranker changed.
+    pub moved: usize,
+    /// Why the turn kept the search's order: the endpoint's error, its time-out, or an
+    /// answer that does not score every candidate sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<String>,
+    /// Milliseconds the endpoint took.
+    pub ms: f64,
+}
+
+/// `diversity` above 0: maximal marginal relevance over the turn's candidates.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Diversified {
+    /// Candidates re-ordered (the new ones and, in `engine` memory, the working set's that rank).
+    pub candidates: usize,
+    /// Candidates whose place changed.
+    pub moved: usize,
 }
 
 /// A chunk whose text a better-scoring chunk of the turn already holds, identical or nearly:

@@ -144,6 +144,16 @@ pub trait Condenser: Send + Sync {
     fn condense(&self, request: &CondenseRequest<'_>) -> Result<String>;
 }
 
+/// Scores passages against a query with a cross-encoder or any model behind a rerank
+/// endpoint (`rerank remote`): one score per text, in the texts' order, higher is better.
+pub trait Reranker: Send + Sync {
+    /// The model's name (or the endpoint's URL), recorded in traces.
+    fn name(&self) -> &str;
+    /// One score per text of `texts`, in their order; an answer that leaves a text out is
+    /// an error.
+    fn rerank(&self, query: &str, texts: &[&str]) -> Result<Vec<f32>>;
+}
+
 /// What a generator is given.
 #[derive(Clone, Debug)]
 pub struct GenerationRequest<'a> {

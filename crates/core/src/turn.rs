@@ -3,7 +3,7 @@
 use crate::trace::memory_before_modes;
 use crate::{
     Condense, Consumption, ConversationQuery, EffectiveSettings, Error, Filter, Fusion, Granularity, Memory, Mode,
-    Result, Retention, Retrieval, Strategy,
+    Rerank, Result, Retention, Retrieval, Strategy,
 };
 use serde::{Deserialize, Serialize};
 
@@ -79,6 +79,18 @@ pub struct TurnSettings {
     /// Traces from before it read 0.
     #[serde(default)]
     pub near_duplicate: f32,
+    /// Maximal marginal relevance over the candidates, after exclusion and before dedupe: 0
+    /// ranks by relevance alone (off), 1 by novelty alone; in between each next candidate is
+    /// the one best at `(1 − diversity) × relevance − diversity × its highest cosine to
+    /// those already ranked` (Qdrant's `mmr.diversity`). Not written while 0; traces from
+    /// before it read 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub diversity: f32,
+    /// `remote`: the candidates are re-ordered by the configured rerank endpoint before
+    /// dedupe, falling back to the search's order when it fails or is late. Not written while
+    /// `off`; traces from before it read `off`.
+    #[serde(default, skip_serializing_if = "Rerank::is_off")]
+    pub rerank: Rerank,
     /// Context budget in tokens, block headers included.
     pub budget: usize,
     /// Session time-to-live in seconds; 0 = never expires.
@@ -128,6 +140,9 @@ impl Default for TurnSettings {
             relevance_floor: DEFAULT_RELEVANCE_FLOOR,
             engaged_prior: DEFAULT_ENGAGED_PRIOR,
             near_duplicate: DEFAULT_NEAR_DUPLICATE,
+            // Off until measured to help (bench/README.md, "Diversity").
+            diversity: 0.0,
+            rerank: Rerank::Off,
             budget: 6_000,
             session_ttl: 86_400,
             mode: Mode::Auto,
@@ -177,6 +192,7 @@ impl TurnSettings {
             1.0,
             "a share of a chunk's word 3-grams; 0 = identical text only",
         )?;
+        share("diversity", self.diversity, 1.0, "0 = relevance only (off), 1 = novelty only")?;
         Ok(())
     }
 
@@ -200,6 +216,10 @@ impl TurnSettings {
         }
         EffectiveSettings { turn, tokenizer: tokenizer.into() }
     }
+}
+
+fn is_zero(x: &f32) -> bool {
+    *x == 0.0
 }
 
 fn query_before_mixing() -> ConversationQuery {

@@ -4,9 +4,9 @@
 //! failure — an error, a time-out, an answer that is no query — falls back to the question
 //! with its learned mix, said in the trace ([`Condensed`]).
 
-use crate::assemble::intent_of;
 use crate::conversation::{Speaker, Utterance};
-use crate::{Asked, Engine};
+use crate::stages::intent_of;
+use crate::Engine;
 use ragctx_core::{Condense, CondenseRequest, Condensed, Condenser, Error, Intent, Result, SessionState, TurnSettings};
 use std::time::Instant;
 
@@ -123,7 +123,8 @@ impl Engine {
     pub(crate) fn condensed(
         &self,
         state: &SessionState,
-        asked: &Asked<'_>,
+        question: &str,
+        given: Option<&[Utterance]>,
         settings: &TurnSettings,
     ) -> Result<Option<Condensed>> {
         if settings.condense == Condense::Off {
@@ -134,11 +135,11 @@ impl Engine {
                 "condense openai needs a condenser endpoint: set condense_url and condense_model (RAGCTX_CONDENSE_URL, RAGCTX_CONDENSE_MODEL), or generator openai to use its endpoint".into(),
             )
         })?;
-        if intent_of(state, asked.question, settings) == Intent::Reshow {
+        if intent_of(state, question, settings) == Intent::Reshow {
             return Ok(None);
         }
         let remembered;
-        let conversation = match asked.conversation {
+        let conversation = match given {
             Some(c) => c,
             None => {
                 remembered = crate::conversation::from_turns(crate::exclusion::window_turns(state, settings.window));
@@ -148,7 +149,7 @@ impl Engine {
         if conversation.is_empty() {
             return Ok(None);
         }
-        Ok(Some(condense(condenser, conversation, asked.question)))
+        Ok(Some(condense(condenser, conversation, question)))
     }
 }
 

@@ -1,8 +1,10 @@
 #![warn(missing_docs)]
 //! The ragctx turn pipeline, one module per stage:
-//! [`intent`] → [`exclusion`] → [`retrieve`] → [`dedupe`] → [`context`] → generate →
-//! [`memory`] → trace. Stages are plain functions over data; [`Engine`] wires them to the
-//! backends (vector store, session store, embedder, token counter, generator).
+//! [`intent`] → [`exclusion`] → embed → [`retrieve`] → [`rerank`] → [`diversity`] →
+//! [`dedupe`] → [`context`] → generate → [`memory`] → trace. One turn is one value,
+//! [`Turn`], through the list [`STAGES`]; the stages' logic is plain functions over data
+//! ([`stages`]); [`Engine`] wires them to the backends (vector store, session store,
+//! embedder, token counter, generator, optional condenser and reranker).
 //!
 //! ```no_run
 //! # use std::sync::Arc;
@@ -14,68 +16,37 @@
 //! # Ok(()) }
 //! ```
 
-mod assemble;
 pub mod condense;
 pub mod context;
 pub mod conversation;
 pub mod dedupe;
+pub mod diversity;
 pub mod exclusion;
 pub mod ingest;
 pub mod intent;
 pub mod memory;
+pub mod presets;
+pub mod rerank;
 pub mod retrieve;
 pub mod settings;
+pub mod stages;
+pub mod turn;
 
-pub use assemble::Assembled;
 pub use conversation::Utterance;
 pub use settings::{
     validate_question, Consumption, ConversationQuery, Granularity, QueryWeights, Strategy, TurnSettings,
     DEFAULT_GROUP_MARGIN, MAX_QUESTION_CHARS, MIX_WEIGHTS,
 };
+pub use turn::{Stage, Turn, TurnInput, STAGES};
 
 use ragctx_core::{
     ChunkId, Condensed, Condenser, DocumentId, Embedder, Error, ExclusionSet, Filter, GenerationRequest, Generator,
-    Grouping, Hit, Intent, Memory, Result, SearchPath, SessionId, SessionState, SessionStore, TokenCounter, Trace,
-    TraceStats, TurnCommit, VectorStore,
+    Grouping, Hit, Intent, Memory, Reranker, Result, SearchPath, SessionId, SessionState, SessionStore, TokenCounter,
+    Trace, TraceStats, TurnCommit, VectorStore,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
-
-/// What one turn is asked: the question, the text searched with (the question, or a
-/// rewrite), and the conversation when the caller gives it (the OpenAI-compatible front).
-#[derive(Clone, Copy)]
-struct Asked<'a> {
-    question: &'a str,
-    query: &'a str,
-    conversation: Option<&'a [Utterance]>,
-    /// Where the answer streams to, as the generator produces it (first plan only: see
-    /// [`Engine::ask_streaming`]).
-    on_delta: Option<&'a (dyn Fn(&str) + Sync)>,
-}
-
-impl<'a> Asked<'a> {
-    fn new(question: &'a str, query: &'a str) -> Self {
-        Asked { question, query, conversation: None, on_delta: None }
-    }
-}
-
-/// One timed stage of a turn: a `stage` span (closed when the stage ends, so span events
-/// carry its duration) and its entry in the trace's timings.
-struct Stage {
-    name: &'static str,
-    started: Instant,
-    _span: tracing::span::EnteredSpan,
-}
-
-impl Stage {
-    fn start(name: &'static str) -> Stage {
-        Stage { name, started: Instant::now(), _span: tracing::info_span!("stage", stage = name).entered() }
-    }
-    fn end(self, timings: &mut BTreeMap<String, f64>) {
-        timings.insert(self.name.into(), ms_since(self.started));
-    }
-}
 
 /// The backends a turn runs on.
 #[derive(Clone)]
@@ -96,6 +67,39 @@ pub struct Engine {
     pub query_weights: QueryWeights,
     /// Rewrites follow-ups into standalone queries (`condense openai`); `None`: not configured.
     pub condenser: Option<Arc<dyn Condenser>>,
+    /// Re-orders candidates (`rerank remote`); `None`: not configured.
+    pub reranker: Option<Arc<dyn Reranker>>,
+    /// Candidates sent to the reranker at most, the best by the search's order.
+    pub rerank_top_n: usize,
+}
+
+/// Default of [`Engine::rerank_top_n`]: the candidates of a full turn (`limit` 24 and the
+/// working set's chunks that rank) fit.
+pub const DEFAULT_RERANK_TOP_N: usize = 48;
+
+impl Engine {
+    /// An engine over these backends with the defaults for the rest: its own turn locks, the
+    /// fitted query weights, no condenser, no reranker.
+    pub fn new(
+        vectors: Arc<dyn VectorStore>,
+        sessions: Arc<dyn SessionStore>,
+        embedder: Arc<dyn Embedder>,
+        counter: Arc<dyn TokenCounter>,
+        generator: Arc<dyn Generator>,
+    ) -> Engine {
+        Engine {
+            vectors,
+            sessions,
+            embedder,
+            counter,
+            generator,
+            turn_locks: TurnLocks::default(),
+            query_weights: QueryWeights::default(),
+            condenser: None,
+            reranker: None,
+            rerank_top_n: DEFAULT_RERANK_TOP_N,
+        }
+    }
 }
 
 impl Engine {
@@ -167,80 +171,22 @@ fn now_ms() -> u64 {
 }
 
 impl Engine {
-    /// Runs one turn and commits it to the session atomically.
+    /// Runs one turn and commits it to the session atomically: [`Engine::run`] with nothing
+    /// but the question.
     pub fn ask(&self, session: &SessionId, question: &str, settings: &TurnSettings) -> Result<Trace> {
-        self.ask_with_query(session, question, question, settings)
+        self.run(TurnInput::new(session, question, settings))
     }
 
-    /// [`Engine::ask`] with the conversation given by the caller (the OpenAI-compatible
-    /// front passes the client's `messages`) instead of the session's remembered turns.
-    pub fn ask_in_conversation(
-        &self,
-        session: &SessionId,
-        question: &str,
-        conversation: &[Utterance],
-        settings: &TurnSettings,
-        deadline: Option<Instant>,
-    ) -> Result<Trace> {
-        let asked = Asked { conversation: Some(conversation), ..Asked::new(question, question) };
-        self.turn(session, asked, settings, deadline)
-    }
-
-    /// A turn whose answer streams to `on_delta` piece by piece as the generator produces
-    /// it (the OpenAI-compatible front with `stream: true`); `conversation` as in
-    /// [`Engine::ask_in_conversation`], or `None` for the session's own. The outcome is the
-    /// turn as recorded. Only the first plan streams: when another process commits a turn
-    /// of this session meanwhile, the turn is planned and answered again without streaming,
-    /// and the outcome's answer (the one recorded) differs from what was streamed.
-    pub fn ask_streaming(
-        &self,
-        session: &SessionId,
-        question: &str,
-        conversation: Option<&[Utterance]>,
-        settings: &TurnSettings,
-        deadline: Option<Instant>,
-        on_delta: &(dyn Fn(&str) + Sync),
-    ) -> Result<Trace> {
-        let asked = Asked { conversation, on_delta: Some(on_delta), ..Asked::new(question, question) };
-        self.turn(session, asked, settings, deadline)
-    }
-
-    /// [`Engine::ask`] where the text embedded for the search (`query`: a rewrite, or the
-    /// question with recent turns) differs from the question the user asked.
-    pub fn ask_with_query(
-        &self,
-        session: &SessionId,
-        question: &str,
-        query: &str,
-        settings: &TurnSettings,
-    ) -> Result<Trace> {
-        self.ask_before(session, question, query, settings, None)
-    }
-
-    /// [`Engine::ask_with_query`] that gives up instead of committing once `deadline` has
-    /// passed: a caller that stopped waiting never finds the turn recorded behind its back.
-    pub fn ask_before(
-        &self,
-        session: &SessionId,
-        question: &str,
-        query: &str,
-        settings: &TurnSettings,
-        deadline: Option<Instant>,
-    ) -> Result<Trace> {
-        self.turn(session, Asked::new(question, query), settings, deadline)
-    }
-
-    fn turn(
-        &self,
-        session: &SessionId,
-        asked: Asked<'_>,
-        settings: &TurnSettings,
-        deadline: Option<Instant>,
-    ) -> Result<Trace> {
+    /// Runs one turn — every way of asking one is a field of [`TurnInput`] — and commits it
+    /// to the session atomically. Turns of one session queue behind each other in this
+    /// process; across processes the session store's version check makes a turn plan again.
+    pub fn run(&self, input: TurnInput<'_>) -> Result<Trace> {
         let started = Instant::now();
-        settings.validate()?;
-        let asked =
-            Asked { question: validate_question(asked.question)?, query: validate_question(asked.query)?, ..asked };
+        input.settings.validate()?;
+        let question = validate_question(input.question)?;
+        let query = input.query.map(validate_question).transpose()?;
+        let input = TurnInput { question, query, ..input };
+        let session = input.session;
         // One log line per turn: the span's, when it closes (its fields are recorded once the
         // turn is committed; nothing is formatted when no subscriber wants the span).
         let span = tracing::info_span!(
@@ -254,8 +200,7 @@ impl Engine {
             timings_ms = tracing::field::Empty
         );
         let _in = span.enter();
-        let out =
-            self.turn_locks.with(session, || self.plan_and_commit(session, asked, settings, started, deadline))?;
+        let out = self.turn_locks.with(session, || self.plan_and_commit(input, started))?;
         if !span.is_disabled() {
             let t = &out.trace;
             span.record("turn", out.turn)
@@ -271,14 +216,8 @@ impl Engine {
 
     /// Plans the turn against the session as stored and commits it if the session is still
     /// there; plans again (up to [`MAX_REPLANS`] times) when another process got there first.
-    fn plan_and_commit(
-        &self,
-        session: &SessionId,
-        asked: Asked<'_>,
-        settings: &TurnSettings,
-        started: Instant,
-        deadline: Option<Instant>,
-    ) -> Result<Trace> {
+    fn plan_and_commit(&self, input: TurnInput<'_>, started: Instant) -> Result<Trace> {
+        let (session, settings, deadline) = (input.session, input.settings, input.deadline);
         let mut replans = 0;
         // The condenser is asked once per turn, on the session as first loaded: a re-plan
         // reuses its rewrite (a turn another process committed meanwhile rarely changes it).
@@ -294,16 +233,20 @@ impl Engine {
                 return Err(late(started.elapsed().as_secs_f64()));
             }
             let state = self.sessions.load(session)?.unwrap_or_default();
-            // Only the first plan streams (a client cannot take back what it was sent).
-            let asked = if replans == 0 { asked } else { Asked { on_delta: None, ..asked } };
+            let query = input.query.unwrap_or(input.question);
             if condensed.is_none() {
-                condensed = Some(self.condensed(&state, &asked, settings)?);
+                condensed = Some(self.condensed(&state, input.question, input.conversation, settings)?);
             }
             let rewrite = condensed.clone().flatten();
-            let (mut trace, record, new_markers) = self.run(session, &state, asked, settings, None, rewrite)?;
-            trace.trace.replans = replans;
-            let stage = Stage::start("remember");
-            if deadline.is_some_and(|d| stage.started >= d) {
+            let mut turn = self.turn_of(&state, settings, input.question, query, rewrite.as_ref());
+            turn.conversation = input.conversation;
+            // Only the first plan streams (a client cannot take back what it was sent).
+            turn.on_delta = input.on_delta.filter(|_| replans == 0);
+            turn.stats.replans = replans;
+            self.plan(&mut turn)?;
+            let (mut trace, record, new_markers) = turn.into_trace(session);
+            let remember = Instant::now();
+            if deadline.is_some_and(|d| remember >= d) {
                 return Err(late(started.elapsed().as_secs_f64()));
             }
             let commit = TurnCommit { read_version: state.version, record, new_markers, trace: trace.clone() };
@@ -325,19 +268,39 @@ impl Engine {
                 Err(e) => return Err(e),
             }
             // The stored trace carries every timing but its own write.
-            stage.end(&mut trace.trace.timings_ms);
+            trace.trace.timings_ms.insert("remember".into(), ms_since(remember));
             trace.trace.timings_ms.insert("total".into(), ms_since(started));
             return Ok(trace);
         }
     }
 
+    /// A turn before its stages, searching with the condenser's rewrite when there is one
+    /// (the question stays what is answered).
+    fn turn_of<'a>(
+        &self,
+        state: &'a SessionState,
+        settings: &'a TurnSettings,
+        question: &'a str,
+        query: &'a str,
+        condensed: Option<&'a Condensed>,
+    ) -> Turn<'a> {
+        let query = condensed.and_then(|c| c.query.as_deref()).unwrap_or(query);
+        let mut turn = Turn::new(state, settings, question, query, self.counter.name());
+        if let Some(c) = condensed {
+            turn.stats.timings_ms.insert("condense".into(), c.ms);
+            turn.stats.condensed = Some(c.clone());
+        }
+        turn
+    }
+
     /// Runs turn `trace.turn` again with other settings, against the session as it stood
     /// then (`earlier`: the traces before it, oldest first — the working set, the
     /// conversation and the query mix come from them; the exclusion from the trace), without
-    /// remembering anything. The current markers of the session are kept. Not reproduced:
-    /// a `session reset` between the earlier traces and this one (the traces outlive it), a
-    /// conversation that came from an OpenAI client's `messages`, and the query mix of turns
-    /// traced before query vectors were kept.
+    /// remembering anything. With `mode` `auto` the turn runs with the intent it was recorded
+    /// with. The current markers of the session are kept. Not reproduced: a `session reset`
+    /// between the earlier traces and this one (the traces outlive it), a conversation that
+    /// came from an OpenAI client's `messages`, and the query mix of turns traced before
+    /// query vectors were kept.
     pub fn replay(
         &self,
         session: &SessionId,
@@ -357,97 +320,18 @@ impl Engine {
         // only when the turn was not condensed).
         let stored = trace.trace.condensed.as_ref().filter(|c| c.query.is_some());
         let query = if stored.is_some() { &trace.question } else { &trace.query };
-        let asked = Asked::new(&trace.question, query);
         let condensed = match stored {
             Some(c) if s.condense == ragctx_core::Condense::OpenAi => {
                 Some(Condensed { ms: 0.0, cached: true, ..c.clone() })
             }
-            _ => self.condensed(&state, &asked, &s)?,
+            _ => self.condensed(&state, &trace.question, None, &s)?,
         };
-        let (mut out, _, _) = self.run(session, &state, asked, &s, Some(trace.exclusion.clone()), condensed)?;
+        let mut turn = self.turn_of(&state, &s, &trace.question, query, condensed.as_ref());
+        turn.given_exclusion = Some(trace.exclusion.clone());
+        self.plan(&mut turn)?;
+        let (mut out, _, _) = turn.into_trace(session);
         out.turn = trace.turn;
         Ok(out)
-    }
-
-    /// Stages 1–6 and the trace, without committing.
-    fn run(
-        &self,
-        session: &SessionId,
-        state: &SessionState,
-        asked: Asked<'_>,
-        settings: &TurnSettings,
-        exclusion: Option<ExclusionSet>,
-        condensed: Option<Condensed>,
-    ) -> Result<(Trace, ragctx_core::TurnRecord, BTreeMap<DocumentId, u32>)> {
-        let Asked { question, query, conversation, on_delta } = asked;
-        // A rewrite replaces the text searched with; the question stays what is answered.
-        let query = condensed.as_ref().and_then(|c| c.query.as_deref()).unwrap_or(query);
-        let mut a = self.assemble(state, question, query, conversation, settings, exclusion)?;
-        if let Some(c) = &condensed {
-            a.timings.insert("condense".into(), c.ms);
-        }
-        let stage = Stage::start("generate");
-        let answering = a.answer_question.as_deref().unwrap_or(question);
-        let request = GenerationRequest {
-            question: answering,
-            blocks: &a.context.blocks,
-            pointers: &a.context.pointers,
-            prompt: &a.prompt,
-        };
-        let answer = match on_delta {
-            Some(f) => self.generator.generate_streaming(&request, f)?,
-            None => self.generator.generate(&request)?,
-        };
-        let (citations, invalid) = context::check_citations(&answer, &a.context.blocks, &a.context.pointers);
-        stage.end(&mut a.timings);
-        let at = now_ms();
-        let query_vector = ragctx_core::QuantizedVector::quantize(&a.query_vector);
-        let numbers = TraceStats {
-            candidates: a.candidates,
-            unique_documents: a.unique_documents,
-            context_fragments: a.context.blocks.len(),
-            context_tokens: a.context.tokens,
-            prompt_tokens: a.prompt_tokens,
-            conversation_tokens: a.conversation_tokens,
-            answer_citations: citations.len(),
-            invalid_citations: invalid.len(),
-            excluded: a.exclusion.len(),
-            memory: settings.memory,
-            carried: a.context.blocks.iter().filter(|b| b.carried_from.is_some()).count(),
-            pointers: a.context.pointers.len(),
-            mixed_questions: a.mixed_questions,
-            replans: 0,
-            dropped_by_budget: a.context.dropped_by_budget.clone(),
-            below_floor: a.below_floor,
-            engaged: a.engaged,
-            condensed,
-            intent: a.intent,
-            search_path: a.search_path,
-            search_rounds: a.search_rounds,
-            search_reason: a.search_reason,
-            retrieval: a.retrieval,
-            aliases: a.aliases,
-            duplicates: a.duplicates,
-            settings: settings.effective(self.counter.name()),
-            timings_ms: a.timings,
-        };
-        let trace = Trace {
-            session_id: session.to_string(),
-            turn: 0,
-            question: question.to_owned(),
-            query: a.query,
-            answer,
-            citations,
-            context: a.context.blocks,
-            pointers: a.context.pointers,
-            query_vector: Some(query_vector),
-            exclusion: a.exclusion,
-            invalid_markers: invalid,
-            at_unix_ms: at,
-            trace: numbers,
-        };
-        let record = memory::record_of(&trace);
-        Ok((trace, record, a.context.new_markers))
     }
 }
 

@@ -8,7 +8,7 @@
 use crate::error::{read_to_string, Error, Result};
 use ragctx_app::config::Settings;
 use ragctx_core::{Chunk, SessionId, SessionStore};
-use ragctx_engine::{Strategy, TurnSettings};
+use ragctx_engine::TurnSettings;
 use ragctx_index::IndexParams;
 use serde::Deserialize;
 use std::collections::{BTreeSet, HashMap};
@@ -124,16 +124,7 @@ pub fn run(settings: &Settings, file: &Path, json: bool) -> Result<()> {
     let variants: [(&str, TurnSettings); 3] = [
         ("engine", base.clone()),
         ("engine, identical text only", TurnSettings { near_duplicate: 0.0, ..base.clone() }),
-        (
-            "none (plain top-k)",
-            TurnSettings {
-                strategy: Strategy::None,
-                relevance_floor: 0.0,
-                engaged_prior: 0.0,
-                near_duplicate: 0.0,
-                ..base.clone()
-            },
-        ),
+        ("none (plain top-k)", ragctx_engine::presets::plain_top_k(&base)),
     ];
     let mut rows = Vec::new();
     for budget in [1_000usize, base.budget] {

@@ -185,38 +185,24 @@ fn variants(opts: &MtragOptions, base: &TurnSettings) -> Result<Vec<Variant>> {
                             s.conversation_query = ConversationQuery::Off;
                         }
                     } else {
-                        // The seed's paths as they were measured before memory modes: one chunk
-                        // per document, nothing carried, no conversation in the prompt, no
-                        // relevance floor, no engaged-document prior and no near-duplicate removal
-                        // (peers fill by rank up to `limit`).
-                        s.memory = Memory::Client;
-                        s.conversation_query = ConversationQuery::Off;
-                        s.group_size = 1;
-                        s.group_margin = 0.0;
-                        s.relevance_floor = 0.0;
-                        s.engaged_prior = 0.0;
-                        s.near_duplicate = 0.0;
-                        s.granularity = g;
-                        s.consumption = Consumption::Shown;
-                        s.strategy = match name.as_str() {
-                            "none" | "none+conv" | "history@budget" => Strategy::None,
-                            "history" => {
-                                s.limit = CHAT_APP_K;
-                                Strategy::None
-                            }
-                            "group" => Strategy::Group,
-                            "exclude" => Strategy::Exclude,
-                            "full" => Strategy::Full,
-                            "full+cited" => {
-                                s.consumption = Consumption::Cited;
-                                Strategy::Full
-                            }
+                        // The seed's paths as they were measured before memory modes
+                        // (`presets::seed_path`).
+                        let (strategy, consumption) = match name.as_str() {
+                            "none" | "none+conv" | "history@budget" | "history" => (Strategy::None, Consumption::Shown),
+                            "group" => (Strategy::Group, Consumption::Shown),
+                            "exclude" => (Strategy::Exclude, Consumption::Shown),
+                            "full" => (Strategy::Full, Consumption::Shown),
+                            "full+cited" => (Strategy::Full, Consumption::Cited),
                             other => bail!(
                                 "unknown strategy {other:?}: use {}, {}",
                                 ALL_STRATEGIES.join(", "),
                                 BUDGET_BASELINES.join(", ")
                             ),
                         };
+                        s = ragctx_engine::presets::seed_path(&s, strategy, g, consumption);
+                        if name == "history" {
+                            s.limit = CHAT_APP_K;
+                        }
                     }
                     let mut key = name.clone();
                     if opts.granularities.len() > 1 && !modes {
@@ -418,7 +404,8 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
                     } else {
                         &v.settings
                     };
-                    let out = engine.ask_with_query(&session, &conv.messages[i], &q, settings)?;
+                    let out =
+                        engine.run(ragctx_engine::TurnInput::new(&session, &conv.messages[i], settings).query(&q))?;
                     let c: HashSet<String> =
                         out.context.iter().flat_map(|b| b.chunk_ids.iter().map(|c| c.0.clone())).collect();
                     let cd: HashSet<String> = out.context.iter().map(|b| b.document_id.0.clone()).collect();

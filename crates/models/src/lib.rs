@@ -2,7 +2,7 @@
 //! packed sequences, `gemm` matrix products), the `cl100k_base`
 //! token counter (tiktoken) and the extractive generator; and, with the `openai` feature,
 //! clients of OpenAI-compatible servers: embeddings ([`RemoteEmbedder`]) and chat
-//! completions ([`OpenAiGenerator`]).
+//! completions ([`OpenAiGenerator`]), and of rerank endpoints ([`RemoteReranker`]).
 //!
 //! ```no_run
 //! use ragctx_core::{Embedder, TokenCounter};
@@ -24,6 +24,8 @@ mod openai;
 mod ops;
 #[cfg(feature = "openai")]
 mod remote;
+#[cfg(feature = "openai")]
+mod rerank;
 mod tokens;
 mod workers;
 
@@ -33,6 +35,8 @@ pub use extractive::{is_cjk, sentences, terms, ExtractiveGenerator, NOTHING_FOUN
 pub use openai::{OpenAiCondenser, OpenAiConfig, OpenAiGenerator, CONDENSE_PROMPT};
 #[cfg(feature = "openai")]
 pub use remote::{RemoteEmbedder, RemoteEmbedderConfig};
+#[cfg(feature = "openai")]
+pub use rerank::{RemoteReranker, RerankApi, RerankConfig};
 pub use tokens::Cl100kCounter;
 
 /// Where the model is installed unless configured otherwise.

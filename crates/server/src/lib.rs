@@ -35,7 +35,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use ragctx_core::{SessionId, Tenant, Trace, TurnOverrides};
 use ragctx_engine::ingest::{check_unique_ids, parse_jsonl};
-use ragctx_engine::{Engine, TurnSettings};
+use ragctx_engine::{Engine, TurnInput, TurnSettings};
 use serde::Deserialize;
 use std::sync::Arc;
 use std::time::Duration;
@@ -250,12 +250,13 @@ pub(crate) async fn run_turn(
     // The engine refuses to commit after the deadline; the wait is a little longer so its
     // own error (which names the cause) usually arrives before the bare timeout.
     let deadline = std::time::Instant::now() + state.turn_timeout;
-    let turn = move || match (&conversation, on_delta) {
-        (conversation, Some(f)) => {
-            engine.ask_streaming(&session, &req.question, conversation.as_deref(), &settings, Some(deadline), &*f)
-        }
-        (Some(c), None) => engine.ask_in_conversation(&session, &req.question, c, &settings, Some(deadline)),
-        (None, None) => engine.ask_before(&session, &req.question, &req.question, &settings, Some(deadline)),
+    let turn = move || {
+        let input = TurnInput {
+            conversation: conversation.as_deref(),
+            on_delta: on_delta.as_deref().map(|f| f as _),
+            ..TurnInput::new(&session, &req.question, &settings).deadline(deadline)
+        };
+        engine.run(input)
     };
     let mut out = blocking(state.turn_timeout + TURN_GRACE, turn).await?;
     out.session_id = id.to_owned();

@@ -10,6 +10,7 @@
 mod filters;
 mod lexical;
 mod openai_double;
+mod rerank_double;
 mod sessions;
 mod skips;
 mod vectors;
@@ -17,6 +18,7 @@ mod vectors;
 pub use filters::{filter_conformance, filter_corpus, random_filter, random_metadata, Rng, HOSTILE_VALUES};
 pub use lexical::lexical_conformance;
 pub use openai_double::{completion, OpenAiTestDouble};
+pub use rerank_double::{overlap, RerankTestDouble};
 pub use sessions::{sample_commit, session_store_conformance, ttl_expiry};
 pub use skips::{service, skipped};
 pub use vectors::{vector_store_conformance, HOSTILE_IDS};

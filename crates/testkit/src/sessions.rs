@@ -1,8 +1,7 @@
 use ragctx_core::{
-    EffectiveSettings, Intent, Retention, SearchPath, SessionId, SessionStore, Trace, TraceStats, TurnCommit,
-    TurnRecord,
+    EffectiveSettings, Intent, Retention, SessionId, SessionStore, Trace, TraceStats, TurnCommit, TurnRecord,
 };
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 /// A turn commit showing `docs` (one chunk `doc#0` each), with markers 1, 2, ...
@@ -42,29 +41,9 @@ fn commit(question: &str, docs: &[&str], markers: &[(&str, u32)]) -> TurnCommit 
             candidates: docs.len(),
             unique_documents: docs.len(),
             context_fragments: docs.len(),
-            context_tokens: 0,
-            prompt_tokens: 0,
-            conversation_tokens: 0,
-            answer_citations: 0,
-            invalid_citations: 0,
-            excluded: 0,
             memory: Default::default(),
-            carried: 0,
-            pointers: 0,
-            mixed_questions: 0,
-            replans: 0,
-            dropped_by_budget: vec![],
-            below_floor: vec![],
-            engaged: 0,
-            condensed: None,
-            duplicates: vec![],
-            intent: Intent::New,
-            search_path: SearchPath::Exact,
             search_rounds: 1,
-            retrieval: None,
-            search_reason: String::new(),
-            aliases: vec![],
-            settings: EffectiveSettings {
+            ..TraceStats::starting(EffectiveSettings {
                 turn: ragctx_core::TurnSettings {
                     strategy: ragctx_core::Strategy::Full,
                     granularity: ragctx_core::Granularity::Document,
@@ -74,8 +53,7 @@ fn commit(question: &str, docs: &[&str], markers: &[(&str, u32)]) -> TurnCommit 
                     ..Default::default()
                 },
                 tokenizer: "cl100k_base".into(),
-            },
-            timings_ms: BTreeMap::new(),
+            })
         },
     };
     TurnCommit { read_version: 0, record, new_markers: markers.iter().map(|&(d, m)| (d.into(), m)).collect(), trace }

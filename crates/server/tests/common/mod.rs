@@ -39,16 +39,13 @@ pub fn state_with(keys: Keys, dir: &std::path::Path, turn_timeout: Duration) -> 
     let embedder = embedder();
     let data = ragctx_store::DataDir::open(dir, 384).unwrap();
     Arc::new(AppState {
-        unscoped: Unscoped::new(Engine {
-            vectors: Arc::new(MemoryVectorStore::new(384, IndexParams::default())),
-            sessions: Arc::new(data.session_store()),
+        unscoped: Unscoped::new(Engine::new(
+            Arc::new(MemoryVectorStore::new(384, IndexParams::default())),
+            Arc::new(data.session_store()),
             embedder,
-            counter: Arc::new(Cl100kCounter::new()),
-            generator: Arc::new(ExtractiveGenerator::default()),
-            turn_locks: Default::default(),
-            query_weights: ragctx_engine::QueryWeights::fitted(),
-            condenser: None,
-        }),
+            Arc::new(Cl100kCounter::new()),
+            Arc::new(ExtractiveGenerator::default()),
+        )),
         tenant: Tenant::default(),
         settings: TurnSettings::default(),
         keys,

@@ -1,4 +1,4 @@
-//! Each stage of [`Engine::assemble`] on its own, over the in-memory store and a
+//! Each stage's logic on its own, and whole turns through [`STAGES`],, over the in-memory store and a
 //! deterministic bag-of-words embedder: no model, no files but a session store's.
 
 use super::*;
@@ -49,14 +49,14 @@ fn engine(dir: &tempfile::TempDir) -> Engine {
         .unwrap();
     let data = ragctx_store::DataDir::open(dir.path(), DIM).unwrap();
     Engine {
-        vectors: Arc::new(vectors),
-        sessions: Arc::new(data.session_store()),
-        embedder: Arc::new(Words),
-        counter: Arc::new(ragctx_models::Cl100kCounter::new()),
-        generator: Arc::new(ragctx_models::ExtractiveGenerator::default()),
-        turn_locks: TurnLocks::default(),
         query_weights: QueryWeights::HAND_SET,
-        condenser: None,
+        ..Engine::new(
+            Arc::new(vectors),
+            Arc::new(data.session_store()),
+            Arc::new(Words),
+            Arc::new(ragctx_models::Cl100kCounter::new()),
+            Arc::new(ragctx_models::ExtractiveGenerator::default()),
+        )
     }
 }
 
@@ -288,14 +288,14 @@ fn a_turn_whose_deadline_passes_before_its_commit_is_not_recorded() {
     let s = TurnSettings::default();
     let session = ragctx_core::SessionId::parse("late").unwrap();
     let started = Instant::now();
-    let err = e.ask_before(&session, "fern water", "fern water", &s, Some(started + Duration::from_millis(150)));
+    let err = e.run(TurnInput::new(&session, "fern water", &s).deadline(started + Duration::from_millis(150)));
     let err = err.expect_err("past the deadline");
     assert!(started.elapsed() >= Duration::from_millis(400), "the turn was planned and generated before it gave up");
     assert_eq!(err.kind(), ragctx_core::ErrorKind::Unavailable, "{err}");
     assert!(err.to_string().contains("the turn was not recorded"), "{err}");
     assert!(e.sessions.load(&session).unwrap().is_none_or(|st| st.turns.is_empty()), "nothing committed");
     assert!(e.sessions.traces(&session).unwrap().is_empty(), "no trace");
-    let t = e.ask_before(&session, "fern water", "fern water", &s, Some(Instant::now() + Duration::from_secs(30)));
+    let t = e.run(TurnInput::new(&session, "fern water", &s).deadline(Instant::now() + Duration::from_secs(30)));
     assert_eq!(t.unwrap().turn, 1, "with time to spare the same turn is the session's first");
 }
 
@@ -398,4 +398,101 @@ fn engaged_documents_lift_their_unshown_chunks_for_a_follow_up_only() {
     assert_eq!(engaged_stage(&state, Intent::New, &working, &mut h, &settings), 0, "a new question is not a follow-up");
     let off = TurnSettings { engaged_prior: 0.0, ..settings };
     assert_eq!(engaged_stage(&state, Intent::FollowUp, &working, &mut hits(), &off), 0);
+}
+
+/// A test double of a reranker, in process (the HTTP client has its own tests against the
+/// wire shapes): scores a passage by the question words it holds, or fails.
+struct WordReranker {
+    fails: bool,
+}
+
+impl ragctx_core::Reranker for WordReranker {
+    fn name(&self) -> &str {
+        "test-words-reranker"
+    }
+    fn rerank(&self, query: &str, texts: &[&str]) -> Result<Vec<f32>> {
+        if self.fails {
+            return Err(Error::Unavailable { backend: "reranker".into(), message: "down on purpose".into() });
+        }
+        let q: Vec<String> = query.split_whitespace().map(str::to_lowercase).collect();
+        // "bicycle" counts ten times: the double prefers what the search ranks last.
+        Ok(texts
+            .iter()
+            .map(|t| {
+                let t = t.to_lowercase();
+                q.iter().filter(|w| t.contains(w.as_str())).count() as f32
+                    + if t.contains("bicycle") { 10.0 } else { 0.0 }
+            })
+            .collect())
+    }
+}
+
+fn block_ids(t: &Trace) -> Vec<String> {
+    t.context.iter().flat_map(|b| b.chunk_ids.iter().map(|c| c.as_str().to_owned())).collect()
+}
+
+#[test]
+fn the_reranker_orders_the_candidates_and_a_failing_one_never_fails_the_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = engine(&dir);
+    let plain = TurnSettings { relevance_floor: 0.0, ..TurnSettings::default() };
+    let session = |n: &str| ragctx_core::SessionId::parse(n).unwrap();
+    let before = base.ask(&session("plain"), "fern water soil", &plain).unwrap();
+    assert!(before.trace.reranked.is_none() && !before.trace.timings_ms.contains_key("rerank"), "off: no trace");
+    let reranked = TurnSettings { rerank: ragctx_core::Rerank::Remote, ..plain.clone() };
+    // Without a reranker the setting is a caller's mistake, said before anything is recorded.
+    let e = base.ask(&session("none"), "fern water soil", &reranked).unwrap_err();
+    assert_eq!(e.kind(), ragctx_core::ErrorKind::BadInput, "{e}");
+    assert!(e.to_string().contains("rerank_url"), "{e}");
+
+    let e2 = Engine { reranker: Some(Arc::new(WordReranker { fails: false })), ..base.clone() };
+    let t = e2.ask(&session("ranked"), "fern water soil", &reranked).unwrap();
+    let r = t.trace.reranked.as_ref().expect("the reranker's record");
+    assert_eq!((r.model.as_str(), r.fallback.as_deref()), ("test-words-reranker", None));
+    assert_eq!(r.candidates, before.trace.candidates, "every candidate sent (top_n above them)");
+    assert!(r.moved > 0, "{r:?}");
+    assert_eq!(block_ids(&t)[0], "bike#0", "the reranker's favourite leads the context: {:?}", block_ids(&t));
+    assert!(t.trace.timings_ms.contains_key("rerank"));
+    // Cosines handed out again down the new order: the context's scores still fall.
+    let scores: Vec<f32> = t.context.iter().map(|b| b.score).collect();
+    assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{scores:?}");
+
+    let top1 = Engine { rerank_top_n: 1, ..e2.clone() };
+    let t1 = top1.ask(&session("top1"), "fern water soil", &reranked).unwrap();
+    assert_eq!(t1.trace.reranked.as_ref().unwrap().candidates, 1);
+    assert_eq!(block_ids(&t1), block_ids(&before), "one candidate sent: nothing to re-order");
+
+    let down = Engine { reranker: Some(Arc::new(WordReranker { fails: true })), ..base.clone() };
+    let t = down.ask(&session("down"), "fern water soil", &reranked).unwrap();
+    let r = t.trace.reranked.as_ref().unwrap();
+    assert!(r.fallback.as_deref().unwrap().contains("down on purpose"), "{r:?}");
+    assert_eq!(r.moved, 0);
+    assert_eq!(block_ids(&t), block_ids(&before), "the search's order kept");
+}
+
+#[test]
+fn diversity_lets_a_different_chunk_ahead_of_a_near_copy_and_is_off_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = engine(&dir);
+    e.vectors
+        .upsert(&[
+            chunk("fern#2", "fern", "fern water moist soil twice week again"),
+            chunk("moss#0", "moss", "moss water"),
+        ])
+        .unwrap();
+    let session = |n: &str| ragctx_core::SessionId::parse(n).unwrap();
+    let plain = TurnSettings { relevance_floor: 0.0, near_duplicate: 0.0, ..TurnSettings::default() };
+    let before = e.ask(&session("plain"), "fern water moist soil", &plain).unwrap();
+    assert!(before.trace.diversified.is_none() && !before.trace.timings_ms.contains_key("diversity"));
+    let b = block_ids(&before);
+    let (copy, other) = (b.iter().position(|c| c == "fern#2").unwrap(), b.iter().position(|c| c == "moss#0").unwrap());
+    assert!(copy < other, "by relevance the near-copy comes first: {b:?}");
+    let diverse = TurnSettings { diversity: 0.7, ..plain };
+    let t = e.ask(&session("diverse"), "fern water moist soil", &diverse).unwrap();
+    let d = t.trace.diversified.as_ref().expect("the stage's record");
+    assert!(d.moved > 0 && d.candidates >= b.len(), "{d:?}");
+    let a = block_ids(&t);
+    let (copy, other) = (a.iter().position(|c| c == "fern#2").unwrap(), a.iter().position(|c| c == "moss#0").unwrap());
+    assert!(other < copy, "with diversity the different chunk comes first: {a:?}");
+    assert!(t.trace.timings_ms.contains_key("diversity"));
 }

@@ -1,60 +1,9 @@
-//! Stages 1–5 of a turn (DESIGN §2), one function each over typed results — [`intent_of`],
-//! [`working_set`], [`Engine::query`] and [`Engine::candidates`], [`rank_working_set`],
-//! [`dedupe_stage`], [`build_prompt`] — composed by [`Engine::assemble`] without generating
-//! or remembering anything (shared by turns and replays).
+//! The logic of stages 1–5 of a turn (DESIGN §2), one function each over typed results —
+//! [`intent_of`], [`working_set`], [`Engine::query`] and [`Engine::candidates`],
+//! [`rank_working_set`], [`dedupe_stage`], [`build_prompt`] — each unit-tested on its own;
+//! [`crate::turn::STAGES`] runs them over one [`crate::Turn`].
 
 use super::*;
-
-/// What a turn assembled before generation; shared by [`Engine::ask`] and replays.
-pub struct Assembled {
-    /// The intent the turn runs with (classified, or forced by `mode`).
-    pub intent: Intent,
-    /// The text searched with: the query given, or for a reshow the earlier question it shows
-    /// again.
-    pub query: String,
-    /// The ids the search excluded (empty for a reshow or a strategy that does not exclude).
-    pub exclusion: ExclusionSet,
-    /// Hits the search returned, all rounds, before the working set's ranking chunks joined them.
-    pub candidates: usize,
-    /// Documents left after dedupe.
-    pub unique_documents: usize,
-    /// `(dropped, kept)`: documents whose text duplicated a better-scoring one's.
-    pub aliases: Vec<(DocumentId, DocumentId)>,
-    /// Chunks left out as identical or near-identical to a kept one.
-    pub duplicates: Vec<ragctx_core::Duplicate>,
-    /// How the store searched (`exact` for a reshow, which fetches the earlier chunks by id).
-    pub search_path: SearchPath,
-    /// Searches run, deeper ones included (0 for a reshow).
-    pub search_rounds: u32,
-    /// Why the store took its path, in words.
-    pub search_reason: String,
-    /// Lexical or hybrid retrieval: what each side found, or why the lexical side did not run;
-    /// `None` for dense retrieval and for a reshow.
-    pub retrieval: Option<ragctx_core::RetrievalTrace>,
-    /// New candidates that gained `engaged_prior` (unshown chunks of engaged documents).
-    pub engaged: usize,
-    /// Documents held back by `relevance_floor`, in rank order.
-    pub below_floor: Vec<DocumentId>,
-    /// The blocks and pointers within the budget, with the markers handed out.
-    pub context: context::BuiltContext,
-    /// `engine` memory: the earlier turns in the prompt, rendered, and their tokens.
-    pub conversation: String,
-    /// Tokens of `conversation` (0 in `client` memory).
-    pub conversation_tokens: usize,
-    /// The whole prompt, as the generator is given it.
-    pub prompt: String,
-    /// Tokens of `prompt`, counted piece by piece ([`crate::context::Prompt::tokens`]).
-    pub prompt_tokens: usize,
-    /// The question the answer addresses when it is not the one asked (a reshow answers
-    /// the previous question again).
-    pub answer_question: Option<String>,
-    /// The embedding of `query` alone (before any mix), remembered with the turn.
-    pub query_vector: Vec<f32>,
-    /// Earlier questions mixed into the search vector (0, 1 or 2).
-    pub mixed_questions: usize,
-    /// Milliseconds per stage so far (`embed`, `search`, `dedupe`, `assemble`).
-    pub timings: BTreeMap<String, f64>,
-}
 
 /// Stage 2's result: what the session has consumed, as this turn sees it.
 pub struct WorkingSet {
@@ -361,91 +310,6 @@ pub fn build_prompt(
 }
 
 impl Engine {
-    /// Stages 1–5 for a question against a session state, without generating or
-    /// remembering anything. `query` is the text embedded (the question, or a rewrite).
-    /// `conversation`, when given, replaces the session's remembered turns in an `engine`
-    /// prompt. `exclusion`, when given, replaces the set computed from the session (replays).
-    pub fn assemble(
-        &self,
-        state: &SessionState,
-        question: &str,
-        query: &str,
-        conversation: Option<&[Utterance]>,
-        settings: &TurnSettings,
-        exclusion: Option<ExclusionSet>,
-    ) -> Result<Assembled> {
-        let mut timings = BTreeMap::new();
-        let intent = intent_of(state, question, settings);
-        let working = working_set(state, intent, settings, exclusion);
-
-        let stage = Stage::start("embed");
-        let query = self.query(state, intent, query, settings)?;
-        stage.end(&mut timings);
-
-        let stage = Stage::start("search");
-        let mut candidates = self.candidates(state, intent, &query, &working, settings)?;
-        let found = candidates.hits.len();
-        let mut new_hits = std::mem::take(&mut candidates.hits);
-        let engaged = engaged_stage(state, intent, &working, &mut new_hits, settings);
-        let ranked = rank_working_set(
-            intent,
-            &working,
-            new_hits,
-            |ids| self.scored(&query.vector, ids, &settings.filter),
-            settings,
-        )?;
-        stage.end(&mut timings);
-
-        let stage = Stage::start("dedupe");
-        let grouping = (std::mem::take(&mut candidates.quotas), candidates.previous.as_slice());
-        let mut deduped = dedupe_stage(intent, ranked.hits, grouping, &working.first_shown, settings);
-        let below_floor = floor_stage(intent, &mut deduped.fragments, settings);
-        // Near-identical text goes where identical text does (strategies that exclude or
-        // group); a reshow shows again what it showed.
-        if intent != Intent::Reshow && (settings.strategy.excludes() || settings.strategy.groups()) {
-            dedupe::near_duplicates(&mut deduped, settings.near_duplicate, self.counter.as_ref());
-        }
-        stage.end(&mut timings);
-
-        let stage = Stage::start("assemble");
-        let asked = query.reshown_question.as_deref().unwrap_or(question);
-        let built = build_prompt(
-            state,
-            asked,
-            &deduped.fragments,
-            &ranked.pointers,
-            conversation,
-            settings,
-            self.counter.as_ref(),
-        );
-        stage.end(&mut timings);
-
-        Ok(Assembled {
-            intent,
-            query: query.text,
-            exclusion: working.exclusion,
-            candidates: found,
-            unique_documents: deduped.unique_documents,
-            aliases: deduped.aliases,
-            duplicates: deduped.duplicates,
-            search_path: candidates.path,
-            search_rounds: candidates.rounds,
-            search_reason: candidates.reason,
-            retrieval: candidates.sides,
-            engaged,
-            below_floor,
-            context: built.context,
-            conversation: built.conversation,
-            conversation_tokens: built.conversation_tokens,
-            prompt: built.prompt,
-            prompt_tokens: built.prompt_tokens,
-            answer_question: query.reshown_question,
-            query_vector: query.own_vector,
-            mixed_questions: query.mixed,
-            timings,
-        })
-    }
-
     /// Stage 3's query: "show me that again" is about the previous question — its sources
     /// are scored against that question, not against the words "show me that again" — and a
     /// question mixes in the remembered embeddings of the ones before it.
@@ -544,7 +408,7 @@ impl Engine {
     /// The chunks of `ids` that pass the turn's filter, scored exactly against `query`:
     /// nothing that fails the current filter is carried or pointed to (unknown ids are
     /// skipped).
-    fn scored(&self, query: &[f32], ids: &[ChunkId], filter: &Filter) -> Result<Vec<Hit>> {
+    pub(crate) fn scored(&self, query: &[f32], ids: &[ChunkId], filter: &Filter) -> Result<Vec<Hit>> {
         let hits = self
             .vectors
             .chunks(ids)?
