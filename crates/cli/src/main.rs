@@ -140,6 +140,12 @@ enum Command {
         #[command(flatten)]
         turn: TurnFlags,
     },
+    /// The MCP tool server over stdin/stdout, for agent hosts (docs/agents.md): search,
+    /// open, documents, forget; the turn flags set the defaults of every call
+    Mcp {
+        #[command(flatten)]
+        turn: TurnFlags,
+    },
     /// Offline evaluation on real data
     Eval {
         #[command(subcommand)]
@@ -285,6 +291,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Bench { what } => Ok(ragctx_eval::bench::run(settings(&cli, None)?, what)?),
         Command::Serve { addr, turn } => serve::run(app::App::open(settings(&cli, Some(turn))?)?, addr),
+        Command::Mcp { turn } => serve::mcp_stdio(app::App::open(settings(&cli, Some(turn))?)?),
         Command::Eval { what } => Ok(ragctx_eval::eval::run(&settings(&cli, None)?, what)?),
     }
 }

@@ -57,6 +57,20 @@ pub fn run(app: App, addr: &str) -> Result<()> {
     })
 }
 
+/// `ragctx mcp`: the MCP tools over stdin and stdout until the host closes them (stdout is
+/// the protocol's: logs go to stderr).
+pub fn mcp_stdio(app: App) -> Result<()> {
+    let scope = ragctx_mcp::Scope {
+        engine: app.engine.clone(),
+        base: app.settings.turn().clone(),
+        session_prefix: None,
+        timeout: app.settings.turn_timeout(),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(ragctx_mcp::serve_stdio(ragctx_mcp::Tools::new(scope)))?;
+    Ok(())
+}
+
 /// Ctrl-C or SIGTERM.
 async fn shutdown() {
     let ctrl_c = async {

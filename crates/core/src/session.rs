@@ -84,6 +84,10 @@ pub struct TurnRecord {
     /// Chunks this turn pointed to (`client` memory): a reshow brings them back too.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pointed_chunks: Vec<ChunkId>,
+    /// A `forget` step: chunks the caller no longer holds (its host compacted or dropped
+    /// them), so they leave the working set and may be sent again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub forgotten: Vec<ChunkId>,
 }
 
 /// A vector in one byte per dimension and one scale: 384 dimensions take about 1.5 KB of

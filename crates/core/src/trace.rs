@@ -100,6 +100,9 @@ pub struct TraceStats {
     /// `diversity` above 0: what maximal marginal relevance changed in the candidates' order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub diversified: Option<Diversified>,
+    /// An agent's `forget` step: the chunks that left the working set (none for a turn).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub forgotten: Vec<ChunkId>,
     /// The settings the turn ran with.
     pub settings: EffectiveSettings,
     /// Milliseconds per stage (`embed`, `search`, `dedupe`, `assemble`, `generate`); the turn's
@@ -139,6 +142,7 @@ impl TraceStats {
             condensed: None,
             reranked: None,
             diversified: None,
+            forgotten: Vec::new(),
             settings,
             timings_ms: BTreeMap::new(),
         }

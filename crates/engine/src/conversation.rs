@@ -48,6 +48,8 @@ impl Utterance {
 pub fn from_turns(turns: &[TurnRecord]) -> Vec<Utterance> {
     turns
         .iter()
+        // A `forget` step is bookkeeping, not something the user said.
+        .filter(|t| t.forgotten.is_empty())
         .flat_map(|t| {
             let mut u = vec![Utterance::user(&t.question)];
             if !t.answer.trim().is_empty() {

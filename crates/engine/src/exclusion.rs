@@ -12,10 +12,14 @@ pub fn window_turns(state: &SessionState, window: usize) -> &[TurnRecord] {
 }
 
 /// The working set: every chunk shown in the last `window` turns, with the turn that first
-/// showed it. What `engine` memory carries and `client` memory points to.
+/// showed it, but those a later `forget` step let go. What `engine` memory carries and
+/// `client` memory points to.
 pub fn first_shown(state: &SessionState, window: usize) -> HashMap<ChunkId, u64> {
     let mut out = HashMap::new();
     for t in window_turns(state, window) {
+        for c in &t.forgotten {
+            out.remove(c);
+        }
         for c in &t.shown_chunks {
             out.entry(c.clone()).or_insert(t.turn);
         }
@@ -43,6 +47,11 @@ pub fn exclusion_set(state: &SessionState, intent: Intent, settings: &TurnSettin
             Consumption::Shown => (&t.shown_chunks, &t.shown_documents),
             Consumption::Cited => (&t.cited_chunks, &t.cited_documents),
         };
+        // A chunk forgotten after it was shown may come back (documents excluded whole stay
+        // excluded: forgetting names chunks).
+        for c in &t.forgotten {
+            set.chunks.remove(c);
+        }
         match granularity {
             Granularity::Document => set.documents.extend(docs.iter().cloned()),
             Granularity::Chunk => set.chunks.extend(chunks.iter().cloned()),
@@ -69,6 +78,7 @@ mod tests {
             answer: String::new(),
             query_vector: None,
             pointed_chunks: vec![],
+            forgotten: vec![],
         }
     }
 

@@ -240,6 +240,8 @@ impl Engine {
             let rewrite = condensed.clone().flatten();
             let mut turn = self.turn_of(&state, settings, input.question, query, rewrite.as_ref());
             turn.conversation = input.conversation;
+            turn.retrieve_only = input.retrieve_only;
+            turn.reshow = input.reshow.map(<[ChunkId]>::to_vec);
             // Only the first plan streams (a client cannot take back what it was sent).
             turn.on_delta = input.on_delta.filter(|_| replans == 0);
             turn.stats.replans = replans;
@@ -272,6 +274,63 @@ impl Engine {
             trace.trace.timings_ms.insert("total".into(), ms_since(started));
             return Ok(trace);
         }
+    }
+
+    /// An agent's `forget` step: `chunks` leave the session's working set (its host compacted
+    /// or dropped them), so a later search may send them again; recorded as a step of the
+    /// session, with the chunks in its trace's `forgotten`. `None` forgets everything the
+    /// session holds. Returns the step as recorded.
+    pub fn forget(&self, session: &SessionId, chunks: Option<Vec<ChunkId>>, settings: &TurnSettings) -> Result<Trace> {
+        self.turn_locks.with(session, || {
+            for replans in 0..=MAX_REPLANS {
+                let state = self.sessions.load(session)?.unwrap_or_default();
+                let held = exclusion::first_shown(&state, 0);
+                let mut ids: Vec<ChunkId> = match &chunks {
+                    Some(c) => c.iter().filter(|c| held.contains_key(*c)).cloned().collect(),
+                    None => held.keys().cloned().collect(),
+                };
+                ids.sort();
+                ids.dedup();
+                let mut stats = TraceStats::starting(settings.effective(self.counter.name()));
+                stats.forgotten = ids;
+                stats.search_reason = "forget: no search".into();
+                let question = match &chunks {
+                    Some(c) => format!("forget {} chunk(s)", c.len()),
+                    None => "forget everything".to_owned(),
+                };
+                let mut trace = Trace {
+                    session_id: session.to_string(),
+                    turn: 0,
+                    question: question.clone(),
+                    query: question,
+                    answer: String::new(),
+                    citations: Vec::new(),
+                    context: Vec::new(),
+                    pointers: Vec::new(),
+                    query_vector: None,
+                    exclusion: ExclusionSet::default(),
+                    invalid_markers: Vec::new(),
+                    at_unix_ms: now_ms(),
+                    trace: stats,
+                };
+                let record = memory::record_of(&trace);
+                let commit = TurnCommit {
+                    read_version: state.version,
+                    record,
+                    new_markers: BTreeMap::new(),
+                    trace: trace.clone(),
+                };
+                match self.sessions.commit_turn(session, commit, settings.retention()) {
+                    Ok(turn) => {
+                        trace.turn = turn;
+                        return Ok(trace);
+                    }
+                    Err(Error::Conflict(_)) if replans < MAX_REPLANS => std::thread::sleep(replan_pause(replans + 1)),
+                    Err(e) => return Err(e),
+                }
+            }
+            Err(Error::Conflict(format!("gave up forgetting in session {session}: too many turns at once")))
+        })
     }
 
     /// A turn before its stages, searching with the condenser's rewrite when there is one

@@ -28,6 +28,7 @@ pub fn record_of(t: &Trace) -> TurnRecord {
         answer: t.answer.clone(),
         query_vector: t.query_vector.clone(),
         pointed_chunks: unique(t.pointers.iter().flat_map(|p| p.chunk_ids.iter().cloned())),
+        forgotten: t.trace.forgotten.clone(),
     }
 }
 

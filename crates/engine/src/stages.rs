@@ -336,19 +336,42 @@ impl Engine {
     }
 
     /// Stage 3's candidates: a reshow fetches the previous turn's chunks by id (what it
-    /// showed and what it pointed to: the caller holds those) with no search and no
-    /// exclusion; any other turn searches with the exclusion, grouping and filter inside the
-    /// search, a follow-up's documents allowed an extra chunk.
+    /// showed and what it pointed to: the caller holds those) — or the chunks `reshow` names
+    /// — with no search and no exclusion; any other turn searches with the exclusion,
+    /// grouping and filter inside the search, a follow-up's documents allowed an extra chunk.
     pub fn candidates(
         &self,
         state: &SessionState,
         intent: Intent,
         query: &Query,
         working: &WorkingSet,
+        reshow: Option<&[ChunkId]>,
         settings: &TurnSettings,
     ) -> Result<Candidates> {
         let mut previous = memory::last_documents(state);
         let mut quotas: HashMap<DocumentId, usize> = HashMap::new();
+        if let (Intent::Reshow, Some(ids)) = (intent, reshow) {
+            let hits = self.scored(&query.vector, ids, &settings.filter)?;
+            // In the order asked, each document as many chunks as it was asked for.
+            previous = Vec::new();
+            for h in &hits {
+                if !previous.contains(&h.chunk.document_id) {
+                    previous.push(h.chunk.document_id.clone());
+                }
+            }
+            for d in &previous {
+                quotas.insert(d.clone(), ids.len().max(1));
+            }
+            return Ok(Candidates {
+                hits,
+                path: SearchPath::Exact,
+                rounds: 0,
+                reason: "reshow: the chunks asked for by id".to_string(),
+                sides: None,
+                previous,
+                quotas,
+            });
+        }
         if intent == Intent::Reshow {
             let last = state.turns.last();
             let shown: Vec<ChunkId> =

@@ -44,12 +44,28 @@ pub struct TurnInput<'a> {
     /// the turn is planned and answered again without streaming, and the answer recorded
     /// differs from what was streamed.
     pub on_delta: Option<&'a (dyn Fn(&str) + Sync)>,
+    /// Retrieve only: the context is built and recorded, no answer is generated (an agent's
+    /// search tool; the caller's model reads the blocks).
+    pub retrieve_only: bool,
+    /// Shows these chunks again (`open`: an agent asking for what it held, by id), bypassing
+    /// exclusion; the turn runs as a reshow of them instead of the previous turn's.
+    pub reshow: Option<&'a [ChunkId]>,
 }
 
 impl<'a> TurnInput<'a> {
     /// A turn that asks `question` with `settings`, nothing else given.
     pub fn new(session: &'a SessionId, question: &'a str, settings: &'a TurnSettings) -> Self {
-        TurnInput { session, question, query: None, conversation: None, settings, deadline: None, on_delta: None }
+        TurnInput {
+            session,
+            question,
+            query: None,
+            conversation: None,
+            settings,
+            deadline: None,
+            on_delta: None,
+            retrieve_only: false,
+            reshow: None,
+        }
     }
 
     /// Searches with `query` instead of the question.
@@ -71,6 +87,11 @@ impl<'a> TurnInput<'a> {
     pub fn streaming(self, on_delta: &'a (dyn Fn(&str) + Sync)) -> Self {
         TurnInput { on_delta: Some(on_delta), ..self }
     }
+
+    /// Builds and records the context without generating an answer.
+    pub fn retrieve_only(self) -> Self {
+        TurnInput { retrieve_only: true, ..self }
+    }
 }
 
 /// One turn on its way through [`STAGES`]: what it was asked, what the stages found so far,
@@ -90,6 +111,10 @@ pub struct Turn<'a> {
     pub on_delta: Option<&'a (dyn Fn(&str) + Sync)>,
     /// An exclusion given instead of the session's (a replay's, from its trace).
     pub given_exclusion: Option<ExclusionSet>,
+    /// No answer is generated ([`TurnInput::retrieve_only`]).
+    pub retrieve_only: bool,
+    /// A reshow of these chunks instead of the previous turn's ([`TurnInput::reshow`]).
+    pub reshow: Option<Vec<ChunkId>>,
     /// Stage 1: the intent the turn runs with.
     pub intent: Intent,
     /// Stage 2: the exclusion set and the working set.
@@ -136,6 +161,8 @@ impl<'a> Turn<'a> {
             conversation: None,
             on_delta: None,
             given_exclusion: None,
+            retrieve_only: false,
+            reshow: None,
             intent: Intent::New,
             working: WorkingSet { exclusion: ExclusionSet::default(), first_shown: HashMap::new() },
             query: None,
@@ -210,7 +237,7 @@ pub const STAGES: &[Stage] = &[
     Stage { name: "diversity", timed: true, runs: crate::diversity::runs, run: crate::diversity::stage },
     Stage { name: "dedupe", timed: true, runs: always, run: dedupe_stage },
     Stage { name: "assemble", timed: true, runs: always, run: assemble_stage },
-    Stage { name: "generate", timed: true, runs: always, run: generate_stage },
+    Stage { name: "generate", timed: true, runs: |t| !t.retrieve_only, run: generate_stage },
 ];
 
 /// Stage 1: the intent — forced by `mode`, or classified.
@@ -238,7 +265,7 @@ fn embed_stage(e: &Engine, t: &mut Turn<'_>) -> Result<()> {
 /// Stage 3: the search with exclusion inside it, the engaged documents' prior, then the
 /// working set scored against the query (carried in `engine` memory, pointers in `client`).
 fn search_stage(e: &Engine, t: &mut Turn<'_>) -> Result<()> {
-    let c = e.candidates(t.state, t.intent, t.query(), &t.working, t.settings)?;
+    let c = e.candidates(t.state, t.intent, t.query(), &t.working, t.reshow.as_deref(), t.settings)?;
     t.stats.candidates = c.hits.len();
     t.stats.search_path = c.path;
     t.stats.search_rounds = c.rounds;

@@ -96,9 +96,45 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/tenants", get(tenants))
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route("/v1/models", get(openai::models))
+        .merge(mcp_routes(&state))
         .layer(axum::middleware::from_fn_with_state(state.clone(), observe))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .with_state(state)
+}
+
+/// `/mcp`: the MCP tools over streamable HTTP (DESIGN §9), behind the same keys, tenants and
+/// roles as the rest of the API (a `read` key may use every tool: `forget` only changes the
+/// caller's own sessions). Without keys, `Host` must be a loopback name (DNS rebinding).
+fn mcp_routes(state: &Arc<AppState>) -> Router<Arc<AppState>> {
+    let hosts = if state.keys.configured() {
+        Vec::new()
+    } else {
+        ["localhost", "127.0.0.1", "::1", "[::1]"].map(String::from).to_vec()
+    };
+    Router::new()
+        .nest_service("/mcp", ragctx_mcp::http_service(hosts, BODY_LIMIT))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), mcp_scope))
+}
+
+/// Resolves the caller of an MCP request before the protocol is read (401 and 403 as for any
+/// route) and hands the tools its tenant-scoped engine.
+async fn mcp_scope(
+    State(state): State<Arc<AppState>>,
+    mut req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let who = match caller(&state, req.headers()).and_then(|w| w.require(Role::Read, "use the MCP tools").map(|_| w)) {
+        Ok(w) => w,
+        Err(e) => return e.into_response(),
+    };
+    let scope = ragctx_mcp::Scope {
+        engine: state.unscoped.scoped(&who.tenant),
+        base: state.settings.clone(),
+        session_prefix: who.ns.clone(),
+        timeout: state.turn_timeout,
+    };
+    req.extensions_mut().insert(Arc::new(scope));
+    next.run(req).await
 }
 
 /// Every request: an id (the `x-request-id` header, and the `request_id` of an internal

@@ -23,6 +23,7 @@ fn commit(question: &str, docs: &[&str], markers: &[(&str, u32)]) -> TurnCommit 
         answer: format!("answer to {question}"),
         query_vector: Some(ragctx_core::QuantizedVector::quantize(&[0.5, -0.25, 0.0])),
         pointed_chunks: vec![format!("{question}-pointed").into()],
+        forgotten: vec![],
     };
     let trace = Trace {
         session_id: String::new(),

@@ -79,6 +79,7 @@ fn record(turn: u64, question: &str, intent: Intent, shown: &[&str], pointed: &[
         answer: format!("about {question}"),
         query_vector: Some(QuantizedVector::quantize(&words(question))),
         pointed_chunks: pointed.iter().map(|&c| c.into()).collect(),
+        forgotten: vec![],
     }
 }
 
@@ -173,16 +174,16 @@ fn candidates_exclude_inside_the_search_and_a_reshow_fetches_by_id() {
     let s = TurnSettings { limit: 4, ..TurnSettings::default() };
     let w = working_set(&st, Intent::New, &s, None);
     let q = e.query(&st, Intent::New, "water soil", &s).unwrap();
-    let c = e.candidates(&st, Intent::New, &q, &w, &s).unwrap();
+    let c = e.candidates(&st, Intent::New, &q, &w, None, &s).unwrap();
     assert!(!ids(&c.hits).contains(&"cactus#0") && !ids(&c.hits).contains(&"fern#0"), "{:?}", ids(&c.hits));
     assert!(c.quotas.is_empty() && c.rounds >= 1);
     // A follow-up: the documents just shown may take one more chunk.
-    let c = e.candidates(&st, Intent::FollowUp, &q, &w, &s).unwrap();
+    let c = e.candidates(&st, Intent::FollowUp, &q, &w, None, &s).unwrap();
     assert_eq!(c.quotas.get(&DocumentId::from("cactus")), Some(&(s.group_size + 1)));
     // A reshow: the last turn's chunks by id, pointed ones first, no search.
     let w = working_set(&st, Intent::Reshow, &s, None);
     let q = e.query(&st, Intent::Reshow, "again", &s).unwrap();
-    let c = e.candidates(&st, Intent::Reshow, &q, &w, &s).unwrap();
+    let c = e.candidates(&st, Intent::Reshow, &q, &w, None, &s).unwrap();
     let mut got = ids(&c.hits);
     got.sort();
     assert_eq!(got, ["cactus#0", "fern#0", "orchid#0"]);
@@ -199,7 +200,7 @@ fn the_working_set_is_carried_in_engine_memory_and_pointed_to_in_client_memory()
     let s = TurnSettings { limit: 2, ..TurnSettings::default() };
     let w = working_set(&st, Intent::New, &s, None);
     let q = e.query(&st, Intent::New, "cactus water soil", &s).unwrap();
-    let c = e.candidates(&st, Intent::New, &q, &w, &s).unwrap();
+    let c = e.candidates(&st, Intent::New, &q, &w, None, &s).unwrap();
     let floor = c.hits.iter().map(|h| h.score).fold(f32::INFINITY, f32::min);
     let scored = |ids: &[ChunkId]| e.scored(&q.vector, ids, &Filter::All);
     let r = rank_working_set(Intent::New, &w, c.hits.clone(), scored, &s).unwrap();

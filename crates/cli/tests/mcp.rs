@@ -1,0 +1,107 @@
+//! The MCP tool server (DESIGN §9) with clients we did not write: the official MCP Python SDK
+//! over stdio (`ragctx mcp`) and over streamable HTTP (`ragctx serve` at `/mcp`, with keys and
+//! two tenants), and fastmcp's client over HTTP. The clients' checks are in `mcp_client.py`
+//! (bench/.venv, installed by bench/setup); here the servers are started, the script is run,
+//! and what the session store recorded is checked through the CLI and the HTTP API.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::process::Command;
+
+fn python() -> std::path::PathBuf {
+    let p = repo().join("bench/.venv/bin/python");
+    assert!(p.is_file(), "the MCP Python SDK is installed by bench/setup (scripts/test runs it)");
+    p
+}
+
+fn client(args: &[&str]) -> Value {
+    let script = repo().join("crates/cli/tests/mcp_client.py");
+    let out = Command::new(python()).arg(script).args(args).output().expect("python runs");
+    assert!(
+        out.status.success(),
+        "mcp_client.py {args:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    serde_json::from_str(stdout.lines().last().unwrap_or("")).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+#[test]
+fn an_agent_over_stdio_never_gets_a_chunk_twice_and_its_steps_are_traced() {
+    let env = Env::new();
+    let corpus = env.govt(120);
+    env.ok(&["ingest", corpus.to_str().unwrap()]);
+    let model = repo().join("models/all-MiniLM-L6-v2");
+    let r = client(&["stdio", env!("CARGO_BIN_EXE_ragctx"), env.data().to_str().unwrap(), model.to_str().unwrap()]);
+    let session = r["session"].as_str().unwrap();
+    let calls = r["calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 4);
+    assert!(calls[3]["pointers"].as_u64().unwrap() > 0, "{r}");
+    // Every call a step of the session's one history: the searches, the open, the forget,
+    // the search after it, and the bad inputs' none (nothing was recorded for them).
+    let traces: Vec<Value> = serde_json::from_str(&env.ok(&["trace", "--session", session, "--json"])).unwrap();
+    let questions: Vec<&str> = traces.iter().map(|t| t["question"].as_str().unwrap()).collect();
+    assert_eq!(questions.len(), 8, "{questions:?}");
+    assert!(questions[5].starts_with("open "), "{questions:?}");
+    assert_eq!(traces[5]["trace"]["intent"], "reshow", "open is a re-show");
+    assert!(questions[6].starts_with("forget"), "{questions:?}");
+    assert_eq!(traces[6]["trace"]["forgotten"].as_array().unwrap().len(), 1);
+    for t in &traces {
+        assert_eq!(t["answer"], "", "retrieve-only: no answer generated");
+        assert_eq!(t["trace"]["memory"], "client");
+    }
+    assert!(traces[3]["pointers"].as_array().unwrap().len() > 0, "the repeat's pointers are traced");
+}
+
+#[test]
+fn the_same_tools_over_http_behind_keys_and_tenants() {
+    let env = Env::new();
+    let corpus = env.govt(120);
+    let keys = env.write(
+        "keys.toml",
+        "[[keys]]\nkey = \"a-write\"\ntenant = \"a\"\nrole = \"write\"\n\n[[keys]]\nkey = \"b-read\"\ntenant = \"b\"\nrole = \"read\"\n",
+    );
+    env.ok(&["--tenant", "a", "ingest", corpus.to_str().unwrap()]);
+    let keys = keys.to_str().unwrap();
+    let server = Server::start(&env, &[], &[("RAGCTX_KEYS_FILE", keys)]);
+    let url = format!("http://{}/mcp", server.addr);
+    // No key: 401 before the protocol is read, in the API's error shape.
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let (status, body) = http_post(&server.addr, "/mcp", init);
+    assert_eq!(status, 401, "{body}");
+    assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["code"], "unauthorized", "{body}");
+    let r = client(&["http", &url, "a-write", "b-read"]);
+    assert!(r["documents_a"].as_u64().unwrap() > 0, "{r}");
+    let f = client(&["fastmcp", &url, "b-read"]);
+    assert_eq!(f["blocks"], 0, "tenant b holds nothing to find: {f}");
+    let f = client(&["fastmcp", &url, "a-write"]);
+    assert!(f["blocks"].as_u64().unwrap() > 0 && f["pointers_again"].as_u64().unwrap() > 0, "{f}");
+    // The agent's steps through the HTTP API, for its tenant only.
+    let (status, steps) = call(&server.addr, "a-write", "GET", "/v1/sessions/agent-h/turns");
+    assert_eq!(status, 200, "{steps}");
+    assert!(serde_json::from_str::<Value>(&steps).unwrap().as_array().unwrap().len() >= 4);
+    // Tenant b's session of the same name is its own: the one search it made, which found
+    // nothing of tenant a's.
+    let (status, b_steps) = call(&server.addr, "b-read", "GET", "/v1/sessions/agent-h/turns");
+    assert_eq!(status, 200, "{b_steps}");
+    let b_steps: Value = serde_json::from_str(&b_steps).unwrap();
+    assert_eq!(b_steps.as_array().unwrap().len(), 1, "{b_steps}");
+    assert!(b_steps[0]["context"].as_array().unwrap().is_empty(), "{b_steps}");
+    assert_eq!(server.panics(), 0);
+}
+
+fn call(addr: &str, key: &str, method: &str, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("server answers");
+    s.set_read_timeout(Some(std::time::Duration::from_secs(60))).unwrap();
+    let req =
+        format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    let status = out.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    (status, out.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default())
+}
