@@ -83,7 +83,7 @@ pub use filter_index::{DocumentPositions, MetadataIndex, PositionBits};
 pub use hash::{fx_hash, FastMap, FxHasher};
 pub use ids::{ChunkId, DocumentId, SessionId};
 pub use metadata::{valid_key as valid_metadata_key, Json, MetaValue, Metadata};
-pub use modes::{Condense, Consumption, ConversationQuery, Granularity, Mode, Rerank, Strategy};
+pub use modes::{Condense, Consumption, ConversationQuery, FreedSlots, Granularity, Mode, Rerank, Strategy};
 pub use overrides::TurnOverrides;
 pub use scoped::{ScopedEmbeddingCache, ScopedSessionStore, ScopedVectorStore};
 pub use search::{

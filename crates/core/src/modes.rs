@@ -99,6 +99,29 @@ impl Rerank {
     }
 }
 
+/// What a slot of the search results held by a chunk of the working set becomes (`client`
+/// memory): `refill` (the default) frees it for a new source, so a turn shows as many new
+/// sources as its limit allows; `keep` leaves it to the held chunk, shown as a pointer, so a
+/// turn returns only what ranks in the top `limit` — an agent's search tool (DESIGN §9):
+/// nothing it holds is re-sent, and a repeated query costs pointers, not new text.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub enum FreedSlots {
+    /// New sources fill the slots the held chunks would take.
+    #[default]
+    #[serde(rename = "refill")]
+    Refill,
+    /// Held chunks keep their slots, as pointers.
+    #[serde(rename = "keep")]
+    Keep,
+}
+
+impl FreedSlots {
+    /// `refill`: nothing to write in a trace (traces before it read `refill`).
+    pub fn is_refill(&self) -> bool {
+        *self == FreedSlots::Refill
+    }
+}
+
 /// The intent a turn runs with: classified from the question (`auto`), or forced.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -143,3 +166,4 @@ named!(Consumption, "consumption", Shown = "shown", Cited = "cited");
 named!(ConversationQuery, "conversation query", Off = "off", FollowUp = "follow_up", Always = "always");
 named!(Condense, "condense", Off = "off", OpenAi = "openai");
 named!(Rerank, "rerank", Off = "off", Remote = "remote");
+named!(FreedSlots, "freed slots", Refill = "refill", Keep = "keep");

@@ -3,8 +3,8 @@
 //! [`TurnOverrides`] and [`TurnOverrides::apply`] makes the validated [`TurnSettings`].
 
 use crate::{
-    Condense, Consumption, ConversationQuery, Error, Filter, Fusion, Granularity, Memory, Mode, Rerank, Result,
-    Retrieval, Strategy, TurnSettings,
+    Condense, Consumption, ConversationQuery, Error, Filter, FreedSlots, Fusion, Granularity, Memory, Mode, Rerank,
+    Result, Retrieval, Strategy, TurnSettings,
 };
 use serde::Deserialize;
 use std::str::FromStr;
@@ -38,6 +38,7 @@ impl Layered for Granularity {}
 impl Layered for Consumption {}
 impl Layered for Condense {}
 impl Layered for Rerank {}
+impl Layered for FreedSlots {}
 impl Layered for Filter {
     const JSON_TYPE: &'static str = "object";
     fn onto(self, below: &Filter) -> Filter {
@@ -206,6 +207,10 @@ turn_overrides! {
     /// Cohere, Jina or llama.cpp shapes) before dedupe, falling back to the search's order
     /// when it fails or is late (docs/turns.md) [default: off]
     rerank: Rerank,
+    /// client memory: refill (the result slots the session's held chunks would take go to new
+    /// sources) or keep (they stay theirs, as pointers: a turn returns only what ranks in the
+    /// top limit; the MCP search tool's) [default: refill]
+    freed_slots: FreedSlots,
     /// Context budget in cl100k_base tokens, block headers (and in engine memory the
     /// conversation) included [default: 6000]
     budget: usize,
@@ -241,6 +246,11 @@ impl TurnOverrides {
         if self.granularity == Some(Granularity::Document) && memory == Memory::Engine {
             return Err(Error::InvalidInput(
                 "granularity document does nothing with memory engine, which excludes and carries chunks: use memory client, or leave granularity at chunk".into(),
+            ));
+        }
+        if self.freed_slots == Some(FreedSlots::Keep) && memory == Memory::Engine {
+            return Err(Error::InvalidInput(
+                "freed_slots keep applies to memory client only (engine memory carries the chunks that rank instead of pointing to them)".into(),
             ));
         }
         if self.fusion.is_some() && retrieval != Retrieval::Hybrid {
@@ -320,7 +330,7 @@ mod tests {
         let values = serde_json::json!({
             "mode": "new", "memory": "client", "conversation_query": "off", "strategy": "full",
             "retrieval": "hybrid", "fusion": "rrf", "granularity": "document", "consumption": "cited",
-            "window": 2, "limit": 5, "group_size": 2, "group_margin": 0.3, "min_documents": 1, "relevance_floor": 0.5, "engaged_prior": 0.1, "near_duplicate": 0.5, "diversity": 0.3, "rerank": "remote",
+            "window": 2, "limit": 5, "group_size": 2, "group_margin": 0.3, "min_documents": 1, "relevance_floor": 0.5, "engaged_prior": 0.1, "near_duplicate": 0.5, "diversity": 0.3, "rerank": "remote", "freed_slots": "keep",
             "budget": 900, "session_ttl": 60, "filter": {"a": 1}, "condense": "openai"
         });
         assert_eq!(values.as_object().unwrap().len(), TurnOverrides::KEYS.len());
@@ -332,6 +342,7 @@ mod tests {
             match *key {
                 "granularity" => one.insert("memory".into(), "client".into()),
                 "fusion" => one.insert("retrieval".into(), "hybrid".into()),
+                "freed_slots" => one.insert("memory".into(), "client".into()),
                 _ => None,
             };
             let o: TurnOverrides = serde_json::from_value(serde_json::Value::Object(one)).unwrap();

@@ -2,8 +2,8 @@
 
 use crate::trace::memory_before_modes;
 use crate::{
-    Condense, Consumption, ConversationQuery, EffectiveSettings, Error, Filter, Fusion, Granularity, Memory, Mode,
-    Rerank, Result, Retention, Retrieval, Strategy,
+    Condense, Consumption, ConversationQuery, EffectiveSettings, Error, Filter, FreedSlots, Fusion, Granularity,
+    Memory, Mode, Rerank, Result, Retention, Retrieval, Strategy,
 };
 use serde::{Deserialize, Serialize};
 
@@ -91,6 +91,11 @@ pub struct TurnSettings {
     /// `off`; traces from before it read `off`.
     #[serde(default, skip_serializing_if = "Rerank::is_off")]
     pub rerank: Rerank,
+    /// `client` memory: whether the result slots the working set's ranking chunks would take
+    /// go to new sources (`refill`) or stay theirs, as pointers (`keep`: the MCP search
+    /// tool's). Not written while `refill`; traces from before it read `refill`.
+    #[serde(default, skip_serializing_if = "FreedSlots::is_refill")]
+    pub freed_slots: FreedSlots,
     /// Context budget in tokens, block headers included.
     pub budget: usize,
     /// Session time-to-live in seconds; 0 = never expires.
@@ -143,6 +148,7 @@ impl Default for TurnSettings {
             // Off until measured to help (bench/README.md, "Diversity").
             diversity: 0.0,
             rerank: Rerank::Off,
+            freed_slots: FreedSlots::Refill,
             budget: 6_000,
             session_ttl: 86_400,
             mode: Mode::Auto,

@@ -6,7 +6,7 @@
 //! change what they measure.
 
 use crate::{ConversationQuery, TurnSettings};
-use ragctx_core::{Consumption, Granularity, Memory, Rerank, Strategy};
+use ragctx_core::{Consumption, FreedSlots, Granularity, Memory, Rerank, Strategy};
 
 /// One of the seed's paths: one chunk per document, nothing carried, no conversation in the
 /// prompt, no relevance floor, no engaged-document prior, no near-duplicate removal, no
@@ -34,6 +34,7 @@ pub fn seed_path(
         near_duplicate: _,
         diversity: _,
         rerank: _,
+        freed_slots: _,
         budget,
         session_ttl,
         mode,
@@ -58,6 +59,7 @@ pub fn seed_path(
         near_duplicate: 0.0,
         diversity: 0.0,
         rerank: Rerank::Off,
+        freed_slots: FreedSlots::Refill,
         budget,
         session_ttl,
         mode,
@@ -87,6 +89,7 @@ pub fn plain_top_k(base: &TurnSettings) -> TurnSettings {
         near_duplicate: _,
         diversity: _,
         rerank: _,
+        freed_slots: _,
         budget,
         session_ttl,
         mode,
@@ -111,6 +114,7 @@ pub fn plain_top_k(base: &TurnSettings) -> TurnSettings {
         near_duplicate: 0.0,
         diversity: 0.0,
         rerank: Rerank::Off,
+        freed_slots: FreedSlots::Refill,
         budget,
         session_ttl,
         mode,

@@ -53,6 +53,8 @@ pub struct Ranked {
     pub hits: Vec<Hit>,
     /// `client` memory: one pointer per document of the working set that ranks.
     pub pointers: Vec<context::PointerCandidate>,
+    /// `client` memory: the scores of the working set's chunks that rank (each chunk once).
+    pub held_scores: Vec<f32>,
 }
 
 /// Stage 5's result: the prompt within the budget.
@@ -183,12 +185,15 @@ pub fn rank_working_set(
         ranking.truncate(settings.limit * settings.group_size.max(1));
     }
     let mut hits = candidates;
-    let mut pointers = Vec::new();
+    let (mut pointers, mut held_scores) = (Vec::new(), Vec::new());
     match settings.memory {
         Memory::Engine => hits.extend(ranking),
-        Memory::Client => pointers = pointer_candidates(ranking, &working.first_shown),
+        Memory::Client => {
+            held_scores = ranking.iter().map(|h| h.score).collect();
+            pointers = pointer_candidates(ranking, &working.first_shown);
+        }
     }
-    Ok(Ranked { hits, pointers })
+    Ok(Ranked { hits, pointers, held_scores })
 }
 
 /// Stage 3, last: a follow-up's new candidates from documents the window showed or cited —
@@ -216,6 +221,23 @@ pub fn engaged_stage(
         }
     }
     boosted
+}
+
+/// Stage 3, with `freed_slots keep` (`client` memory): the new candidates that rank in the top
+/// `limit` together with the working set's chunks that rank; the held ones keep their slots
+/// as pointers, so the turn returns only what ranks in the top `limit`. Returns how many new
+/// candidates left.
+pub fn keep_slots(hits: &mut Vec<Hit>, held_scores: &[f32], settings: &TurnSettings) -> usize {
+    let mut all: Vec<f32> = hits.iter().map(|h| h.score).chain(held_scores.iter().copied()).collect();
+    if all.len() <= settings.limit {
+        return 0;
+    }
+    all.sort_by(|a, b| b.total_cmp(a));
+    let last = all[settings.limit - 1];
+    // Ties at the last slot count for the new ones (never fewer than `limit` results).
+    let before = hits.len();
+    hits.retain(|h| h.score >= last);
+    before - hits.len()
 }
 
 /// Stage 4: dedupe by document — grouped (strategies that group, and reshows) or plain —
@@ -251,9 +273,17 @@ pub fn dedupe_stage(
 
 /// Stage 4, last: the fragments below `relevance_floor` × the turn's best score leave, so the
 /// budget is filled by rank only with evidence that stands near the best (a reshow keeps
-/// what it reshows). Returns the documents held back that have no fragment left, in rank order.
-pub fn floor_stage(intent: Intent, fragments: &mut Vec<dedupe::Fragment>, settings: &TurnSettings) -> Vec<DocumentId> {
-    let best = fragments.iter().map(|f| f.score).fold(f32::NEG_INFINITY, f32::max);
+/// what it reshows). The best counts the working set's chunks that rank and become pointers
+/// (`client` memory): the caller holds that evidence, and a new chunk far below it is not
+/// worth its tokens. Returns the documents held back that have no fragment left, in rank order.
+pub fn floor_stage(
+    intent: Intent,
+    fragments: &mut Vec<dedupe::Fragment>,
+    pointers: &[context::PointerCandidate],
+    settings: &TurnSettings,
+) -> Vec<DocumentId> {
+    let best =
+        fragments.iter().map(|f| f.score).chain(pointers.iter().map(|p| p.score)).fold(f32::NEG_INFINITY, f32::max);
     if intent == Intent::Reshow || settings.relevance_floor <= 0.0 || best.is_nan() || best <= 0.0 {
         return Vec::new();
     }

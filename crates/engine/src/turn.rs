@@ -126,6 +126,8 @@ pub struct Turn<'a> {
     pub hits: Vec<Hit>,
     /// `client` memory: the working set's documents that rank, as pointers.
     pub pointers: Vec<PointerCandidate>,
+    /// `client` memory: the scores of the working set's chunks that rank.
+    pub held_scores: Vec<f32>,
     /// Per-document quotas above `group_size` (a follow-up's documents; a reshow's).
     pub quotas: HashMap<DocumentId, usize>,
     /// The documents of the previous turn (a reshow: in its prompt's order).
@@ -168,6 +170,7 @@ impl<'a> Turn<'a> {
             query: None,
             hits: Vec::new(),
             pointers: Vec::new(),
+            held_scores: Vec::new(),
             quotas: HashMap::new(),
             previous: Vec::new(),
             deduped: Deduped::default(),
@@ -233,6 +236,7 @@ pub const STAGES: &[Stage] = &[
     Stage { name: "exclusion", timed: false, runs: always, run: exclusion_stage },
     Stage { name: "embed", timed: true, runs: always, run: embed_stage },
     Stage { name: "search", timed: true, runs: always, run: search_stage },
+    Stage { name: "slots", timed: false, runs: slots_run, run: slots_stage },
     Stage { name: "rerank", timed: true, runs: crate::rerank::runs, run: crate::rerank::stage },
     Stage { name: "diversity", timed: true, runs: crate::diversity::runs, run: crate::diversity::stage },
     Stage { name: "dedupe", timed: true, runs: always, run: dedupe_stage },
@@ -282,7 +286,18 @@ fn search_stage(e: &Engine, t: &mut Turn<'_>) -> Result<()> {
         |ids| e.scored(vector, ids, &t.settings.filter),
         t.settings,
     )?;
-    (t.hits, t.pointers) = (ranked.hits, ranked.pointers);
+    (t.hits, t.pointers, t.held_scores) = (ranked.hits, ranked.pointers, ranked.held_scores);
+    Ok(())
+}
+
+/// `freed_slots keep` in `client` memory, for a turn that excludes.
+fn slots_run(t: &Turn<'_>) -> bool {
+    t.settings.freed_slots == ragctx_core::FreedSlots::Keep && t.settings.memory == Memory::Client
+}
+
+/// Stage 3: the held chunks keep their slots; new candidates outside the top `limit` leave.
+fn slots_stage(_: &Engine, t: &mut Turn<'_>) -> Result<()> {
+    stages::keep_slots(&mut t.hits, &t.held_scores, t.settings);
     Ok(())
 }
 
@@ -291,7 +306,7 @@ fn dedupe_stage(e: &Engine, t: &mut Turn<'_>) -> Result<()> {
     let hits = std::mem::take(&mut t.hits);
     let grouping = (std::mem::take(&mut t.quotas), t.previous.as_slice());
     let mut deduped = stages::dedupe_stage(t.intent, hits, grouping, &t.working.first_shown, t.settings);
-    t.stats.below_floor = stages::floor_stage(t.intent, &mut deduped.fragments, t.settings);
+    t.stats.below_floor = stages::floor_stage(t.intent, &mut deduped.fragments, &t.pointers, t.settings);
     // Near-identical text goes where identical text does (strategies that exclude or
     // group); a reshow shows again what it showed.
     if t.intent != Intent::Reshow && (t.settings.strategy.excludes() || t.settings.strategy.groups()) {

@@ -107,6 +107,30 @@ pub enum EvalCommand {
         #[arg(long)]
         json: bool,
     },
+    /// MTRAG's conversations replayed as an agent calls a search tool (three calls per user
+    /// turn: the question, its human rewrite, the previous question again): ragctx's MCP
+    /// `search` beside a plain top-k tool with no session, the same budget and limit per call
+    /// — tokens returned, duplicate chunk tokens, evidence held, calls with nothing new
+    Agent {
+        /// Folder with turns.jsonl and corpus_DOMAIN.jsonl
+        #[arg(long, default_value = "../shared/data/mtrag")]
+        data: PathBuf,
+        /// Comma-separated domains (default: all in the turns file)
+        #[arg(long, value_delimiter = ',')]
+        domains: Vec<String>,
+        /// Tokens one call may return (the MCP search tool's default)
+        #[arg(long, default_value_t = ragctx_mcp::DEFAULT_SEARCH_BUDGET)]
+        budget: usize,
+        /// Results of one call at most (the MCP search tool's default)
+        #[arg(long, default_value_t = ragctx_mcp::DEFAULT_SEARCH_LIMIT)]
+        limit: usize,
+        /// Replay at most this many conversations
+        #[arg(long)]
+        conversations: Option<usize>,
+        /// Print the report as one JSON object
+        #[arg(long)]
+        json: bool,
+    },
     /// Fits the follow-up query's weights (earlier questions, the previous turn's chunks) on
     /// MTRAG for recall@k, cross-validated by conversation (5 folds); prints the held-out
     /// folds and writes the weights file the engine ships (crates/engine/query-weights.json)
@@ -164,6 +188,18 @@ pub fn run(settings: &Settings, what: &EvalCommand) -> Result<()> {
                 command: std::env::args().skip(1).collect::<Vec<_>>().join(" "),
             };
             crate::fit_query::run(settings, &opts)
+        }
+        EvalCommand::Agent { data, domains, budget, limit, conversations, json } => {
+            let opts = crate::agent::AgentOptions {
+                turns: data.join("turns.jsonl"),
+                corpus_dir: data.clone(),
+                domains: domains.clone(),
+                budget: *budget,
+                limit: *limit,
+                conversations: *conversations,
+                json: *json,
+            };
+            crate::agent::run(settings, &opts)
         }
         EvalCommand::Beir { data, retrieval, fusion, json } => {
             let runs = retrieval_runs(retrieval, fusion)?;

@@ -6,6 +6,7 @@
 //!   conversations: evidence recall, tokens, repeats; [`mtrag_metrics`], the HTML
 //!   [`report`]), BEIR-format retrieval quality (`eval beir`, e.g. SciFact), written
 //!   conflicts and the intent rules ([`intent`]); the learned follow-up query ([`fit_query`]);
+//!   agents calling the MCP search tool against a plain top-k tool ([`agent`]);
 //! - benchmarks: search and lexical latency with exclusion ([`bench_search`]), the whole turn,
 //!   the sliding window ([`bench_window`]), the embedder, and a load test of a running server
 //!   ([`bench_http`]);
@@ -13,6 +14,7 @@
 //!
 //! Errors are [`Error`], whose [`Error::kind`] the binary maps to an exit status.
 
+pub mod agent;
 pub mod bench;
 mod bench_filter;
 pub mod bench_http;

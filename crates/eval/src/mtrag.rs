@@ -280,6 +280,32 @@ fn query_text(conv: &Conversation, i: usize, mode: &str) -> String {
     }
 }
 
+/// A domain's corpus (`corpus_DOMAIN.jsonl` in `corpus_dir`) in an in-memory store, ingested
+/// by the one ingest path as `ragctx ingest` takes it (the data dir's embedding cache), and
+/// each chunk's document.
+pub fn domain_store(
+    settings: &Settings,
+    corpus_dir: &std::path::Path,
+    domain: &str,
+    embedder: &dyn Embedder,
+    say: bool,
+) -> Result<(MemoryVectorStore, HashMap<String, String>)> {
+    let path = corpus_dir.join(format!("corpus_{domain}.jsonl"));
+    let bytes = std::fs::read(&path).map_err(|source| Error::Read { path: path.clone(), source })?;
+    let read = parse_jsonl(&path.display().to_string(), &bytes)?;
+    if say {
+        eprintln!("{domain}: {} passages (embeddings cached in {})", read.len(), settings.data_dir().display());
+    }
+    let cache = DataDirCache::At(settings.data_dir().to_owned());
+    let counter = Cl100kCounter::new();
+    let embedded = embed_chunks(embedder, &counter, Some(&cache), &Terminal::default(), read)?;
+    let doc_of: HashMap<String, String> =
+        embedded.chunks.iter().map(|c| (c.chunk.id.0.clone(), c.chunk.document_id.0.clone())).collect();
+    let store = MemoryVectorStore::new(embedder.dimension(), IndexParams::default());
+    store_embedded(&store, embedded, true)?;
+    Ok((store, doc_of))
+}
+
 /// Replays every conversation once per variant (a strategy with its granularity, query mode
 /// and retrieval) in a fresh, temporary session, scores the turns with gold passages, and
 /// prints the report as a table or JSON (also written as `mtrag.json` and `mtrag.html` to
@@ -334,20 +360,7 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
     let sessions: Arc<dyn SessionStore> = Arc::new(sessions_data.session_store());
     let mut tallies: BTreeMap<String, Tally> = BTreeMap::new();
     for domain in &domains {
-        let path = opts.corpus_dir.join(format!("corpus_{domain}.jsonl"));
-        let bytes = std::fs::read(&path).map_err(|source| Error::Read { path: path.clone(), source })?;
-        let read = parse_jsonl(&path.display().to_string(), &bytes)?;
-        if !opts.json {
-            eprintln!("{domain}: {} passages (embeddings cached in {})", read.len(), settings.data_dir().display());
-        }
-        // The one ingest path, as `ragctx ingest` takes it (the data dir's embedding cache).
-        let cache = DataDirCache::At(settings.data_dir().to_owned());
-        let embedded =
-            embed_chunks(embedder.inner.as_ref(), counter.as_ref(), Some(&cache), &Terminal::default(), read)?;
-        let doc_of: HashMap<String, String> =
-            embedded.chunks.iter().map(|c| (c.chunk.id.0.clone(), c.chunk.document_id.0.clone())).collect();
-        let store = MemoryVectorStore::new(embedder.dimension(), IndexParams::default());
-        store_embedded(&store, embedded, true)?;
+        let (store, doc_of) = domain_store(settings, &opts.corpus_dir, domain, embedder.inner.as_ref(), !opts.json)?;
         let mut engine = ragctx_app::app::engine_over(Arc::new(store), sessions.clone(), embedder.clone());
         if let Some(w) = opts.query_weights {
             engine.query_weights = w;

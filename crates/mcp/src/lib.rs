@@ -22,7 +22,7 @@ use rmcp::{tool, tool_handler, tool_router, ErrorData, RoleServer, ServerHandler
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Default of `search`'s `budget`: tokens of one call's blocks and pointers (docs/agents.md).
 pub const DEFAULT_SEARCH_BUDGET: usize = 2_000;
@@ -54,6 +54,39 @@ impl Scope {
             None => id.to_owned(),
         };
         SessionId::parse(&full).map_err(|e| format!("session: {}", plain(&e)))
+    }
+}
+
+impl Scope {
+    /// The `search` tool's work, as the tool and `ragctx eval agent` run it: a retrieve-only
+    /// turn of the session in `client` memory, each call its own query (forced `new`, not
+    /// mixed with earlier ones), within the call's budget and limit. `Err` is a message naming
+    /// the argument at fault, or the engine's error; nothing is recorded then.
+    pub fn search(&self, args: &SearchArgs) -> Result<(ResultOut, String), String> {
+        let session = self.session(&args.session)?;
+        let layer = TurnOverrides {
+            // The caller holds every earlier result: never re-sent, pointed to.
+            memory: Some(Memory::Client),
+            // A held chunk keeps its slot, as a pointer: a repeated query costs pointers.
+            freed_slots: Some(ragctx_core::FreedSlots::Keep),
+            mode: Some(Mode::New),
+            conversation_query: Some(ragctx_core::ConversationQuery::Off),
+            budget: Some(check_budget("budget", args.budget, DEFAULT_SEARCH_BUDGET)?),
+            limit: Some(match args.limit {
+                None => DEFAULT_SEARCH_LIMIT,
+                Some(l) if (1..=100).contains(&l) => l,
+                Some(l) => return Err(format!("limit must be between 1 and 100, got {l}")),
+            }),
+            filter: Some(filter_of(args.filter.clone())?),
+            ..Default::default()
+        };
+        let base = TurnSettings { granularity: ragctx_core::Granularity::Chunk, ..self.base.clone() };
+        let settings = layer.apply(&base).map_err(|e| plain(&e))?;
+        ragctx_engine::validate_question(&args.query).map_err(|e| format!("query: {}", plain(&e)))?;
+        let input =
+            TurnInput::new(&session, &args.query, &settings).retrieve_only().deadline(Instant::now() + self.timeout);
+        let t = self.engine.run(input).map_err(|e| plain(&e))?;
+        Ok(result_of(&args.session, &t))
     }
 }
 
@@ -364,11 +397,14 @@ impl Tools {
         scope: &Scope,
         f: impl FnOnce() -> ragctx_core::Result<T> + Send + 'static,
     ) -> Result<T, String> {
-        match tokio::time::timeout(scope.timeout, tokio::task::spawn_blocking(f)).await {
+        // The engine refuses to commit past the deadline; the wait is a little longer so its own
+        // error (which names the cause) usually arrives first.
+        let limit = scope.timeout + Duration::from_secs(2);
+        match tokio::time::timeout(limit, tokio::task::spawn_blocking(f)).await {
             Ok(Ok(Ok(v))) => Ok(v),
             Ok(Ok(Err(e))) => Err(plain(&e)),
             Ok(Err(e)) => Err(format!("internal error: {e}")),
-            Err(_) => Err(format!("no answer within {} s; nothing was recorded", scope.timeout.as_secs())),
+            Err(_) => Err(format!("no answer within {} s", limit.as_secs())),
         }
     }
 }
@@ -424,42 +460,13 @@ impl Tools {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let scope = self.scope(&ctx)?;
-        let prepared = (|| -> Result<(SessionId, TurnSettings), String> {
-            let session = scope.session(&args.session)?;
-            let layer = TurnOverrides {
-                // The caller holds every earlier result: never re-sent, pointed to.
-                memory: Some(Memory::Client),
-                // Each call is its own query: not classified as a follow-up or a reshow, and
-                // not mixed with earlier queries.
-                mode: Some(Mode::New),
-                conversation_query: Some(ragctx_core::ConversationQuery::Off),
-                budget: Some(check_budget("budget", args.budget, DEFAULT_SEARCH_BUDGET)?),
-                limit: Some(match args.limit {
-                    None => DEFAULT_SEARCH_LIMIT,
-                    Some(l) if (1..=100).contains(&l) => l,
-                    Some(l) => return Err(format!("limit must be between 1 and 100, got {l}")),
-                }),
-                filter: Some(filter_of(args.filter.clone())?),
-                ..Default::default()
-            };
-            let base = TurnSettings { granularity: ragctx_core::Granularity::Chunk, ..scope.base.clone() };
-            let settings = layer.apply(&base).map_err(|e| plain(&e))?;
-            ragctx_engine::validate_question(&args.query).map_err(|e| format!("query: {}", plain(&e)))?;
-            Ok((session, settings))
-        })();
-        let (session, settings) = match prepared {
-            Ok(p) => p,
-            Err(m) => return Ok(tool_error(m)),
+        let run = {
+            let scope = scope.clone();
+            move || Ok(scope.search(&args))
         };
-        let engine = scope.engine.clone();
-        let query = args.query.clone();
-        let run = move || engine.run(TurnInput::new(&session, &query, &settings).retrieve_only());
         match Self::blocking(&scope, run).await {
-            Ok(t) => {
-                let (out, text) = result_of(&args.session, &t);
-                Ok(structured(&out, text))
-            }
-            Err(m) => Ok(tool_error(m)),
+            Ok(Ok((out, text))) => Ok(structured(&out, text)),
+            Ok(Err(m)) | Err(m) => Ok(tool_error(m)),
         }
     }
 
@@ -491,11 +498,14 @@ impl Tools {
         };
         let engine = scope.engine.clone();
         let reference = args.r#ref.clone();
+        let timeout = scope.timeout;
         let run = move || {
             let ids = resolve_refs(&engine, &session, std::slice::from_ref(&reference))?;
             let question = format!("open {reference}");
-            let input =
-                TurnInput { reshow: Some(&ids), ..TurnInput::new(&session, &question, &settings).retrieve_only() };
+            let input = TurnInput {
+                reshow: Some(&ids),
+                ..TurnInput::new(&session, &question, &settings).retrieve_only().deadline(Instant::now() + timeout)
+            };
             engine.run(input)
         };
         match Self::blocking(&scope, run).await {

@@ -314,17 +314,30 @@ fn the_floor_holds_back_blocks_far_below_the_best_and_never_a_reshow() {
     let docs = |f: &[dedupe::Fragment]| f.iter().map(|f| f.document_id.as_str().to_owned()).collect::<Vec<_>>();
     let settings = TurnSettings { relevance_floor: 0.8, ..TurnSettings::default() };
     let mut f = fragments();
-    let held = floor_stage(Intent::New, &mut f, &settings);
+    let held = floor_stage(Intent::New, &mut f, &[], &settings);
     // 0.8 × 0.9 = 0.72: "c" (0.70) and "d" (0.40) stay out; "b" keeps its better block.
     assert_eq!(docs(&f), ["a", "b"]);
     assert_eq!(held, [DocumentId::from("c"), DocumentId::from("d")], "held back in rank order, b not listed");
     let mut f = fragments();
-    assert!(floor_stage(Intent::Reshow, &mut f, &settings).is_empty());
+    assert!(floor_stage(Intent::Reshow, &mut f, &[], &settings).is_empty());
     assert_eq!(f.len(), 5, "a reshow shows again all it showed");
     let mut f = fragments();
-    let off = TurnSettings { relevance_floor: 0.0, ..settings };
-    assert!(floor_stage(Intent::FollowUp, &mut f, &off).is_empty());
+    let off = TurnSettings { relevance_floor: 0.0, ..settings.clone() };
+    assert!(floor_stage(Intent::FollowUp, &mut f, &[], &off).is_empty());
     assert_eq!(f.len(), 5, "0 is off");
+    // A pointer that ranks above every new block (client memory) raises the floor: 0.8 × 1.0.
+    let pointer = context::PointerCandidate {
+        document_id: "z".into(),
+        title: "z".into(),
+        metadata: Default::default(),
+        chunk_ids: vec!["z#0".into()],
+        shown_in_turn: 1,
+        score: 1.0,
+    };
+    let mut f = fragments();
+    let held = floor_stage(Intent::New, &mut f, &[pointer], &settings);
+    assert_eq!(docs(&f), ["a"], "0.8 × 1.0: only a (0.9) stays");
+    assert_eq!(held.len(), 3, "{held:?}");
 }
 
 #[test]

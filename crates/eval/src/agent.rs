@@ -1,0 +1,273 @@
+//! `ragctx eval agent`: MTRAG's conversations replayed as an agent calls a search tool
+//! (DESIGN §9), two tools side by side on the same index and model, each with the same
+//! per-call budget and limit:
+//!
+//! - `ragctx`: the MCP `search` tool's own work ([`ragctx_mcp::Scope::search`]): one session
+//!   per conversation, chunks the agent holds never re-sent, pointers for those that rank;
+//! - `plain`: top-k with no session, what `mcp-server-qdrant`'s `qdrant-find` does: the same
+//!   search, a fresh session every call, no exclusion, no relevance floor, no near-duplicate
+//!   removal ([`ragctx_engine::presets::plain_top_k`]).
+//!
+//! The schedule of tool calls per user turn is fixed and not tuned on the data: the question
+//! as asked, then MTRAG's human rewrite of it (when it has one that differs), then the
+//! previous turn's question again (an agent re-checking; from the second turn on).
+//!
+//! Per tool, overall and from turn 5: tokens returned to the agent per turn, duplicate chunk
+//! tokens (blocks holding a chunk the agent already held, returned again in full), the gold
+//! evidence the agent holds after each turn (gold passages of the turn among every chunk it
+//! was handed in the conversation so far), and calls that returned nothing new.
+
+use crate::data::conversations;
+use crate::error::{bail, Result};
+use ragctx_app::config::Settings;
+use ragctx_core::SessionStore;
+use ragctx_mcp::{Scope, SearchArgs};
+use ragctx_store::DataDir;
+use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Options of one run.
+pub struct AgentOptions {
+    /// Conversations in the turns.jsonl format.
+    pub turns: PathBuf,
+    /// Folder with corpus_DOMAIN.jsonl.
+    pub corpus_dir: PathBuf,
+    /// Domains (all in the turns file when empty).
+    pub domains: Vec<String>,
+    /// Tokens one call may return.
+    pub budget: usize,
+    /// Results of one call at most.
+    pub limit: usize,
+    /// Replay at most this many conversations.
+    pub conversations: Option<usize>,
+    /// Print one JSON object instead of the table.
+    pub json: bool,
+}
+
+/// What one tool handed the agent, summed.
+#[derive(Clone, Default, Debug, serde::Serialize)]
+pub struct Sums {
+    /// User turns counted.
+    pub turns: usize,
+    /// Tool calls made.
+    pub calls: usize,
+    /// Tokens returned to the agent (blocks and pointers).
+    pub tokens: usize,
+    /// Tokens of blocks holding a chunk the agent already held.
+    pub duplicate_tokens: usize,
+    /// Calls that handed over no chunk the agent did not hold.
+    pub nothing_new: usize,
+    /// Turns with gold passages, and the sum of the evidence held after each.
+    pub gold_turns: usize,
+    /// Sum over gold turns of the share of the turn's gold passages the agent holds.
+    pub evidence_held: f64,
+}
+
+impl Sums {
+    fn add(&mut self, o: &Sums) {
+        self.turns += o.turns;
+        self.calls += o.calls;
+        self.tokens += o.tokens;
+        self.duplicate_tokens += o.duplicate_tokens;
+        self.nothing_new += o.nothing_new;
+        self.gold_turns += o.gold_turns;
+        self.evidence_held += o.evidence_held;
+    }
+
+    fn report(&self) -> serde_json::Value {
+        let per = |x: f64, n: usize| if n == 0 { 0.0 } else { x / n as f64 };
+        serde_json::json!({
+            "turns": self.turns,
+            "calls": self.calls,
+            "tokens_per_turn": per(self.tokens as f64, self.turns),
+            "duplicate_tokens": self.duplicate_tokens,
+            "duplicate_tokens_per_turn": per(self.duplicate_tokens as f64, self.turns),
+            "evidence_held": per(self.evidence_held, self.gold_turns),
+            "calls_nothing_new": self.nothing_new,
+            "share_nothing_new": per(self.nothing_new as f64, self.calls),
+        })
+    }
+}
+
+/// The tools' names, in the report's order.
+pub const TOOLS: [&str; 2] = ["ragctx", "plain"];
+
+/// The queries an agent issues for user turn `i` (0-based): the question, its human rewrite
+/// when it has one that differs, and (from the second turn) the previous question again.
+pub fn schedule(conv: &crate::data::Conversation, i: usize) -> Vec<String> {
+    let mut out = vec![conv.messages[i].clone()];
+    if let Some((_, rewrite)) = conv.gold.get(&(i + 1)) {
+        if !rewrite.trim().is_empty() && rewrite.trim() != conv.messages[i].trim() {
+            out.push(rewrite.clone());
+        }
+    }
+    if i > 0 {
+        out.push(conv.messages[i - 1].clone());
+    }
+    out
+}
+
+/// Replays the conversations through both tools and prints the side-by-side report.
+pub fn run(settings: &Settings, opts: &AgentOptions) -> Result<()> {
+    let started = Instant::now();
+    let mut convs = conversations(&opts.turns, &opts.domains)?;
+    if let Some(n) = opts.conversations {
+        convs.truncate(n);
+    }
+    if convs.is_empty() {
+        bail!("no conversations for domains {:?} in {}", opts.domains, opts.turns.display());
+    }
+    let mut domains: Vec<String> = convs.iter().map(|c| c.domain.clone()).collect();
+    domains.sort();
+    domains.dedup();
+    let embedder = ragctx_app::app::embedder(settings)?;
+    let sessions_dir = std::env::temp_dir().join(format!("ragctx-eval-agent-{}", std::process::id()));
+    let sessions_data = DataDir::open(&sessions_dir, embedder.dimension())?;
+    let sessions: Arc<dyn SessionStore> = Arc::new(sessions_data.session_store());
+    let base = crate::replay_settings(settings);
+    // (tool, overall | from turn 5 | domain) → sums; per turn number for the curve.
+    let mut sums: BTreeMap<(String, String), Sums> = BTreeMap::new();
+    let mut by_turn: BTreeMap<(String, usize), Sums> = BTreeMap::new();
+    let mut per_conversation: Vec<serde_json::Value> = Vec::new();
+    for domain in &domains {
+        let (store, _) = crate::mtrag::domain_store(settings, &opts.corpus_dir, domain, embedder.as_ref(), !opts.json)?;
+        let engine = ragctx_app::app::engine_over(Arc::new(store), sessions.clone(), embedder.clone());
+        let scope = |base: ragctx_engine::TurnSettings| Scope {
+            engine: engine.clone(),
+            base,
+            session_prefix: None,
+            timeout: Duration::from_secs(600),
+        };
+        let tools = [scope(base.clone()), scope(ragctx_engine::presets::plain_top_k(&base))];
+        for conv in convs.iter().filter(|c| &c.domain == domain) {
+            let mut row = serde_json::json!({"conversation": conv.id, "domain": domain});
+            for (name, tool) in TOOLS.iter().zip(&tools) {
+                let session = format!("agent-{}", conv.id);
+                sessions.delete(&ragctx_core::SessionId::parse(&session)?)?;
+                let mut held: HashSet<String> = HashSet::new();
+                let mut conv_sums = Sums::default();
+                let mut calls = 0usize;
+                for i in 0..conv.messages.len() {
+                    let mut turn = Sums { turns: 1, ..Default::default() };
+                    for query in schedule(conv, i) {
+                        calls += 1;
+                        // The plain tool keeps nothing: a session of its own for every call.
+                        let session =
+                            if *name == "plain" { format!("plain-{}-{calls}", conv.id) } else { session.clone() };
+                        let args = SearchArgs {
+                            session: session.clone(),
+                            query,
+                            filter: None,
+                            budget: Some(opts.budget),
+                            limit: Some(opts.limit),
+                        };
+                        let (out, _) = tool.search(&args).map_err(crate::error::Error::Failed)?;
+                        if *name == "plain" {
+                            sessions.delete(&ragctx_core::SessionId::parse(&session)?)?;
+                        }
+                        turn.calls += 1;
+                        turn.tokens += out.tokens;
+                        let mut new = false;
+                        for b in &out.blocks {
+                            if b.chunk_ids.iter().any(|c| held.contains(c)) {
+                                turn.duplicate_tokens += b.tokens;
+                            }
+                            for c in &b.chunk_ids {
+                                new |= held.insert(c.clone());
+                            }
+                        }
+                        turn.nothing_new += usize::from(!new);
+                    }
+                    if let Some((gold, _)) = conv.gold.get(&(i + 1)).filter(|(g, _)| !g.is_empty()) {
+                        turn.gold_turns = 1;
+                        turn.evidence_held =
+                            gold.iter().filter(|g| held.contains(*g)).count() as f64 / gold.len() as f64;
+                    }
+                    let n = i + 1;
+                    let keys = [
+                        Some("overall".to_owned()),
+                        (n >= 5).then(|| "from_turn_5".to_owned()),
+                        Some(format!("domain:{domain}")),
+                    ];
+                    for k in keys.into_iter().flatten() {
+                        sums.entry((name.to_string(), k)).or_default().add(&turn);
+                    }
+                    by_turn.entry((name.to_string(), n)).or_default().add(&turn);
+                    conv_sums.add(&turn);
+                }
+                row[*name] = conv_sums.report();
+            }
+            per_conversation.push(row);
+        }
+    }
+    let _ = std::fs::remove_dir_all(&sessions_dir);
+    let mut report = serde_json::json!({
+        "budget": opts.budget,
+        "limit": opts.limit,
+        "conversations": convs.len(),
+        "schedule": "per user turn: the question, its human rewrite (when it differs), the previous question again (from turn 2)",
+        "seconds": started.elapsed().as_secs_f64(),
+    });
+    for tool in TOOLS {
+        let mut t = serde_json::Map::new();
+        for ((name, key), s) in &sums {
+            if name == tool {
+                t.insert(key.clone(), s.report());
+            }
+        }
+        let turns: serde_json::Map<String, serde_json::Value> = by_turn
+            .iter()
+            .filter(|((name, _), _)| name == tool)
+            .map(|((_, n), s)| (n.to_string(), s.report()))
+            .collect();
+        t.insert("by_turn".into(), serde_json::Value::Object(turns));
+        report[tool] = serde_json::Value::Object(t);
+    }
+    report["per_conversation"] = serde_json::Value::Array(per_conversation);
+    if opts.json {
+        println!("{}", serde_json::to_string(&report)?);
+        return Ok(());
+    }
+    println!(
+        "agent replay: {} conversations, budget {} tokens and limit {} per call ({:.0} s)",
+        convs.len(),
+        opts.budget,
+        opts.limit,
+        started.elapsed().as_secs_f64()
+    );
+    println!(
+        "{:<8} {:<12} {:>9} {:>10} {:>11} {:>9} {:>13}",
+        "tool", "turns", "calls", "tokens/turn", "dup tokens", "evidence", "nothing new"
+    );
+    for key in ["overall", "from_turn_5"] {
+        for tool in TOOLS {
+            let r = &report[tool][key];
+            println!(
+                "{:<8} {:<12} {:>9} {:>10.0} {:>11} {:>9.3} {:>13}",
+                tool,
+                key,
+                r["calls"],
+                r["tokens_per_turn"].as_f64().unwrap_or(0.0),
+                r["duplicate_tokens"],
+                r["evidence_held"].as_f64().unwrap_or(0.0),
+                r["calls_nothing_new"]
+            );
+        }
+    }
+    let ratio = |key: &str| {
+        let t = |tool: &str| report[tool][key]["tokens_per_turn"].as_f64().unwrap_or(0.0);
+        if t("ragctx") > 0.0 {
+            t("plain") / t("ragctx")
+        } else {
+            0.0
+        }
+    };
+    println!(
+        "plain / ragctx tokens per turn: {:.2}× overall, {:.2}× from turn 5",
+        ratio("overall"),
+        ratio("from_turn_5")
+    );
+    Ok(())
+}
