@@ -39,9 +39,9 @@ fn cases() -> Vec<Case> {
         c("engaged_prior", json!(0.125), &[], json!(2)),
         c("near_duplicate", json!(0.5), &[], json!(1.5)),
         c("diversity", json!(0.25), &[], json!(1.5)),
-        c("freed_slots", json!("keep"), &[("memory", "client")], json!("spill")),
         // Nothing listens at the rerank endpoint (CONDENSER): the turn keeps the search's order.
         c("rerank", json!("remote"), &[], json!("local")),
+        c("freed_slots", json!("keep"), &[("memory", "client")], json!("spill")),
         c("budget", json!(900), &[], json!(1)),
         c("session_ttl", json!(1), &[], json!(400_000_000)),
         c("filter", json!({"topic": "plants"}), &[], json!({"year": {"gt": "x"}})),
