@@ -44,6 +44,10 @@ pub struct AgentOptions {
     pub conversations: Option<usize>,
     /// Print one JSON object instead of the table.
     pub json: bool,
+    /// Write every call of the schedule here (JSONL: conversation, domain, turn, query, the
+    /// turn's gold passages), for replaying the same calls through an MCP client
+    /// (`bench/agent-mcp`).
+    pub calls_out: Option<PathBuf>,
 }
 
 /// What one tool handed the agent, summed.
@@ -131,6 +135,7 @@ pub fn run(settings: &Settings, opts: &AgentOptions) -> Result<()> {
     let mut sums: BTreeMap<(String, String), Sums> = BTreeMap::new();
     let mut by_turn: BTreeMap<(String, usize), Sums> = BTreeMap::new();
     let mut per_conversation: Vec<serde_json::Value> = Vec::new();
+    let mut calls_written = String::new();
     for domain in &domains {
         let (store, _) = crate::mtrag::domain_store(settings, &opts.corpus_dir, domain, embedder.as_ref(), !opts.json)?;
         let engine = ragctx_app::app::engine_over(Arc::new(store), sessions.clone(), embedder.clone());
@@ -152,6 +157,11 @@ pub fn run(settings: &Settings, opts: &AgentOptions) -> Result<()> {
                 for i in 0..conv.messages.len() {
                     let mut turn = Sums { turns: 1, ..Default::default() };
                     for query in schedule(conv, i) {
+                        if *name == "ragctx" && opts.calls_out.is_some() {
+                            let gold = conv.gold.get(&(i + 1)).map(|g| g.0.clone()).unwrap_or_default();
+                            let line = serde_json::json!({"conversation": conv.id, "domain": domain, "turn": i + 1, "query": query, "gold": gold});
+                            calls_written.push_str(&format!("{line}\n"));
+                        }
                         calls += 1;
                         // The plain tool keeps nothing: a session of its own for every call.
                         let session =
@@ -203,6 +213,9 @@ pub fn run(settings: &Settings, opts: &AgentOptions) -> Result<()> {
         }
     }
     let _ = std::fs::remove_dir_all(&sessions_dir);
+    if let Some(path) = &opts.calls_out {
+        crate::error::write_file(path, calls_written.as_bytes())?;
+    }
     let mut report = serde_json::json!({
         "budget": opts.budget,
         "limit": opts.limit,

@@ -130,6 +130,10 @@ pub enum EvalCommand {
         /// Print the report as one JSON object
         #[arg(long)]
         json: bool,
+        /// Write every call of the schedule as JSONL (conversation, domain, turn, query, gold),
+        /// for replaying the same calls through an MCP client (bench/agent-mcp)
+        #[arg(long)]
+        calls_out: Option<PathBuf>,
     },
     /// Fits the follow-up query's weights (earlier questions, the previous turn's chunks) on
     /// MTRAG for recall@k, cross-validated by conversation (5 folds); prints the held-out
@@ -189,7 +193,7 @@ pub fn run(settings: &Settings, what: &EvalCommand) -> Result<()> {
             };
             crate::fit_query::run(settings, &opts)
         }
-        EvalCommand::Agent { data, domains, budget, limit, conversations, json } => {
+        EvalCommand::Agent { data, domains, budget, limit, conversations, json, calls_out } => {
             let opts = crate::agent::AgentOptions {
                 turns: data.join("turns.jsonl"),
                 corpus_dir: data.clone(),
@@ -198,6 +202,7 @@ pub fn run(settings: &Settings, what: &EvalCommand) -> Result<()> {
                 limit: *limit,
                 conversations: *conversations,
                 json: *json,
+                calls_out: calls_out.clone(),
             };
             crate::agent::run(settings, &opts)
         }
