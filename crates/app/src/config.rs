@@ -266,10 +266,6 @@ impl Settings {
     pub fn turn(&self) -> &TurnSettings {
         &self.turn
     }
-    /// The HNSW search breadth, when set.
-    pub fn ef_search(&self) -> Option<usize> {
-        self.ef_search
-    }
     /// Where vectors live: the data dir, or a Milvus collection.
     pub fn backend(&self) -> &Backend {
         &self.backend

@@ -610,19 +610,17 @@ fn eval_mtrag_scores_strategies_side_by_side() {
             assert_eq!(r["granularity"], g);
             let o = &r["overall"];
             assert_eq!(o["turns"].as_u64(), Some(gold_turns), "{name}@{g}");
-            for k in [
-                "fresh_recall",
-                "doc_recall",
-                "available_recall",
-                "repeat_rate",
-                "doc_repeat_rate",
-                "context_tokens",
-                "prompt_tokens",
-                "new_gold_per_1k_tokens",
-            ] {
-                let x = o[k].as_f64().unwrap_or_else(|| panic!("{name}@{g}.{k}"));
-                assert!(x >= 0.0);
+            let value = |k: &str| o[k].as_f64().unwrap_or_else(|| panic!("{name}@{g}.{k}: {o}"));
+            for k in ["fresh_recall", "doc_recall", "available_recall", "repeat_rate", "doc_repeat_rate"] {
+                assert!((0.0..=1.0).contains(&value(k)), "{name}@{g}.{k} is a share: {o}");
             }
+            assert!(value("fresh_recall") > 0.0, "{name}@{g} finds some gold: {o}");
+            assert!(
+                value("context_tokens") > 0.0 && value("prompt_tokens") >= value("context_tokens"),
+                "{name}@{g}: {o}"
+            );
+            let per_1k = value("new_gold_per_1k_tokens");
+            assert!(per_1k.is_finite() && per_1k > 0.0, "{name}@{g}: {o}");
             assert!(o["available_recall"].as_f64() >= o["fresh_recall"].as_f64(), "available includes fresh");
             assert!(r["by_domain"]["govt"]["turns"].as_u64() == Some(gold_turns));
             assert!(r["by_turn"].as_object().unwrap().len() >= 2);
@@ -643,8 +641,15 @@ fn eval_mtrag_scores_strategies_side_by_side() {
         let o = &s[name]["overall"];
         assert_eq!(s[name]["memory"], name);
         assert_eq!(o["turns"].as_u64(), Some(gold_turns), "{name}");
-        for k in ["evidence_recall", "duplicate_tokens", "resent_rate", "turn_tokens", "carried", "pointers"] {
-            assert!(o[k].as_f64().is_some_and(|x| x >= 0.0), "{name}.{k}: {o}");
+        let value = |k: &str| o[k].as_f64().unwrap_or_else(|| panic!("{name}.{k}: {o}"));
+        assert!(value("evidence_recall") > 0.0 && value("evidence_recall") <= 1.0, "{name}: {o}");
+        assert_eq!(value("duplicate_tokens"), 0.0, "{name}: nothing is read twice: {o}");
+        assert!(value("turn_tokens") > 0.0 && (0.0..=1.0).contains(&value("resent_rate")), "{name}: {o}");
+        if name == "client" {
+            assert_eq!(value("carried"), 0.0, "client memory carries nothing: {o}");
+            assert_eq!(value("resent_rate"), 0.0, "client memory re-sends nothing the window holds: {o}");
+        } else {
+            assert_eq!(value("pointers"), 0.0, "engine memory carries instead of pointing: {o}");
         }
         assert!(s[name]["from_turn_5"].is_object());
     }

@@ -53,7 +53,7 @@ fn an_agent_over_stdio_never_gets_a_chunk_twice_and_its_steps_are_traced() {
         assert_eq!(t["answer"], "", "retrieve-only: no answer generated");
         assert_eq!(t["trace"]["memory"], "client");
     }
-    assert!(traces[3]["pointers"].as_array().unwrap().len() > 0, "the repeat's pointers are traced");
+    assert!(!traces[3]["pointers"].as_array().unwrap().is_empty(), "the repeat's pointers are traced");
 }
 
 #[test]

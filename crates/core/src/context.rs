@@ -15,7 +15,9 @@ pub struct ContextBlock {
     pub chunk_ids: Vec<ChunkId>,
     /// Tokens of the rendered block, header included.
     pub tokens: usize,
-    /// The best similarity (cosine) among its chunks: what the block is ranked by.
+    /// What the block is ranked by: the best score among its chunks — their cosine to the
+    /// query, plus `engaged_prior` for a follow-up's engaged documents, handed out again down
+    /// another order where a stage re-ordered the candidates (hybrid fusion, a reranker, MMR).
     pub score: f32,
     /// `engine` memory: the turn that first showed this block's chunks, when it is carried
     /// from the working set; `None` for a block new to the conversation.
