@@ -105,3 +105,35 @@ fn call(addr: &str, key: &str, method: &str, path: &str) -> (u16, String) {
     let status = out.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
     (status, out.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default())
 }
+
+/// Bare API keys (each `write` in the default tenant) keep their sessions apart, as the HTTP
+/// API does; without keys, `/mcp` answers only a loopback `Host` (DNS rebinding).
+#[test]
+fn bare_keys_keep_sessions_apart_and_keyless_mcp_refuses_a_foreign_host() {
+    let env = Env::new();
+    let corpus = env.govt(60);
+    env.ok(&["ingest", corpus.to_str().unwrap()]);
+    let server = Server::start(&env, &[], &[("RAGCTX_API_KEYS", "bare-one,bare-two")]);
+    let r = client(&["barekeys", &format!("http://{}/mcp", server.addr), "bare-one", "bare-two"]);
+    assert!(r["key_2"][0].as_u64().unwrap() > 0, "{r}");
+    drop(server);
+
+    let open = Server::start(&env, &[], &[]);
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let ask = |host: &str| {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(&open.addr).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
+        let req = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{init}",
+            init.len()
+        );
+        s.write_all(req.as_bytes()).unwrap();
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        out.split_whitespace().nth(1).and_then(|c| c.parse::<u16>().ok()).unwrap_or(0)
+    };
+    assert_eq!(ask(&open.addr), 200, "a loopback Host is served");
+    let foreign = ask("evil.example");
+    assert!((400..500).contains(&foreign), "a foreign Host is refused, got {foreign}");
+}

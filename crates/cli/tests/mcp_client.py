@@ -4,6 +4,7 @@ with bench/.venv's Python: the official MCP Python SDK `mcp`, and `fastmcp`'s cl
     mcp_client.py stdio BIN DATA_DIR MODEL_DIR   an agent session over stdio (`ragctx mcp`)
     mcp_client.py http URL KEY_A KEY_B           the same tools over `serve`'s /mcp, two tenants
     mcp_client.py fastmcp URL KEY                fastmcp's client over HTTP
+    mcp_client.py barekeys URL KEY_1 KEY_2       two bare keys: the same session name, two sessions
 
 Each mode asserts what it checks and prints one JSON line of what it saw; a failed check exits
 non-zero with the reason. The questions are ours, written for the fixture corpus's
@@ -191,7 +192,26 @@ async def with_fastmcp(url, key):
     print(json.dumps({"tools": names, "blocks": len(s["blocks"]), "pointers_again": len(a["pointers"])}))
 
 
+async def barekeys(url, key_1, key_2):
+    """Bare API keys keep their sessions apart: the same session name is two sessions."""
+    from mcp.client.streamable_http import streamable_http_client
+    seen = {}
+    for key, tries in [(key_1, 2), (key_2, 1)]:
+        async with client(url, key) as hc, streamable_http_client(url, http_client=hc) as streams:
+            async with ClientSession(streams[0], streams[1]) as s:
+                await s.initialize()
+                for _ in range(tries):
+                    r = await s.call_tool("search", {"session": "shared-name", "query": QUESTIONS[0]})
+                    assert not r.is_error, text_of(r)
+                    seen.setdefault(key, []).append(held(r))
+    (b1, p1), (b1b, p1b) = seen[key_1]
+    (b2, p2), = seen[key_2]
+    assert b1 and p1b and not p1, "the first key's second search points to what it holds"
+    assert b2 and not p2, "the second key's session of the same name holds nothing"
+    print(json.dumps({"key_1": [len(b1), len(p1b)], "key_2": [len(b2), len(p2)]}))
+
+
 if __name__ == "__main__":
     mode, *args = sys.argv[1:]
-    run = {"stdio": stdio, "http": http, "fastmcp": with_fastmcp}[mode]
+    run = {"stdio": stdio, "http": http, "fastmcp": with_fastmcp, "barekeys": barekeys}[mode]
     asyncio.run(run(*args))

@@ -90,6 +90,14 @@ pub struct TurnRecord {
     pub forgotten: Vec<ChunkId>,
 }
 
+impl TurnRecord {
+    /// A `forget` step (it lists what it let go, never empty): bookkeeping, not a question —
+    /// "the previous turn" of a follow-up, a reshow or the query mix is the turn before it.
+    pub fn is_forget(&self) -> bool {
+        !self.forgotten.is_empty()
+    }
+}
+
 /// A vector in one byte per dimension and one scale: 384 dimensions take about 1.5 KB of
 /// JSON instead of 4.5 KB, at a cosine of ≈ 0.9999 to the original.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -109,4 +109,30 @@ mod tests {
         s.strategy = crate::Strategy::Group;
         assert!(exclusion_set(&state, Intent::New, &s).is_empty());
     }
+
+    /// A `forget` step lets go of what it names: out of the exclusion and the working set
+    /// until a later turn shows it again.
+    #[test]
+    fn a_forgotten_chunk_leaves_until_it_is_shown_again() {
+        let forget = |n: u64, chunk: &str| TurnRecord {
+            shown_chunks: vec![],
+            shown_documents: vec![],
+            forgotten: vec![chunk.into()],
+            ..turn(n, "x", "x", false)
+        };
+        let s = TurnSettings { memory: Memory::Client, ..TurnSettings::default() };
+        let mut state = SessionState {
+            turns: vec![turn(1, "a#1", "a", false), turn(2, "b#1", "b", false), forget(3, "a#1")],
+            ..Default::default()
+        };
+        let ex = exclusion_set(&state, Intent::New, &s);
+        assert_eq!(ex.chunks.iter().map(|c| c.as_str()).collect::<Vec<_>>(), ["b#1"]);
+        let held = first_shown(&state, 0);
+        assert!(!held.contains_key(&ChunkId::from("a#1")) && held.contains_key(&ChunkId::from("b#1")));
+        assert!(state.turns[2].is_forget() && !state.turns[1].is_forget());
+        // Shown again after the step: held again, first shown by the turn that showed it again.
+        state.turns.push(turn(4, "a#1", "a", false));
+        assert!(exclusion_set(&state, Intent::New, &s).chunks.contains("a#1"));
+        assert_eq!(first_shown(&state, 0)[&ChunkId::from("a#1")], 4);
+    }
 }

@@ -73,9 +73,10 @@ pub struct Engine {
     pub rerank_top_n: usize,
 }
 
-/// Default of [`Engine::rerank_top_n`]: the candidates of a full turn (`limit` 24 and the
-/// working set's chunks that rank) fit.
-pub const DEFAULT_RERANK_TOP_N: usize = 48;
+/// Default of [`Engine::rerank_top_n`]: a turn's `limit` (24) with room for the working set's
+/// chunks that rank, and within Text Embeddings Inference's default batch limit
+/// (`--max-client-batch-size` 32), which refuses a larger request.
+pub const DEFAULT_RERANK_TOP_N: usize = 32;
 
 impl Engine {
     /// An engine over these backends with the defaults for the rest: its own turn locks, the
@@ -185,6 +186,9 @@ impl Engine {
         input.settings.validate()?;
         let question = validate_question(input.question)?;
         let query = input.query.map(validate_question).transpose()?;
+        if input.reshow.is_some() && input.settings.mode != ragctx_core::Mode::Reshow {
+            return Err(Error::InvalidInput("chunks to show again need mode reshow".into()));
+        }
         let input = TurnInput { question, query, ..input };
         let session = input.session;
         // One log line per turn: the span's, when it closes (its fields are recorded once the
@@ -279,7 +283,8 @@ impl Engine {
     /// An agent's `forget` step: `chunks` leave the session's working set (its host compacted
     /// or dropped them), so a later search may send them again; recorded as a step of the
     /// session, with the chunks in its trace's `forgotten`. `None` forgets everything the
-    /// session holds. Returns the step as recorded.
+    /// session holds. Returns the step as recorded; when the session holds none of `chunks`,
+    /// nothing is recorded (turn 0, `forgotten` empty).
     pub fn forget(&self, session: &SessionId, chunks: Option<Vec<ChunkId>>, settings: &TurnSettings) -> Result<Trace> {
         self.turn_locks.with(session, || {
             for replans in 0..=MAX_REPLANS {
@@ -313,6 +318,10 @@ impl Engine {
                     at_unix_ms: now_ms(),
                     trace: stats,
                 };
+                // Nothing held to let go: nothing to record (a step always names what it forgot).
+                if trace.trace.forgotten.is_empty() {
+                    return Ok(trace);
+                }
                 let record = memory::record_of(&trace);
                 let commit = TurnCommit {
                     read_version: state.version,
@@ -358,8 +367,10 @@ impl Engine {
     /// remembering anything. With `mode` `auto` the turn runs with the intent it was recorded
     /// with. The current markers of the session are kept. Not reproduced: a `session reset`
     /// between the earlier traces and this one (the traces outlive it), a conversation that
-    /// came from an OpenAI client's `messages`, and the query mix of turns traced before
-    /// query vectors were kept.
+    /// came from an OpenAI client's `messages`, the query mix of turns traced before query
+    /// vectors were kept, and an agent's steps as they ran (a replayed `search` generates an
+    /// answer, a replayed `open` shows the previous turn's sources again); a `forget` step is
+    /// refused.
     pub fn replay(
         &self,
         session: &SessionId,
@@ -368,6 +379,12 @@ impl Engine {
         settings: &TurnSettings,
     ) -> Result<Trace> {
         settings.validate()?;
+        if !trace.trace.forgotten.is_empty() {
+            return Err(Error::InvalidInput(format!(
+                "turn {} is a forget step: there is nothing to replay",
+                trace.turn
+            )));
+        }
         let mut state = self.sessions.load(session)?.unwrap_or_default();
         state.turns = earlier.iter().map(memory::record_of).collect();
         let mut s = settings.clone();

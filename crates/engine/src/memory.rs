@@ -32,7 +32,13 @@ pub fn record_of(t: &Trace) -> TurnRecord {
     }
 }
 
+/// The last remembered turn that is not a `forget` step: what `follow_up` and `reshow`
+/// refer to.
+pub fn last_turn(state: &ragctx_core::SessionState) -> Option<&TurnRecord> {
+    state.turns.iter().rev().find(|t| !t.is_forget())
+}
+
 /// Documents of the last remembered turn (what `follow_up` and `reshow` refer to).
 pub fn last_documents(state: &ragctx_core::SessionState) -> Vec<DocumentId> {
-    state.turns.last().map(|t| t.shown_documents.clone()).unwrap_or_default()
+    last_turn(state).map(|t| t.shown_documents.clone()).unwrap_or_default()
 }

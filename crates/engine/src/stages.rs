@@ -140,7 +140,10 @@ pub fn working_centroid(
     if weights.working_set <= 0.0 || !mixes(intent, settings) {
         return Ok(None);
     }
-    let Some(last) = exclusion::window_turns(state, settings.window).iter().rev().find(|t| t.intent != Intent::Reshow)
+    let Some(last) = exclusion::window_turns(state, settings.window)
+        .iter()
+        .rev()
+        .find(|t| t.intent != Intent::Reshow && !t.is_forget())
     else {
         return Ok(None);
     };
@@ -223,20 +226,27 @@ pub fn engaged_stage(
     boosted
 }
 
-/// Stage 3, with `freed_slots keep` (`client` memory): the new candidates that rank in the top
-/// `limit` together with the working set's chunks that rank; the held ones keep their slots
-/// as pointers, so the turn returns only what ranks in the top `limit`. Returns how many new
-/// candidates left.
-pub fn keep_slots(hits: &mut Vec<Hit>, held_scores: &[f32], settings: &TurnSettings) -> usize {
+/// Stage 3, with `freed_slots keep` (`client` memory, a strategy that ranks chunks): the new
+/// candidates and the held chunks that rank, together, cut to the top `limit`; the held ones
+/// keep their slots as pointers (a pointer stays while its best chunk is within the cut). So
+/// the turn returns only what ranks in the top `limit`. Nothing held ranks: nothing changes
+/// (the deeper search's extra documents stay). Returns how many new candidates left.
+pub fn keep_slots(
+    hits: &mut Vec<Hit>,
+    pointers: &mut Vec<context::PointerCandidate>,
+    held_scores: &[f32],
+    settings: &TurnSettings,
+) -> usize {
     let mut all: Vec<f32> = hits.iter().map(|h| h.score).chain(held_scores.iter().copied()).collect();
-    if all.len() <= settings.limit {
+    if held_scores.is_empty() || all.len() <= settings.limit {
         return 0;
     }
     all.sort_by(|a, b| b.total_cmp(a));
     let last = all[settings.limit - 1];
-    // Ties at the last slot count for the new ones (never fewer than `limit` results).
+    // Ties at the last slot stay (never fewer than `limit` results).
     let before = hits.len();
     hits.retain(|h| h.score >= last);
+    pointers.retain(|p| p.score >= last);
     before - hits.len()
 }
 
@@ -273,9 +283,9 @@ pub fn dedupe_stage(
 
 /// Stage 4, last: the fragments below `relevance_floor` × the turn's best score leave, so the
 /// budget is filled by rank only with evidence that stands near the best (a reshow keeps
-/// what it reshows). The best counts the working set's chunks that rank and become pointers
-/// (`client` memory): the caller holds that evidence, and a new chunk far below it is not
-/// worth its tokens. Returns the documents held back that have no fragment left, in rank order.
+/// what it reshows). The best counts `pointers` (the working set's chunks that rank, given
+/// with `freed_slots keep`): the caller holds that evidence, and a new chunk far below it is
+/// not worth its tokens. Returns the documents held back that have no fragment left, in rank order.
 pub fn floor_stage(
     intent: Intent,
     fragments: &mut Vec<dedupe::Fragment>,
@@ -346,7 +356,12 @@ impl Engine {
     pub fn query(&self, state: &SessionState, intent: Intent, query: &str, settings: &TurnSettings) -> Result<Query> {
         let reshown_question = match intent {
             // A reshow of a reshow goes back to the question that was first answered.
-            Intent::Reshow => state.turns.iter().rev().find(|t| t.intent != Intent::Reshow).map(|t| t.question.clone()),
+            Intent::Reshow => state
+                .turns
+                .iter()
+                .rev()
+                .find(|t| t.intent != Intent::Reshow && !t.is_forget())
+                .map(|t| t.question.clone()),
             _ => None,
         };
         let text = reshown_question.clone().unwrap_or_else(|| query.to_owned());
@@ -403,7 +418,7 @@ impl Engine {
             });
         }
         if intent == Intent::Reshow {
-            let last = state.turns.last();
+            let last = memory::last_turn(state);
             let shown: Vec<ChunkId> =
                 last.map(|t| t.pointed_chunks.iter().chain(&t.shown_chunks).cloned().collect()).unwrap_or_default();
             let hits = self.scored(&query.vector, &shown, &settings.filter)?;

@@ -290,14 +290,18 @@ fn search_stage(e: &Engine, t: &mut Turn<'_>) -> Result<()> {
     Ok(())
 }
 
-/// `freed_slots keep` in `client` memory, for a turn that excludes.
+/// `freed_slots keep` in `client` memory, for a turn whose `limit` counts chunks (a strategy
+/// that does not group); never for a reshow (it shows again what it was asked to).
 fn slots_run(t: &Turn<'_>) -> bool {
-    t.settings.freed_slots == ragctx_core::FreedSlots::Keep && t.settings.memory == Memory::Client
+    t.settings.freed_slots == ragctx_core::FreedSlots::Keep
+        && t.settings.memory == Memory::Client
+        && !t.settings.strategy.groups()
+        && t.intent != Intent::Reshow
 }
 
-/// Stage 3: the held chunks keep their slots; new candidates outside the top `limit` leave.
+/// Stage 3: the held chunks keep their slots; what falls outside the top `limit` leaves.
 fn slots_stage(_: &Engine, t: &mut Turn<'_>) -> Result<()> {
-    stages::keep_slots(&mut t.hits, &t.held_scores, t.settings);
+    stages::keep_slots(&mut t.hits, &mut t.pointers, &t.held_scores, t.settings);
     Ok(())
 }
 
@@ -306,7 +310,10 @@ fn dedupe_stage(e: &Engine, t: &mut Turn<'_>) -> Result<()> {
     let hits = std::mem::take(&mut t.hits);
     let grouping = (std::mem::take(&mut t.quotas), t.previous.as_slice());
     let mut deduped = stages::dedupe_stage(t.intent, hits, grouping, &t.working.first_shown, t.settings);
-    t.stats.below_floor = stages::floor_stage(t.intent, &mut deduped.fragments, &t.pointers, t.settings);
+    // With held chunks keeping their slots (an agent's search), the floor counts them too.
+    let held: &[PointerCandidate] =
+        if t.settings.freed_slots == ragctx_core::FreedSlots::Keep { &t.pointers } else { &[] };
+    t.stats.below_floor = stages::floor_stage(t.intent, &mut deduped.fragments, held, t.settings);
     // Near-identical text goes where identical text does (strategies that exclude or
     // group); a reshow shows again what it showed.
     if t.intent != Intent::Reshow && (t.settings.strategy.excludes() || t.settings.strategy.groups()) {

@@ -113,6 +113,27 @@ pub fn schedule(conv: &crate::data::Conversation, i: usize) -> Vec<String> {
     out
 }
 
+/// The plain tool: top-k for the query as `qdrant-find` answers it — no exclusion, no relevance
+/// floor, no near-duplicate removal, nothing remembered (the caller gives a fresh session) —
+/// within the same budget and limit, retrieve-only.
+fn plain(
+    engine: &ragctx_engine::Engine,
+    base: &ragctx_engine::TurnSettings,
+    args: &SearchArgs,
+) -> Result<ragctx_mcp::ResultOut> {
+    let settings = ragctx_engine::TurnSettings {
+        memory: ragctx_core::Memory::Client,
+        mode: ragctx_core::Mode::New,
+        conversation_query: ragctx_core::ConversationQuery::Off,
+        budget: args.budget.unwrap_or(ragctx_mcp::DEFAULT_SEARCH_BUDGET),
+        limit: args.limit.unwrap_or(ragctx_mcp::DEFAULT_SEARCH_LIMIT),
+        ..ragctx_engine::presets::plain_top_k(base)
+    };
+    let session = ragctx_core::SessionId::parse(&args.session)?;
+    let t = engine.run(ragctx_engine::TurnInput::new(&session, &args.query, &settings).retrieve_only())?;
+    Ok(ragctx_mcp::result_of(&args.session, &t).0)
+}
+
 /// Replays the conversations through both tools and prints the side-by-side report.
 pub fn run(settings: &Settings, opts: &AgentOptions) -> Result<()> {
     let started = Instant::now();
@@ -145,10 +166,10 @@ pub fn run(settings: &Settings, opts: &AgentOptions) -> Result<()> {
             session_prefix: None,
             timeout: Duration::from_secs(600),
         };
-        let tools = [scope(base.clone()), scope(ragctx_engine::presets::plain_top_k(&base))];
+        let ragctx = scope(base.clone());
         for conv in convs.iter().filter(|c| &c.domain == domain) {
             let mut row = serde_json::json!({"conversation": conv.id, "domain": domain});
-            for (name, tool) in TOOLS.iter().zip(&tools) {
+            for name in TOOLS {
                 let session = format!("agent-{}", conv.id);
                 sessions.delete(&ragctx_core::SessionId::parse(&session)?)?;
                 let mut held: HashSet<String> = HashSet::new();
@@ -157,7 +178,7 @@ pub fn run(settings: &Settings, opts: &AgentOptions) -> Result<()> {
                 for i in 0..conv.messages.len() {
                     let mut turn = Sums { turns: 1, ..Default::default() };
                     for query in schedule(conv, i) {
-                        if *name == "ragctx" && opts.calls_out.is_some() {
+                        if name == "ragctx" && opts.calls_out.is_some() {
                             let gold = conv.gold.get(&(i + 1)).map(|g| g.0.clone()).unwrap_or_default();
                             let line = serde_json::json!({"conversation": conv.id, "domain": domain, "turn": i + 1, "query": query, "gold": gold});
                             calls_written.push_str(&format!("{line}\n"));
@@ -165,7 +186,7 @@ pub fn run(settings: &Settings, opts: &AgentOptions) -> Result<()> {
                         calls += 1;
                         // The plain tool keeps nothing: a session of its own for every call.
                         let session =
-                            if *name == "plain" { format!("plain-{}-{calls}", conv.id) } else { session.clone() };
+                            if name == "plain" { format!("plain-{}-{calls}", conv.id) } else { session.clone() };
                         let args = SearchArgs {
                             session: session.clone(),
                             query,
@@ -173,10 +194,13 @@ pub fn run(settings: &Settings, opts: &AgentOptions) -> Result<()> {
                             budget: Some(opts.budget),
                             limit: Some(opts.limit),
                         };
-                        let (out, _) = tool.search(&args).map_err(crate::error::Error::Failed)?;
-                        if *name == "plain" {
+                        let out = if name == "plain" {
+                            let out = plain(&engine, &base, &args)?;
                             sessions.delete(&ragctx_core::SessionId::parse(&session)?)?;
-                        }
+                            out
+                        } else {
+                            ragctx.search(&args).map_err(crate::error::Error::Failed)?.0
+                        };
                         turn.calls += 1;
                         turn.tokens += out.tokens;
                         let mut new = false;
@@ -207,7 +231,7 @@ pub fn run(settings: &Settings, opts: &AgentOptions) -> Result<()> {
                     by_turn.entry((name.to_string(), n)).or_default().add(&turn);
                     conv_sums.add(&turn);
                 }
-                row[*name] = conv_sums.report();
+                row[name] = conv_sums.report();
             }
             per_conversation.push(row);
         }

@@ -65,12 +65,6 @@ impl Scope {
     pub fn search(&self, args: &SearchArgs) -> Result<(ResultOut, String), String> {
         let session = self.session(&args.session)?;
         let layer = TurnOverrides {
-            // The caller holds every earlier result: never re-sent, pointed to.
-            memory: Some(Memory::Client),
-            // A held chunk keeps its slot, as a pointer: a repeated query costs pointers.
-            freed_slots: Some(ragctx_core::FreedSlots::Keep),
-            mode: Some(Mode::New),
-            conversation_query: Some(ragctx_core::ConversationQuery::Off),
             budget: Some(check_budget("budget", args.budget, DEFAULT_SEARCH_BUDGET)?),
             limit: Some(match args.limit {
                 None => DEFAULT_SEARCH_LIMIT,
@@ -80,8 +74,7 @@ impl Scope {
             filter: Some(filter_of(args.filter.clone())?),
             ..Default::default()
         };
-        let base = TurnSettings { granularity: ragctx_core::Granularity::Chunk, ..self.base.clone() };
-        let settings = layer.apply(&base).map_err(|e| plain(&e))?;
+        let settings = step_settings(&self.base, Mode::New, layer)?;
         ragctx_engine::validate_question(&args.query).map_err(|e| format!("query: {}", plain(&e)))?;
         let input =
             TurnInput::new(&session, &args.query, &settings).retrieve_only().deadline(Instant::now() + self.timeout);
@@ -90,10 +83,50 @@ impl Scope {
     }
 }
 
-/// An error's message without its category (`invalid input: ...`), for a model to read.
+/// An error's message for a model to read: without its category (`invalid input: ...`); an
+/// internal failure (a fault of ragctx or its storage, whose text may name files or servers)
+/// is logged with its cause and told only as an internal error, as the HTTP API does.
 fn plain(e: &Error) -> String {
+    if e.kind() == ragctx_core::ErrorKind::Internal {
+        tracing::error!(cause = %e.report(), "mcp tool: internal error");
+        return "internal error; the server log has the cause".to_owned();
+    }
     let text = e.to_string();
     text.strip_prefix("invalid input: ").map(str::to_owned).unwrap_or(text)
+}
+
+/// `what: message` for the caller's own mistakes, the message alone for anything else (a
+/// time-out or an outage is not the argument's fault).
+fn blame(what: &str, e: &Error) -> String {
+    match e.kind() {
+        ragctx_core::ErrorKind::BadInput | ragctx_core::ErrorKind::NotFound => format!("{what}: {}", plain(e)),
+        _ => plain(e),
+    }
+}
+
+/// The turn settings every agent step runs with over `base` (the configuration's): `client`
+/// memory (the agent holds every earlier result), exclusion of every chunk shown in the
+/// session (strategy `exclude`, consumption `shown`, the whole session as the window), each
+/// query its own (no condensing, no mixing with earlier queries), held chunks keeping their
+/// result slots as pointers. What the configuration sets otherwise (the floor, filters,
+/// near-duplicates, retrieval) applies as everywhere.
+fn step_settings(base: &TurnSettings, mode: Mode, layer: TurnOverrides) -> Result<TurnSettings, String> {
+    let agent = TurnOverrides {
+        memory: Some(Memory::Client),
+        strategy: Some(ragctx_core::Strategy::Exclude),
+        consumption: Some(ragctx_core::Consumption::Shown),
+        granularity: Some(ragctx_core::Granularity::Chunk),
+        window: Some(0),
+        condense: Some(ragctx_core::Condense::Off),
+        conversation_query: Some(ragctx_core::ConversationQuery::Off),
+        freed_slots: Some(ragctx_core::FreedSlots::Keep),
+        mode: Some(mode),
+        ..Default::default()
+    };
+    // `fusion` is refused without hybrid retrieval and `granularity document` with engine
+    // memory only when a layer gives them: the agent layer gives neither.
+    let base = TurnSettings { granularity: ragctx_core::Granularity::Chunk, memory: Memory::Client, ..base.clone() };
+    agent.merge(layer).apply(&base).map_err(|e| plain(&e))
 }
 
 /// `search`'s arguments.
@@ -126,7 +159,7 @@ pub struct OpenArgs {
     /// Your session.
     #[schemars(length(min = 1, max = 128))]
     pub session: String,
-    /// What to show again: a marker from an earlier result ("[3]" or "3"), a chunk ID or a
+    /// What to show again: a marker from an earlier result (`[3]` or `3`), a chunk ID or a
     /// document ID the session holds.
     #[schemars(length(min = 1, max = 512))]
     pub r#ref: String,
@@ -262,6 +295,9 @@ pub struct ResultOut {
     pub pointers: Vec<PointerOut>,
     /// Tokens of the blocks and pointers.
     pub tokens: usize,
+    /// Documents that ranked but did not fit the call's budget (ask again with a larger one,
+    /// or `open` them).
+    pub dropped_by_budget: Vec<String>,
 }
 
 /// One document of `documents`.
@@ -300,8 +336,13 @@ pub struct Tools {
     tool_router: ToolRouter<Tools>,
 }
 
+/// A tool error the model reads; logged (the tool's name at info, the message, which may
+/// quote the caller's input, at debug), since a tool error is an HTTP 200.
 fn tool_error(message: impl Into<String>) -> CallToolResult {
-    CallToolResult::error(vec![ContentBlock::text(message.into())])
+    let message = message.into();
+    tracing::info!("mcp tool error");
+    tracing::debug!(message = %message, "mcp tool error");
+    CallToolResult::error(vec![ContentBlock::text(message)])
 }
 
 fn structured<T: Serialize>(value: &T, text: String) -> CallToolResult {
@@ -327,7 +368,7 @@ fn check_budget(name: &str, v: Option<usize>, default: usize) -> Result<usize, S
 }
 
 /// The result of a turn as the tools return it, and the text the model reads.
-fn result_of(session: &str, t: &Trace) -> (ResultOut, String) {
+pub fn result_of(session: &str, t: &Trace) -> (ResultOut, String) {
     let blocks: Vec<BlockOut> = t
         .context
         .iter()
@@ -367,7 +408,22 @@ fn result_of(session: &str, t: &Trace) -> (ResultOut, String) {
     } else if blocks.is_empty() {
         text.push_str("Nothing new: every result that ranks is one you already hold.\n");
     }
-    let out = ResultOut { session: session.to_owned(), step: t.turn, blocks, pointers, tokens: t.trace.context_tokens };
+    let dropped_by_budget: Vec<String> = t.trace.dropped_by_budget.iter().map(|d| d.as_str().to_owned()).collect();
+    if !dropped_by_budget.is_empty() {
+        text.push_str(&format!(
+            "Did not fit the budget ({} document(s)): {}\n",
+            dropped_by_budget.len(),
+            dropped_by_budget.join(", ")
+        ));
+    }
+    let out = ResultOut {
+        session: session.to_owned(),
+        step: t.turn,
+        blocks,
+        pointers,
+        tokens: t.trace.context_tokens,
+        dropped_by_budget,
+    };
     (out, text)
 }
 
@@ -395,15 +451,22 @@ impl Tools {
     /// engine error becomes a tool error the model can read.
     async fn blocking<T: Send + 'static>(
         scope: &Scope,
+        what: &str,
         f: impl FnOnce() -> ragctx_core::Result<T> + Send + 'static,
     ) -> Result<T, String> {
         // The engine refuses to commit past the deadline; the wait is a little longer so its own
         // error (which names the cause) usually arrives first.
         let limit = scope.timeout + Duration::from_secs(2);
-        match tokio::time::timeout(limit, tokio::task::spawn_blocking(f)).await {
+        // The work runs in the request's span (the turn's span is its child).
+        let span = tracing::Span::current();
+        match tokio::time::timeout(limit, tokio::task::spawn_blocking(move || span.in_scope(f))).await {
             Ok(Ok(Ok(v))) => Ok(v),
-            Ok(Ok(Err(e))) => Err(plain(&e)),
-            Ok(Err(e)) => Err(format!("internal error: {e}")),
+            Ok(Ok(Err(e))) if what.is_empty() => Err(plain(&e)),
+            Ok(Ok(Err(e))) => Err(blame(what, &e)),
+            Ok(Err(e)) => {
+                tracing::error!(cause = %e, "mcp tool: worker failed");
+                Err("internal error; the server log has the cause".to_owned())
+            }
             Err(_) => Err(format!("no answer within {} s", limit.as_secs())),
         }
     }
@@ -464,7 +527,7 @@ impl Tools {
             let scope = scope.clone();
             move || Ok(scope.search(&args))
         };
-        match Self::blocking(&scope, run).await {
+        match Self::blocking(&scope, "", run).await {
             Ok(Ok((out, text))) => Ok(structured(&out, text)),
             Ok(Err(m)) | Err(m) => Ok(tool_error(m)),
         }
@@ -484,13 +547,12 @@ impl Tools {
         let prepared = (|| -> Result<(SessionId, TurnSettings), String> {
             let session = scope.session(&args.session)?;
             let layer = TurnOverrides {
-                memory: Some(Memory::Client),
-                mode: Some(Mode::Reshow),
                 budget: Some(check_budget("budget", args.budget, DEFAULT_OPEN_BUDGET)?),
+                // Every chunk asked for, not only those near its document's best.
+                group_margin: Some(2.0),
                 ..Default::default()
             };
-            let base = TurnSettings { granularity: ragctx_core::Granularity::Chunk, ..scope.base.clone() };
-            Ok((session, layer.apply(&base).map_err(|e| plain(&e))?))
+            Ok((session, step_settings(&scope.base, Mode::Reshow, layer)?))
         })();
         let (session, settings) = match prepared {
             Ok(p) => p,
@@ -508,12 +570,12 @@ impl Tools {
             };
             engine.run(input)
         };
-        match Self::blocking(&scope, run).await {
+        match Self::blocking(&scope, "ref", run).await {
             Ok(t) => {
                 let (out, text) = result_of(&args.session, &t);
                 Ok(structured(&out, text))
             }
-            Err(m) => Ok(tool_error(format!("ref: {m}"))),
+            Err(m) => Ok(tool_error(m)),
         }
     }
 
@@ -533,7 +595,7 @@ impl Tools {
             Err(m) => return Ok(tool_error(m)),
         };
         let vectors = scope.engine.vectors.clone();
-        match Self::blocking(&scope, move || vectors.documents()).await {
+        match Self::blocking(&scope, "", move || vectors.documents()).await {
             Ok(docs) => {
                 let documents: Vec<DocumentOut> = docs
                     .into_iter()
@@ -575,9 +637,11 @@ impl Tools {
             return Ok(tool_error("refs: give 1 to 1000 references, or leave refs out to forget everything"));
         }
         let engine = scope.engine.clone();
-        // Recorded as the agent's other steps are: `client` memory.
-        let settings =
-            TurnSettings { memory: Memory::Client, granularity: ragctx_core::Granularity::Chunk, ..scope.base.clone() };
+        // Recorded as the agent's other steps are.
+        let settings = match step_settings(&scope.base, Mode::New, TurnOverrides::default()) {
+            Ok(s) => s,
+            Err(m) => return Ok(tool_error(m)),
+        };
         let refs = args.refs.clone();
         let run = move || {
             let chunks = match &refs {
@@ -586,13 +650,13 @@ impl Tools {
             };
             engine.forget(&session, chunks, &settings)
         };
-        match Self::blocking(&scope, run).await {
+        match Self::blocking(&scope, "refs", run).await {
             Ok(t) => {
                 let forgotten: Vec<String> = t.trace.forgotten.iter().map(|c| c.as_str().to_owned()).collect();
                 let text = format!("forgot {} chunk(s): a later search may send them again", forgotten.len());
                 Ok(structured(&ForgetOut { session: args.session, forgotten }, text))
             }
-            Err(m) => Ok(tool_error(format!("refs: {m}"))),
+            Err(m) => Ok(tool_error(m)),
         }
     }
 }

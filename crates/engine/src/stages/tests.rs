@@ -510,3 +510,55 @@ fn diversity_lets_a_different_chunk_ahead_of_a_near_copy_and_is_off_by_default()
     assert!(other < copy, "with diversity the different chunk comes first: {a:?}");
     assert!(t.trace.timings_ms.contains_key("diversity"));
 }
+
+#[test]
+fn held_chunks_keep_their_slots_and_nothing_outside_the_top_limit_stays() {
+    let s = TurnSettings { limit: 3, memory: Memory::Client, ..TurnSettings::default() };
+    let hit = |id: &str, score: f32| Hit { chunk: chunk(id, &id[..1], "x").chunk, score };
+    let pointer = |doc: &str, score: f32| context::PointerCandidate {
+        document_id: doc.into(),
+        title: doc.into(),
+        metadata: Default::default(),
+        chunk_ids: vec![format!("{doc}#0").as_str().into()],
+        shown_in_turn: 1,
+        score,
+    };
+    // New 0.9, 0.7, 0.5; held 0.8, 0.4: the top 3 are 0.9, 0.8 (held), 0.7.
+    let mut hits = vec![hit("a#0", 0.9), hit("b#0", 0.7), hit("c#0", 0.5)];
+    let mut pointers = vec![pointer("h", 0.8), pointer("k", 0.4)];
+    assert_eq!(keep_slots(&mut hits, &mut pointers, &[0.8, 0.4], &s), 1);
+    assert_eq!(ids(&hits), ["a#0", "b#0"]);
+    assert_eq!(pointers.len(), 1, "the held chunk below the cut is no pointer either");
+    // Nothing held ranks: the deeper search's extras stay.
+    let mut hits = vec![hit("a#0", 0.9), hit("b#0", 0.7), hit("c#0", 0.5), hit("d#0", 0.4)];
+    assert_eq!(keep_slots(&mut hits, &mut Vec::new(), &[], &s), 0);
+    assert_eq!(hits.len(), 4);
+}
+
+#[test]
+fn forget_lets_a_chunk_come_back_and_a_step_with_nothing_to_forget_is_not_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = engine(&dir);
+    let s = TurnSettings { memory: Memory::Client, relevance_floor: 0.0, ..TurnSettings::default() };
+    let session = ragctx_core::SessionId::parse("agent").unwrap();
+    let nothing = e.forget(&session, None, &s).unwrap();
+    assert_eq!((nothing.turn, nothing.trace.forgotten.len()), (0, 0), "an empty session: nothing recorded");
+    assert!(e.sessions.traces(&session).unwrap().is_empty());
+    let first = e.run(TurnInput::new(&session, "fern water", &s).retrieve_only()).unwrap();
+    assert_eq!(first.answer, "", "retrieve-only: no answer");
+    let top = first.context[0].chunk_ids[0].clone();
+    let again = e.run(TurnInput::new(&session, "fern water", &s).retrieve_only()).unwrap();
+    assert!(!block_ids(&again).contains(&top.as_str().to_owned()), "held: not sent again");
+    let step = e.forget(&session, Some(vec![top.clone(), "never-held#9".into()]), &s).unwrap();
+    assert_eq!(step.trace.forgotten, std::slice::from_ref(&top), "only what the session held is forgotten");
+    assert_eq!(step.turn, 3);
+    let back = e.run(TurnInput::new(&session, "fern water", &s).retrieve_only()).unwrap();
+    assert!(block_ids(&back).contains(&top.as_str().to_owned()), "forgotten: it comes back in full");
+    // A follow-up right after a forget step refers to the turn before it, not to the step.
+    let state = e.sessions.load(&session).unwrap().unwrap();
+    assert_eq!(memory::last_turn(&state).unwrap().turn, 4);
+    let replay = e.replay(&session, &step, &[], &s).unwrap_err();
+    assert!(replay.to_string().contains("forget step"), "{replay}");
+    let bad = TurnInput { reshow: Some(&[]), ..TurnInput::new(&session, "x", &s) };
+    assert!(e.run(bad).unwrap_err().to_string().contains("mode reshow"));
+}
