@@ -23,7 +23,11 @@ Filters, LangChain / Chroma style (translated by `ragctx.filters.from_langchain`
     retriever.invoke("question", filter={"$or": [{"topic": "pests"}, {"topic": "soil"}]})
 
 They all hold together, and with the engine's standing filter: a filter only narrows.
-`search_kwargs["k"]` is the turn's `limit` (documents per search).
+
+`k`, LangChain's convention, is how many documents come back at most: the turn's `limit`,
+and the documents cut to it (an `engine`-memory turn may carry earlier ones besides its new
+results). From the narrowest: ``retriever.invoke(q, k=2)``, ``RagctxRetriever(..., k=2)``,
+``search_kwargs={"k": 2}``.
 """
 
 from typing import Any, Dict, List, Optional
@@ -62,22 +66,35 @@ class RagctxRetriever(BaseRetriever):
     filter: Optional[Dict[str, Any]] = None
     """A metadata filter for every call (LangChain / Chroma operators, or ragctx's own)."""
     search_kwargs: Dict[str, Any] = Field(default_factory=dict)
-    """As a vector store retriever's: `filter` (as above) and `k` (the turn's `limit`)."""
+    """As a vector store retriever's: `filter` (as above) and `k` (documents at most)."""
+    k: Optional[int] = None
+    """Documents returned at most, for every call (a call's own `k=` wins)."""
     last_turn: Optional[Dict[str, Any]] = None
     """The whole last turn (answer, citations, trace), for callers who want more."""
 
-    def _turn_args(self, filter: Optional[Dict[str, Any]], kwargs: Dict[str, Any]) -> Dict[str, Any]:
+    def _k(self, kwargs: Dict[str, Any]) -> Optional[int]:
+        """The call's `k`, else the retriever's, else `search_kwargs["k"]`; checked."""
+        k = kwargs.pop("k", None)
+        for candidate in (self.k, self.search_kwargs.get("k")):
+            k = candidate if k is None else k
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 1000):
+            raise ValueError(f"k must be an integer between 1 and 1000, got {k!r}")
+        return k
+
+    def _turn_args(self, filter: Optional[Dict[str, Any]], kwargs: Dict[str, Any]):
+        """The turn's settings for one call, and its `k` (documents at most), if any."""
         kwargs.pop("verbose", None)  # LangChain's own, passed along to retrievers
+        k = self._k(kwargs)
         if kwargs:
-            raise TypeError(f"RagctxRetriever takes filter= per call, not {', '.join(sorted(kwargs))}")
+            raise TypeError(f"RagctxRetriever takes filter= and k= per call, not {', '.join(sorted(kwargs))}")
         unknown = set(self.search_kwargs) - set(_SEARCH_KWARGS)
         if unknown:
             raise ValueError(
                 f"search_kwargs: ragctx takes {' and '.join(_SEARCH_KWARGS)}, not {', '.join(sorted(unknown))}"
             )
         args = dict(self.overrides)
-        if "k" in self.search_kwargs:
-            args["limit"] = self.search_kwargs["k"]
+        if k is not None:
+            args["limit"] = k
         combined = all_of(
             [
                 from_langchain(args.pop("filter", None)),
@@ -88,7 +105,7 @@ class RagctxRetriever(BaseRetriever):
         )
         if combined:
             args["filter"] = combined
-        return args
+        return args, k
 
     def _get_relevant_documents(
         self,
@@ -98,9 +115,11 @@ class RagctxRetriever(BaseRetriever):
         filter: Optional[Dict[str, Any]] = None,
         **kwargs: Any,
     ) -> List[Document]:
-        turn = self.engine.retrieve(self.session, query, **self._turn_args(filter, kwargs))
+        args, k = self._turn_args(filter, kwargs)
+        turn = self.engine.retrieve(self.session, query, **args)
         self.last_turn = turn
-        return to_documents(turn)
+        docs = to_documents(turn)
+        return docs[:k] if k is not None else docs
 
     async def _aget_relevant_documents(
         self,

@@ -25,6 +25,24 @@ def test_langchain_retriever_runs_turns_of_one_session(engine):
     assert [t["turn"] for t in engine.trace("lc")] == [1, 2]
 
 
+def test_langchain_k_is_how_many_documents_come_back(engine):
+    """LangChain's convention: `k` on the retriever, per call, or in search_kwargs."""
+    import pytest
+    from ragctx.langchain import RagctxRetriever
+
+    assert len(RagctxRetriever(engine=engine, session="k0").invoke("How often should I water ferns?")) > 1
+    assert len(RagctxRetriever(engine=engine, session="k1", k=1).invoke("How often should I water ferns?")) == 1
+    r = RagctxRetriever(engine=engine, session="k2")
+    assert len(r.invoke("How often should I water ferns?", k=1)) == 1
+    assert r.last_turn["trace"]["settings"]["limit"] == 1, "k is the turn's limit"
+    s = RagctxRetriever(engine=engine, session="k3", search_kwargs={"k": 2})
+    assert len(s.invoke("Which plants like humidity?")) <= 2
+    with pytest.raises(ValueError, match="k must be an integer"):
+        r.invoke("ferns", k=0)
+    with pytest.raises(TypeError, match="filter= and k="):
+        r.invoke("ferns", top=3)
+
+
 def test_llama_index_retriever_runs_turns_of_one_session(engine):
     from llama_index.core.schema import NodeWithScore
     from ragctx.llama_index import RagctxRetriever
