@@ -252,6 +252,7 @@ impl Engine {
             self.plan(&mut turn)?;
             let (mut trace, record, new_markers) = turn.into_trace(session);
             let remember = Instant::now();
+            let remember_span = tracing::info_span!("stage", stage = "remember").entered();
             if deadline.is_some_and(|d| remember >= d) {
                 return Err(late(started.elapsed().as_secs_f64()));
             }
@@ -274,6 +275,7 @@ impl Engine {
                 Err(e) => return Err(e),
             }
             // The stored trace carries every timing but its own write.
+            drop(remember_span);
             trace.trace.timings_ms.insert("remember".into(), ms_since(remember));
             trace.trace.timings_ms.insert("total".into(), ms_since(started));
             return Ok(trace);
