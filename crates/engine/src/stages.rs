@@ -393,56 +393,42 @@ impl Engine {
         reshow: Option<&[ChunkId]>,
         settings: &TurnSettings,
     ) -> Result<Candidates> {
-        let mut previous = memory::last_documents(state);
+        let previous = memory::last_documents(state);
         let mut quotas: HashMap<DocumentId, usize> = HashMap::new();
-        if let (Intent::Reshow, Some(ids)) = (intent, reshow) {
-            let hits = self.scored(&query.vector, ids, &settings.filter)?;
-            // In the order asked, each document as many chunks as it was asked for.
-            previous = Vec::new();
-            for h in &hits {
-                if !previous.contains(&h.chunk.document_id) {
-                    previous.push(h.chunk.document_id.clone());
-                }
-            }
-            for d in &previous {
-                quotas.insert(d.clone(), ids.len().max(1));
-            }
-            return Ok(Candidates {
-                hits,
-                path: SearchPath::Exact,
-                rounds: 0,
-                reason: "reshow: the chunks asked for by id".to_string(),
-                sides: None,
-                previous,
-                quotas,
-            });
-        }
         if intent == Intent::Reshow {
+            // The chunks `open` names, or what the previous turn showed and pointed to (the
+            // caller holds those).
             let last = memory::last_turn(state);
-            let shown: Vec<ChunkId> =
-                last.map(|t| t.pointed_chunks.iter().chain(&t.shown_chunks).cloned().collect()).unwrap_or_default();
-            let hits = self.scored(&query.vector, &shown, &settings.filter)?;
-            // In the earlier prompt's order: the pointers (ranked above the new sources), then
-            // the sources shown.
-            let pointed = last.map(|t| t.pointed_chunks.clone()).unwrap_or_default();
+            let (ids, pointed): (Vec<ChunkId>, Vec<ChunkId>) = match reshow {
+                Some(ids) => (ids.to_vec(), Vec::new()),
+                None => (
+                    last.map(|t| t.pointed_chunks.iter().chain(&t.shown_chunks).cloned().collect()).unwrap_or_default(),
+                    last.map(|t| t.pointed_chunks.clone()).unwrap_or_default(),
+                ),
+            };
+            let hits = self.scored(&query.vector, &ids, &settings.filter)?;
+            // The documents in the order asked, or in the earlier prompt's: the pointers (ranked
+            // above the new sources), then the sources shown.
             let mut order: Vec<DocumentId> = Vec::new();
-            for h in hits.iter().filter(|h| pointed.contains(&h.chunk.id)) {
+            for h in hits.iter().filter(|h| reshow.is_some() || pointed.contains(&h.chunk.id)) {
                 if !order.contains(&h.chunk.document_id) {
                     order.push(h.chunk.document_id.clone());
                 }
             }
-            order.extend(previous.iter().filter(|d| !order.contains(d)).cloned().collect::<Vec<_>>());
-            previous = order;
-            for d in &previous {
-                quotas.insert(d.clone(), shown.len().max(1));
+            if reshow.is_none() {
+                order.extend(previous.iter().filter(|d| !order.contains(d)).cloned().collect::<Vec<_>>());
             }
+            for d in &order {
+                quotas.insert(d.clone(), ids.len().max(1));
+            }
+            let reason = if reshow.is_some() { "the chunks asked for" } else { "the previous turn's chunks" };
             return Ok(Candidates {
                 hits,
                 path: SearchPath::Exact,
                 rounds: 0,
-                reason: "reshow: the previous turn's chunks by id".to_string(),
+                reason: format!("reshow: {reason} by id"),
                 sides: None,
-                previous,
+                previous: order,
                 quotas,
             });
         }

@@ -160,13 +160,12 @@ pub fn run(settings: &Settings, opts: &AgentOptions) -> Result<()> {
     for domain in &domains {
         let (store, _) = crate::mtrag::domain_store(settings, &opts.corpus_dir, domain, embedder.as_ref(), !opts.json)?;
         let engine = ragctx_app::app::engine_over(Arc::new(store), sessions.clone(), embedder.clone());
-        let scope = |base: ragctx_engine::TurnSettings| Scope {
+        let ragctx = Scope {
             engine: engine.clone(),
-            base,
+            base: base.clone(),
             session_prefix: None,
             timeout: Duration::from_secs(600),
         };
-        let ragctx = scope(base.clone());
         for conv in convs.iter().filter(|c| &c.domain == domain) {
             let mut row = serde_json::json!({"conversation": conv.id, "domain": domain});
             for name in TOOLS {
