@@ -101,6 +101,40 @@ class _DocumentSummaryBase(TypedDict):
 class DocumentSummary(_DocumentSummaryBase, total=False):
     metadata: Dict[str, Any]
 
+class BlockOut(TypedDict):
+    marker: int
+    chunk_ids: List[str]
+    document_id: str
+    title: str
+    metadata: Dict[str, Any]
+    text: str
+    tokens: int
+
+class PointerOut(TypedDict):
+    marker: int
+    chunk_ids: List[str]
+    document_id: str
+    title: str
+    shown_in_step: int
+
+class Found(TypedDict):
+    """What `Engine.search` and `Engine.open` return (the MCP tools' structured result)."""
+
+    session: str
+    step: int
+    #: Chunks new to the session (for `open`: those shown again), in rank order.
+    blocks: List[BlockOut]
+    #: Chunks the session already holds that rank: named, not sent again.
+    pointers: List[PointerOut]
+    tokens: int
+    dropped_by_budget: List[str]
+    #: What a model reads: pointers as one line each, then the blocks in full.
+    text: str
+
+class Forgotten(TypedDict):
+    session: str
+    forgotten: List[str]
+
 class RagctxError(Exception): ...
 class BadInput(RagctxError): ...
 class NotFound(RagctxError): ...
@@ -140,5 +174,15 @@ class Engine:
     def retrieve(
         self, session: str, question: str, *, filter: Optional[Filter] = None, **overrides: Any
     ) -> Turn: ...
+    def search(
+        self,
+        session: str,
+        query: str,
+        filter: Optional[Filter] = None,
+        budget: Optional[int] = None,
+        limit: Optional[int] = None,
+    ) -> Found: ...
+    def open(self, session: str, ref: str, budget: Optional[int] = None) -> Found: ...
+    def forget(self, session: str, refs: Optional[List[str]] = None) -> Forgotten: ...
     def trace(self, session: str) -> List[Turn]: ...
     def reset(self, session: str) -> bool: ...

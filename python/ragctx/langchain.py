@@ -1,4 +1,4 @@
-"""A LangChain retriever that keeps one ragctx session per conversation.
+"""A LangChain retriever that keeps one ragctx session per conversation, and tools for agents.
 
     from ragctx import Engine
     from ragctx.langchain import RagctxRetriever
@@ -28,6 +28,16 @@ They all hold together, and with the engine's standing filter: a filter only nar
 and the documents cut to it (an `engine`-memory turn may carry earlier ones besides its new
 results). From the narrowest: ``retriever.invoke(q, k=2)``, ``RagctxRetriever(..., k=2)``,
 ``search_kwargs={"k": 2}``.
+
+For agents (LangGraph's ``create_react_agent``, any tool-calling loop), `RagctxSearchTool`
+and `RagctxOpenTool` are `Engine.search` and `Engine.open` as tools of one session: a search
+never hands the agent a passage it already holds (those that rank again come back as
+one-line pointers), and open shows one again by its marker:
+
+    tools = [RagctxSearchTool(engine=e, session="task-7"), RagctxOpenTool(engine=e, session="task-7")]
+
+Each returns the text the model reads as the tool message's content and the whole result
+(blocks, pointers, tokens) as its artifact.
 """
 
 from typing import Any, Dict, List, Optional
@@ -36,7 +46,8 @@ from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, Callba
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables.config import run_in_executor
-from pydantic import ConfigDict, Field
+from langchain_core.tools import BaseTool
+from pydantic import BaseModel, ConfigDict, Field
 
 from ._turns import block_metadata
 from .filters import all_of, from_langchain
@@ -133,3 +144,74 @@ class RagctxRetriever(BaseRetriever):
         return await run_in_executor(
             None, self._get_relevant_documents, query, run_manager=run_manager.get_sync(), filter=filter, **kwargs
         )
+
+
+class SearchInput(BaseModel):
+    """The search tool's arguments, as the model gives them."""
+
+    query: str = Field(description="What to look for, in words.", min_length=1, max_length=4000)
+
+
+class OpenInput(BaseModel):
+    """The open tool's arguments, as the model gives them."""
+
+    ref: str = Field(
+        description="A marker from an earlier result ([3] or 3), a chunk ID or a document ID.",
+        min_length=1,
+        max_length=512,
+    )
+
+
+class _SessionTool(BaseTool):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    engine: Any
+    """A `ragctx.Engine`."""
+    session: str
+    """The ragctx session of this agent's task: what it holds is never sent again."""
+    response_format: str = "content_and_artifact"
+
+    async def _arun(self, *args: Any, **kwargs: Any) -> Any:
+        # The engine releases the GIL while it works: a thread keeps the event loop free.
+        kwargs.pop("run_manager", None)
+        return await run_in_executor(None, self._run, *args, **kwargs)
+
+
+class RagctxSearchTool(_SessionTool):
+    """`Engine.search` as a tool: new passages in full, held ones as pointers."""
+
+    name: str = "search"
+    description: str = (
+        "Search the knowledge base. Returns new passages in full, each with a marker [n] to cite, "
+        "and one-line pointers to passages you already hold (never re-sent): use open to see one again."
+    )
+    args_schema: type[BaseModel] = SearchInput
+    budget: Optional[int] = None
+    """Tokens one call may return (64-32000; ragctx's default 2000)."""
+    limit: Optional[int] = None
+    """Results of one call at most (1-100; ragctx's default 8)."""
+    filter: Optional[Dict[str, Any]] = None
+    """A metadata filter for every call (LangChain / Chroma operators, or ragctx's own)."""
+
+    def _run(self, query: str, run_manager: Any = None) -> Any:
+        found = self.engine.search(
+            self.session, query, filter=from_langchain(self.filter) or None, budget=self.budget, limit=self.limit
+        )
+        return found["text"], found
+
+
+class RagctxOpenTool(_SessionTool):
+    """`Engine.open` as a tool: passages the session holds, shown again in full."""
+
+    name: str = "open"
+    description: str = (
+        "Show again, in full, passages you already hold: by marker ([3] or 3), chunk ID or document ID. "
+        "Use it when you need the text of a pointer."
+    )
+    args_schema: type[BaseModel] = OpenInput
+    budget: Optional[int] = None
+    """Tokens one call may return (64-32000; ragctx's default 4000)."""
+
+    def _run(self, ref: str, run_manager: Any = None) -> Any:
+        found = self.engine.open(self.session, ref, budget=self.budget)
+        return found["text"], found

@@ -57,6 +57,26 @@ fn parse_metadata(py: Python<'_>, obj: Option<&Bound<'_, PyAny>>) -> PyResult<Me
     }
 }
 
+/// A filter argument: a dict, JSON text, or `None` (no filter).
+fn parse_filter(py: Python<'_>, obj: Option<&Bound<'_, PyAny>>) -> PyResult<ragctx_core::Filter> {
+    let text = match obj {
+        None => return Ok(ragctx_core::Filter::All),
+        Some(o) if o.is_none() => return Ok(ragctx_core::Filter::All),
+        Some(o) => match o.extract::<String>() {
+            Ok(s) => s,
+            Err(_) => to_json(py, o)?,
+        },
+    };
+    ragctx_core::Filter::parse(&text).map_err(ragctx_engine::agent::about("filter")).map_err(raise)
+}
+
+/// A step's result as a dict, with the text a model reads under `text`.
+fn with_text<'py, T: serde::Serialize>(py: Python<'py>, value: &T, text: String) -> PyResult<Bound<'py, PyAny>> {
+    let mut v = serde_json::to_value(value).map_err(|e| RagctxError::new_err(e.to_string()))?;
+    v["text"] = serde_json::Value::String(text);
+    from_json(py, &v.to_string())
+}
+
 /// `record` with `common` metadata under its own (its keys win). A record that is not a dict,
 /// or whose `metadata` is not one, is left as it is for the JSONL validation to name.
 fn under_metadata<'py>(record: Bound<'py, PyAny>, common: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
@@ -111,6 +131,8 @@ struct Engine {
     /// The same engine (stores, embedder, turn locks) answering with the extractive
     /// generator: `retrieve` never calls a model.
     retriever: ragctx_engine::Engine,
+    /// The engine's agent steps (search, open, forget), as the MCP tools take them.
+    agent: ragctx_engine::agent::Scope,
 }
 
 #[pymethods]
@@ -141,7 +163,13 @@ impl Engine {
             generator: std::sync::Arc::new(ragctx_models::ExtractiveGenerator::default()),
             ..app.engine.clone()
         };
-        Ok(Engine { app, retriever })
+        let agent = ragctx_engine::agent::Scope {
+            engine: app.engine.clone(),
+            base: app.settings.turn().clone(),
+            session_prefix: None,
+            timeout: app.settings.turn_timeout(),
+        };
+        Ok(Engine { app, retriever, agent })
     }
 
     /// `Engine.from_config(path, **settings)`: the settings of a TOML file (as `--config`).
@@ -225,6 +253,51 @@ impl Engine {
         overrides: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         self.turn(py, &self.retriever, session, question, overrides)
+    }
+
+    /// One search step of an agent's `session` (DESIGN §9; the MCP `search` tool's work): a
+    /// retrieve-only turn in `client` memory, so a chunk the session already holds is never
+    /// returned again, and one that still ranks comes back as a pointer. `filter` (a dict or
+    /// JSON text) narrows it with the standing filter; `budget` (64–32000 tokens, default
+    /// 2000) and `limit` (1–100, default 8) bound it. Returns `{"session", "step", "blocks",
+    /// "pointers", "tokens", "dropped_by_budget", "text"}` (`text`: what a model reads).
+    #[pyo3(signature = (session, query, filter=None, budget=None, limit=None))]
+    fn search<'py>(
+        &self,
+        py: Python<'py>,
+        session: &str,
+        query: &str,
+        filter: Option<&Bound<'py, PyAny>>,
+        budget: Option<usize>,
+        limit: Option<usize>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let filter = parse_filter(py, filter)?;
+        let found = py.detach(|| self.agent.search(session, query, &filter, budget, limit)).map_err(raise)?;
+        with_text(py, &found, found.text())
+    }
+
+    /// Shows again, in full, what `ref` names in an agent's `session`: a marker (`3`, `[3]`),
+    /// a chunk ID or a document ID the session holds (the MCP `open` tool's work), within
+    /// `budget` tokens (default 4000). Returns what [`search`](Engine::search) returns.
+    #[pyo3(name = "open", signature = (session, r#ref, budget=None))]
+    fn open_again<'py>(
+        &self,
+        py: Python<'py>,
+        session: &str,
+        r#ref: &str,
+        budget: Option<usize>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let found = py.detach(|| self.agent.open(session, r#ref, budget)).map_err(raise)?;
+        with_text(py, &found, found.text())
+    }
+
+    /// Lets what `refs` name (markers, chunk IDs, document IDs; `None`: everything) be
+    /// returned again by a later [`search`](Engine::search) of `session`: the agent's context
+    /// dropped it. Returns `{"session", "forgotten": [chunk IDs]}`.
+    #[pyo3(signature = (session, refs=None))]
+    fn forget<'py>(&self, py: Python<'py>, session: &str, refs: Option<Vec<String>>) -> PyResult<Bound<'py, PyAny>> {
+        let out = py.detach(|| self.agent.forget(session, refs.as_deref())).map_err(raise)?;
+        from_json(py, &serde_json::to_string(&out).map_err(|e| RagctxError::new_err(e.to_string()))?)
     }
 
     /// The documents of this engine's tenant: `{"document_id", "title", "chunks", "metadata"?}`

@@ -16,6 +16,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod agent;
 pub mod condense;
 pub mod context;
 pub mod conversation;

@@ -2,7 +2,7 @@
 //! (DESIGN §9), two tools side by side on the same index and model, each with the same
 //! per-call budget and limit:
 //!
-//! - `ragctx`: the MCP `search` tool's own work ([`ragctx_mcp::Scope::search`]): one session
+//! - `ragctx`: the MCP `search` tool's own work ([`ragctx_engine::agent::Scope::search`]): one session
 //!   per conversation, chunks the agent holds never re-sent, pointers for those that rank;
 //! - `plain`: top-k with no session, what `mcp-server-qdrant`'s `qdrant-find` does: the same
 //!   search, a fresh session every call, no exclusion, no relevance floor, no near-duplicate
@@ -21,7 +21,7 @@ use crate::data::conversations;
 use crate::error::{bail, Result};
 use ragctx_app::config::Settings;
 use ragctx_core::SessionStore;
-use ragctx_mcp::{Scope, SearchArgs};
+use ragctx_engine::agent::{Found, Scope};
 use ragctx_store::DataDir;
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
@@ -119,19 +119,22 @@ pub fn schedule(conv: &crate::data::Conversation, i: usize) -> Vec<String> {
 fn plain(
     engine: &ragctx_engine::Engine,
     base: &ragctx_engine::TurnSettings,
-    args: &SearchArgs,
-) -> Result<ragctx_mcp::ResultOut> {
+    session: &str,
+    query: &str,
+    budget: usize,
+    limit: usize,
+) -> Result<Found> {
     let settings = ragctx_engine::TurnSettings {
         memory: ragctx_core::Memory::Client,
         mode: ragctx_core::Mode::New,
         conversation_query: ragctx_core::ConversationQuery::Off,
-        budget: args.budget.unwrap_or(ragctx_mcp::DEFAULT_SEARCH_BUDGET),
-        limit: args.limit.unwrap_or(ragctx_mcp::DEFAULT_SEARCH_LIMIT),
+        budget,
+        limit,
         ..ragctx_engine::presets::plain_top_k(base)
     };
-    let session = ragctx_core::SessionId::parse(&args.session)?;
-    let t = engine.run(ragctx_engine::TurnInput::new(&session, &args.query, &settings).retrieve_only())?;
-    Ok(ragctx_mcp::result_of(&args.session, &t).0)
+    let id = ragctx_core::SessionId::parse(session)?;
+    let t = engine.run(ragctx_engine::TurnInput::new(&id, query, &settings).retrieve_only())?;
+    Ok(Found::of(session, &t))
 }
 
 /// Replays the conversations through both tools and prints the side-by-side report.
@@ -186,19 +189,13 @@ pub fn run(settings: &Settings, opts: &AgentOptions) -> Result<()> {
                         // The plain tool keeps nothing: a session of its own for every call.
                         let session =
                             if name == "plain" { format!("plain-{}-{calls}", conv.id) } else { session.clone() };
-                        let args = SearchArgs {
-                            session: session.clone(),
-                            query,
-                            filter: None,
-                            budget: Some(opts.budget),
-                            limit: Some(opts.limit),
-                        };
                         let out = if name == "plain" {
-                            let out = plain(&engine, &base, &args)?;
+                            let out = plain(&engine, &base, &session, &query, opts.budget, opts.limit)?;
                             sessions.delete(&ragctx_core::SessionId::parse(&session)?)?;
                             out
                         } else {
-                            ragctx.search(&args).map_err(crate::error::Error::Failed)?.0
+                            let all = ragctx_core::Filter::All;
+                            ragctx.search(&session, &query, &all, Some(opts.budget), Some(opts.limit))?
                         };
                         turn.calls += 1;
                         turn.tokens += out.tokens;

@@ -75,6 +75,23 @@ pub enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Agent steps in process: the calls `ragctx eval agent --calls-out` wrote, each run as
+    /// the MCP `search` tool runs it (one session per conversation) on this data dir; per-call
+    /// latency (the in-process side of `bench/mcp-load`)
+    Steps {
+        /// Calls (JSONL: `conversation`, `query`), as `eval agent --calls-out` writes them
+        #[arg(long)]
+        calls: PathBuf,
+        /// Tokens one call may return
+        #[arg(long, default_value_t = ragctx_engine::agent::DEFAULT_SEARCH_BUDGET)]
+        budget: usize,
+        /// Results of one call at most
+        #[arg(long, default_value_t = ragctx_engine::agent::DEFAULT_SEARCH_LIMIT)]
+        limit: usize,
+        /// Print the report as one JSON object
+        #[arg(long)]
+        json: bool,
+    },
     /// Whole turns: replays conversations (MTRAG turns.jsonl format) through the engine
     Turn {
         /// Conversations file (turns.jsonl format); the user messages are replayed in order
@@ -116,10 +133,61 @@ pub fn run(settings: Settings, what: &BenchCommand) -> Result<()> {
             };
             turn(&app, turns, domain.as_deref(), *conversations, &filter, *json)
         }
+        BenchCommand::Steps { calls, budget, limit, json } => steps(&app, calls, *budget, *limit, *json),
         BenchCommand::Lexical { questions, queries, seed, json } => {
             crate::bench_search::lexical(&app, questions, *queries, *seed, *json)
         }
     }
+}
+
+/// Times each call of `calls` through [`ragctx_engine::agent::Scope::search`], as the MCP
+/// tool runs it, from the caller's side (the whole step, commit included).
+fn steps(app: &App, calls: &std::path::Path, budget: usize, limit: usize, json: bool) -> Result<()> {
+    let text = crate::error::read_to_string(calls)?;
+    let scope = ragctx_engine::agent::Scope {
+        engine: app.engine.clone(),
+        base: app.settings.turn().clone(),
+        session_prefix: None,
+        timeout: app.settings.turn_timeout(),
+    };
+    let mut sessions = std::collections::BTreeSet::new();
+    let (mut ms, mut tokens) = (Vec::new(), 0usize);
+    for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let call: serde_json::Value =
+            serde_json::from_str(line).map_err(|e| crate::error::Error::json(calls, n + 1, e))?;
+        let (Some(conv), Some(query)) = (call["conversation"].as_str(), call["query"].as_str()) else {
+            bail!("{}:{}: a call needs \"conversation\" and \"query\"", calls.display(), n + 1);
+        };
+        let session = format!("bench-steps-{conv}");
+        if sessions.insert(session.clone()) {
+            app.engine.sessions.delete(&SessionId::parse(&session)?)?;
+        }
+        let started = Instant::now();
+        let found = scope.search(&session, query, &ragctx_core::Filter::All, Some(budget), Some(limit))?;
+        ms.push(started.elapsed().as_secs_f64() * 1e3);
+        tokens += found.tokens;
+    }
+    for s in &sessions {
+        app.engine.sessions.delete(&SessionId::parse(s)?)?;
+    }
+    ms.sort_by(f64::total_cmp);
+    let report = serde_json::json!({
+        "chunks": app.engine.vectors.len()?, "calls": ms.len(), "sessions": sessions.len(), "tokens": tokens,
+        "p50_ms": percentile(&ms, 0.5), "p99_ms": percentile(&ms, 0.99),
+    });
+    if json {
+        println!("{report}");
+    } else {
+        println!(
+            "{} calls of {} sessions over {} chunks: p50 {:.2} ms, p99 {:.2} ms, {tokens} tokens returned",
+            ms.len(),
+            sessions.len(),
+            report["chunks"],
+            percentile(&ms, 0.5),
+            percentile(&ms, 0.99)
+        );
+    }
+    Ok(())
 }
 
 fn turn(

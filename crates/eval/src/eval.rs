@@ -119,10 +119,10 @@ pub enum EvalCommand {
         #[arg(long, value_delimiter = ',')]
         domains: Vec<String>,
         /// Tokens one call may return (the MCP search tool's default)
-        #[arg(long, default_value_t = ragctx_mcp::DEFAULT_SEARCH_BUDGET)]
+        #[arg(long, default_value_t = ragctx_engine::agent::DEFAULT_SEARCH_BUDGET)]
         budget: usize,
         /// Results of one call at most (the MCP search tool's default)
-        #[arg(long, default_value_t = ragctx_mcp::DEFAULT_SEARCH_LIMIT)]
+        #[arg(long, default_value_t = ragctx_engine::agent::DEFAULT_SEARCH_LIMIT)]
         limit: usize,
         /// Replay at most this many conversations
         #[arg(long)]
