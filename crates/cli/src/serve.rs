@@ -9,8 +9,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub fn run(app: App, addr: &str) -> Result<()> {
-    let addr: SocketAddr =
-        addr.parse().map_err(|_| Error::InvalidInput(format!("--addr {addr:?} is not HOST:PORT")))?;
+    // An IP and port, or a name and port (`localhost:8080`): the name's first address.
+    let addr: SocketAddr = match addr.parse() {
+        Ok(a) => a,
+        Err(_) => std::net::ToSocketAddrs::to_socket_addrs(addr).ok().and_then(|mut a| a.next()).ok_or_else(|| {
+            Error::InvalidInput(format!("--addr {addr:?} is not HOST:PORT (an IP address or a name that resolves)"))
+        })?,
+    };
     // The bare list (each `write` in tenant `default`) and the scoped keys file, read now: a
     // keys file that cannot be read or parsed at start is an error.
     let keys = Keys::new(app.settings.api_keys(), app.settings.keys_file())?;

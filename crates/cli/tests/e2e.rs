@@ -1069,7 +1069,7 @@ print(json.dumps({"content": content, "first": times[0], "last": times[-1], "rag
 }
 
 /// `serve` logs JSON lines: one per answered request (request id, route, status, time) and
-/// the `turn` span with its session, turn number, intent and stage timings, the `stage`
+/// the `turn` span with its turn number, intent and stage timings (no session id), the `stage`
 /// spans inside it; `/metrics` counts answers by route and status.
 #[test]
 fn serve_logs_requests_and_turns_as_json_and_counts_statuses() {
@@ -1118,9 +1118,11 @@ fn serve_logs_requests_and_turns_as_json_and_counts_statuses() {
     );
     assert!(request["request_id"].as_str().is_some_and(|id| !id.is_empty()), "{request}");
     assert!(answered[0]["fields"]["ms"].as_f64().is_some());
-    // The turn span, closed after its commit: session, turn number and the stage timings.
+    // The turn span, closed after its commit: turn number and the stage timings; the session
+    // id only at debug (a stored id may carry a key's namespace or a tenant).
     let turn = &lines(&|v| v["span"]["name"] == "turn" && v["fields"]["message"] == "close")[0];
-    assert_eq!((turn["span"]["session"].as_str(), turn["span"]["turn"].as_u64()), (Some("logs1"), Some(1)), "{turn}");
+    assert_eq!(turn["span"]["turn"].as_u64(), Some(1), "{turn}");
+    assert!(turn["span"].get("session").is_none() && !turn.to_string().contains("logs1"), "{turn}");
     assert!(turn["span"]["context_tokens"].as_u64().is_some_and(|t| t > 0), "{turn}");
     assert!(turn["span"]["candidates"].as_u64().is_some(), "{turn}");
     let timings: Value = serde_json::from_str(turn["span"]["timings_ms"].as_str().unwrap()).unwrap();

@@ -64,4 +64,11 @@ impl SessionId {
             )))
         }
     }
+
+    /// This caller's session as stored for a key that keeps its sessions private (a bare API
+    /// key): `{namespace}~{id}`. No caller's id holds `~`, so no other key — of this tenant or
+    /// any — can name it, and every id a caller may use (up to 128 characters) fits.
+    pub fn private_to(&self, namespace: &str) -> SessionId {
+        SessionId(format!("{namespace}~{}", self.0))
+    }
 }

@@ -40,7 +40,8 @@ pub struct Scope {
     pub engine: Engine,
     /// The turn settings a call starts from (the configuration's).
     pub base: TurnSettings,
-    /// Prefix of the caller's sessions (another key's are invisible), as the HTTP API keeps them.
+    /// Namespace of the caller's sessions (a bare API key's: [`SessionId::private_to`]), as
+    /// the HTTP API keeps them.
     pub session_prefix: Option<String>,
     /// Deadline of one call.
     pub timeout: Duration,
@@ -73,11 +74,11 @@ fn in_range(
 impl Scope {
     /// The session `id` names for this caller (under its prefix, if it has one).
     pub fn session(&self, id: &str) -> Result<SessionId> {
-        SessionId::parse(id).map_err(about("session"))?;
-        match &self.session_prefix {
-            Some(p) => SessionId::parse(&format!("{p}.{id}")).map_err(about("session")),
-            None => Ok(SessionId::parse(id)?),
-        }
+        let id = SessionId::parse(id).map_err(about("session"))?;
+        Ok(match &self.session_prefix {
+            Some(p) => id.private_to(p),
+            None => id,
+        })
     }
 
     /// The turn settings every agent step runs with over the scope's base: `client` memory,

@@ -193,10 +193,11 @@ impl Engine {
         let input = TurnInput { question, query, ..input };
         let session = input.session;
         // One log line per turn: the span's, when it closes (its fields are recorded once the
-        // turn is committed; nothing is formatted when no subscriber wants the span).
+        // turn is committed; nothing is formatted when no subscriber wants the span). The
+        // session id is logged at debug only: a stored id may carry a key's namespace or a
+        // tenant (docs/http-api.md, "Boundaries").
         let span = tracing::info_span!(
             "turn",
-            session = %session,
             turn = tracing::field::Empty,
             intent = tracing::field::Empty,
             candidates = tracing::field::Empty,
@@ -205,6 +206,7 @@ impl Engine {
             timings_ms = tracing::field::Empty
         );
         let _in = span.enter();
+        tracing::debug!(session = %session, "turn of session");
         let out = self.turn_locks.with(session, || self.plan_and_commit(input, started))?;
         if !span.is_disabled() {
             let t = &out.trace;

@@ -130,7 +130,13 @@ pub async fn chat_completions(
     let who = caller(&state, &headers)?;
     who.require(Role::Read, "run turns")?;
     let engine = state.unscoped.scoped(&who.tenant);
-    let header = headers.get("x-session-id").and_then(|v| v.to_str().ok());
+    let header = match headers.get("x-session-id") {
+        None => None,
+        Some(v) => Some(
+            v.to_str()
+                .map_err(|_| ApiError::bad_request("X-Session-Id: use ASCII letters, digits, '.', '_', ':' or '-'"))?,
+        ),
+    };
     let ChatTurn { session, question, conversation, stream, model, derived, filter } = decode_chat(&body(b)?, header)?;
     let conversation = if derived {
         // Another conversation may have opened with the same words: the prompt carries this
