@@ -138,7 +138,11 @@ impl VectorStore for ScopedVectorStore {
         self.inner.lexical_missing()
     }
     fn prepare_lexical(&self) -> Result<Option<usize>> {
-        self.inner.prepare_lexical()
+        // The chunks it covers, as this tenant may count them: its own.
+        match self.inner.prepare_lexical()? {
+            Some(_) => Ok(Some(self.len()?)),
+            None => Ok(None),
+        }
     }
     fn chunks(&self, ids: &[ChunkId]) -> Result<Vec<Chunk>> {
         let stored: Vec<ChunkId> = self.stored_ids(ids.iter().map(|c| &c.0)).into_iter().map(ChunkId::from).collect();

@@ -58,6 +58,10 @@ pub struct ResolvedExclusion {
     pub(crate) blocked: Bits,
     /// Live nodes the set excludes.
     pub(crate) excluded_live: usize,
+    /// When the set is narrowed to one tenant of a store holding others: that tenant's live
+    /// points, which is what a search's reason may count (nothing store-wide reaches a
+    /// tenant's trace).
+    pub(crate) scope_live: Option<usize>,
 }
 
 impl ResolvedExclusion {
@@ -81,7 +85,12 @@ impl ResolvedExclusion {
             let valid = if (i + 1) * 64 <= len { u64::MAX } else { (1u64 << (len % 64)) - 1 };
             open += (!*w & valid).count_ones() as usize;
         }
-        ResolvedExclusion { revision: self.revision, blocked, excluded_live: live - open.min(live) }
+        ResolvedExclusion {
+            revision: self.revision,
+            blocked,
+            excluded_live: live - open.min(live),
+            scope_live: self.scope_live,
+        }
     }
 }
 
@@ -89,8 +98,12 @@ impl VectorIndex {
     /// Resolves `set` into node numbers once; searches with the result
     /// ([`VectorIndex::search_resolved`]) test one bit per node instead of looking ids up.
     pub fn resolve(&self, set: &ExclusionSet) -> ResolvedExclusion {
-        let mut resolved =
-            ResolvedExclusion { revision: self.revision, blocked: self.retired.clone(), excluded_live: 0 };
+        let mut resolved = ResolvedExclusion {
+            revision: self.revision,
+            blocked: self.retired.clone(),
+            excluded_live: 0,
+            scope_live: None,
+        };
         self.resolve_more(&mut resolved, set);
         resolved
     }

@@ -248,6 +248,11 @@ impl LexicalIndex {
         }
     }
 
+    /// Entries of `tenant` (what a search narrowed to it may count).
+    pub fn tenant_len(&self, tenant: &str) -> usize {
+        self.meta.tenant_positions(tenant).len()
+    }
+
     pub fn len(&self) -> usize {
         self.entries.len()
     }

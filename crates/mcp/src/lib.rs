@@ -8,6 +8,10 @@
 //! and every call is a step of the session's one history (`ragctx trace`,
 //! `GET /v1/sessions/{id}/turns`).
 //!
+//! The tools' work is [`ragctx_engine::agent`] (what Python's `Engine.search` and `ragctx
+//! eval agent` run too); this crate is the protocol: argument schemas and decoding that name
+//! the argument at fault, output schemas, errors as tool errors, and the transports.
+//!
 //! The same [`Tools`] serve stdio (`ragctx mcp`, [`serve_stdio`]) and streamable HTTP
 //! (`ragctx serve` at `/mcp`, [`http_service`]): over HTTP the server's own key check runs
 //! first and puts the caller's [`Scope`] in the request's extensions.

@@ -183,3 +183,71 @@ async fn a_repeated_key_or_a_non_ascii_header_is_refused() {
     assert_eq!(res.status(), 400, "a non-ASCII X-Session-Id is refused, not ignored");
     assert_eq!(send(&app, "GET", "/v1/sessions/s1/turns", &[], "").await.0, 404, "nothing was recorded");
 }
+
+/// Tenant `a`'s view — its turns' search reasons (dense and lexical), the dense ranking and
+/// its ingest report's `lexical` — is the same whether tenant `b` ingested or not, on the
+/// memory store and the embedded (redb) store. (BM25's term statistics are still
+/// store-wide: lexical *scores* may move, docs/filters.md; the test compares its reason only.)
+#[tokio::test]
+async fn a_tenant_sees_no_count_of_another_tenant() {
+    use ragctx_core::VectorStore;
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let data = ragctx_store::DataDir::open(&dir.path().join("data"), 384).unwrap();
+    let stores: Vec<(&str, Arc<dyn VectorStore>)> = vec![
+        ("memory", Arc::new(ragctx_store::MemoryVectorStore::new(384, ragctx_index::IndexParams::default()))),
+        ("embedded", Arc::new(data.vector_store())),
+    ];
+    let file = dir.path().join("keys.toml");
+    std::fs::write(&file, "[[keys]]\nkey = \"ka\"\ntenant = \"a\"\nrole = \"write\"\n[[keys]]\nkey = \"kb\"\ntenant = \"b\"\nrole = \"write\"\n").unwrap();
+    for (name, store) in stores {
+        let state = common::state_over(
+            store,
+            Keys::new::<&str>(&[], Some(&file)).unwrap(),
+            &dir.path().join(format!("s-{name}")),
+        );
+        let app = ragctx_server::router(state);
+        let ka = [("authorization", "Bearer ka"), ("content-type", "application/json")];
+        let kb = [("authorization", "Bearer kb"), ("content-type", "application/json")];
+        let docs = |tenant: &str, n: usize| {
+            let v: Vec<Value> = (0..n)
+                .map(|i| json!({"_id": format!("{tenant}{i}"), "document_id": format!("{tenant}-doc{i}"), "title": format!("Note {i}"),
+                                "text": format!("Leaves of plant {i} turn pale when the light is low; water plant {i} weekly.")}))
+                .collect();
+            Value::Array(v).to_string()
+        };
+        let (s, _, report) = send(&app, "POST", "/v1/documents", &ka, &docs("a", 5)).await;
+        assert_eq!(s, 200);
+        assert_eq!(report["lexical"], 5, "{name}: a's ingest report counts a's chunks");
+        let view = |round: usize| {
+            let app = app.clone();
+            async move {
+                let mut out = Vec::new();
+                for retrieval in ["dense", "lexical"] {
+                    let body = json!({"question": "Why do the leaves turn pale?", "retrieval": retrieval}).to_string();
+                    let (s, _, t) =
+                        send(&app, "POST", &format!("/v1/sessions/view-{retrieval}-{round}/turns"), &ka, &body).await;
+                    assert_eq!(s, 200, "{t}");
+                    out.push(t["trace"]["search_reason"].clone());
+                    if retrieval == "dense" {
+                        out.push(json!(t["context"]
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .map(|b| b["chunk_ids"].clone())
+                            .collect::<Vec<_>>()));
+                    }
+                }
+                out
+            }
+        };
+        let before = view(0).await;
+        assert_eq!(before[2], json!("BM25 over 5 chunks"), "{name}");
+        let (s, _, report_b) = send(&app, "POST", "/v1/documents", &kb, &docs("b", 40)).await;
+        assert_eq!((s, report_b["lexical"].clone()), (200, json!(40)), "{name}: b's report counts b's");
+        let after = view(1).await;
+        assert_eq!(before, after, "{name}: a's reasons and ranking do not move when b ingests");
+        let (_, _, again) = send(&app, "POST", "/v1/documents", &ka, &docs("a", 5)).await;
+        assert_eq!(again["lexical"], 5, "{name}: still a's own count after b's ingest");
+    }
+}

@@ -101,7 +101,11 @@ impl VectorStore for EmbeddedVectorStore {
                 return Err(Error::inconsistent("the lexical index and the chunk table disagree"));
             }
             let hits = chunks.into_iter().zip(&found).map(|(chunk, &(_, score))| Hit { chunk, score }).collect();
-            let reason = format!("BM25 over {} chunks", lexical.len());
+            let reason = format!(
+                "BM25 over {} chunks",
+                // A search narrowed to a tenant counts its chunks only.
+                request.tenant.as_deref().map_or(lexical.len(), |t| lexical.tenant_len(t))
+            );
             Ok(Some(SearchOutcome { hits, path: SearchPath::Lexical, rounds: 1, reason }))
         })
     }

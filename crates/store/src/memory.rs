@@ -108,7 +108,11 @@ impl VectorStore for MemoryVectorStore {
         let lexical = self.lexical_index(&map)?;
         let found = lexical.search_request(request);
         let hits = found.iter().map(|&(e, score)| Hit { chunk: map[lexical.chunk_id(e)].clone(), score }).collect();
-        let reason = format!("BM25 over {} chunks", lexical.len());
+        let reason = format!(
+            "BM25 over {} chunks",
+            // A search narrowed to a tenant counts its chunks only.
+            request.tenant.as_deref().map_or(lexical.len(), |t| lexical.tenant_len(t))
+        );
         Ok(Some(SearchOutcome { hits, path: SearchPath::Lexical, rounds: 1, reason }))
     }
 

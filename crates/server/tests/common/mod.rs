@@ -36,11 +36,25 @@ pub fn state_with_deadline(keys: &[&str], dir: &std::path::Path, turn_timeout: D
 /// The server state over unscoped stores (a memory index, the embedded session store) with
 /// `keys`.
 pub fn state_with(keys: Keys, dir: &std::path::Path, turn_timeout: Duration) -> Arc<AppState> {
+    state_over_with(Arc::new(MemoryVectorStore::new(384, IndexParams::default())), keys, dir, turn_timeout)
+}
+
+/// [`state_with`] over the (unscoped) vector store `vectors`.
+pub fn state_over(vectors: Arc<dyn ragctx_core::VectorStore>, keys: Keys, dir: &std::path::Path) -> Arc<AppState> {
+    state_over_with(vectors, keys, dir, Duration::from_secs(30))
+}
+
+fn state_over_with(
+    vectors: Arc<dyn ragctx_core::VectorStore>,
+    keys: Keys,
+    dir: &std::path::Path,
+    turn_timeout: Duration,
+) -> Arc<AppState> {
     let embedder = embedder();
     let data = ragctx_store::DataDir::open(dir, 384).unwrap();
     Arc::new(AppState {
         unscoped: Unscoped::new(Engine::new(
-            Arc::new(MemoryVectorStore::new(384, IndexParams::default())),
+            vectors,
             Arc::new(data.session_store()),
             embedder,
             Arc::new(Cl100kCounter::new()),
