@@ -389,13 +389,7 @@ fn exit_code(e: &anyhow::Error) -> i32 {
         (None, Some(e)) => e.kind(),
         (None, None) => ErrorKind::Internal,
     };
-    match kind {
-        ErrorKind::BadInput => 2,
-        ErrorKind::NotFound => 3,
-        ErrorKind::Unavailable => 4,
-        ErrorKind::Conflict => 5,
-        ErrorKind::Internal => 1,
-    }
+    kind.exit_code()
 }
 
 fn main() {

@@ -87,6 +87,40 @@ pub enum ErrorKind {
     Internal,
 }
 
+impl ErrorKind {
+    /// Every front's name and number for each kind, in one table: the error `code` of the
+    /// HTTP API (`{"code","message"}`), its HTTP status, and the CLI's exit status (README
+    /// "Exit codes"). Python raises one exception class per kind (`BadInput`, `NotFound`,
+    /// `Unavailable`, `Conflict`, `RagctxError`); MCP tools answer a tool error.
+    const TABLE: [(ErrorKind, &'static str, u16, i32); 5] = [
+        (ErrorKind::BadInput, "bad_request", 400, 2),
+        (ErrorKind::NotFound, "not_found", 404, 3),
+        (ErrorKind::Unavailable, "unavailable", 503, 4),
+        (ErrorKind::Conflict, "conflict", 409, 5),
+        (ErrorKind::Internal, "internal", 500, 1),
+    ];
+
+    fn row(self) -> (ErrorKind, &'static str, u16, i32) {
+        Self::TABLE.into_iter().find(|r| r.0 == self).expect("every kind has a row")
+    }
+
+    /// The HTTP API's error code (`bad_request`, `not_found`, `unavailable`, `conflict`,
+    /// `internal`).
+    pub fn code(self) -> &'static str {
+        self.row().1
+    }
+
+    /// The HTTP status the server answers with.
+    pub fn http_status(self) -> u16 {
+        self.row().2
+    }
+
+    /// The CLI's exit status.
+    pub fn exit_code(self) -> i32 {
+        self.row().3
+    }
+}
+
 impl Error {
     /// The kind the CLI maps to an exit status and the server to an HTTP status.
     pub fn kind(&self) -> ErrorKind {
@@ -153,5 +187,33 @@ mod tests {
         assert_eq!(e.report().to_string(), "storage error: opening ragctx.redb: permission denied");
         assert_eq!(Error::inconsistent("tables disagree").report().to_string(), "storage error: tables disagree");
         assert_eq!(e.kind(), ErrorKind::Internal);
+    }
+}
+
+#[cfg(test)]
+mod kind_tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_has_its_own_code_status_and_exit_code() {
+        let kinds = [
+            ErrorKind::BadInput,
+            ErrorKind::NotFound,
+            ErrorKind::Unavailable,
+            ErrorKind::Conflict,
+            ErrorKind::Internal,
+        ];
+        let rows: Vec<_> = kinds.iter().map(|k| (k.code(), k.http_status(), k.exit_code())).collect();
+        assert_eq!(
+            rows,
+            [
+                ("bad_request", 400, 2),
+                ("not_found", 404, 3),
+                ("unavailable", 503, 4),
+                ("conflict", 409, 5),
+                ("internal", 500, 1)
+            ]
+        );
+        assert_eq!(Error::InvalidInput("x".into()).kind().http_status(), 400);
     }
 }

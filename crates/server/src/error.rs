@@ -1,6 +1,6 @@
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use ragctx_core::{Error, ErrorKind};
+use ragctx_core::Error;
 
 /// Every error the API returns: `{"code","message"}` with a status from one mapping. An
 /// internal failure (500) is answered without its text — which may name files, servers or
@@ -26,14 +26,9 @@ impl ApiError {
 
 impl From<Error> for ApiError {
     fn from(e: Error) -> Self {
-        let (status, code) = match e.kind() {
-            ErrorKind::BadInput => (StatusCode::BAD_REQUEST, "bad_request"),
-            ErrorKind::NotFound => (StatusCode::NOT_FOUND, "not_found"),
-            ErrorKind::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
-            ErrorKind::Conflict => (StatusCode::CONFLICT, "conflict"),
-            ErrorKind::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
-        };
-        ApiError::new(status, code, e.report().to_string())
+        let kind = e.kind();
+        let status = StatusCode::from_u16(kind.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        ApiError::new(status, kind.code(), e.report().to_string())
     }
 }
 
