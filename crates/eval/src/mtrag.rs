@@ -457,10 +457,7 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
                         let gd: HashSet<&String> = gold.iter().filter_map(|x| doc_of.get(x)).collect();
                         let inter = |a: &HashSet<String>| g.iter().filter(|x| a.contains(x.as_str())).count() as f64;
                         let fresh = inter(&c);
-                        let readable = g
-                            .iter()
-                            .filter(|x| c.contains(x.as_str()) || (v.client_keeps() && in_window.contains(*x)))
-                            .count() as f64;
+                        let readable = crate::mtrag_metrics::readable_gold(&g, &c, &in_window, v.client_keeps()) as f64;
                         let available =
                             g.iter().filter(|x| c.contains(x.as_str()) || shown_chunks.contains(x.as_str())).count()
                                 as f64;

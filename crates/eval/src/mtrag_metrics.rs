@@ -2,7 +2,19 @@
 //! and turn index.
 
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
+
+/// Gold chunks of a turn whose text the model reads (`evidence_recall`'s numerator, DESIGN
+/// §6): those in this turn's context `context`, and, when the client keeps earlier contexts
+/// (`client` memory, `history`), those in the kept window `kept`.
+pub fn readable_gold(
+    gold: &HashSet<&String>,
+    context: &HashSet<String>,
+    kept: &HashSet<&String>,
+    client_keeps: bool,
+) -> usize {
+    gold.iter().filter(|x| context.contains(x.as_str()) || (client_keeps && kept.contains(*x))).count()
+}
 
 /// Sums of the per-turn metrics, for means.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -150,4 +162,28 @@ pub struct StrategyReport {
     pub by_domain: BTreeMap<String, Means>,
     /// Means over the gold turns at each 1-based user turn index.
     pub by_turn: BTreeMap<usize, Means>,
+}
+
+#[cfg(test)]
+mod readable_tests {
+    use super::readable_gold;
+    use std::collections::HashSet;
+
+    /// By hand: gold {g1, g2, g3, g4}; this turn's context holds g1 and x; the client's kept
+    /// window holds g2 and y. A stateless turn reads g1 (1 of 4: recall 0.25); a client that
+    /// keeps its window reads g1 and g2 (2 of 4: 0.5); g3 and g4 are read by neither.
+    #[test]
+    fn evidence_recall_counts_what_the_model_reads() {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<String>>();
+        let gold_v = s(&["g1", "g2", "g3", "g4"]);
+        let gold: HashSet<&String> = gold_v.iter().collect();
+        let context: HashSet<String> = s(&["g1", "x"]).into_iter().collect();
+        let kept_v = s(&["g2", "y"]);
+        let kept: HashSet<&String> = kept_v.iter().collect();
+        assert_eq!(readable_gold(&gold, &context, &kept, false), 1);
+        assert_eq!(readable_gold(&gold, &context, &kept, true), 2);
+        assert_eq!(readable_gold(&gold, &HashSet::new(), &HashSet::new(), true), 0);
+        let recall = |n: usize| n as f64 / gold.len() as f64;
+        assert_eq!((recall(1), recall(2)), (0.25, 0.5));
+    }
 }
