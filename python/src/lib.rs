@@ -60,14 +60,13 @@ fn parse_metadata(py: Python<'_>, obj: Option<&Bound<'_, PyAny>>) -> PyResult<Me
 /// A filter argument: a dict, JSON text, or `None` (no filter).
 fn parse_filter(py: Python<'_>, obj: Option<&Bound<'_, PyAny>>) -> PyResult<ragctx_core::Filter> {
     let text = match obj {
-        None => return Ok(ragctx_core::Filter::All),
-        Some(o) if o.is_none() => return Ok(ragctx_core::Filter::All),
-        Some(o) => match o.extract::<String>() {
+        Some(o) if !o.is_none() => Some(match o.extract::<String>() {
             Ok(s) => s,
             Err(_) => to_json(py, o)?,
-        },
+        }),
+        _ => None,
     };
-    ragctx_core::Filter::parse(&text).map_err(ragctx_engine::agent::about("filter")).map_err(raise)
+    ragctx_engine::agent::filter_arg(text.as_deref()).map_err(raise)
 }
 
 /// A step's result as a dict, with the text a model reads under `text`.

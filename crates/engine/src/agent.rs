@@ -57,6 +57,15 @@ pub fn about(what: &'static str) -> impl Fn(Error) -> Error {
     }
 }
 
+/// A step's `filter` argument as every front reads it: JSON text of the filter language
+/// (docs/filters.md), `None` for no filter; a bad one is the caller's mistake about `filter`.
+pub fn filter_arg(json: Option<&str>) -> Result<Filter> {
+    match json {
+        None => Ok(Filter::All),
+        Some(text) => Filter::parse(text).map_err(about("filter")),
+    }
+}
+
 fn in_range(
     what: &'static str,
     v: Option<usize>,

@@ -378,25 +378,17 @@ impl VectorIndex {
         filter: &Filter,
         tenant: Option<&str>,
     ) -> std::sync::Arc<ResolvedExclusion> {
-        // A search of one tenant: its reason counts the tenant's points, whether or not the
-        // store holds others (so that it reads the same when another tenant ingests).
-        let scope_live = tenant.map(|t| {
-            if self.meta.tenant_positions(t).len() < self.meta.len() {
-                self.tenant_len(t)
-            } else {
-                self.len()
-            }
-        });
-        let narrowed = match self.meta.allowed(filter, tenant, self) {
+        match self.meta.allowed(filter, tenant, self) {
             None => ex,
-            Some(allowed) => std::sync::Arc::new(ex.narrowed(&allowed, self.len())),
-        };
-        if narrowed.scope_live == scope_live {
-            return narrowed;
+            Some(allowed) => {
+                let mut narrowed = ex.narrowed(&allowed, self.len());
+                // One tenant of a store that holds others: the reason counts its points.
+                narrowed.scope_live = tenant
+                    .filter(|t| self.meta.tenant_positions(t).len() < self.meta.len())
+                    .map(|t| self.tenant_len(t));
+                std::sync::Arc::new(narrowed)
+            }
         }
-        let mut scoped = (*narrowed).clone();
-        scoped.scope_live = scope_live;
-        std::sync::Arc::new(scoped)
     }
 
     pub fn search(&self, request: &SearchRequest) -> IndexHits {
@@ -459,35 +451,20 @@ impl VectorIndex {
             let (hits, v) = self.exact(vector, limit, grouping, ex);
             IndexHits { hits, path: SearchPath::Exact, rounds, reason, visits: visits + v }
         };
-        let excluded_pct = 100.0 * (1.0 - allowed_share);
-        // What the reason may say. A search narrowed to one tenant of a store that holds
-        // others counts that tenant's points only, and names no figure of the whole store
-        // (its size, `ef`, which scales with it, the nearest points of other tenants): the
-        // path taken still depends on the store (docs/filters.md).
-        let scoped = ex.scope_live.map(|n| 100.0 * (1.0 - allowed_live as f64 / n.max(1) as f64));
+        // The reason names no figure of the whole store (its size, `ef`, which scales with it,
+        // the nearest points, which may be other tenants'): its share is of the caller's
+        // points (a tenant's, when the store holds others), so a tenant reads the same reason
+        // whoever else ingests. The path taken still depends on the store (docs/filters.md).
+        let seen = ex.scope_live.unwrap_or(live).max(1);
+        let pct = 100.0 * (1.0 - allowed_live as f64 / seen as f64);
         let reason = match force {
             Some(ForcePath::Exact) => return scan("forced exact".into(), 1, 0),
             Some(ForcePath::Graph) => "forced graph".to_string(),
-            None if live <= self.params.exact_below => {
-                let why = match scoped {
-                    Some(_) => "exact scan (small index)".to_owned(),
-                    None => format!("{live} points <= exact_below {}", self.params.exact_below),
-                };
-                return scan(why, 1, 0);
-            }
+            None if live <= self.params.exact_below => return scan("exact scan (small index)".into(), 1, 0),
             None if walk_costs_more(ef0 as f64 / allowed_share.max(1e-9)) => {
-                let why = match scoped {
-                    Some(pct) => format!("{pct:.1}% of the tenant's points excluded: exact scan"),
-                    None => format!(
-                        "{excluded_pct:.1}% excluded: a walk holding ef {ef0} allowed points costs more than a scan"
-                    ),
-                };
-                return scan(why, 1, 0);
+                return scan(format!("{pct:.1}% excluded: exact scan (a walk would cost more)"), 1, 0)
             }
-            None => match scoped {
-                Some(pct) => format!("{pct:.1}% of the tenant's points excluded: graph walk"),
-                None => format!("{excluded_pct:.1}% excluded, ef {ef0}"),
-            },
+            None => format!("{pct:.1}% excluded: graph walk"),
         };
         // The walk reads the binary16 copy (half the bytes per node); what it finds is
         // re-scored in f32 below.
@@ -513,16 +490,12 @@ impl VectorIndex {
             // than a scan is not run.
             if !exhausted && near < want {
                 let excluded_near = ef - near;
-                let from = ef;
                 ef += 2 * excluded_near + ef0.saturating_sub(near);
                 // The crowd is at most the whole exclusion set: when even that bound leaves the
                 // walk costlier than a scan, and nothing near is allowed, scan now.
                 let bound = ex.excluded_live.min(live) + ef0;
                 if walk_costs_more(ef as f64) || (near == 0 && walk_costs_more(bound as f64)) {
-                    let why = match scoped {
-                        Some(_) => format!("{reason}; the nearest points are mostly excluded: exact scan"),
-                        None => format!("{reason}; {excluded_near} of the {from} nearest points excluded: exact scan"),
-                    };
+                    let why = format!("{reason}; the nearest points are mostly excluded: exact scan");
                     return scan(why, rounds + 1, walk.visits);
                 }
                 continue;
@@ -538,21 +511,13 @@ impl VectorIndex {
             };
             if groups >= limit.min(allowed_live) || exhausted {
                 let hits = hits.into_iter().map(|s| (s.1, s.0)).collect();
-                let reason = match (rounds > 1, scoped) {
-                    (false, _) => reason,
-                    (true, Some(_)) => format!("{reason}; widened"),
-                    (true, None) => format!("{reason}; widened to ef {ef}"),
-                };
+                let reason = if rounds > 1 { format!("{reason}; widened") } else { reason };
                 return IndexHits { hits, path: SearchPath::Graph, rounds, reason, visits: walk.visits };
             }
             // Too few groups (a document with many near chunks fills the walk): deeper.
             ef *= 4;
             if walk_costs_more(ef as f64) {
-                let why = match scoped {
-                    Some(_) => format!("{reason}; {groups} of {limit} groups: exact scan"),
-                    None => format!("{reason}; {groups} of {limit} groups at ef {}: exact scan", ef / 4),
-                };
-                return scan(why, rounds + 1, walk.visits);
+                return scan(format!("{reason}; {groups} of {limit} groups: exact scan"), rounds + 1, walk.visits);
             }
         }
     }

@@ -186,10 +186,7 @@ fn structured<T: Serialize>(value: &T, text: String) -> CallToolResult {
 
 /// A filter argument, parsed as every front parses one.
 fn filter_of(value: Option<serde_json::Value>) -> Result<Filter, Error> {
-    match value {
-        None => Ok(Filter::All),
-        Some(v) => Filter::parse(&v.to_string()).map_err(ragctx_engine::agent::about("filter")),
-    }
+    ragctx_engine::agent::filter_arg(value.map(|v| v.to_string()).as_deref())
 }
 
 impl Tools {
