@@ -10,23 +10,11 @@ mod common;
 use common::{milvus_lite, redis, repo, Server};
 use serde_json::Value;
 use std::collections::BTreeSet;
-use std::io::{Read, Write};
 use std::process::Command;
-use std::time::Duration;
 
-/// One HTTP/1.1 request with a bearer key; `(status, body)`.
+/// One request with a bearer key; `(status, body)`.
 fn call(addr: &str, key: &str, method: &str, path: &str, body: &str) -> (u16, String) {
-    let mut s = std::net::TcpStream::connect(addr).expect("server answers");
-    s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).unwrap();
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    let status = out.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    (status, out.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default())
+    common::http_key(addr, key, method, path, body)
 }
 
 /// A demo folder as ingest records, one per file.

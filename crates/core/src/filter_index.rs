@@ -174,6 +174,10 @@ impl MetadataIndex {
     pub fn tenant_positions(&self, tenant: &str) -> &[u32] {
         self.tenants.get(tenant).map_or(&[][..], Vec::as_slice)
     }
+    /// Every tenant with its positions (retired ones included), in no particular order.
+    pub fn tenants(&self) -> impl Iterator<Item = (&str, &[u32])> {
+        self.tenants.iter().map(|(t, v)| (t.as_str(), v.as_slice()))
+    }
     /// Bytes held, about (the benchmark's memory figure).
     pub fn bytes(&self) -> usize {
         self.fields.iter().map(|(k, f)| k.len() + 64 + f.bytes()).sum::<usize>()

@@ -71,6 +71,11 @@ pub enum BenchCommand {
         /// Seed of the random excluded chunk ids
         #[arg(long, default_value_t = 7)]
         seed: u64,
+        /// Also split the store's chunks among T tenants (round robin) in one index and time
+        /// a tenant's search (scored with its own BM25 statistics) against the same search
+        /// in an index of its chunks alone, e.g. `--tenants 2,10,100`
+        #[arg(long, value_delimiter = ',')]
+        tenants: Vec<usize>,
         /// Print the results as one JSON object
         #[arg(long)]
         json: bool,
@@ -134,8 +139,8 @@ pub fn run(settings: Settings, what: &BenchCommand) -> Result<()> {
             turn(&app, turns, domain.as_deref(), *conversations, &filter, *json)
         }
         BenchCommand::Steps { calls, budget, limit, json } => steps(&app, calls, *budget, *limit, *json),
-        BenchCommand::Lexical { questions, queries, seed, json } => {
-            crate::bench_search::lexical(&app, questions, *queries, *seed, *json)
+        BenchCommand::Lexical { questions, queries, seed, tenants, json } => {
+            crate::bench_search::lexical(&app, questions, *queries, *seed, tenants, *json)
         }
     }
 }

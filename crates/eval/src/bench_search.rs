@@ -12,13 +12,21 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 /// Times `search_lexical` on the embedded store (its index loaded or built first, untimed).
-pub(crate) fn lexical(app: &App, questions: &std::path::Path, queries: usize, seed: u64, json: bool) -> Result<()> {
+pub(crate) fn lexical(
+    app: &App,
+    questions: &std::path::Path,
+    queries: usize,
+    seed: u64,
+    tenants: &[usize],
+    json: bool,
+) -> Result<()> {
     let store = app.data("bench lexical")?.vector_store();
     let qs = read_questions(questions, queries)?;
     if qs.is_empty() {
         bail!("{} has no questions", questions.display());
     }
-    let ids: Vec<ragctx_core::ChunkId> = store.all()?.into_iter().map(|c| c.chunk.id).collect();
+    let all: Vec<ragctx_core::Chunk> = store.all()?.into_iter().map(|c| c.chunk).collect();
+    let ids: Vec<ragctx_core::ChunkId> = all.iter().map(|c| c.id.clone()).collect();
     if ids.is_empty() {
         bail!("the store is empty: ingest a corpus first");
     }
@@ -64,10 +72,32 @@ pub(crate) fn lexical(app: &App, questions: &std::path::Path, queries: usize, se
                 "mean_hits": hits as f64 / lat.len() as f64}));
         }
     }
-    let out = serde_json::json!({"chunks": ids.len(), "index_ready_ms": ready_ms, "rows": rows});
+    if tenants.contains(&0) {
+        bail!("--tenants: every count is at least 1");
+    }
+    let tenant_rows: Vec<serde_json::Value> = tenants.iter().map(|&t| lexical_tenants(&all, &qs, t)).collect();
+    let out =
+        serde_json::json!({"chunks": ids.len(), "index_ready_ms": ready_ms, "rows": rows, "tenants": tenant_rows});
     if json {
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
+        if !tenant_rows.is_empty() {
+            println!("| tenants | tenant p50 ms | p99 ms | alone p50 ms | ratio | store-wide p50 ms | same as alone |");
+            println!("|---:|---:|---:|---:|---:|---:|---:|");
+            for r in &tenant_rows {
+                let f = |k: &str| r[k].as_f64().unwrap_or_default();
+                println!(
+                    "| {} | {:.3} | {:.3} | {:.3} | {:.2} | {:.3} | {:.3} |",
+                    r["tenants"],
+                    f("p50_ms"),
+                    f("p99_ms"),
+                    f("alone_p50_ms"),
+                    f("p50_ms") / f("alone_p50_ms").max(1e-9),
+                    f("store_wide_p50_ms"),
+                    f("same_as_alone")
+                );
+            }
+        }
         println!("lexical index over {} chunks ready in {ready_ms:.0} ms (loaded or built)", ids.len());
         println!("| excluded | sets | grouped | p50 ms | p99 ms |\n|---:|---|---|---:|---:|");
         for r in &rows {
@@ -82,6 +112,58 @@ pub(crate) fn lexical(app: &App, questions: &std::path::Path, queries: usize, se
         }
     }
     Ok(())
+}
+
+/// One `--tenants` row: the store's chunks dealt round robin to `tenants` tenants in one
+/// index; each query, as a random tenant, against the same query in an index of that tenant's
+/// chunks alone (its hits and scores must be the same: `same_as_alone` is the share that
+/// are), and unscoped over the shared index (the store-wide search, for scale).
+fn lexical_tenants(all: &[ragctx_core::Chunk], qs: &[String], tenants: usize) -> serde_json::Value {
+    let names: Vec<ragctx_core::Tenant> =
+        (0..tenants).map(|t| ragctx_core::Tenant::parse(&format!("t{t}")).expect("valid")).collect();
+    let mut own: Vec<Vec<ragctx_core::Chunk>> = vec![Vec::new(); tenants];
+    for (i, c) in all.iter().enumerate() {
+        let t = &names[i % tenants];
+        let mut c = c.clone();
+        c.id = t.qualify_unchecked(c.id.as_str()).into();
+        c.document_id = t.qualify_unchecked(c.document_id.as_str()).into();
+        own[i % tenants].push(c);
+    }
+    let mut shared_chunks: Vec<&ragctx_core::Chunk> = own.iter().flatten().collect();
+    shared_chunks.sort_by(|a, b| a.id.cmp(&b.id));
+    let shared = ragctx_lexical::LexicalIndex::build(shared_chunks);
+    let alone: Vec<ragctx_lexical::LexicalIndex> = own.iter().map(ragctx_lexical::LexicalIndex::build).collect();
+    let hits = |ix: &ragctx_lexical::LexicalIndex, r: &ragctx_core::LexicalRequest| -> Vec<(String, f32)> {
+        ix.search_request(r).iter().map(|&(e, s)| (ix.chunk_id(e).to_string(), s)).collect()
+    };
+    let (mut lat, mut alone_lat, mut wide_lat, mut same) = (vec![], vec![], vec![], 0usize);
+    for (i, q) in qs.iter().enumerate() {
+        let t = i % tenants;
+        let mut r = ragctx_core::LexicalRequest {
+            query: q.clone(),
+            limit: 8,
+            grouping: Some(ragctx_core::Grouping::new(3)),
+            tenant: Some(names[t].as_str().to_owned()),
+            ..Default::default()
+        };
+        let started = Instant::now();
+        let got = hits(&shared, &r);
+        lat.push(started.elapsed().as_secs_f64() * 1e3);
+        r.tenant = None;
+        let started = Instant::now();
+        let want = hits(&alone[t], &r);
+        alone_lat.push(started.elapsed().as_secs_f64() * 1e3);
+        let started = Instant::now();
+        let _ = shared.search_request(&r);
+        wide_lat.push(started.elapsed().as_secs_f64() * 1e3);
+        same += usize::from(got == want);
+    }
+    for v in [&mut lat, &mut alone_lat, &mut wide_lat] {
+        v.sort_by(f64::total_cmp);
+    }
+    serde_json::json!({"tenants": tenants, "queries": qs.len(), "p50_ms": percentile(&lat, 0.5),
+        "p99_ms": percentile(&lat, 0.99), "alone_p50_ms": percentile(&alone_lat, 0.5),
+        "store_wide_p50_ms": percentile(&wide_lat, 0.5), "same_as_alone": same as f64 / qs.len().max(1) as f64})
 }
 
 #[derive(Serialize)]

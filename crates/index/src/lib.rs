@@ -420,7 +420,8 @@ impl VectorIndex {
     ) -> IndexHits {
         assert_eq!(ex.revision, self.revision, "exclusion resolved against another state of the index");
         let live = self.len();
-        if live == 0 || limit == 0 {
+        // A tenant without a point reads what an empty store reads (not that others hold some).
+        if live == 0 || limit == 0 || ex.scope_live == Some(0) {
             return IndexHits {
                 hits: Vec::new(),
                 path: SearchPath::Exact,
@@ -454,13 +455,18 @@ impl VectorIndex {
         // The reason names no figure of the whole store (its size, `ef`, which scales with it,
         // the nearest points, which may be other tenants'): its share is of the caller's
         // points (a tenant's, when the store holds others), so a tenant reads the same reason
-        // whoever else ingests. The path taken still depends on the store (docs/filters.md).
+        // whoever else ingests. A tenant above `exact_below` points walks the store's graph,
+        // so its path and (approximate) ranking still depend on the store (docs/filters.md).
         let seen = ex.scope_live.unwrap_or(live).max(1);
         let pct = 100.0 * (1.0 - allowed_live as f64 / seen as f64);
         let reason = match force {
             Some(ForcePath::Exact) => return scan("forced exact".into(), 1, 0),
             Some(ForcePath::Graph) => "forced graph".to_string(),
-            None if live <= self.params.exact_below => return scan("exact scan (small index)".into(), 1, 0),
+            // A tenant's scope as small as a small index is scanned whatever the store
+            // holds: its path, reason and ranking are then its own (exact).
+            None if live <= self.params.exact_below || ex.scope_live.is_some_and(|n| n <= self.params.exact_below) => {
+                return scan("exact scan (small index)".into(), 1, 0)
+            }
             None if walk_costs_more(ef0 as f64 / allowed_share.max(1e-9)) => {
                 return scan(format!("{pct:.1}% excluded: exact scan (a walk would cost more)"), 1, 0)
             }

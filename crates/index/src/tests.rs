@@ -400,3 +400,28 @@ fn metadata_filters_survive_compaction_and_re_upserts() {
     assert_eq!(allowed(&compacted), before);
     assert!(!before.is_empty() && before.len() < ix.len());
 }
+
+/// A tenant with no more points than `exact_below` is scanned however large the store that
+/// holds it: its path, reason and hits are those of an index of its points alone, before and
+/// after another tenant fills the store past `exact_below` (a store-wide planner would walk).
+#[test]
+fn a_small_tenant_is_scanned_whatever_the_store_holds() {
+    let qualify = |t: &str, data: Vec<(String, String, Vec<f32>)>| -> Vec<(String, String, Vec<f32>)> {
+        let t = ragctx_core::Tenant::parse(t).unwrap();
+        data.into_iter().map(|(c, d, v)| (t.qualify_unchecked(&c), t.qualify_unchecked(&d), v)).collect()
+    };
+    let mine = qualify("a", corpus(20, 4, 16, 3));
+    let params = IndexParams { exact_below: 100, ..IndexParams::default() };
+    let alone = build_with(&mine, params.clone());
+    let mut shared = build_with(&mine, params);
+    for (c, d, v) in qualify("b", corpus(100, 4, 16, 5)) {
+        shared.upsert(&c, &d, 1.0, &v);
+    }
+    for q in [&mine[5].2, &mine[41].2] {
+        let mut req = request(q, 6, Some(Grouping::new(2)), ExclusionSet::default());
+        req.tenant = Some("a".into());
+        let (got, want) = (shared.search(&req), alone.search(&req));
+        assert_eq!((got.path, got.reason.as_str()), (SearchPath::Exact, "exact scan (small index)"));
+        assert_eq!((ids(&shared, &got), got.reason), (ids(&alone, &want), want.reason));
+    }
+}

@@ -7,6 +7,11 @@
 //! (a lone character stays a unigram), so Chinese needs no dictionary. Scoring is Lucene's
 //! BM25 (k1 = 1.2, b = 0.75, idf = ln(1 + (N − n + 0.5)/(n + 0.5))).
 //!
+//! A search narrowed to one tenant of a store that holds others scores with that tenant's
+//! statistics (its N, its document frequencies, its average length), so its scores — and the
+//! ranking — are those of an index of its chunks alone: nothing another tenant ingests can
+//! move them (no oracle for another tenant's vocabulary).
+//!
 //! The search honours the same contract as the vector search ([`ragctx_core::VectorStore`]):
 //! excluded chunks never come back and never take a slot; with grouping, `limit` documents
 //! come back whenever that many match, none with more chunks than its quota.
@@ -172,6 +177,44 @@ pub struct LexicalIndex {
     prepared: PreparedExclusions<Vec<bool>>,
     /// Metadata and tenants by position, for the filter (resolved before scoring).
     meta: MetadataIndex,
+    /// BM25's statistics per tenant, for searches narrowed to one.
+    tenants: TenantStats,
+}
+
+/// Each entry's tenant (an ordinal) and each tenant's entries and terms: what a tenant's
+/// own N, document frequencies and average length are counted from.
+#[derive(Default)]
+struct TenantStats {
+    ordinal: FastMap<String, u32>,
+    of_entry: Vec<u32>,
+    /// Per ordinal: entries, and their average length as [`LexicalIndex::build`] computes
+    /// the store's.
+    sizes: Vec<(usize, f32)>,
+}
+
+impl TenantStats {
+    fn new(meta: &MetadataIndex, entries: &[Entry]) -> TenantStats {
+        let mut stats = TenantStats { of_entry: vec![0; entries.len()], ..TenantStats::default() };
+        for (name, positions) in meta.tenants() {
+            let t = stats.sizes.len() as u32;
+            stats.ordinal.insert(name.to_owned(), t);
+            let total: u64 = positions.iter().map(|&p| entries[p as usize].length as u64).sum();
+            for &p in positions {
+                stats.of_entry[p as usize] = t;
+            }
+            stats.sizes.push((positions.len(), average_length(total, positions.len())));
+        }
+        stats
+    }
+}
+
+/// Terms per entry, at least 1 (an empty index's too).
+fn average_length(total: u64, entries: usize) -> f32 {
+    if entries == 0 {
+        1.0
+    } else {
+        (total as f32 / entries as f32).max(1.0)
+    }
 }
 
 impl DocumentPositions for LexicalIndex {
@@ -219,7 +262,7 @@ impl LexicalIndex {
                 length,
             });
         }
-        let average_length = if entries.is_empty() { 1.0 } else { (total as f32 / entries.len() as f32).max(1.0) };
+        let average_length = average_length(total, entries.len());
         LexicalIndex::assemble(terms, postings, entries, average_length, meta)
     }
 
@@ -236,6 +279,7 @@ impl LexicalIndex {
         for (i, e) in entries.iter().enumerate() {
             by_document.entry(e.document.clone()).or_default().push(i as u32);
         }
+        let tenants = TenantStats::new(&meta, &entries);
         LexicalIndex {
             by_chunk,
             by_document,
@@ -245,6 +289,7 @@ impl LexicalIndex {
             average_length,
             prepared: PreparedExclusions::default(),
             meta,
+            tenants,
         }
     }
 
@@ -276,14 +321,23 @@ impl LexicalIndex {
         grouping: Option<&Grouping>,
         exclusion: &ExclusionSet,
     ) -> Vec<Scored> {
-        self.search_allowed(query, limit, grouping, exclusion, None)
+        self.search_allowed(query, limit, grouping, exclusion, None, None)
     }
 
     /// [`LexicalIndex::search`] under the request's whole predicate: exclusion, filter and
     /// tenant, resolved to positions before any posting is scored.
     pub fn search_request(&self, r: &LexicalRequest) -> Vec<Scored> {
         let allowed = self.meta.allowed(&r.filter, r.tenant.as_deref(), self);
-        self.search_allowed(&r.query, r.limit, r.grouping.as_ref(), &r.exclusion, allowed.as_ref())
+        let tenant = r.tenant.as_deref().map(|t| self.tenants.ordinal.get(t).copied());
+        match tenant {
+            // A tenant with no chunk here: nothing of it can match.
+            Some(None) => Vec::new(),
+            Some(Some(t)) if self.tenants.sizes[t as usize].0 < self.entries.len() => {
+                self.search_allowed(&r.query, r.limit, r.grouping.as_ref(), &r.exclusion, allowed.as_ref(), Some(t))
+            }
+            // No tenant, or one that holds every chunk: the store's statistics are its own.
+            _ => self.search_allowed(&r.query, r.limit, r.grouping.as_ref(), &r.exclusion, allowed.as_ref(), None),
+        }
     }
 
     fn search_allowed(
@@ -293,6 +347,7 @@ impl LexicalIndex {
         grouping: Option<&Grouping>,
         exclusion: &ExclusionSet,
         allowed: Option<&PositionBits>,
+        tenant: Option<u32>,
     ) -> Vec<Scored> {
         let mut q = Vec::new();
         Analyzer::default().terms(query, &mut q);
@@ -314,20 +369,32 @@ impl LexicalIndex {
             )
         });
         let blocked = blocked.as_deref().map(Vec::as_slice).unwrap_or_default();
+        // The statistics scores are counted from: the tenant's own when narrowed to one.
+        let (count, average) = match tenant {
+            Some(t) => self.tenants.sizes[t as usize],
+            None => (n, self.average_length),
+        };
         let mut scores = vec![0f32; n];
         let mut touched: Vec<u32> = Vec::new();
         for term in &q {
             let Some(&t) = self.terms.get(term) else { continue };
             let list = &self.postings[t as usize];
-            let df = list.len() as f32;
+            let df = match tenant {
+                Some(t) => list.iter().filter(|&&(e, _)| self.tenants.of_entry[e as usize] == t).count(),
+                None => list.len(),
+            };
+            if df == 0 {
+                continue;
+            }
+            let df = df as f32;
             // ln_1p keeps idf above 0 even for a term in every chunk of a large store.
-            let idf = ((n as f32 - df + 0.5) / (df + 0.5)).ln_1p();
+            let idf = ((count as f32 - df + 0.5) / (df + 0.5)).ln_1p();
             for &(e, tf) in list {
                 if blocked.get(e as usize).copied().unwrap_or(false) || allowed.is_some_and(|a| !a.get(e as usize)) {
                     continue;
                 }
                 let tf = tf as f32;
-                let norm = K1 * (1.0 - B + B * self.entries[e as usize].length as f32 / self.average_length);
+                let norm = K1 * (1.0 - B + B * self.entries[e as usize].length as f32 / average);
                 let s = &mut scores[e as usize];
                 if *s == 0.0 {
                     touched.push(e);
@@ -490,6 +557,40 @@ mod tests {
         assert_eq!((count("a"), count("d"), hits.len()), (59, 3, 62), "a to its raised quota, d to 3");
         assert!(hits.iter().all(|&(e, _)| ix.chunk_id(e).as_str() != "a#w07"), "the excluded chunk stays out");
         assert!(hits.windows(2).all(|w| w[0].1 >= w[1].1), "best first");
+    }
+
+    /// The issue-38 oracle: tenant zh holds two chunks that differ by one rare word each;
+    /// tenant en ingests chunks full of one of those words. zh's scores and ranking are those
+    /// of an index of zh's chunks alone, before and after (a store-wide df would swap them).
+    #[test]
+    fn a_tenants_scores_are_its_own_whatever_another_tenant_holds() {
+        let t = |tenant: &str, id: &str| ragctx_core::Tenant::parse(tenant).unwrap().qualify_unchecked(id);
+        let zh = |id: &str, text: &str| chunk(&t("zh", id), &t("zh", id), "", text);
+        let own = [zh("w1", "quuxfrob leaves turn pale"), zh("w2", "blarnitz leaves turn pale")];
+        let mut crowded = own.to_vec();
+        crowded.extend((0..6).map(|i| {
+            let id = t("en", &format!("e{i}"));
+            chunk(&id, &id, "", "quuxfrob quuxfrob everywhere in a much longer English note than the others")
+        }));
+        let request = |tenant: Option<&str>| LexicalRequest {
+            query: "quuxfrob blarnitz".into(),
+            limit: 5,
+            tenant: tenant.map(str::to_owned),
+            ..LexicalRequest::default()
+        };
+        let ranked = |ix: &LexicalIndex, tenant: Option<&str>| -> Vec<(String, f32)> {
+            ix.search_request(&request(tenant)).iter().map(|&(e, s)| (ix.chunk_id(e).to_string(), s)).collect()
+        };
+        let alone = ranked(&LexicalIndex::build(&own), None);
+        let shared = LexicalIndex::build(&crowded);
+        assert_eq!(alone.len(), 2);
+        assert_eq!(ranked(&shared, Some("zh")), alone, "zh's scores, bit for bit, as if alone");
+        // Unscoped (the admin's store-wide view), en's chunks lower quuxfrob's idf: the swap
+        // the issue measured, which a narrowed search no longer shows.
+        let store_wide: Vec<(String, f32)> =
+            ranked(&shared, None).into_iter().filter(|(id, _)| ragctx_core::tenant_of(id) == "zh").collect();
+        assert_eq!(store_wide[0].0, t("zh", "w2"), "{store_wide:?}");
+        assert!(ranked(&shared, Some("nobody")).is_empty(), "a tenant with no chunk finds nothing");
     }
 
     #[test]

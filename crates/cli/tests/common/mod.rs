@@ -141,10 +141,20 @@ impl Drop for Server {
 
 /// One HTTP/1.1 request; `(status, body)`, status 0 when the connection failed.
 pub fn http(addr: &str, method: &str, path: &str, body: &str, timeout: Duration) -> (u16, String) {
+    request(addr, "", method, path, body, timeout)
+}
+
+/// [`http`] with `Authorization: Bearer KEY` (and the `Accept` an MCP client sends).
+pub fn http_key(addr: &str, key: &str, method: &str, path: &str, body: &str) -> (u16, String) {
+    let headers = format!("Authorization: Bearer {key}\r\nAccept: application/json, text/event-stream\r\n");
+    request(addr, &headers, method, path, body, Duration::from_secs(120))
+}
+
+fn request(addr: &str, headers: &str, method: &str, path: &str, body: &str, timeout: Duration) -> (u16, String) {
     let Ok(mut s) = std::net::TcpStream::connect(addr) else { return (0, String::new()) };
     let _ = s.set_read_timeout(Some(timeout));
     let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{headers}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
     if s.write_all(req.as_bytes()).is_err() {
