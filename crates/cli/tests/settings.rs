@@ -41,6 +41,7 @@ fn cases() -> Vec<Case> {
         c("diversity", json!(0.25), &[], json!(1.5)),
         // Nothing listens at the rerank endpoint (CONDENSER): the turn keeps the search's order.
         c("rerank", json!("remote"), &[], json!("local")),
+        c("compress", json!("sentences"), &[], json!("zip")),
         c("freed_slots", json!("keep"), &[("memory", "client")], json!("spill")),
         c("budget", json!(900), &[], json!(1)),
         c("session_ttl", json!(1), &[], json!(400_000_000)),

@@ -83,7 +83,7 @@ pub use filter_index::{DocumentPositions, MetadataIndex, PositionBits};
 pub use hash::{fx_hash, FastMap, FxHasher};
 pub use ids::{ChunkId, DocumentId, SessionId};
 pub use metadata::{valid_key as valid_metadata_key, Json, MetaValue, Metadata};
-pub use modes::{Condense, Consumption, ConversationQuery, FreedSlots, Granularity, Mode, Rerank, Strategy};
+pub use modes::{Compress, Condense, Consumption, ConversationQuery, FreedSlots, Granularity, Mode, Rerank, Strategy};
 pub use overrides::TurnOverrides;
 pub use scoped::{ScopedEmbeddingCache, ScopedSessionStore, ScopedVectorStore};
 pub use search::{
@@ -93,7 +93,8 @@ pub use search::{
 pub use session::{Intent, Memory, QuantizedVector, Retention, SessionState, TurnCommit, TurnRecord};
 pub use tenant::{tenant_of, Tenant, DEFAULT_TENANT, TENANT_SEPARATOR};
 pub use trace::{
-    Condensed, Diversified, Duplicate, EffectiveSettings, Reranked, RetrievalTrace, Trace, TraceStats, TRACE_VERSION,
+    Compressed, Condensed, Diversified, Duplicate, EffectiveSettings, Reranked, RetrievalTrace, Trace, TraceStats,
+    TRACE_VERSION,
 };
 pub use traits::{
     CondenseRequest, Condenser, Embedder, EmbeddingCache, GenerationRequest, Generator, Reranker, SessionStore,

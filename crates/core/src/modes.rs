@@ -99,6 +99,28 @@ impl Rerank {
     }
 }
 
+/// Whether the blocks of a turn keep only the sentences that carry it: `sentences` cuts each
+/// new block down to the sentences that share the question's terms (with a neighbour a
+/// sentence leans on), marks each cut with `…`, and lets the tokens freed go to further
+/// sources under the same budget; `off` sends chunks whole.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub enum Compress {
+    /// Blocks are whole chunks.
+    #[default]
+    #[serde(rename = "off")]
+    Off,
+    /// Blocks keep the sentences that carry the turn.
+    #[serde(rename = "sentences")]
+    Sentences,
+}
+
+impl Compress {
+    /// `off`: nothing to write in a trace (traces before compression read `off`).
+    pub fn is_off(&self) -> bool {
+        *self == Compress::Off
+    }
+}
+
 /// What a slot of the search results held by a chunk of the working set becomes (`client`
 /// memory): `refill` (the default) frees it for a new source, so a turn shows as many new
 /// sources as its limit allows; `keep` leaves it to the held chunk, shown as a pointer, so a
@@ -166,4 +188,5 @@ named!(Consumption, "consumption", Shown = "shown", Cited = "cited");
 named!(ConversationQuery, "conversation query", Off = "off", FollowUp = "follow_up", Always = "always");
 named!(Condense, "condense", Off = "off", OpenAi = "openai");
 named!(Rerank, "rerank", Off = "off", Remote = "remote");
+named!(Compress, "compress", Off = "off", Sentences = "sentences");
 named!(FreedSlots, "freed slots", Refill = "refill", Keep = "keep");

@@ -3,8 +3,8 @@
 //! [`TurnOverrides`] and [`TurnOverrides::apply`] makes the validated [`TurnSettings`].
 
 use crate::{
-    Condense, Consumption, ConversationQuery, Error, Filter, FreedSlots, Fusion, Granularity, Memory, Mode, Rerank,
-    Result, Retrieval, Strategy, TurnSettings,
+    Compress, Condense, Consumption, ConversationQuery, Error, Filter, FreedSlots, Fusion, Granularity, Memory, Mode,
+    Rerank, Result, Retrieval, Strategy, TurnSettings,
 };
 use serde::Deserialize;
 use std::str::FromStr;
@@ -38,6 +38,7 @@ impl Layered for Granularity {}
 impl Layered for Consumption {}
 impl Layered for Condense {}
 impl Layered for Rerank {}
+impl Layered for Compress {}
 impl Layered for FreedSlots {}
 impl Layered for Filter {
     const JSON_TYPE: &'static str = "object";
@@ -207,6 +208,11 @@ turn_overrides! {
     /// Cohere, Jina or llama.cpp shapes) before dedupe, falling back to the search's order
     /// when it fails or is late (docs/turns.md) [default: off]
     rerank: Rerank,
+    /// off, or sentences: each new block keeps the sentences that share the question's terms
+    /// (with a neighbour one leans on), its cuts marked with …, and the tokens freed go to
+    /// further sources under the same budget; reshows and open show blocks whole
+    /// (docs/turns.md) [default: off]
+    compress: Compress,
     /// client memory: refill (the result slots the session's held chunks would take go to new
     /// sources) or keep (they stay theirs, as pointers: a turn returns only what ranks in the
     /// top limit; the MCP search tool's) [default: refill]
@@ -330,7 +336,7 @@ mod tests {
         let values = serde_json::json!({
             "mode": "new", "memory": "client", "conversation_query": "off", "strategy": "full",
             "retrieval": "hybrid", "fusion": "rrf", "granularity": "document", "consumption": "cited",
-            "window": 2, "limit": 5, "group_size": 2, "group_margin": 0.3, "min_documents": 1, "relevance_floor": 0.5, "engaged_prior": 0.1, "near_duplicate": 0.5, "diversity": 0.3, "rerank": "remote", "freed_slots": "keep",
+            "window": 2, "limit": 5, "group_size": 2, "group_margin": 0.3, "min_documents": 1, "relevance_floor": 0.5, "engaged_prior": 0.1, "near_duplicate": 0.5, "diversity": 0.3, "rerank": "remote", "compress": "sentences", "freed_slots": "keep",
             "budget": 900, "session_ttl": 60, "filter": {"a": 1}, "condense": "openai"
         });
         assert_eq!(values.as_object().unwrap().len(), TurnOverrides::KEYS.len());

@@ -97,6 +97,9 @@ pub struct TraceStats {
     /// `rerank remote`: what the reranker was given, or why the turn kept the search's order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reranked: Option<Reranked>,
+    /// `compress sentences`: the blocks of the context that were cut and the tokens that freed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compressed: Option<Compressed>,
     /// `diversity` above 0: what maximal marginal relevance changed in the candidates' order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub diversified: Option<Diversified>,
@@ -141,12 +144,23 @@ impl TraceStats {
             duplicates: Vec::new(),
             condensed: None,
             reranked: None,
+            compressed: None,
             diversified: None,
             forgotten: Vec::new(),
             settings,
             timings_ms: BTreeMap::new(),
         }
     }
+}
+
+/// `compress sentences`: what cutting blocks to their sentences did in this turn's context.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Compressed {
+    /// The blocks of the context that were cut (each by its first chunk).
+    pub cut: Vec<ChunkId>,
+    /// Tokens the cut blocks would have cost whole, less what they cost cut: what went to
+    /// further sources.
+    pub freed_tokens: usize,
 }
 
 /// `rerank remote`: what the reranker was asked and what came of it. The turn keeps the

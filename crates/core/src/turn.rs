@@ -2,8 +2,8 @@
 
 use crate::trace::memory_before_modes;
 use crate::{
-    Condense, Consumption, ConversationQuery, EffectiveSettings, Error, Filter, FreedSlots, Fusion, Granularity,
-    Memory, Mode, Rerank, Result, Retention, Retrieval, Strategy,
+    Compress, Condense, Consumption, ConversationQuery, EffectiveSettings, Error, Filter, FreedSlots, Fusion,
+    Granularity, Memory, Mode, Rerank, Result, Retention, Retrieval, Strategy,
 };
 use serde::{Deserialize, Serialize};
 
@@ -91,6 +91,11 @@ pub struct TurnSettings {
     /// `off`; traces from before it read `off`.
     #[serde(default, skip_serializing_if = "Rerank::is_off")]
     pub rerank: Rerank,
+    /// `sentences`: each new block keeps the sentences that carry the turn, its cuts marked
+    /// with `…`, before the context is filled. Not written while `off`; traces from before it
+    /// read `off`.
+    #[serde(default, skip_serializing_if = "Compress::is_off")]
+    pub compress: Compress,
     /// `client` memory: whether the result slots the working set's ranking chunks would take
     /// go to new sources (`refill`) or stay theirs, as pointers (`keep`: the MCP search
     /// tool's). Not written while `refill`; traces from before it read `refill`.
@@ -148,6 +153,7 @@ impl Default for TurnSettings {
             // Off until measured to help (bench/README.md, "Diversity").
             diversity: 0.0,
             rerank: Rerank::Off,
+            compress: Compress::Off,
             freed_slots: FreedSlots::Refill,
             budget: 6_000,
             session_ttl: 86_400,

@@ -275,6 +275,7 @@ mod tests {
             score,
             text,
             carried_from: None,
+            freed: 0,
         }
     }
 

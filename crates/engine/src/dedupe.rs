@@ -22,6 +22,8 @@ pub struct Fragment {
     pub text: String,
     /// The turn that first showed one of its chunks, when it comes from the working set.
     pub carried_from: Option<u64>,
+    /// Tokens the compression stage freed by cutting `text` to its sentences (0: whole).
+    pub freed: usize,
 }
 
 impl Fragment {
@@ -34,6 +36,7 @@ impl Fragment {
             score: h.score,
             chunks: vec![h.chunk],
             carried_from: None,
+            freed: 0,
         }
     }
 }

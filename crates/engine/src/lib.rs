@@ -17,6 +17,7 @@
 //! ```
 
 pub mod agent;
+pub mod compress;
 pub mod condense;
 pub mod context;
 pub mod conversation;

@@ -6,11 +6,11 @@
 //! change what they measure.
 
 use crate::{ConversationQuery, TurnSettings};
-use ragctx_core::{Consumption, FreedSlots, Granularity, Memory, Rerank, Strategy};
+use ragctx_core::{Compress, Consumption, FreedSlots, Granularity, Memory, Rerank, Strategy};
 
 /// One of the seed's paths: one chunk per document, nothing carried, no conversation in the
 /// prompt, no relevance floor, no engaged-document prior, no near-duplicate removal, no
-/// diversity, no reranker (peers fill by rank up to `limit`), with `strategy`'s exclusion
+/// diversity, no reranker, no compression (peers fill by rank up to `limit` with whole chunks), with `strategy`'s exclusion
 /// and grouping at `granularity`, consuming `consumption`. The budget, limit, window,
 /// retrieval, filter and condensing are `base`'s.
 pub fn seed_path(
@@ -34,6 +34,7 @@ pub fn seed_path(
         near_duplicate: _,
         diversity: _,
         rerank: _,
+        compress: _,
         freed_slots: _,
         budget,
         session_ttl,
@@ -59,6 +60,7 @@ pub fn seed_path(
         near_duplicate: 0.0,
         diversity: 0.0,
         rerank: Rerank::Off,
+        compress: Compress::Off,
         freed_slots: FreedSlots::Refill,
         budget,
         session_ttl,
@@ -72,7 +74,7 @@ pub fn seed_path(
 }
 
 /// Plain top-k in `base`'s memory mode: no exclusion, no relevance floor, no engaged prior,
-/// no near-duplicate removal, no diversity, no reranker; the rest is `base`'s.
+/// no near-duplicate removal, no diversity, no reranker, no compression; the rest is `base`'s.
 pub fn plain_top_k(base: &TurnSettings) -> TurnSettings {
     let TurnSettings {
         memory,
@@ -89,6 +91,7 @@ pub fn plain_top_k(base: &TurnSettings) -> TurnSettings {
         near_duplicate: _,
         diversity: _,
         rerank: _,
+        compress: _,
         freed_slots: _,
         budget,
         session_ttl,
@@ -114,6 +117,7 @@ pub fn plain_top_k(base: &TurnSettings) -> TurnSettings {
         near_duplicate: 0.0,
         diversity: 0.0,
         rerank: Rerank::Off,
+        compress: Compress::Off,
         freed_slots: FreedSlots::Refill,
         budget,
         session_ttl,
@@ -137,6 +141,7 @@ mod tests {
         let base = TurnSettings {
             diversity: 0.5,
             rerank: Rerank::Remote,
+            compress: Compress::Sentences,
             budget: 2_000,
             conversation_query: ConversationQuery::Always,
             ..TurnSettings::default()
@@ -147,11 +152,11 @@ mod tests {
             (Memory::Client, Strategy::Full, Granularity::Document, Consumption::Cited)
         );
         assert_eq!((s.group_size, s.group_margin, s.relevance_floor, s.engaged_prior), (1, 0.0, 0.0, 0.0));
-        assert_eq!((s.near_duplicate, s.diversity, s.rerank), (0.0, 0.0, Rerank::Off));
+        assert_eq!((s.near_duplicate, s.diversity, s.rerank, s.compress), (0.0, 0.0, Rerank::Off, Compress::Off));
         assert_eq!((s.conversation_query, s.budget), (ConversationQuery::Off, 2_000));
         let p = plain_top_k(&base);
         assert_eq!((p.strategy, p.memory, p.budget), (Strategy::None, Memory::Engine, 2_000));
         assert_eq!((p.relevance_floor, p.engaged_prior, p.near_duplicate, p.diversity), (0.0, 0.0, 0.0, 0.0));
-        assert_eq!(p.rerank, Rerank::Off);
+        assert_eq!((p.rerank, p.compress), (Rerank::Off, Compress::Off));
     }
 }

@@ -240,6 +240,7 @@ pub const STAGES: &[Stage] = &[
     Stage { name: "rerank", timed: true, runs: crate::rerank::runs, run: crate::rerank::stage },
     Stage { name: "diversity", timed: true, runs: crate::diversity::runs, run: crate::diversity::stage },
     Stage { name: "dedupe", timed: true, runs: always, run: dedupe_stage },
+    Stage { name: "compress", timed: true, runs: crate::compress::runs, run: crate::compress::stage },
     Stage { name: "assemble", timed: true, runs: always, run: assemble_stage },
     Stage { name: "generate", timed: true, runs: |t| !t.retrieve_only, run: generate_stage },
 ];
@@ -346,6 +347,25 @@ fn assemble_stage(e: &Engine, t: &mut Turn<'_>) -> Result<()> {
     t.stats.carried = c.blocks.iter().filter(|b| b.carried_from.is_some()).count();
     t.stats.pointers = c.pointers.len();
     t.stats.dropped_by_budget = c.dropped_by_budget.clone();
+    if crate::compress::runs(t) {
+        // The cut blocks that made it into the context, each by its first chunk.
+        let freed: HashMap<&ChunkId, usize> = t
+            .deduped
+            .fragments
+            .iter()
+            .filter(|f| f.freed > 0)
+            .filter_map(|f| Some((&f.chunks.first()?.id, f.freed)))
+            .collect();
+        let cut: Vec<(ChunkId, usize)> = c
+            .blocks
+            .iter()
+            .filter_map(|b| b.chunk_ids.first().and_then(|id| freed.get(id).map(|&n| (id.clone(), n))))
+            .collect();
+        t.stats.compressed = Some(ragctx_core::Compressed {
+            freed_tokens: cut.iter().map(|c| c.1).sum(),
+            cut: cut.into_iter().map(|c| c.0).collect(),
+        });
+    }
     t.built = Some(built);
     Ok(())
 }

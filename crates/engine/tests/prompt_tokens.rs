@@ -128,6 +128,7 @@ fn block_count_from_ingest_time_text_count_is_exact() {
                 score: 0.5,
                 chunks: vec![chunk],
                 carried_from: (i % 3 == 0).then_some(i as u64),
+                freed: 0,
             };
             let b = ContextBlock {
                 marker: i as u32 + 1,

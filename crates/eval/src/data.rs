@@ -26,6 +26,10 @@ pub struct Conversation {
     pub messages: Vec<String>,
     /// 1-based user turn → (gold chunk ids, rewrite).
     pub gold: HashMap<usize, (Vec<String>, String)>,
+    /// 1-based user turn → the agent's reply to it, as a later line's history gives it (the
+    /// reference answer; a conversation's last turn has none). For measuring only: no stage
+    /// ever reads it.
+    pub answers: HashMap<usize, String>,
 }
 
 /// Conversations of `domains` (all when empty) with every user message in order.
@@ -42,6 +46,16 @@ pub fn conversations(path: &Path, domains: &[String]) -> Result<Vec<Conversation
         let (cid, domain, question) = (field("conversation_id")?, field("domain")?, field("question")?);
         if !domains.is_empty() && !domains.contains(&domain) {
             continue;
+        }
+        // The agent's reply after user message k (1-based) of this line's history.
+        let mut replies: Vec<(usize, String)> = Vec::new();
+        let mut users = 0;
+        for m in v["history"].as_array().into_iter().flatten() {
+            match (m["speaker"].as_str(), m["text"].as_str()) {
+                (Some("user"), _) => users += 1,
+                (Some("agent"), Some(t)) if users > 0 && !t.trim().is_empty() => replies.push((users, t.to_owned())),
+                _ => {}
+            }
         }
         let mut messages: Vec<String> = v["history"]
             .as_array()
@@ -64,7 +78,11 @@ pub fn conversations(path: &Path, domains: &[String]) -> Result<Vec<Conversation
             domain,
             messages: Vec::new(),
             gold: HashMap::new(),
+            answers: HashMap::new(),
         });
+        for (k, text) in replies {
+            c.answers.entry(k).or_insert(text);
+        }
         if messages.len() > c.messages.len() {
             c.messages = messages;
         }

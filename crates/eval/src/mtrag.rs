@@ -238,7 +238,7 @@ fn variants(opts: &MtragOptions, base: &TurnSettings) -> Result<Vec<Variant>> {
 /// Evidence recall against prompt tokens per strategy, one point per budget (unbounded
 /// `history` one point without a budget): overall, from turn 5 on, and per domain.
 fn curves(variants: &[Variant], strategies: &serde_json::Value, domains: &[String]) -> serde_json::Value {
-    let point = |m: &serde_json::Value| serde_json::json!({"prompt_tokens": m["prompt_tokens"], "evidence_recall": m["evidence_recall"], "turns": m["turns"]});
+    let point = |m: &serde_json::Value| serde_json::json!({"prompt_tokens": m["prompt_tokens"], "evidence_recall": m["evidence_recall"], "answer_support": m["answer_support"], "turns": m["turns"]});
     let mut out: BTreeMap<String, Vec<serde_json::Value>> = BTreeMap::new();
     for v in variants {
         let r = &strategies[&v.key];
@@ -359,6 +359,7 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
     let sessions_data = DataDir::open(&sessions_dir, embedder.dimension())?;
     let sessions: Arc<dyn SessionStore> = Arc::new(sessions_data.session_store());
     let mut tallies: BTreeMap<String, Tally> = BTreeMap::new();
+    let mut analyzer = ragctx_lexical::Analyzer::default();
     for domain in &domains {
         let (store, doc_of) = domain_store(settings, &opts.corpus_dir, domain, embedder.inner.as_ref(), !opts.json)?;
         let mut engine = ragctx_app::app::engine_over(Arc::new(store), sessions.clone(), embedder.clone());
@@ -374,8 +375,9 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
                 let mut shown_chunks: HashSet<String> = HashSet::new();
                 let mut shown_docs: HashSet<String> = HashSet::new();
                 // Per earlier turn: its chunks, its context tokens and the tokens of its question
-                // and answer (what a client keeps in the model's history).
-                let mut earlier: Vec<(HashSet<String>, usize, usize)> = Vec::new();
+                // and answer (what a client keeps in the model's history), and its context's
+                // terms (for `answer_support`).
+                let mut earlier: Vec<(HashSet<String>, usize, usize, HashSet<String>)> = Vec::new();
                 // The conversation so far, for `none+conv`.
                 let mut said: Vec<Utterance> = Vec::new();
                 for i in 0..conv.messages.len() {
@@ -422,6 +424,9 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
                     let c: HashSet<String> =
                         out.context.iter().flat_map(|b| b.chunk_ids.iter().map(|c| c.0.clone())).collect();
                     let cd: HashSet<String> = out.context.iter().map(|b| b.document_id.0.clone()).collect();
+                    let texts: Vec<&str> =
+                        out.context.iter().flat_map(|b| [b.title.as_str(), b.text.as_str()]).collect();
+                    let terms = crate::mtrag_metrics::content_terms(&mut analyzer, &texts);
                     let kept = &earlier[from..];
                     let in_window: HashSet<&String> = kept.iter().flat_map(|k| k.0.iter()).collect();
                     let kept_tokens: usize = kept.iter().map(|k| k.1).sum();
@@ -465,7 +470,19 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
                             g.iter().filter(|x| c.contains(x.as_str()) && !shown_chunks.contains(x.as_str())).count()
                                 as f64;
                         let ratio = |a: usize, b: usize| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+                        // The reference answer against the evidence the model reads: this
+                        // context, and the kept window where the client keeps it.
+                        let support = conv.answers.get(&(i + 1)).and_then(|answer| {
+                            let answer = crate::mtrag_metrics::content_terms(&mut analyzer, &[answer]);
+                            let mut evidence = terms.clone();
+                            if v.client_keeps() {
+                                kept.iter().for_each(|k| evidence.extend(k.3.iter().cloned()));
+                            }
+                            crate::mtrag_metrics::answer_support(&answer, &evidence)
+                        });
                         let m = Means {
+                            answer_support: support.unwrap_or(0.0),
+                            answered: support.is_some() as usize,
                             evidence_recall: readable / g.len().max(1) as f64,
                             fresh_recall: fresh / g.len().max(1) as f64,
                             doc_recall: ratio(gd.iter().filter(|d| cd.contains(d.as_str())).count(), gd.len()),
@@ -513,7 +530,7 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
                     }
                     let exchange = Utterance::user(conv.messages[i].as_str()).render()
                         + &Utterance::assistant(out.answer.as_str()).render();
-                    earlier.push((c.clone(), out.trace.context_tokens, counter.count(&exchange)));
+                    earlier.push((c.clone(), out.trace.context_tokens, counter.count(&exchange), terms));
                     said.push(Utterance::user(conv.messages[i].as_str()));
                     said.push(Utterance::assistant(out.answer.as_str()));
                     shown_chunks.extend(c);

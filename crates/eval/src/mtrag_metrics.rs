@@ -16,6 +16,23 @@ pub fn readable_gold(
     gold.iter().filter(|x| context.contains(x.as_str()) || (client_keeps && kept.contains(*x))).count()
 }
 
+/// The terms `answer_support` compares: those the lexical index makes of a text (lower-cased
+/// runs of letters and digits, Lucene's English stop words out, Snowball English stems; CJK
+/// as character bigrams), each once.
+pub fn content_terms(analyzer: &mut ragctx_lexical::Analyzer, texts: &[&str]) -> HashSet<String> {
+    let mut out = Vec::new();
+    for t in texts {
+        analyzer.terms(t, &mut out);
+    }
+    out.into_iter().collect()
+}
+
+/// Share of the reference answer's terms found in `evidence` (the terms of the blocks the
+/// model reads); `None` when the answer has no term.
+pub fn answer_support(answer: &HashSet<String>, evidence: &HashSet<String>) -> Option<f64> {
+    (!answer.is_empty()).then(|| answer.iter().filter(|t| evidence.contains(*t)).count() as f64 / answer.len() as f64)
+}
+
 /// Sums of the per-turn metrics, for means.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Means {
@@ -79,6 +96,12 @@ pub struct Means {
     /// Share of turns the condenser rewrote: a rewrite the search used that is not the
     /// question itself.
     pub condensed: f64,
+    /// Share of the reference answer's content terms ([`content_terms`]) found in the
+    /// evidence the model reads this turn (the blocks counted as `evidence_recall` counts
+    /// them): how much of the answer the prompt supports. Averaged over `answered` turns.
+    pub answer_support: f64,
+    /// Gold turns whose reference answer is known (a conversation's last turn has none).
+    pub answered: usize,
     /// Gold turns added up (1 for one turn's metrics); not averaged by `mean`.
     pub turns: usize,
 }
@@ -119,6 +142,8 @@ impl Means {
         for (sum, x) in self.metrics().into_iter().zip(m.metrics()) {
             *sum += *x;
         }
+        self.answer_support += m.answer_support;
+        self.answered += m.answered;
         self.turns += 1;
     }
 
@@ -128,6 +153,7 @@ impl Means {
         for x in out.metrics() {
             *x /= n;
         }
+        out.answer_support /= self.answered.max(1) as f64;
         out
     }
 }
@@ -166,7 +192,7 @@ pub struct StrategyReport {
 
 #[cfg(test)]
 mod readable_tests {
-    use super::readable_gold;
+    use super::{answer_support, content_terms, readable_gold, Means};
     use std::collections::HashSet;
 
     /// By hand: gold {g1, g2, g3, g4}; this turn's context holds g1 and x; the client's kept
@@ -185,5 +211,24 @@ mod readable_tests {
         assert_eq!(readable_gold(&gold, &HashSet::new(), &HashSet::new(), true), 0);
         let recall = |n: usize| n as f64 / gold.len() as f64;
         assert_eq!((recall(1), recall(2)), (0.25, 0.5));
+    }
+
+    /// By hand: the answer "Guinea pigs eat hay and fresh vegetables." has the terms guinea,
+    /// pig, eat, hay, fresh, veget ("and" is a stop word); the evidence "Wild guinea pigs graze
+    /// on grass and hay." holds guinea, pig, hay: 3 of 6 = 0.5. An answer of stop words only
+    /// scores nothing and is not counted; the mean is over answered turns only.
+    #[test]
+    fn answer_support_is_the_share_of_answer_terms_the_evidence_holds() {
+        let mut a = ragctx_lexical::Analyzer::default();
+        let answer = content_terms(&mut a, &["Guinea pigs eat hay and fresh vegetables."]);
+        assert_eq!(answer.len(), 6, "{answer:?}");
+        let evidence = content_terms(&mut a, &["Wild guinea pigs graze on grass", "and hay."]);
+        assert_eq!(answer_support(&answer, &evidence), Some(0.5));
+        assert_eq!(answer_support(&content_terms(&mut a, &["It is the."]), &evidence), None);
+        let mut sum = Means::default();
+        sum.add(&Means { answer_support: 0.5, answered: 1, evidence_recall: 1.0, ..Means::default() });
+        sum.add(&Means { evidence_recall: 0.0, ..Means::default() });
+        let mean = sum.mean();
+        assert_eq!((mean.answer_support, mean.evidence_recall, mean.turns), (0.5, 0.5, 2));
     }
 }

@@ -4,8 +4,9 @@
 use serde_json::Value;
 use std::fmt::Write;
 
-const COLUMNS: [(&str, &str); 16] = [
+const COLUMNS: [(&str, &str); 17] = [
     ("evidence_recall", "evidence recall"),
+    ("answer_support", "answer support"),
     ("fresh_recall", "fresh recall"),
     ("doc_recall", "doc recall"),
     ("available_recall", "available recall"),
@@ -41,24 +42,29 @@ fn curves_table(report: &Value) -> String {
         report["domains"].as_array().map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
     let _ = writeln!(
         s,
-        "| strategy | budget | prompt tokens | evidence recall | turns ≥ 5: prompt tokens | turns ≥ 5: evidence recall | {} |",
-        domains.iter().map(|d| format!("{d}: evidence")).collect::<Vec<_>>().join(" | ")
+        "| strategy | budget | prompt tokens | evidence recall | answer support | turns ≥ 5: prompt tokens | turns ≥ 5: evidence recall | turns ≥ 5: answer support | {} | {} |",
+        domains.iter().map(|d| format!("{d}: evidence")).collect::<Vec<_>>().join(" | "),
+        domains.iter().map(|d| format!("{d}: support")).collect::<Vec<_>>().join(" | ")
     );
-    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|{}", "---:|".repeat(domains.len()));
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|{}", "---:|".repeat(2 * domains.len()));
     let num = |v: &Value| v.as_f64().unwrap_or(0.0);
     for (name, points) in curves {
         for p in points.as_array().into_iter().flatten() {
             let budget = p["budget"].as_u64().map_or("unbounded".to_owned(), |b| b.to_string());
-            let per_domain: Vec<String> =
-                domains.iter().map(|d| format!("{:.3}", num(&p["by_domain"][*d]["evidence_recall"]))).collect();
+            let per_domain = |k: &str| -> String {
+                domains.iter().map(|d| format!("{:.3}", num(&p["by_domain"][*d][k]))).collect::<Vec<_>>().join(" | ")
+            };
             let _ = writeln!(
                 s,
-                "| {name} | {budget} | {:.0} | {:.3} | {:.0} | {:.3} | {} |",
+                "| {name} | {budget} | {:.0} | {:.3} | {:.3} | {:.0} | {:.3} | {:.3} | {} | {} |",
                 num(&p["prompt_tokens"]),
                 num(&p["evidence_recall"]),
+                num(&p["answer_support"]),
                 num(&p["from_turn_5"]["prompt_tokens"]),
                 num(&p["from_turn_5"]["evidence_recall"]),
-                per_domain.join(" | ")
+                num(&p["from_turn_5"]["answer_support"]),
+                per_domain("evidence_recall"),
+                per_domain("answer_support")
             );
         }
     }
@@ -433,6 +439,7 @@ strategy's points (evidence recall against the prompt tokens it used).</p>",
     body.push_str("<div class=\"charts\">");
     for (m, t) in [
         ("evidence_recall", "evidence recall"),
+        ("answer_support", "answer support"),
         ("prompt_tokens", "prompt tokens"),
         ("fresh_recall", "fresh recall"),
         ("repeat_rate", "repeat rate"),

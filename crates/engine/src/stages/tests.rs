@@ -562,3 +562,39 @@ fn forget_lets_a_chunk_come_back_and_a_step_with_nothing_to_forget_is_not_record
     let bad = TurnInput { reshow: Some(&[]), ..TurnInput::new(&session, "x", &s) };
     assert!(e.run(bad).unwrap_err().to_string().contains("mode reshow"));
 }
+
+/// `compress sentences` through a whole turn: the long chunk is cut to the sentences about
+/// the question (its cut marked), the trace names it and the tokens freed, citations still
+/// name the whole chunk; a reshow shows it whole; with `off` nothing is cut.
+#[test]
+fn compression_cuts_blocks_to_their_sentences_and_a_reshow_shows_them_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = engine(&dir);
+    let long = "Ferns come from damp forests. Their fronds uncurl slowly in spring. Water a fern twice a week \
+                so the soil stays moist. Many growers like clay pots. Repotting is rarely needed. \
+                Old fronds can be cut at the base.";
+    e.vectors.upsert(&[chunk("guide#0", "guide", long)]).unwrap();
+    let session = SessionId::parse("c1").unwrap();
+    let s = TurnSettings { compress: ragctx_core::Compress::Sentences, ..TurnSettings::default() };
+    let t = e.run(TurnInput::new(&session, "How often should I water a fern?", &s)).unwrap();
+    let block = t.context.iter().find(|b| b.document_id.as_str() == "guide").expect("the guide is shown");
+    assert_eq!(
+        block.text,
+        "…\nTheir fronds uncurl slowly in spring. Water a fern twice a week so the soil stays moist. Many growers like clay pots.\n…"
+    );
+    assert_eq!(block.chunk_ids, vec![ChunkId::from("guide#0")], "the block still names its whole chunk");
+    let c = t.trace.compressed.as_ref().expect("the trace says what was cut");
+    assert!(c.cut.contains(&ChunkId::from("guide#0")) && c.freed_tokens > 10, "{c:?}");
+    let again = e.run(TurnInput::new(&session, "show me that again", &s)).unwrap();
+    let whole = again.context.iter().find(|b| b.document_id.as_str() == "guide").expect("reshown");
+    assert_eq!(whole.text, long, "a reshow shows the block whole");
+    assert!(again.trace.compressed.is_none());
+    let off = e
+        .run(TurnInput::new(
+            &SessionId::parse("c2").unwrap(),
+            "How often should I water a fern?",
+            &TurnSettings::default(),
+        ))
+        .unwrap();
+    assert!(off.context.iter().any(|b| b.text == long) && off.trace.compressed.is_none());
+}

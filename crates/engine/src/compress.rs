@@ -1,0 +1,162 @@
+//! The compression stage (`compress sentences`, after dedupe, before the context is filled):
+//! each block keeps the sentences that carry the turn — those sharing the question's or the
+//! search query's terms, weighted by how rare a term is among the turn's sentences — with the
+//! sentence before and after each (the one it leans on, the one going on). What was left out is
+//! marked with `…`; a block keeps at least one sentence, and one that shares no term with the
+//! turn is kept whole (nothing to judge it by: never withhold evidence on a guess). The tokens
+//! freed go to the next sources by rank, under the same budget (the context is filled after).
+//! A reshow and an agent's `open` show blocks whole. The seed: "保留能支撑结论的片段、标题和稳定来源标识即可".
+
+use crate::dedupe::Fragment;
+use crate::turn::Turn;
+use crate::Engine;
+use ragctx_core::text::{sentences, terms};
+use ragctx_core::{Compress, Intent, Result, TokenCounter};
+use std::collections::{HashMap, HashSet};
+
+/// A sentence scoring at least this share of its block's best is kept (measured on MTRAG:
+/// bench/README.md, "Compression").
+pub const KEEP_SHARE: f64 = 0.5;
+
+/// The mark of left-out text.
+pub const CUT: &str = "…";
+
+/// On for a turn with `compress sentences` that is not a reshow (nor an `open`).
+pub fn runs(t: &Turn<'_>) -> bool {
+    t.settings.compress == Compress::Sentences && t.intent != Intent::Reshow && t.reshow.is_none()
+}
+
+/// The stage: cuts the turn's fragments to their sentences.
+pub fn stage(e: &Engine, t: &mut Turn<'_>) -> Result<()> {
+    let text = t.query().text.clone();
+    compress(&mut t.deduped.fragments, &[t.question, &text], e.counter.as_ref());
+    Ok(())
+}
+
+/// Cuts each fragment to the sentences that carry `query` (the question and the search
+/// text), recording in each cut one the tokens its cut freed.
+pub fn compress(fragments: &mut [Fragment], query: &[&str], counter: &dyn TokenCounter) {
+    let wanted: HashSet<String> = query.iter().flat_map(|q| terms(q)).collect();
+    if wanted.is_empty() {
+        return;
+    }
+    // Per fragment, its sentences and their terms; how many sentences of the turn hold each
+    // wanted term (a term in every sentence tells them apart the least).
+    let split: Vec<Vec<(&str, HashSet<String>)>> =
+        fragments.iter().map(|f| sentences(&f.text).into_iter().map(|s| (s, terms(s))).collect()).collect();
+    let total = split.iter().map(Vec::len).sum::<usize>().max(1) as f64;
+    let mut holding: HashMap<&str, usize> = HashMap::new();
+    for s in split.iter().flatten() {
+        for t in s.1.iter().filter(|t| wanted.contains(*t)) {
+            *holding.entry(t.as_str()).or_insert(0) += 1;
+        }
+    }
+    let weight = |t: &str| holding.get(t).map_or(0.0, |&n| (total / n as f64).ln_1p());
+    let cut: Vec<Option<String>> = split
+        .iter()
+        .map(|sents| {
+            let scores: Vec<f64> = sents.iter().map(|(_, ts)| ts.iter().map(|t| weight(t)).sum()).collect();
+            kept_text(sents, &scores)
+        })
+        .collect();
+    for (f, text) in fragments.iter_mut().zip(cut) {
+        let Some(text) = text else { continue };
+        let whole = match f.chunks.as_slice() {
+            [c] if c.text == f.text && counter.name() == ragctx_core::CHUNK_TOKENIZER => {
+                c.tokens.map_or_else(|| counter.count(&f.text), |n| n as usize)
+            }
+            _ => counter.count(&f.text),
+        };
+        f.freed = whole.saturating_sub(counter.count(&text));
+        f.text = text;
+    }
+}
+
+/// The block's text cut to its kept sentences, `…` where sentences were left out; `None`
+/// when it stays whole (every sentence kept, or none shares a term with the turn).
+fn kept_text(sents: &[(&str, HashSet<String>)], scores: &[f64]) -> Option<String> {
+    let best = scores.iter().copied().fold(0.0, f64::max);
+    if best <= 0.0 || sents.len() < 2 {
+        return None;
+    }
+    let carries: Vec<bool> = scores.iter().map(|&s| s > 0.0 && s >= KEEP_SHARE * best).collect();
+    // A sentence that carries the turn keeps its neighbours (the one it leans on, the one
+    // that goes on with it): kept alone, answers lost more support than the freed budget
+    // brought back (bench/README.md, "Compression").
+    let mut keep = carries.clone();
+    for (i, _) in carries.iter().enumerate().filter(|(_, &c)| c) {
+        keep[i.saturating_sub(1)] = true;
+        if i + 1 < keep.len() {
+            keep[i + 1] = true;
+        }
+    }
+    if keep.iter().all(|&k| k) {
+        return None;
+    }
+    let mut out = String::new();
+    let mut last: Option<usize> = None;
+    for (i, (s, _)) in sents.iter().enumerate().filter(|(i, _)| keep[*i]) {
+        match last {
+            None if i > 0 => out.push_str(&format!("{CUT}\n")),
+            Some(l) if i > l + 1 => out.push_str(&format!("\n{CUT}\n")),
+            Some(_) => out.push(' '),
+            None => {}
+        }
+        out.push_str(s);
+        last = Some(i);
+    }
+    if last.is_some_and(|l| l + 1 < sents.len()) {
+        out.push_str(&format!("\n{CUT}"));
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ragctx_core::Chunk;
+
+    struct Words;
+    impl TokenCounter for Words {
+        fn count(&self, text: &str) -> usize {
+            text.split_whitespace().count()
+        }
+        fn name(&self) -> &str {
+            "words"
+        }
+    }
+
+    fn fragment(text: &str) -> Fragment {
+        let chunk = Chunk::new("d#0", "d", "Guinea pigs", text);
+        Fragment::of(ragctx_core::Hit { chunk, score: 0.9 })
+    }
+
+    /// By hand: of seven sentences, the third names the question's "eat" and the fifth its
+    /// "hay" (equal weights); each keeps its neighbours, so the second to the sixth stay and
+    /// the first and the last are left out, each cut marked. Freed: the words left out, less
+    /// the marks.
+    #[test]
+    fn keeps_the_sentences_that_carry_the_question_and_marks_the_cuts() {
+        let text = "The species comes from the Andes. Herds roam the grassland. In the wild they eat grass. \
+                    Pet owners buy pellets. They also need hay every day. Cages need cleaning. Many live for eight years.";
+        let mut f = [fragment(text), fragment("Nothing here shares a word. Not one.")];
+        compress(&mut f, &["What do guinea pigs eat?", "guinea pigs eat hay"], &Words);
+        assert_eq!(
+            f[0].text,
+            "…\nHerds roam the grassland. In the wild they eat grass. Pet owners buy pellets. They also need hay \
+             every day. Cages need cleaning.\n…"
+        );
+        assert_eq!(f[0].freed, Words.count(text) - Words.count(&f[0].text));
+        assert_eq!(f[1].text, "Nothing here shares a word. Not one.", "no shared term: kept whole");
+        assert_eq!(f[1].freed, 0);
+    }
+
+    #[test]
+    fn a_block_keeps_at_least_its_best_sentence_and_a_single_sentence_stays_whole() {
+        let mut f =
+            [fragment("Hay matters most. Water too. Light also helps a little. Shade as well."), fragment("Only hay.")];
+        compress(&mut f, &["hay"], &Words);
+        assert_eq!(f[0].text, "Hay matters most. Water too.\n…");
+        assert_eq!(f[1].text, "Only hay.");
+    }
+}
