@@ -412,7 +412,7 @@ fn a_small_tenant_is_scanned_whatever_the_store_holds() {
     };
     let mine = qualify("a", corpus(20, 4, 16, 3));
     let params = IndexParams { exact_below: 100, ..IndexParams::default() };
-    let alone = build_with(&mine, params.clone());
+    let alone = build_with(&mine, params);
     let mut shared = build_with(&mine, params);
     for (c, d, v) in qualify("b", corpus(100, 4, 16, 5)) {
         shared.upsert(&c, &d, 1.0, &v);
