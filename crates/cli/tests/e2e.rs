@@ -643,6 +643,9 @@ fn eval_mtrag_scores_strategies_side_by_side() {
         assert_eq!(o["turns"].as_u64(), Some(gold_turns), "{name}");
         let value = |k: &str| o[k].as_f64().unwrap_or_else(|| panic!("{name}.{k}: {o}"));
         assert!(value("evidence_recall") > 0.0 && value("evidence_recall") <= 1.0, "{name}: {o}");
+        // Every conversation's turns but its last have a reference answer in a later line.
+        assert!(o["answered"].as_u64().is_some_and(|a| a > 0 && a <= gold_turns), "{name}: {o}");
+        assert!(value("answer_support") > 0.0 && value("answer_support") <= 1.0, "{name}: {o}");
         assert_eq!(value("duplicate_tokens"), 0.0, "{name}: nothing is read twice: {o}");
         assert!(value("turn_tokens") > 0.0 && (0.0..=1.0).contains(&value("resent_rate")), "{name}: {o}");
         if name == "client" {
@@ -674,11 +677,11 @@ fn eval_mtrag_scores_strategies_side_by_side() {
     }
     let picked = dom.matches("type=\"checkbox\"").count();
     assert_eq!(picked, s.as_object().unwrap().len(), "every strategy can be picked");
-    for chart in ["evidence recall", "prompt tokens"] {
+    for chart in ["evidence recall", "answer support", "prompt tokens"] {
         assert!(dom.contains(&format!("<figcaption>{chart}</figcaption>")), "{chart} per turn index");
     }
     let visible = dom.matches("<polyline class=\"s-").count() - dom.matches("style=\"display:none\"><title>").count();
-    assert_eq!(visible, 3 * 4, "engine, none and history drawn in each of the four charts");
+    assert_eq!(visible, 3 * 5, "engine, none and history drawn in each of the five charts");
 
     // Budget curves against the two baselines a chat app would run (issue 26): each strategy
     // at each budget, unbounded `history` once; the page opens with the curves.
