@@ -147,16 +147,10 @@ impl Engine {
         config: Option<PathBuf>,
         settings: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        let mut raw = RawConfig::default();
-        if let Some(path) = &config {
-            raw = raw.merge(RawConfig::from_file(path).map_err(raise)?);
-        }
-        raw = raw.merge(RawConfig::from_env().map_err(raise)?);
         let mut given = layer(py, settings)?;
         given.data_dir = data_dir.or(given.data_dir);
         given.model_dir = model_dir.or(given.model_dir);
-        let raw = raw.merge(given);
-        let settings = Settings::from_raw(raw).map_err(raise)?;
+        let settings = Settings::layered(config.as_deref(), given).map_err(raise)?;
         let app = py.detach(|| App::open(settings)).map_err(raise)?;
         let retriever = ragctx_engine::Engine {
             generator: std::sync::Arc::new(ragctx_models::ExtractiveGenerator::default()),

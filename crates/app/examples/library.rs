@@ -28,7 +28,7 @@ fn main() -> Result<(), Error> {
         turn: vec![TurnOverrides { budget: Some(600), ..Default::default() }],
         ..Default::default()
     };
-    let settings = Settings::from_raw(RawConfig::from_env()?.merge(own))?;
+    let settings = Settings::layered(None, own)?;
     let app = App::open(settings)?;
 
     let report = app.ingest_records("example documents", DOCUMENTS.as_bytes(), false)?;

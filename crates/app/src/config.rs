@@ -45,7 +45,7 @@ macro_rules! raw_config {
 
             /// Each setting from `RAGCTX_<FIELD>`; unset or empty is no value.
             fn from_env_vars() -> Result<RawConfig> {
-                Ok(RawConfig { $($field: env_value(stringify!($field))?,)+ turn: vec![TurnOverrides::from_env()?] })
+                Ok(RawConfig { $($field: env_value(stringify!($field))?,)+ turn: vec![TurnOverrides::from_vars(&env_var)?] })
             }
         }
     };
@@ -171,9 +171,14 @@ impl FromEnv for Vec<String> {
     }
 }
 
+/// A variable of the process environment: the one place the settings read it.
+fn env_var(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
 fn env_value<T: FromEnv>(field: &str) -> Result<Option<T>> {
     let name = format!("RAGCTX_{}", field.to_ascii_uppercase());
-    match std::env::var(&name).ok().filter(|v| !v.is_empty()) {
+    match env_var(&name).filter(|v| !v.is_empty()) {
         Some(v) => {
             T::from_env(&v).map(Some).ok_or_else(|| Error::InvalidInput(format!("{name}={v:?} is not a valid value")))
         }
@@ -217,9 +222,9 @@ impl RawConfig {
     pub fn from_env() -> Result<RawConfig> {
         let mut raw = RawConfig::from_env_vars()?;
         // Prefixes keep their spaces ("query: "), and an empty one is a value.
-        raw.embedder_query_prefix = std::env::var("RAGCTX_EMBEDDER_QUERY_PREFIX").ok();
-        raw.embedder_passage_prefix = std::env::var("RAGCTX_EMBEDDER_PASSAGE_PREFIX").ok();
-        let fallback = |name: &str| std::env::var(name).ok().filter(|k| !k.is_empty());
+        raw.embedder_query_prefix = env_var("RAGCTX_EMBEDDER_QUERY_PREFIX");
+        raw.embedder_passage_prefix = env_var("RAGCTX_EMBEDDER_PASSAGE_PREFIX");
+        let fallback = |name: &str| env_var(name).filter(|k| !k.is_empty());
         raw.milvus_token = raw.milvus_token.or_else(|| fallback("MILVUS_TOKEN"));
         raw.openai_api_key = raw.openai_api_key.or_else(|| fallback("OPENAI_API_KEY"));
         Ok(raw)
@@ -302,6 +307,17 @@ impl Settings {
     /// The rerank endpoint (`rerank remote`); `None` when none is configured.
     pub fn rerank(&self) -> Option<&ragctx_models::RerankConfig> {
         self.rerank.as_ref()
+    }
+
+    /// Every front's layering, in one place: defaults → the TOML file `config` names → the
+    /// `RAGCTX_*` environment → `given` (the front's own layer: flags, keyword arguments),
+    /// validated once. The CLI, Python and the servers they start all come through here.
+    pub fn layered(config: Option<&Path>, given: RawConfig) -> Result<Settings> {
+        let mut raw = RawConfig::default();
+        if let Some(path) = config {
+            raw = raw.merge(RawConfig::from_file(path)?);
+        }
+        Settings::from_raw(raw.merge(RawConfig::from_env()?).merge(given))
     }
 
     /// Validates merged layers: every value parsed and range-checked, the message naming the

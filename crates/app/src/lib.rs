@@ -9,7 +9,7 @@
 //! use ragctx_app::{App, RawConfig, Settings, TurnOverrides};
 //! let turn = TurnOverrides { budget: Some(2000), ..Default::default() };
 //! let raw = RawConfig { data_dir: Some("ragctx-data".into()), turn: vec![turn], ..Default::default() };
-//! let settings = Settings::from_raw(RawConfig::from_env()?.merge(raw))?;
+//! let settings = Settings::layered(None, raw)?;
 //! ragctx_app::ingest::ingest(&settings, &["demo/houseplants".into()], false)?;
 //! let app = App::open(settings)?;
 //! let session = ragctx_core::SessionId::parse("s1")?;
@@ -26,3 +26,5 @@ pub use app::App;
 pub use config::{Backend, EmbedderSettings, MilvusSettings, RawConfig, Settings};
 pub use ingest::IngestReport;
 pub use ragctx_core::TurnOverrides;
+/// Whether a data dir holds an embedded store (its database), without opening or creating one.
+pub use ragctx_store::holds_store;

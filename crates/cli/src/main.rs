@@ -174,12 +174,7 @@ enum DocumentsAction {
 }
 
 fn settings(cli: &Cli, turn: Option<&TurnFlags>) -> Result<Settings> {
-    let mut raw = RawConfig::default();
-    if let Some(path) = &cli.config {
-        raw = raw.merge(RawConfig::from_file(path)?);
-    }
-    raw = raw.merge(RawConfig::from_env()?);
-    raw = raw.merge(RawConfig {
+    let flags = RawConfig {
         data_dir: cli.data_dir.clone(),
         model_dir: cli.model_dir.clone(),
         embedder: cli.embedder.clone(),
@@ -196,14 +191,14 @@ fn settings(cli: &Cli, turn: Option<&TurnFlags>) -> Result<Settings> {
         // The flags are the last layer: their filter holds with the standing one.
         turn: turn.cloned().into_iter().collect(),
         ..Default::default()
-    });
-    Ok(Settings::from_raw(raw)?)
+    };
+    Ok(Settings::layered(cli.config.as_deref(), flags)?)
 }
 
 /// A turn over a data dir that does not exist would create an empty one and answer from
 /// nothing: said before anything is touched, with the command that fills it.
 fn require_store(s: &Settings) -> Result<()> {
-    if matches!(s.backend(), ragctx_app::Backend::Embedded) && !s.data_dir().join("ragctx.redb").is_file() {
+    if matches!(s.backend(), ragctx_app::Backend::Embedded) && !ragctx_app::holds_store(s.data_dir()) {
         return Err(ragctx_core::Error::NotFound(format!(
             "no ragctx store at {}: fill it first with `ragctx ingest PATH...` (.jsonl, .md, .txt or .html files or folders), or point --data-dir (RAGCTX_DATA_DIR) at an existing one",
             s.data_dir().display()

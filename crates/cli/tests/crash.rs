@@ -1,6 +1,6 @@
 //! A killed process never leaves a half-written ingest or turn. Each kill is placed inside
 //! the write it targets: the process runs with `RAGCTX_FAILPOINTS` naming a point inside
-//! the write (`ragctx_core::failpoint`), which prints `failpoint NAME: paused`, sleeps, then
+//! the write (`ragctx_index::failpoint`), which prints `failpoint NAME: paused`, sleeps, then
 //! prints `… resumed`; the test kills it a random moment after the first line. A kill is
 //! counted as landed mid-write when the process had paused and not resumed — read from its
 //! stderr after it died — and each suite asserts a stated minimum of landed kills before
@@ -21,7 +21,7 @@ use common::{mtrag, repo};
 fn ragctx(data: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_ragctx"));
     c.arg("--data-dir").arg(data).arg("--model-dir").arg(repo().join("models/all-MiniLM-L6-v2"));
-    c.env_remove("RAGCTX_CONFIG").env_remove(ragctx_core::failpoint::VARIABLE);
+    c.env_remove("RAGCTX_CONFIG").env_remove(ragctx_index::failpoint::VARIABLE);
     c
 }
 
@@ -43,7 +43,7 @@ fn kill_at(data: &Path, args: &[&str], point: &str, offset_ms: u64, log: &Path) 
     assert!(offset_ms < PAUSE_MS * 2 / 3, "the kill comes well inside the pause");
     let mut child = ragctx(data)
         .args(args)
-        .env(ragctx_core::failpoint::VARIABLE, format!("{point}={PAUSE_MS}"))
+        .env(ragctx_index::failpoint::VARIABLE, format!("{point}={PAUSE_MS}"))
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

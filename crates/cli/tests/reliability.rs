@@ -50,7 +50,7 @@ fn serve_killed_under_load_loses_no_acknowledged_turn() {
     let n = trials(3);
     let (mut landed, mut survived, mut acked_total, mut docs_total, mut lost, mut half, mut panics) =
         (0, 0, 0, 0, 0, 0, 0);
-    let failpoints = [(ragctx_core::failpoint::VARIABLE, "sessions.before-commit=40,chunks.before-commit=40")];
+    let failpoints = [(ragctx_index::failpoint::VARIABLE, "sessions.before-commit=40,chunks.before-commit=40")];
     let ks = randoms(n, 30, 0x9E37_79B9);
     for (trial, offset) in randoms(n, 25, 0x2545_F491).into_iter().enumerate() {
         let target = if trial % 2 == 0 { "sessions.before-commit" } else { "chunks.before-commit" };

@@ -150,6 +150,21 @@ pub struct Replaced {
     pub removed: usize,
 }
 
+/// Checks a batch before any of it is written: every vector has the store's `dimension` and
+/// only finite values (a NaN would poison every cosine it meets). Every store calls it first,
+/// so a bad chunk refuses the whole batch and nothing is half-written.
+pub fn check_vectors(dimension: usize, chunks: &[EmbeddedChunk]) -> crate::Result<()> {
+    for c in chunks {
+        if c.vector.len() != dimension {
+            return Err(crate::Error::WrongDimension { expected: dimension, got: c.vector.len() });
+        }
+        if c.vector.iter().any(|x| !x.is_finite()) {
+            return Err(crate::Error::InvalidInput(format!("chunk {:?} has a non-finite vector", c.chunk.id.as_str())));
+        }
+    }
+    Ok(())
+}
+
 /// Checks the arguments of [`crate::VectorStore::replace_documents`]: every chunk belongs
 /// to one of the documents being replaced.
 pub fn check_replacement(documents: &[DocumentId], chunks: &[EmbeddedChunk]) -> crate::Result<()> {

@@ -1,5 +1,5 @@
 //! The one filter language of ragctx (DESIGN §8): parsed from JSON once, evaluated inside
-//! every search (the embedded index and BM25 through [`crate::MetadataIndex`], Milvus as a
+//! every search (the embedded index and BM25 through `MetadataIndex` in the index crate, Milvus as a
 //! compiled expression), with [`Filter::matches`] as the reference every backend agrees with.
 //!
 //! ```

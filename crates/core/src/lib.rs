@@ -56,9 +56,7 @@ macro_rules! named {
 mod chunk;
 mod context;
 mod error;
-pub mod failpoint;
 mod filter;
-mod filter_index;
 pub mod hash;
 mod ids;
 mod metadata;
@@ -73,13 +71,12 @@ mod trace;
 mod traits;
 mod turn;
 
-pub use chunk::{check_replacement, Chunk, DocumentSummary, EmbeddedChunk, Replaced, CHUNK_TOKENIZER};
+pub use chunk::{check_replacement, check_vectors, Chunk, DocumentSummary, EmbeddedChunk, Replaced, CHUNK_TOKENIZER};
 pub use context::{citation_markers, Citation, ContextBlock, Pointer};
 pub use error::{Error, ErrorKind, Report, Result, Source};
 pub use filter::{
     Field, Filter, FilterError, Range, Scalar, MAX_DEPTH as MAX_FILTER_DEPTH, MAX_TERMS as MAX_FILTER_TERMS,
 };
-pub use filter_index::{DocumentPositions, MetadataIndex, PositionBits};
 pub use hash::{fx_hash, FastMap, FxHasher};
 pub use ids::{ChunkId, DocumentId, SessionId};
 pub use metadata::{valid_key as valid_metadata_key, Json, MetaValue, Metadata};
@@ -87,8 +84,7 @@ pub use modes::{Compress, Condense, Consumption, ConversationQuery, FreedSlots, 
 pub use overrides::TurnOverrides;
 pub use scoped::{ScopedEmbeddingCache, ScopedSessionStore, ScopedVectorStore};
 pub use search::{
-    ExclusionSet, Fusion, Grouping, Hit, LexicalRequest, PreparedExclusions, Retrieval, SearchOutcome, SearchPath,
-    SearchRequest,
+    ExclusionSet, Fusion, Grouping, Hit, LexicalRequest, Retrieval, SearchOutcome, SearchPath, SearchRequest,
 };
 pub use session::{Intent, Memory, QuantizedVector, Retention, SessionState, TurnCommit, TurnRecord};
 pub use tenant::{tenant_of, Tenant, DEFAULT_TENANT, TENANT_SEPARATOR};

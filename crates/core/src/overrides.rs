@@ -54,14 +54,15 @@ fn over<T: Layered>(later: Option<T>, earlier: Option<T>) -> Option<T> {
     }
 }
 
-/// Reads `RAGCTX_<NAME>`: unset or empty is no value; a bad one names the variable and says
-/// what is accepted, in the words a flag's error uses.
-fn env_value<T: FromStr>(field: &str) -> Result<Option<T>>
+/// Reads `RAGCTX_<NAME>` through `var` (the caller's environment: this crate reads none):
+/// unset or empty is no value; a bad one names the variable and says what is accepted, in the
+/// words a flag's error uses.
+fn var_value<T: FromStr>(var: &dyn Fn(&str) -> Option<String>, field: &str) -> Result<Option<T>>
 where
     T::Err: std::fmt::Display,
 {
     let name = format!("RAGCTX_{}", field.to_ascii_uppercase());
-    match std::env::var(&name).ok().filter(|v| !v.is_empty()) {
+    match var(&name).filter(|v| !v.is_empty()) {
         Some(v) => v.parse().map(Some).map_err(|e| Error::InvalidInput(format!("{name}={v:?}: {e}"))),
         None => Ok(None),
     }
@@ -128,10 +129,11 @@ macro_rules! turn_overrides {
                 TurnOverrides { $($field: over(later.$field, self.$field)),+ }
             }
 
-            /// Each setting from `RAGCTX_<NAME>` (e.g. `RAGCTX_BUDGET=2000`, `RAGCTX_FILTER`
-            /// as JSON text); unset or empty is no value.
-            pub fn from_env() -> Result<TurnOverrides> {
-                Ok(TurnOverrides { $($field: env_value(stringify!($field))?),+ })
+            /// Each setting from a variable `RAGCTX_<NAME>` (e.g. `RAGCTX_BUDGET=2000`,
+            /// `RAGCTX_FILTER` as JSON text) that `var` looks up — the process environment
+            /// for the fronts (`ragctx_app`), a map in tests; unset or empty is no value.
+            pub fn from_vars(var: &dyn Fn(&str) -> Option<String>) -> Result<TurnOverrides> {
+                Ok(TurnOverrides { $($field: var_value(var, stringify!($field))?),+ })
             }
 
             /// The names of the settings this layer gives.

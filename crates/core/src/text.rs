@@ -33,9 +33,15 @@ pub fn terms(text: &str) -> HashSet<String> {
 }
 
 /// Whether `c` is written without spaces between words (Han, kana, Hangul): a word, or in
-/// `terms` a bigram's half, of its own.
+/// `terms` and BM25 a bigram's half, of its own. The one definition every stage uses.
 pub fn is_cjk(c: char) -> bool {
-    matches!(c as u32, 0x4E00..=0x9FFF | 0x3400..=0x4DBF | 0x3040..=0x30FF | 0xAC00..=0xD7AF | 0xF900..=0xFAFF)
+    is_han(c) || matches!(c as u32, 0x3040..=0x30FF | 0xAC00..=0xD7AF)
+}
+
+/// Whether `c` is a Han ideograph (the unified blocks, extension A, the supplementary
+/// ideographic planes and the compatibility ideographs): Chinese text, for the intent rules.
+pub fn is_han(c: char) -> bool {
+    matches!(c as u32, 0x4E00..=0x9FFF | 0x3400..=0x4DBF | 0xF900..=0xFAFF | 0x20000..=0x2FA1F)
 }
 
 /// Splits text into sentences on `.`, `!`, `?` (followed by space), CJK stops and newlines;

@@ -20,6 +20,7 @@
 mod lexicon;
 
 use lexicon::*;
+use ragctx_core::text::is_han;
 use ragctx_core::Intent;
 use std::sync::OnceLock;
 
@@ -30,7 +31,7 @@ pub fn classify(question: &str, has_history: bool) -> Intent {
     }
     let q = question.trim().to_lowercase().replace(['’', '‘'], "'");
     let words = words_of(&q);
-    let chinese = q.chars().any(is_cjk);
+    let chinese = q.chars().any(is_han);
     if if chinese { asks_for_earlier_sources_zh(&q, &words) } else { asks_for_earlier_sources_en(&words) } {
         return Intent::Reshow;
     }
@@ -38,10 +39,6 @@ pub fn classify(question: &str, has_history: bool) -> Intent {
         return Intent::FollowUp;
     }
     Intent::New
-}
-
-fn is_cjk(c: char) -> bool {
-    matches!(c as u32, 0x4E00..=0x9FFF | 0x3400..=0x4DBF)
 }
 
 /// The words of a lower-cased message: letters, digits and inner apostrophes, with a
@@ -165,7 +162,7 @@ fn chinese_again_about(q: &str, words: &[&str]) -> bool {
 /// taken out; `None` when it has no Chinese, or neither a back-reference nor a question about
 /// the source.
 fn chinese_rest(q: &str) -> Option<String> {
-    let mut cjk: String = q.chars().filter(|c| is_cjk(*c)).collect();
+    let mut cjk: String = q.chars().filter(|c| is_han(*c)).collect();
     if cjk.is_empty() || !BACK_ZH.iter().chain(SOURCE_QUESTION_ZH).any(|b| cjk.contains(b)) {
         return None;
     }
@@ -186,7 +183,7 @@ fn chinese_rest(q: &str) -> Option<String> {
 
 /// The runs of non-Chinese letters and digits inside the words of a message.
 fn latin_runs<'a>(words: &'a [&'a str]) -> impl Iterator<Item = String> + 'a {
-    words.iter().flat_map(|w| w.split(is_cjk).filter(|r| !r.is_empty()).map(str::to_owned))
+    words.iter().flat_map(|w| w.split(is_han).filter(|r| !r.is_empty()).map(str::to_owned))
 }
 
 /// "刚才那个政策怎么申请?", "那公司需要做什么", "有什么副作用", "第二篇文章里讲的费用是多少".

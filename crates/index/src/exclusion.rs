@@ -2,8 +2,9 @@
 //! the nodes a session excludes and for retired ones. Resolving turns every excluded id
 //! into a node number once (hash look-ups); the searches that follow test a bit.
 
+use crate::PreparedExclusions;
 use crate::VectorIndex;
-use ragctx_core::{ExclusionSet, PreparedExclusions};
+use ragctx_core::ExclusionSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -76,7 +77,7 @@ impl ResolvedExclusion {
 
     /// This set with every node outside `allowed` blocked too (`live`: the index's live
     /// points, to count what stays allowed).
-    pub(crate) fn narrowed(&self, allowed: &ragctx_core::PositionBits, live: usize) -> ResolvedExclusion {
+    pub(crate) fn narrowed(&self, allowed: &crate::PositionBits, live: usize) -> ResolvedExclusion {
         let mut blocked = self.blocked.clone();
         let mut open = 0usize;
         let len = blocked.len;

@@ -20,19 +20,22 @@
 mod distance;
 mod exact;
 mod exclusion;
+pub mod failpoint;
+mod filter_index;
 mod half;
 mod hnsw;
 mod persist;
+mod prepared;
 
 pub use distance::dot;
 pub use exclusion::{ResolvedCache, ResolvedExclusion};
+pub use filter_index::{DocumentPositions, MetadataIndex, PositionBits};
 pub use persist::IndexError;
+pub use prepared::PreparedExclusions;
 
 use exclusion::{next_revision, Bits};
 use hnsw::{Graph, Scored, Vectors, Walk};
-use ragctx_core::{
-    tenant_of, DocumentPositions, FastMap, Filter, Grouping, Metadata, MetadataIndex, SearchPath, SearchRequest,
-};
+use ragctx_core::{tenant_of, FastMap, Filter, Grouping, Metadata, SearchPath, SearchRequest};
 
 /// A first walk is crowded — exclusions sit where the results should be, and it widens —
 /// when fewer than this share of its `ef` nearest points are allowed. At 0.4 a walk at the

@@ -136,7 +136,7 @@ impl VectorIndex {
             file.sync_all()
         })()
         .map_err(io)?;
-        ragctx_core::failpoint::pause("index.before-rename");
+        crate::failpoint::pause("index.before-rename");
         fs::rename(&tmp, path).map_err(io)?;
         if let Some(dir) = path.parent() {
             if let Ok(d) = File::open(dir) {
@@ -225,7 +225,7 @@ impl VectorIndex {
         }
         ix.graph.upper = upper;
         ix.meta_digest = (0..n).map(|_| r.u64()).collect::<Result<_, _>>()?;
-        let (meta, used) = ragctx_core::MetadataIndex::decode(&buf[r.pos..])?;
+        let (meta, used) = crate::MetadataIndex::decode(&buf[r.pos..])?;
         if meta.len() != n {
             return Err("metadata index size".into());
         }

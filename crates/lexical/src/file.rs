@@ -46,7 +46,7 @@ pub(crate) fn save(ix: &LexicalIndex, path: &Path, generation: u64) -> std::io::
     // One writer per data dir (the store's lock), so one temporary name is enough.
     let tmp = path.with_extension("bin.tmp");
     let written = write(&tmp, generation, &body).and_then(|_| {
-        ragctx_core::failpoint::pause("lexical.before-rename");
+        ragctx_index::failpoint::pause("lexical.before-rename");
         std::fs::rename(&tmp, path)
     });
     if written.is_err() {
@@ -128,7 +128,7 @@ pub(crate) fn load(path: &Path, generation: u64) -> Option<LexicalIndex> {
         }
         postings.push(list);
     }
-    let (meta, used) = ragctx_core::MetadataIndex::decode(r.0).ok()?;
+    let (meta, used) = ragctx_index::MetadataIndex::decode(r.0).ok()?;
     (used == r.0.len() && meta.len() == n)
         .then(|| LexicalIndex::assemble(terms, postings, entries, average_length, meta))
 }

@@ -16,10 +16,9 @@
 //! excluded chunks never come back and never take a slot; with grouping, `limit` documents
 //! come back whenever that many match, none with more chunks than its quota.
 
-use ragctx_core::{
-    tenant_of, Chunk, ChunkId, DocumentId, DocumentPositions, ExclusionSet, FastMap, Grouping, LexicalRequest,
-    MetadataIndex, PositionBits, PreparedExclusions,
-};
+use ragctx_core::text::is_cjk;
+use ragctx_core::{tenant_of, Chunk, ChunkId, DocumentId, ExclusionSet, FastMap, Grouping, LexicalRequest};
+use ragctx_index::{DocumentPositions, MetadataIndex, PositionBits, PreparedExclusions};
 use rust_stemmers::{Algorithm, Stemmer};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -83,12 +82,6 @@ const STOP: [&str; 33] = [
     "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no", "not", "of",
     "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this", "to", "was", "will", "with",
 ];
-
-/// Characters written without spaces between words (CJK ideographs, kana, hangul).
-fn is_cjk(c: char) -> bool {
-    matches!(c as u32,
-        0x3040..=0x30FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF | 0xAC00..=0xD7AF | 0x20000..=0x2FA1F)
-}
 
 /// Turns text into terms, remembering the stems of words it has seen.
 pub struct Analyzer {

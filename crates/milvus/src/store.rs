@@ -136,10 +136,8 @@ impl VectorStore for MilvusVectorStore {
 
     fn upsert(&self, chunks: &[EmbeddedChunk]) -> Result<usize> {
         // Check the whole batch first: a batch Milvus would refuse half-way is refused whole.
+        ragctx_core::check_vectors(self.dimension, chunks)?;
         for c in chunks {
-            if c.vector.len() != self.dimension {
-                return Err(Error::WrongDimension { expected: self.dimension, got: c.vector.len() });
-            }
             for (field, value) in [
                 ("id", c.chunk.id.as_str()),
                 ("document_id", c.chunk.document_id.as_str()),

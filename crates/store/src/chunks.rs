@@ -1,7 +1,7 @@
 use crate::db::{bytes_to_f32s, f32s_to_bytes, generation, CHUNKS, META, VECTORS};
 use ragctx_core::{
-    check_replacement, Chunk, ChunkId, DocumentId, DocumentSummary, EmbeddedChunk, Error, Hit, LexicalRequest,
-    Replaced, Result, SearchOutcome, SearchPath, SearchRequest, VectorStore,
+    check_replacement, check_vectors, Chunk, ChunkId, DocumentId, DocumentSummary, EmbeddedChunk, Error, Hit,
+    LexicalRequest, Replaced, Result, SearchOutcome, SearchPath, SearchRequest, VectorStore,
 };
 use ragctx_index::{ForcePath, IndexHits, ResolvedCache, VectorIndex};
 use redb::{Database, ReadableTable, ReadableTableMetadata};
@@ -32,9 +32,7 @@ impl EmbeddedVectorStore {
         // The chunks are read under the index's read lock: a write (which removes chunks
         // under the write lock) cannot commit between the search and the read.
         self.with_index(|ix| {
-            let ex = self.resolved.get(ix, &request.exclusion);
-            let ex = ix.restrict(ex, &request.filter, request.tenant.as_deref());
-            let r = ix.search_resolved(&request.vector, request.limit, request.grouping.as_ref(), &ex, force);
+            let r = search_index(ix, &self.resolved, request, force);
             let ids: Vec<ChunkId> = r.hits.iter().map(|&(n, _)| ChunkId::from(ix.chunk_id(n))).collect();
             self.outcome((r, ids))
         })
@@ -101,12 +99,7 @@ impl VectorStore for EmbeddedVectorStore {
                 return Err(Error::inconsistent("the lexical index and the chunk table disagree"));
             }
             let hits = chunks.into_iter().zip(&found).map(|(chunk, &(_, score))| Hit { chunk, score }).collect();
-            let reason = format!(
-                "BM25 over {} chunks",
-                // A search narrowed to a tenant counts its chunks only.
-                request.tenant.as_deref().map_or(lexical.len(), |t| lexical.tenant_len(t))
-            );
-            Ok(Some(SearchOutcome { hits, path: SearchPath::Lexical, rounds: 1, reason }))
+            Ok(Some(lexical_outcome(&lexical, request, hits)))
         })
     }
 
@@ -140,12 +133,7 @@ impl VectorStore for EmbeddedVectorStore {
 impl EmbeddedVectorStore {
     /// Writes `chunks` and removes the other chunks of `documents`, in one transaction.
     fn write(&self, documents: &[DocumentId], chunks: &[EmbeddedChunk]) -> Result<Replaced> {
-        for c in chunks {
-            self.check_dim(c.vector.len())?;
-            if c.vector.iter().any(|x| !x.is_finite()) {
-                return Err(Error::InvalidInput(format!("chunk {:?} has a non-finite vector", c.chunk.id.as_str())));
-            }
-        }
+        check_vectors(self.dim, chunks)?;
         // Hold the index lock across the transaction so two writes apply in one order; the
         // index mirrors the committed store, so it knows each document's chunks.
         let mut ix = self.index.write().expect("index lock");
@@ -173,7 +161,7 @@ impl EmbeddedVectorStore {
             meta.insert("generation", g).map_err(Error::storage)?;
             g
         };
-        ragctx_core::failpoint::pause("chunks.before-commit");
+        ragctx_index::failpoint::pause("chunks.before-commit");
         tx.commit().map_err(Error::storage)?;
         for c in chunks {
             ix.upsert_chunk(&c.chunk, &c.vector);
@@ -220,4 +208,29 @@ impl EmbeddedVectorStore {
     pub fn generation(&self) -> Result<u64> {
         generation(&self.db)
     }
+}
+
+/// A search of `ix` under `request`: its exclusion resolved (or reused from `resolved`), its
+/// filter and tenant applied as blocked positions, then the planner's path. The one search of
+/// the index that both the data dir's store and the in-memory store run.
+pub(crate) fn search_index(
+    ix: &VectorIndex,
+    resolved: &ResolvedCache,
+    request: &SearchRequest,
+    force: Option<ForcePath>,
+) -> IndexHits {
+    let ex = resolved.get(ix, &request.exclusion);
+    let ex = ix.restrict(ex, &request.filter, request.tenant.as_deref());
+    ix.search_resolved(&request.vector, request.limit, request.grouping.as_ref(), &ex, force)
+}
+
+/// A BM25 search's outcome, its reason counting the chunks the caller may see: a search
+/// narrowed to a tenant counts that tenant's only.
+pub(crate) fn lexical_outcome(
+    lexical: &ragctx_lexical::LexicalIndex,
+    request: &LexicalRequest,
+    hits: Vec<Hit>,
+) -> SearchOutcome {
+    let counted = request.tenant.as_deref().map_or(lexical.len(), |t| lexical.tenant_len(t));
+    SearchOutcome { hits, path: SearchPath::Lexical, rounds: 1, reason: format!("BM25 over {counted} chunks") }
 }

@@ -153,7 +153,7 @@ impl ragctx_core::EmbeddingCache for DataDirCache {
     fn get(&self, model_id: &str, texts: &[&str]) -> Result<Vec<Option<Vec<f32>>>> {
         match self {
             DataDirCache::Open { db, .. } => cached_embeddings(db, model_id, texts),
-            DataDirCache::At(dir) if !dir.join("ragctx.redb").exists() => Ok(vec![None; texts.len()]),
+            DataDirCache::At(dir) if !holds_store(dir) => Ok(vec![None; texts.len()]),
             DataDirCache::At(dir) => cached_embeddings(&open_tables(dir)?, model_id, texts),
         }
     }
@@ -207,6 +207,14 @@ fn open_tables(dir: &Path) -> Result<Database> {
 
 /// How long a process waits for the data dir held by others: `RAGCTX_LOCK_WAIT_SECS`,
 /// default 60 s.
+/// The database of a data dir: the source of truth (the index files are derived from it).
+const DATABASE_FILE: &str = "ragctx.redb";
+
+/// Whether `dir` holds a store (its database), without opening or creating anything.
+pub fn holds_store(dir: &Path) -> bool {
+    dir.join(DATABASE_FILE).is_file()
+}
+
 fn lock_wait() -> Duration {
     let secs = std::env::var("RAGCTX_LOCK_WAIT_SECS").ok().and_then(|v| v.parse().ok()).unwrap_or(60);
     Duration::from_secs(secs)
@@ -218,7 +226,7 @@ fn lock_wait() -> Duration {
 /// polls the database: with 64 `ragctx ask` processes on one data dir each gets its turn
 /// instead of the luckiest pollers winning again and again.
 fn open_db(dir: &Path) -> Result<Database> {
-    let db_path = dir.join("ragctx.redb");
+    let db_path = dir.join(DATABASE_FILE);
     let busy = || Error::Unavailable {
         backend: "embedded store".into(),
         message: format!("{} is in use by another ragctx process", db_path.display()),

@@ -21,6 +21,6 @@ mod memory;
 mod sessions;
 
 pub use chunks::EmbeddedVectorStore;
-pub use db::{DataDir, DataDirCache};
+pub use db::{holds_store, DataDir, DataDirCache};
 pub use memory::MemoryVectorStore;
 pub use sessions::EmbeddedSessionStore;

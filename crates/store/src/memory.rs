@@ -2,9 +2,10 @@
 //! benchmarks that build a corpus per run and persist nothing — the data dir's store
 //! (vectors, chunks, the BM25 index) without the data dir.
 
+use crate::chunks::{lexical_outcome, search_index};
 use ragctx_core::{
-    check_replacement, Chunk, ChunkId, DocumentId, DocumentSummary, EmbeddedChunk, Error, Hit, LexicalRequest,
-    Replaced, Result, SearchOutcome, SearchPath, SearchRequest, VectorStore,
+    check_replacement, check_vectors, Chunk, ChunkId, DocumentId, DocumentSummary, EmbeddedChunk, Error, Hit,
+    LexicalRequest, Replaced, Result, SearchOutcome, SearchRequest, VectorStore,
 };
 use ragctx_index::{IndexParams, ResolvedCache, VectorIndex};
 use std::collections::HashMap;
@@ -31,6 +32,30 @@ impl MemoryVectorStore {
         }
     }
 
+    /// Writes `chunks` and removes the other chunks of `documents` under both locks at once,
+    /// checked first: a search sees the store before or after, never between.
+    fn write(&self, documents: &[DocumentId], chunks: &[EmbeddedChunk]) -> Result<Replaced> {
+        let mut ix = self.index.write().expect("lock");
+        check_vectors(ix.dimension(), chunks)?;
+        let mut map = self.chunks.write().expect("lock");
+        let stale = ix.stale_chunks(documents, chunks);
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        let mut out = Replaced { removed: stale.len(), ..Replaced::default() };
+        for c in chunks {
+            if ix.upsert_chunk(&c.chunk, &c.vector) {
+                out.new += 1;
+            } else {
+                out.updated += 1;
+            }
+            map.insert(c.chunk.id.clone(), c.chunk.clone());
+        }
+        for id in &stale {
+            ix.remove(id);
+            map.remove(id.as_str());
+        }
+        Ok(out)
+    }
+
     /// The lexical index of `map` (the chunks, read-locked by the caller).
     fn lexical_index(&self, map: &HashMap<ChunkId, Chunk>) -> Result<std::sync::Arc<ragctx_lexical::LexicalIndex>> {
         self.lexical.get(self.generation.load(Ordering::SeqCst), || {
@@ -47,35 +72,12 @@ impl VectorStore for MemoryVectorStore {
     }
 
     fn upsert(&self, chunks: &[EmbeddedChunk]) -> Result<usize> {
-        let dim = self.dimension();
-        if let Some(bad) = chunks.iter().find(|c| c.vector.len() != dim) {
-            return Err(Error::WrongDimension { expected: dim, got: bad.vector.len() });
-        }
-        let mut ix = self.index.write().expect("lock");
-        let mut map = self.chunks.write().expect("lock");
-        self.generation.fetch_add(1, Ordering::SeqCst);
-        let mut new = 0;
-        for c in chunks {
-            if ix.upsert_chunk(&c.chunk, &c.vector) {
-                new += 1;
-            }
-            map.insert(c.chunk.id.clone(), c.chunk.clone());
-        }
-        Ok(new)
+        Ok(self.write(&[], chunks)?.new)
     }
 
     fn replace_documents(&self, documents: &[DocumentId], chunks: &[EmbeddedChunk]) -> Result<Replaced> {
         check_replacement(documents, chunks)?;
-        let stale = self.index.read().expect("lock").stale_chunks(documents, chunks);
-        let new = self.upsert(chunks)?;
-        let mut ix = self.index.write().expect("lock");
-        let mut map = self.chunks.write().expect("lock");
-        self.generation.fetch_add(1, Ordering::SeqCst);
-        for id in &stale {
-            ix.remove(id);
-            map.remove(id.as_str());
-        }
-        Ok(Replaced { new, updated: chunks.len() - new, removed: stale.len() })
+        self.write(documents, chunks)
     }
 
     fn documents(&self) -> Result<Vec<DocumentSummary>> {
@@ -90,9 +92,7 @@ impl VectorStore for MemoryVectorStore {
         }
         let ix = self.index.read().expect("lock");
         let map = self.chunks.read().expect("lock");
-        let ex = self.resolved.get(&ix, &request.exclusion);
-        let ex = ix.restrict(ex, &request.filter, request.tenant.as_deref());
-        let r = ix.search_resolved(&request.vector, request.limit, request.grouping.as_ref(), &ex, None);
+        let r = search_index(&ix, &self.resolved, request, None);
         let hits = r.hits.iter().map(|&(n, score)| Hit { chunk: map[ix.chunk_id(n)].clone(), score }).collect();
         Ok(SearchOutcome { hits, path: r.path, rounds: r.rounds, reason: r.reason })
     }
@@ -108,12 +108,7 @@ impl VectorStore for MemoryVectorStore {
         let lexical = self.lexical_index(&map)?;
         let found = lexical.search_request(request);
         let hits = found.iter().map(|&(e, score)| Hit { chunk: map[lexical.chunk_id(e)].clone(), score }).collect();
-        let reason = format!(
-            "BM25 over {} chunks",
-            // A search narrowed to a tenant counts its chunks only.
-            request.tenant.as_deref().map_or(lexical.len(), |t| lexical.tenant_len(t))
-        );
-        Ok(Some(SearchOutcome { hits, path: SearchPath::Lexical, rounds: 1, reason }))
+        Ok(Some(lexical_outcome(&lexical, request, hits)))
     }
 
     fn chunks(&self, ids: &[ChunkId]) -> Result<Vec<Chunk>> {

@@ -124,7 +124,7 @@ impl SessionStore for EmbeddedSessionStore {
             tr.insert((id.as_str(), turn), serde_json::to_vec(&trace).map_err(Error::storage)?.as_slice())
                 .map_err(Error::storage)?;
         }
-        ragctx_core::failpoint::pause("sessions.before-commit");
+        ragctx_index::failpoint::pause("sessions.before-commit");
         tx.commit().map_err(Error::storage)?;
         Ok(turn)
     }

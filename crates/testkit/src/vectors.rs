@@ -172,6 +172,14 @@ pub fn vector_store_conformance(make: &dyn Fn() -> Box<dyn VectorStore>) {
     assert!(store.upsert(&batch).is_err());
     assert!(store.chunks(&["fresh".into()]).unwrap().is_empty(), "a failed upsert writes nothing");
     assert_eq!(store.len().unwrap(), data.len());
+    // A non-finite vector is refused whole, by upsert and by replace alike.
+    let mut nan = vector(7, 0.0);
+    nan[3] = f32::NAN;
+    let batch = vec![chunk("fresh", "fresh", vector(6, 0.0)), chunk("nan", "fresh", nan)];
+    assert!(matches!(store.upsert(&batch), Err(Error::InvalidInput(_))), "a NaN is refused");
+    assert!(matches!(store.replace_documents(&["fresh".into()], &batch), Err(Error::InvalidInput(_))));
+    assert!(store.chunks(&["fresh".into()]).unwrap().is_empty(), "a refused batch writes nothing");
+    assert_eq!(store.len().unwrap(), data.len());
 
     document_lifecycle(store.as_ref(), data.len());
 }

@@ -86,9 +86,8 @@ pub fn chunk_document(
 /// How much of a chunk's room a character takes: a CJK character carries about as much
 /// text (and as many model tokens) as a short English word, so it counts three.
 fn width(c: char) -> usize {
-    let cjk = matches!(c as u32,
-        0x3000..=0x303F | 0x3040..=0x30FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xAC00..=0xD7AF | 0xF900..=0xFAFF | 0xFF00..=0xFFEF);
-    if cjk {
+    // CJK punctuation and full-width forms are as wide as the characters they sit among.
+    if ragctx_core::text::is_cjk(c) || matches!(c as u32, 0x3000..=0x303F | 0xFF00..=0xFFEF) {
         3
     } else {
         1

@@ -6,8 +6,7 @@
 //! and the numbers sorted by value for ranges. Append-only: a position is never changed,
 //! an index retires it and pushes a new one.
 
-use crate::filter::{Field, Filter, Range, Scalar};
-use crate::{FastMap, MetaValue, Metadata};
+use ragctx_core::{FastMap, Field, Filter, MetaValue, Metadata, Range, Scalar};
 use std::sync::OnceLock;
 
 /// A set of positions, one bit each.
