@@ -152,16 +152,8 @@ impl Engine {
         given.model_dir = model_dir.or(given.model_dir);
         let settings = Settings::layered(config.as_deref(), given).map_err(raise)?;
         let app = py.detach(|| App::open(settings)).map_err(raise)?;
-        let retriever = ragctx_engine::Engine {
-            generator: std::sync::Arc::new(ragctx_models::ExtractiveGenerator::default()),
-            ..app.engine.clone()
-        };
-        let agent = ragctx_engine::agent::Scope {
-            engine: app.engine.clone(),
-            base: app.settings.turn().clone(),
-            session_prefix: None,
-            timeout: app.settings.turn_timeout(),
-        };
+        let retriever = app.engine.with_generator(std::sync::Arc::new(ragctx_models::ExtractiveGenerator::default()));
+        let agent = app.agent_scope();
         Ok(Engine { app, retriever, agent })
     }
 

@@ -106,6 +106,17 @@ pub fn uses_data_dir(settings: &Settings) -> bool {
 }
 
 impl App {
+    /// The agent steps (the MCP tools, Python's `search`/`open`/`forget`, `bench steps`) over
+    /// this app's engine and turn settings, with the configured turn deadline.
+    pub fn agent_scope(&self) -> ragctx_engine::agent::Scope {
+        ragctx_engine::agent::Scope {
+            engine: self.engine.clone(),
+            base: self.settings.turn().clone(),
+            session_prefix: None,
+            timeout: self.settings.turn_timeout(),
+        }
+    }
+
     /// Loads the model and opens the backends: the data dir only when one of them is in it.
     pub fn open(settings: Settings) -> Result<App> {
         let (embedder, local) = embedders(&settings)?;

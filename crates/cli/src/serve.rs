@@ -3,10 +3,9 @@
 use anyhow::{bail, Result};
 use ragctx_app::app::App;
 use ragctx_core::Error;
-use ragctx_server::{router, AppState, Keys, Metrics, Unscoped};
+use ragctx_server::{router, AppState, Keys};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 pub fn run(app: App, addr: &str) -> Result<()> {
     // An IP and port, or a name and port (`localhost:8080`): the name's first address.
@@ -22,17 +21,15 @@ pub fn run(app: App, addr: &str) -> Result<()> {
     if !keys.configured() && !addr.ip().is_loopback() {
         bail!(Error::InvalidInput(format!("refusing to bind {addr} without API keys: every session would be open to the network; set RAGCTX_API_KEYS or RAGCTX_KEYS_FILE, or bind 127.0.0.1")));
     }
-    let state = Arc::new(AppState {
+    let state = Arc::new(AppState::new(
         // Every tenant's stores: each request is scoped to its caller's tenant.
-        unscoped: Unscoped::new(app.unscoped.clone()),
-        tenant: app.settings.tenant().clone(),
-        settings: app.settings.turn().clone(),
+        app.unscoped.clone(),
+        app.settings.tenant().clone(),
+        app.settings.turn().clone(),
         keys,
-        metrics: Metrics::default(),
-        turn_timeout: app.settings.turn_timeout(),
-        ingest_timeout: Duration::from_secs(1800),
-        embedding_cache: Some(Arc::new(app.embedding_cache())),
-    });
+        app.settings.turn_timeout(),
+        Some(Arc::new(app.embedding_cache())),
+    ));
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
         // A taken or forbidden address is the deployment's problem, not bad input: exit 4.
@@ -65,12 +62,7 @@ pub fn run(app: App, addr: &str) -> Result<()> {
 /// `ragctx mcp`: the MCP tools over stdin and stdout until the host closes them (stdout is
 /// the protocol's: logs go to stderr).
 pub fn mcp_stdio(app: App) -> Result<()> {
-    let scope = ragctx_mcp::Scope {
-        engine: app.engine.clone(),
-        base: app.settings.turn().clone(),
-        session_prefix: None,
-        timeout: app.settings.turn_timeout(),
-    };
+    let scope = app.agent_scope();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(ragctx_mcp::serve_stdio(ragctx_mcp::Tools::new(scope)))?;
     Ok(())

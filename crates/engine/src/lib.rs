@@ -119,6 +119,11 @@ impl Engine {
             ..self.clone()
         }
     }
+
+    /// This engine answering with `generator` (stores, embedder and turn locks shared).
+    pub fn with_generator(&self, generator: Arc<dyn Generator>) -> Engine {
+        Engine { generator, ..self.clone() }
+    }
 }
 
 /// A session's lock, by its tenant (none for an unscoped engine) and id.

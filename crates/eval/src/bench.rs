@@ -149,12 +149,7 @@ pub fn run(settings: Settings, what: &BenchCommand) -> Result<()> {
 /// tool runs it, from the caller's side (the whole step, commit included).
 fn steps(app: &App, calls: &std::path::Path, budget: usize, limit: usize, json: bool) -> Result<()> {
     let text = crate::error::read_to_string(calls)?;
-    let scope = ragctx_engine::agent::Scope {
-        engine: app.engine.clone(),
-        base: app.settings.turn().clone(),
-        session_prefix: None,
-        timeout: app.settings.turn_timeout(),
-    };
+    let scope = app.agent_scope();
     let mut sessions = std::collections::BTreeSet::new();
     let (mut ms, mut tokens) = (Vec::new(), 0usize);
     for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {

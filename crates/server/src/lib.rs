@@ -82,6 +82,36 @@ pub struct AppState {
     pub embedding_cache: Option<Arc<dyn ragctx_core::EmbeddingCache>>,
 }
 
+/// The longest an ingest (`POST /v1/documents`, a document's delete) may run before the
+/// caller gets a 503; the work itself finishes (a write is never cut half-way).
+pub const INGEST_TIMEOUT: Duration = Duration::from_secs(1800);
+
+impl AppState {
+    /// The state `ragctx serve` runs (and the server tests, over the same factory's engine):
+    /// every tenant's stores in `unscoped`, `tenant` for keyless calls, the configured turn
+    /// `settings`, `keys`, a turn's deadline, an ingest's [`INGEST_TIMEOUT`], and the data
+    /// dir's embedding cache where there is one.
+    pub fn new(
+        unscoped: Engine,
+        tenant: Tenant,
+        settings: TurnSettings,
+        keys: Keys,
+        turn_timeout: Duration,
+        embedding_cache: Option<Arc<dyn ragctx_core::EmbeddingCache>>,
+    ) -> AppState {
+        AppState {
+            unscoped: Unscoped::new(unscoped),
+            tenant,
+            settings,
+            keys,
+            metrics: Metrics::default(),
+            turn_timeout,
+            ingest_timeout: INGEST_TIMEOUT,
+            embedding_cache,
+        }
+    }
+}
+
 pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/", get(page))

@@ -6,22 +6,22 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use ragctx_core::Tenant;
 use ragctx_engine::{Engine, TurnSettings};
-use ragctx_index::IndexParams;
+use ragctx_app::{App, RawConfig, Settings};
 use ragctx_models::{Cl100kCounter, ExtractiveGenerator, MiniLmEmbedder};
-use ragctx_server::{AppState, Keys, Metrics, Unscoped};
-use ragctx_store::MemoryVectorStore;
+use ragctx_server::{AppState, Keys};
 use serde_json::Value;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tower::ServiceExt;
 
+/// The model `scripts/setup` installs.
+fn model_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/all-MiniLM-L6-v2")
+}
+
 pub fn embedder() -> Arc<MiniLmEmbedder> {
     static E: OnceLock<Arc<MiniLmEmbedder>> = OnceLock::new();
-    E.get_or_init(|| {
-        let model = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/all-MiniLM-L6-v2");
-        Arc::new(MiniLmEmbedder::load(&model).expect("model installed by scripts/setup"))
-    })
-    .clone()
+    E.get_or_init(|| Arc::new(MiniLmEmbedder::load(&model_dir()).expect("model installed by scripts/setup"))).clone()
 }
 
 pub fn state(keys: &[&str], dir: &std::path::Path) -> Arc<AppState> {
@@ -33,41 +33,35 @@ pub fn state_with_deadline(keys: &[&str], dir: &std::path::Path, turn_timeout: D
     state_with(Keys::bare(keys), dir, turn_timeout)
 }
 
-/// The server state over unscoped stores (a memory index, the embedded session store) with
-/// `keys`.
+/// The server state `ragctx serve` builds, from the same factory (`App::open` over the data
+/// dir `dir`, the installed model, the default settings) and the same constructor, with
+/// `keys` and a turn deadline.
 pub fn state_with(keys: Keys, dir: &std::path::Path, turn_timeout: Duration) -> Arc<AppState> {
-    state_over_with(Arc::new(MemoryVectorStore::new(384, IndexParams::default())), keys, dir, turn_timeout)
-}
-
-/// [`state_with`] over the (unscoped) vector store `vectors`.
-pub fn state_over(vectors: Arc<dyn ragctx_core::VectorStore>, keys: Keys, dir: &std::path::Path) -> Arc<AppState> {
-    state_over_with(vectors, keys, dir, Duration::from_secs(30))
-}
-
-fn state_over_with(
-    vectors: Arc<dyn ragctx_core::VectorStore>,
-    keys: Keys,
-    dir: &std::path::Path,
-    turn_timeout: Duration,
-) -> Arc<AppState> {
-    let embedder = embedder();
-    let data = ragctx_store::DataDir::open(dir, 384).unwrap();
-    Arc::new(AppState {
-        unscoped: Unscoped::new(Engine::new(
-            vectors,
-            Arc::new(data.session_store()),
-            embedder,
-            Arc::new(Cl100kCounter::new()),
-            Arc::new(ExtractiveGenerator::default()),
-        )),
-        tenant: Tenant::default(),
-        settings: TurnSettings::default(),
+    let raw = RawConfig { data_dir: Some(dir.to_path_buf()), model_dir: Some(model_dir()), ..Default::default() };
+    let app = App::open(Settings::from_raw(raw).unwrap()).unwrap();
+    Arc::new(AppState::new(
+        app.unscoped.clone(),
+        app.settings.tenant().clone(),
+        app.settings.turn().clone(),
         keys,
-        metrics: Metrics::default(),
         turn_timeout,
-        ingest_timeout: Duration::from_secs(120),
-        embedding_cache: Some(Arc::new(data.embedding_cache())),
-    })
+        Some(Arc::new(app.embedding_cache())),
+    ))
+}
+
+/// The server state over the (unscoped) vector store `vectors`, the data dir's session store
+/// and the installed model, through the server's one constructor.
+pub fn state_over(vectors: Arc<dyn ragctx_core::VectorStore>, keys: Keys, dir: &std::path::Path) -> Arc<AppState> {
+    let data = ragctx_store::DataDir::open(dir, 384).unwrap();
+    let engine = Engine::new(
+        vectors,
+        Arc::new(data.session_store()),
+        embedder(),
+        Arc::new(Cl100kCounter::new()),
+        Arc::new(ExtractiveGenerator::default()),
+    );
+    let cache: Arc<dyn ragctx_core::EmbeddingCache> = Arc::new(data.embedding_cache());
+    Arc::new(AppState::new(engine, Tenant::default(), TurnSettings::default(), keys, Duration::from_secs(30), Some(cache)))
 }
 
 pub async fn call(
