@@ -170,9 +170,9 @@ impl VectorStore for ScopedVectorStore {
 }
 
 /// A [`SessionStore`] whose session ids live in one tenant: the same session id in two
-/// tenants is two sessions (the stored id is `tenant/session`; `/` is not a session-id
-/// character, so no caller's id can name another tenant's session). The default tenant's
-/// sessions keep their ids, as before tenants.
+/// tenants is two sessions (the stored id is `tenant` U+001F `session`, as every stored id of a
+/// tenant; the separator is not a session-id character, so no caller's id can name another
+/// tenant's session). The default tenant's sessions keep their ids, as before tenants.
 pub struct ScopedSessionStore {
     inner: Arc<dyn SessionStore>,
     tenant: Tenant,
@@ -183,12 +183,10 @@ impl ScopedSessionStore {
     pub fn new(inner: Arc<dyn SessionStore>, tenant: Tenant) -> Self {
         ScopedSessionStore { inner, tenant }
     }
+    /// The stored id: the tenant's one encoding, as every id it owns ([`Tenant::qualify`];
+    /// a session id never holds the separator).
     fn id(&self, id: &SessionId) -> SessionId {
-        if self.tenant.is_default() {
-            id.clone()
-        } else {
-            SessionId(format!("{}/{}", self.tenant, id.as_str()))
-        }
+        SessionId(self.tenant.qualify_unchecked(id.as_str()))
     }
 }
 

@@ -1,8 +1,10 @@
-//! Tenants (DESIGN §8): every chunk, document, session and trace belongs to one. Inside a
-//! store a tenant's ids are qualified — `tenant` + U+001F + id — so two tenants may use the
-//! same ids; the `default` tenant's ids are stored as given, so stores made before tenants
-//! existed are the default tenant's. The tenant of a stored chunk is read off its id, and
-//! every search states the tenant it is for ([`crate::SearchRequest::tenant`]).
+//! Tenants (DESIGN §8): every chunk, document, session and trace belongs to one. Below the
+//! API a tenant has one encoding: whatever it owns is stored under its qualified id —
+//! `tenant` + U+001F + id ([`Tenant::qualify`]) — chunk and document ids, session ids, and
+//! the model key of its embedding-cache entries, so two tenants may use the same ids; the
+//! `default` tenant's ids are stored as given, so stores made before tenants existed are the
+//! default tenant's. The tenant of a stored id is read off it ([`tenant_of`]), and every
+//! search states the tenant it is for ([`crate::SearchRequest::tenant`]).
 
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
