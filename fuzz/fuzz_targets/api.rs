@@ -12,12 +12,17 @@ fuzz_target!(|data: &[u8]| {
         None => ("s".to_owned(), data),
     };
     let base = TurnSettings::default();
-    match ragctx_server::decode_turn(body, &session, &base) {
-        Ok((_, settings)) => {
-            settings.validate().expect("decoded settings are valid");
-            SessionId::parse(&session).expect("decoded session parses");
+    // The handler's own decoding (`POST /v1/sessions/{id}/turns` calls it), keyless and in a
+    // bare key's namespace.
+    for ns in [None, Some("f83868769a66".to_owned())] {
+        match ragctx_server::decode_turn(body, &ns, &session, &base) {
+            Ok(turn) => {
+                turn.settings.validate().expect("decoded settings are valid");
+                SessionId::parse(&session).expect("decoded session parses");
+                assert!(!turn.question.trim().is_empty(), "a blank question is refused");
+            }
+            Err(e) => assert!(e.status.is_client_error(), "{e:?}"),
         }
-        Err(e) => assert!(e.status.is_client_error(), "{e:?}"),
     }
     match decode_chat(body, Some(&session).filter(|s| !s.is_empty()).map(|s| s.as_str())) {
         Ok(turn) => {

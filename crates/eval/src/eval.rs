@@ -6,9 +6,12 @@ use crate::stats::percentile;
 use clap::Subcommand;
 use ragctx_app::config::Settings;
 use ragctx_app::ingest::embed_all;
-use ragctx_core::{Chunk, Embedder, ExclusionSet, Fusion, Hit, Retrieval, SearchRequest};
+use ragctx_core::{
+    Chunk, EmbeddedChunk, Embedder, ExclusionSet, Fusion, Retrieval, Strategy, TurnSettings, VectorStore,
+};
+use ragctx_engine::retrieve::retrieve;
 use ragctx_engine::Granularity;
-use ragctx_index::{IndexParams, VectorIndex};
+use ragctx_index::IndexParams;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -381,13 +384,12 @@ fn beir(
         eprintln!("embedding {} documents (cached in {})", refs.len(), data_dir.display());
     }
     let (vectors, embedded) = embed_all(embedder, &ragctx_store::DataDirCache::At(data_dir.to_owned()), &refs)?;
-    let mut index = VectorIndex::new(embedder.dimension(), IndexParams::default());
-    for (c, v) in chunks.iter().zip(&vectors) {
-        index.upsert(c.id.as_str(), c.id.as_str(), 1.0, v);
-    }
-    let position: HashMap<&str, usize> = chunks.iter().enumerate().map(|(i, c)| (c.id.as_str(), i)).collect();
-    let lexical =
-        runs.iter().any(|(r, _)| *r != Retrieval::Dense).then(|| ragctx_lexical::LexicalIndex::build(&chunks));
+    // The store every evaluation runs over, searched by the turn's own retrieval (deeper
+    // searches, fusion, `select` and `ladder` as they ship), without grouping or exclusion.
+    let store = ragctx_store::MemoryVectorStore::new(embedder.dimension(), IndexParams::default());
+    let rows_in: Vec<EmbeddedChunk> =
+        chunks.iter().zip(vectors).map(|(c, vector)| EmbeddedChunk { chunk: c.clone(), vector }).collect();
+    store.upsert(&rows_in)?;
     let judged: Vec<&serde_json::Value> =
         queries.iter().filter(|q| q["_id"].as_str().is_some_and(|id| qrels.contains_key(id))).collect();
     let qtexts: Vec<&str> = judged.iter().map(|q| q["text"].as_str().unwrap_or("")).collect();
@@ -399,42 +401,16 @@ fn beir(
         for ((q, v), text) in judged.iter().zip(&qvecs).zip(&qtexts) {
             let rel = &qrels[q["_id"].as_str().unwrap()];
             let t = Instant::now();
-            let dense = || -> Vec<Hit> {
-                let req = SearchRequest {
-                    vector: v.clone(),
-                    limit: BEIR_DEPTH,
-                    grouping: None,
-                    exclusion: ExclusionSet::default(),
-                    ..Default::default()
-                };
-                let hits = index.search(&req).hits;
-                hits.iter()
-                    .map(|&(n, s)| Hit { chunk: chunks[position[index.chunk_id(n)]].clone(), score: s })
-                    .collect()
+            let settings = TurnSettings {
+                strategy: Strategy::None,
+                retrieval,
+                fusion: fusion.unwrap_or_default(),
+                limit: BEIR_DEPTH,
+                ..TurnSettings::default()
             };
-            let bm25 = || -> Vec<Hit> {
-                let lx = lexical.as_ref().expect("built for lexical runs");
-                let found = lx.search(text, BEIR_DEPTH, None, &ExclusionSet::default());
-                found
-                    .iter()
-                    .map(|&(e, s)| Hit { chunk: chunks[position[lx.chunk_id(e).as_str()]].clone(), score: s })
-                    .collect()
-            };
-            let ranked: Vec<Hit> = match (retrieval, fusion) {
-                (Retrieval::Dense, _) => dense(),
-                (Retrieval::Lexical, _) => bm25(),
-                (Retrieval::Hybrid, fusion) => {
-                    let (d, l) = (dense(), bm25());
-                    let cosine = |h: &Hit| -> f32 {
-                        vectors[position[h.chunk.id.as_str()]].iter().zip(v).map(|(a, b)| a * b).sum()
-                    };
-                    let rescored: Vec<Hit> = l.iter().map(|h| Hit { score: cosine(h), ..h.clone() }).collect();
-                    let bm25: Vec<f32> = l.iter().map(|h| h.score).collect();
-                    let mut fused = ragctx_engine::retrieve::fuse(fusion.unwrap_or_default(), &d, &bm25, &rescored);
-                    fused.truncate(BEIR_DEPTH);
-                    fused
-                }
-            };
+            let found = retrieve(&store, v.clone(), text, ExclusionSet::default(), HashMap::new(), &settings)?;
+            let mut ranked = found.outcome.hits;
+            ranked.truncate(BEIR_DEPTH);
             lat.push(t.elapsed().as_secs_f64() * 1e3);
             let ranked: Vec<String> = ranked.iter().map(|h| h.chunk.id.as_str().to_owned()).collect();
             ndcg += ndcg_at(&ranked, rel, 10);

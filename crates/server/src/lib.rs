@@ -354,29 +354,45 @@ impl utoipa::PartialSchema for TurnRequest {
 
 impl utoipa::ToSchema for TurnRequest {}
 
-/// Decodes a turn request body the way `POST /v1/sessions/{id}/turns` does — JSON shape,
-/// setting overrides, session id — before any work is done (the fuzz target `api` drives it).
-pub fn decode_turn(body: &[u8], session: &str, base: &TurnSettings) -> Result<(TurnRequest, TurnSettings), ApiError> {
-    let req: TurnRequest = json(body)?;
-    session_id(&None, session)?;
-    let settings = req.settings.clone().apply(base)?;
-    Ok((req, settings))
+/// A turn request that passed every check, ready to run: the stored session id, the
+/// question and the settings over the server's.
+pub struct PreparedTurn {
+    pub session: SessionId,
+    pub question: String,
+    pub settings: TurnSettings,
 }
 
-/// Runs a turn for a caller and shapes the answer with the caller's session id.
+impl TurnRequest {
+    /// The checks every turn passes before any work (the HTTP turn and the OpenAI front):
+    /// the session id, in the caller's namespace `ns`; the question (as the engine checks
+    /// it); the settings applied over `base`.
+    pub fn prepare(self, ns: &Option<String>, id: &str, base: &TurnSettings) -> Result<PreparedTurn, ApiError> {
+        let session = session_id(ns, id)?;
+        ragctx_engine::validate_question(&self.question)?;
+        let settings = self.settings.apply(base)?;
+        Ok(PreparedTurn { session, question: self.question, settings })
+    }
+}
+
+/// Decodes a turn request body as `POST /v1/sessions/{id}/turns` does — its handler calls
+/// this, and the fuzz target `api` drives it: JSON shape, setting overrides, session id.
+pub fn decode_turn(body: &[u8], ns: &Option<String>, id: &str, base: &TurnSettings) -> Result<PreparedTurn, ApiError> {
+    json::<TurnRequest>(body)?.prepare(ns, id, base)
+}
+
 /// Where a streamed turn's answer goes, piece by piece.
 pub(crate) type OnDelta = Arc<dyn Fn(&str) + Send + Sync>;
 
+/// Runs a prepared turn for a caller and shapes the answer with the caller's session id `id`.
 pub(crate) async fn run_turn(
     state: &Arc<AppState>,
     who: &Caller,
     id: &str,
-    req: TurnRequest,
+    turn: PreparedTurn,
     conversation: Option<Vec<ragctx_engine::Utterance>>,
     on_delta: Option<OnDelta>,
 ) -> Result<Trace, ApiError> {
-    let session = session_id(&who.ns, id)?;
-    let settings = req.settings.clone().apply(&state.settings)?;
+    let PreparedTurn { session, question, settings } = turn;
     let engine = state.unscoped.scoped(&who.tenant);
     // The engine refuses to commit after the deadline; the wait is a little longer so its
     // own error (which names the cause) usually arrives before the bare timeout.
@@ -385,7 +401,7 @@ pub(crate) async fn run_turn(
         let input = TurnInput {
             conversation: conversation.as_deref(),
             on_delta: on_delta.as_deref().map(|f| f as _),
-            ..TurnInput::new(&session, &req.question, &settings).deadline(deadline)
+            ..TurnInput::new(&session, &question, &settings).deadline(deadline)
         };
         engine.run(input)
     };
@@ -408,8 +424,8 @@ async fn turn(
 ) -> Result<Json<Trace>, ApiError> {
     let who = caller(&state, &headers)?;
     who.require(Role::Read, "run turns")?;
-    let req: TurnRequest = json(&body(b)?)?;
-    Ok(Json(run_turn(&state, &who, &id, req, None, None).await?))
+    let prepared = decode_turn(&body(b)?, &who.ns, &id, &state.settings)?;
+    Ok(Json(run_turn(&state, &who, &id, prepared, None, None).await?))
 }
 
 async fn load_traces(state: &Arc<AppState>, headers: &HeaderMap, id: &str) -> Result<Vec<Trace>, ApiError> {

@@ -10,7 +10,7 @@
 //! the citations, context, trace and the recorded answer come in the last chunk. An extra
 //! body field `filter` (the filter language, DESIGN §8) holds with the standing filter.
 
-use crate::{body, caller, json, run_turn, ApiError, AppState, Caller, OnDelta, Role, TurnRequest};
+use crate::{body, caller, json, run_turn, ApiError, AppState, Caller, OnDelta, PreparedTurn, Role, TurnRequest};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
@@ -153,7 +153,8 @@ pub async fn chat_completions(
         (!conversation.is_empty()).then_some(conversation)
     };
     let created = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    let request = TurnRequest { question, settings: ragctx_core::TurnOverrides { filter, ..Default::default() } };
+    let request = TurnRequest { question, settings: ragctx_core::TurnOverrides { filter, ..Default::default() } }
+        .prepare(&who.ns, &session, &state.settings)?;
     if stream {
         return stream_turn(state, who, session, request, conversation, model, created).await;
     }
@@ -194,7 +195,7 @@ async fn stream_turn(
     state: Arc<AppState>,
     who: Caller,
     session: String,
-    request: TurnRequest,
+    request: PreparedTurn,
     conversation: Option<Vec<Utterance>>,
     model: String,
     created: u64,

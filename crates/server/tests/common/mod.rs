@@ -4,9 +4,9 @@
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
+use ragctx_app::{App, RawConfig, Settings};
 use ragctx_core::Tenant;
 use ragctx_engine::{Engine, TurnSettings};
-use ragctx_app::{App, RawConfig, Settings};
 use ragctx_models::{Cl100kCounter, ExtractiveGenerator, MiniLmEmbedder};
 use ragctx_server::{AppState, Keys};
 use serde_json::Value;
@@ -61,7 +61,14 @@ pub fn state_over(vectors: Arc<dyn ragctx_core::VectorStore>, keys: Keys, dir: &
         Arc::new(ExtractiveGenerator::default()),
     );
     let cache: Arc<dyn ragctx_core::EmbeddingCache> = Arc::new(data.embedding_cache());
-    Arc::new(AppState::new(engine, Tenant::default(), TurnSettings::default(), keys, Duration::from_secs(30), Some(cache)))
+    Arc::new(AppState::new(
+        engine,
+        Tenant::default(),
+        TurnSettings::default(),
+        keys,
+        Duration::from_secs(30),
+        Some(cache),
+    ))
 }
 
 pub async fn call(
