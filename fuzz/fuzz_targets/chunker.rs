@@ -2,7 +2,7 @@
 //! unique ids, consecutive ordinals and offsets inside the text, each under the size cap.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use ragctx_engine::ingest::{chunk_document, DocumentFormat, CHUNK_CHARS};
+use ragctx_ingest::{chunk_document, DocumentFormat, CHUNK_CHARS};
 use std::collections::HashSet;
 
 fuzz_target!(|data: &[u8]| {

@@ -2,7 +2,7 @@
 //! it accepts has an id, a document id and text, and duplicate ids are caught.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use ragctx_engine::ingest::{check_unique_ids, parse_jsonl};
+use ragctx_ingest::{check_unique_ids, parse_jsonl};
 
 fuzz_target!(|data: &[u8]| {
     match parse_jsonl("fuzz.jsonl", data) {

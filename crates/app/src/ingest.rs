@@ -8,10 +8,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use ragctx_core::{Embedder, Metadata, ScopedEmbeddingCache};
 use ragctx_core::{Error, Result};
 pub use ragctx_engine::ingest::IngestReport;
-use ragctx_engine::ingest::{
-    check_unique_ids, chunk_document, embed_chunks, embed_with_cache, parse_jsonl, store_embedded, DocumentFormat,
-    IngestProgress, SourcedChunk, EMBED_STEP,
-};
+use ragctx_engine::ingest::{embed_chunks, embed_with_cache, store_embedded, IngestProgress, EMBED_STEP};
+use ragctx_ingest::{check_unique_ids, chunk_document, parse_jsonl, DocumentFormat, SourcedChunk};
 use ragctx_models::Cl100kCounter;
 use ragctx_store::{DataDir, DataDirCache};
 use std::io::IsTerminal;
@@ -203,14 +201,10 @@ fn read_some(paths: &[PathBuf]) -> Result<Read> {
     Ok(read)
 }
 
-/// Records as JSONL lines, validated as `ingest` validates a file; none at all is refused.
-fn read_records(source: &str, jsonl: &[u8]) -> Result<Read> {
-    let chunks = parse_jsonl(source, jsonl)?;
-    check_unique_ids(&chunks)?;
-    if chunks.is_empty() {
-        return Err(Error::InvalidInput(format!("no records in {source} (nothing was changed)")));
-    }
-    Ok(Read { chunks, files: 0, skipped: Vec::new() })
+/// Records as `POST /v1/documents` reads them ([`ragctx_ingest::read_records`]: a JSON array
+/// or JSONL lines, validated as `ingest` validates a file; none at all is refused).
+fn read_records(source: &str, records: &[u8]) -> Result<Read> {
+    Ok(Read { chunks: ragctx_ingest::read_records(source, records)?, files: 0, skipped: Vec::new() })
 }
 
 /// Ingests records as `ingest` reads JSONL lines (`_id`, `document_id`, `title`, `text`, and

@@ -71,8 +71,8 @@ impl Error {
     }
 }
 
-impl From<ragctx_engine::ingest::InputError> for Error {
-    fn from(e: ragctx_engine::ingest::InputError) -> Self {
+impl From<ragctx_ingest::InputError> for Error {
+    fn from(e: ragctx_ingest::InputError) -> Self {
         Error::Input(e.to_string())
     }
 }

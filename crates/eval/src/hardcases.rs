@@ -95,12 +95,12 @@ pub fn run(settings: &Settings, file: &Path, json: bool) -> Result<()> {
     let group_of: HashMap<&str, &str> =
         docs.iter().map(|d| (d.document_id.as_str(), d.of.as_deref().unwrap_or(d.document_id.as_str()))).collect();
     let embedder = ragctx_app::app::embedder(settings)?;
-    let sourced: Vec<ragctx_engine::ingest::SourcedChunk> = docs
+    let sourced: Vec<ragctx_ingest::SourcedChunk> = docs
         .iter()
         .map(|d| {
             let mut chunk = Chunk::new(&format!("{}#0", d.document_id), &d.document_id, &d.title, &d.text);
             chunk.ordinal = Some(0);
-            ragctx_engine::ingest::SourcedChunk { chunk, file: file.display().to_string(), line: None }
+            ragctx_ingest::SourcedChunk { chunk, file: file.display().to_string(), line: None }
         })
         .collect();
     // The one ingest path (no cache: a few hundred passages).

@@ -18,6 +18,7 @@
 //! ```
 
 pub mod auth;
+mod documents;
 mod error;
 mod guard;
 mod metrics;
@@ -35,7 +36,6 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use ragctx_core::{SessionId, Tenant, Trace, TurnOverrides};
-use ragctx_engine::ingest::{check_unique_ids, parse_jsonl};
 use ragctx_engine::{Engine, TurnInput, TurnSettings};
 use serde::Deserialize;
 use std::sync::Arc;
@@ -118,8 +118,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
         .route("/openapi.json", get(openapi))
-        .route("/v1/documents", post(documents).get(list_documents))
-        .route("/v1/documents/{id}", axum::routing::delete(delete_document))
+        .route("/v1/documents", post(documents::ingest).get(documents::list))
+        .route("/v1/documents/{id}", axum::routing::delete(documents::delete))
         .route("/v1/sessions/{id}/turns", post(turn).get(turns))
         .route("/v1/sessions/{id}/turns/{n}", get(one_turn))
         .route("/v1/sessions/{id}", axum::routing::delete(delete_session))
@@ -506,91 +506,6 @@ async fn reset_session(
     }
 }
 
-#[utoipa::path(post, path = "/v1/documents", params(("append" = Option<bool>, Query, description = "true: upsert by id and keep a document's other chunks; default: replace each document whole")),
-    request_body(content = serde_json::Value, description = "a JSON array of chunks or JSONL: _id, text, document_id?, title?, start?, end?, ordinal?, weight?"),
-    responses((status = 200, description = "chunks ingested: new, updated, removed", body = serde_json::Value),
-              (status = 400, description = "invalid chunk (line named)", body = ErrorBody), (status = 413, description = "body over the limit", body = ErrorBody)))]
-/// `POST /v1/documents`: a JSON array of chunks or JSONL, validated as `ragctx ingest`
-/// validates (all or nothing), embedded, and each document replaced whole (`?append=true`:
-/// upserted by id).
-async fn documents(
-    State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
-    axum::extract::RawQuery(query): axum::extract::RawQuery,
-    b: Result<Bytes, BytesRejection>,
-) -> Result<Json<serde_json::Value>, ApiError> {
-    let who = caller(&state, &headers)?;
-    who.require(Role::Write, "ingest documents")?;
-    // `?append=true`: upsert by id, keeping a document's other chunks (a document sent in
-    // several requests); by default each document is replaced whole.
-    let append = match query.as_deref() {
-        None | Some("") | Some("append=false") => false,
-        Some("append=true") => true,
-        Some(q) => return Err(ApiError::bad_request(format!("unknown query {q:?}: use append=true or nothing"))),
-    };
-    let b = body(b)?;
-    let first = b.iter().find(|c| !c.is_ascii_whitespace()).copied();
-    let lines: Vec<u8> = if first == Some(b'[') {
-        let items: Vec<serde_json::Value> = json(&b)?;
-        items.iter().map(|v| v.to_string()).collect::<Vec<_>>().join("\n").into_bytes()
-    } else {
-        b.to_vec()
-    };
-    let chunks = parse_jsonl("request body", &lines).map_err(ragctx_core::Error::from)?;
-    check_unique_ids(&chunks).map_err(ragctx_core::Error::from)?;
-    if chunks.is_empty() {
-        return Err(ApiError::bad_request("no chunks in the body"));
-    }
-    let engine = state.unscoped.scoped(&who.tenant);
-    // The one ingest path, as `ragctx ingest` takes it: the embedding cache, each document
-    // replaced whole (or upserted with `append`), the lexical index built beside.
-    // The cache as the caller's tenant sees it: a tenant's report and timing never tell it
-    // which texts another tenant ingested.
-    let cache = state.embedding_cache.clone().map(|c| ragctx_core::ScopedEmbeddingCache::new(c, who.tenant.clone()));
-    let report = blocking(state.ingest_timeout, move || {
-        engine.ingest(chunks, append, cache.as_ref().map(|c| c as &dyn ragctx_core::EmbeddingCache))
-    })
-    .await?;
-    // The ingest report; a request reads no files.
-    let r = report;
-    Ok(Json(serde_json::json!({
-        "chunks": r.chunks, "documents": r.documents, "new": r.new, "updated": r.updated, "removed": r.removed,
-        "embedded": r.embedded, "cached": r.cached, "stored": r.stored, "lexical": r.lexical, "seconds": r.seconds,
-    })))
-}
-
-#[utoipa::path(get, path = "/v1/documents", responses((status = 200, description = "every stored document: document_id, title, chunks", body = serde_json::Value)))]
-/// `GET /v1/documents`: every stored document with its chunk count and title.
-async fn list_documents(
-    State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
-) -> Result<Json<Vec<ragctx_core::DocumentSummary>>, ApiError> {
-    let who = caller(&state, &headers)?;
-    who.require(Role::Read, "list documents")?;
-    let vectors = state.unscoped.scoped(&who.tenant).vectors;
-    Ok(Json(blocking(state.turn_timeout, move || vectors.documents()).await?))
-}
-
-#[utoipa::path(delete, path = "/v1/documents/{id}", params(("id" = String, Path, description = "document id")),
-    responses((status = 204, description = "deleted with all its chunks"), (status = 404, description = "no such document", body = ErrorBody)))]
-/// `DELETE /v1/documents/{id}`: the document and all its chunks. Sessions that showed it
-/// keep their history; no later turn shows it.
-async fn delete_document(
-    State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-) -> Result<StatusCode, ApiError> {
-    let who = caller(&state, &headers)?;
-    who.require(Role::Write, "delete documents")?;
-    let vectors = state.unscoped.scoped(&who.tenant).vectors;
-    let doc = ragctx_core::DocumentId::from(id.as_str());
-    let removed = blocking(state.ingest_timeout, move || vectors.replace_documents(&[doc], &[])).await?.removed;
-    if removed == 0 {
-        return Err(ApiError::not_found(format!("document {id}")));
-    }
-    Ok(StatusCode::NO_CONTENT)
-}
-
 #[utoipa::path(get, path = "/healthz", responses((status = 200, description = "backends answer", body = serde_json::Value), (status = 503, description = "a backend is down", body = ErrorBody)))]
 async fn healthz(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
     // A probe of the backends; the chunk count (of every tenant) only for an admin.
@@ -665,9 +580,9 @@ pub struct ErrorBody {
         delete_session,
         reset_session,
         tenants,
-        documents,
-        list_documents,
-        delete_document,
+        documents::ingest,
+        documents::list,
+        documents::delete,
         healthz,
         metrics,
         page,

@@ -1,48 +1,15 @@
-//! Ingest: reading input into chunks before anything is written — pre-chunked JSONL, and
-//! `.md`, `.txt`, `.html` documents chunked here; pure functions over text, every error
-//! naming the file and line — then the one path that embeds (with the cache) and stores
-//! them ([`embed_chunks`], [`store_embedded`]), for the CLI, the HTTP API, Python and the evaluations alike.
+//! Ingest's one path: chunks read by `ragctx_ingest` (the file formats' own crate) are
+//! embedded (with the cache) and stored ([`embed_chunks`], [`store_embedded`]), for the CLI,
+//! the HTTP API, Python and the evaluations alike.
 
-mod chunker;
-mod jsonl;
 mod pipeline;
 
-pub use chunker::{chunk_document, html_to_text, DocumentFormat, CHUNK_CHARS};
-pub use jsonl::parse_jsonl;
 pub use pipeline::{
     embed_chunks, embed_with_cache, store_embedded, Embedded, IngestProgress, IngestReport, Logged, EMBED_STEP,
 };
 
-use ragctx_core::{Chunk, DocumentId, EmbeddedChunk, Replaced, TokenCounter, VectorStore};
-use std::collections::HashMap;
-
-/// A problem with the input, located.
-#[derive(Debug, Clone, PartialEq)]
-pub struct InputError {
-    /// The file at fault, as it was named or found in a folder.
-    pub file: String,
-    /// The 1-based line at fault, when there is one (a JSONL line, invalid UTF-8).
-    pub line: Option<usize>,
-    /// What is wrong.
-    pub message: String,
-}
-
-impl std::fmt::Display for InputError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.line {
-            Some(l) => write!(f, "{}:{}: {}", self.file, l, self.message),
-            None => write!(f, "{}: {}", self.file, self.message),
-        }
-    }
-}
-
-impl std::error::Error for InputError {}
-
-impl From<InputError> for ragctx_core::Error {
-    fn from(e: InputError) -> Self {
-        ragctx_core::Error::InvalidInput(e.to_string())
-    }
-}
+use ragctx_core::{DocumentId, EmbeddedChunk, Replaced, TokenCounter, VectorStore};
+use ragctx_ingest::SourcedChunk;
 
 /// [`Chunk::tokens`] for a text: its `cl100k_base` count with the blank line that follows
 /// it in a block, or `None` when the text starts with white space (or the counter is
@@ -89,35 +56,4 @@ pub fn store(
         vectors.replace_documents(&docs, chunks)?
     };
     Ok((r, docs.len()))
-}
-
-/// A chunk and where it came from, for duplicate reports.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SourcedChunk {
-    /// The chunk as read, before its tokens are counted.
-    pub chunk: Chunk,
-    /// The file it was read from.
-    pub file: String,
-    /// Its JSONL line; `None` for a chunked document.
-    pub line: Option<usize>,
-}
-
-/// Rejects two chunks with one id in the same input: an upsert would silently keep only
-/// the later one.
-pub fn check_unique_ids(chunks: &[SourcedChunk]) -> Result<(), InputError> {
-    let mut seen: HashMap<&str, &SourcedChunk> = HashMap::new();
-    for c in chunks {
-        if let Some(first) = seen.insert(c.chunk.id.as_str(), c) {
-            let at = |s: &SourcedChunk| match s.line {
-                Some(l) => format!("{}:{l}", s.file),
-                None => s.file.clone(),
-            };
-            return Err(InputError {
-                file: c.file.clone(),
-                line: c.line,
-                message: format!("duplicate id {:?} (first at {})", c.chunk.id.as_str(), at(first)),
-            });
-        }
-    }
-    Ok(())
 }

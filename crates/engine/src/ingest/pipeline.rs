@@ -3,8 +3,9 @@
 //! store — each document replaced whole, or upserted with `append` —, build the lexical
 //! index, and say what changed.
 
-use super::{store as store_chunks, with_vectors, SourcedChunk};
+use super::{store as store_chunks, with_vectors};
 use ragctx_core::{EmbeddedChunk, Embedder, EmbeddingCache, Result, TokenCounter, VectorStore};
+use ragctx_ingest::SourcedChunk;
 use std::collections::hash_map::{Entry, HashMap};
 use std::path::PathBuf;
 use std::time::Instant;

@@ -1,4 +1,4 @@
-use super::{InputError, SourcedChunk};
+use crate::{InputError, SourcedChunk};
 use ragctx_core::{Chunk, Json, Metadata};
 use serde::Deserialize;
 

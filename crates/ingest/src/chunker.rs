@@ -1,4 +1,4 @@
-use super::{InputError, SourcedChunk};
+use crate::{InputError, SourcedChunk};
 use ragctx_core::Chunk;
 
 /// Target size of a chunk in characters (about 200–250 MiniLM tokens of English, under the

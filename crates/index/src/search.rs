@@ -1,0 +1,190 @@
+//! The search of the index: the filter and exclusion resolved to blocked nodes, the planner's
+//! choice between the graph walk and the exact scan, grouping by document, and re-scoring in
+//! f32.
+
+use super::*;
+
+impl VectorIndex {
+    pub fn search(&self, request: &SearchRequest) -> IndexHits {
+        self.search_with(request, None)
+    }
+
+    /// Search with grouping and exclusion applied inside; `force` pins the path.
+    pub fn search_with(&self, request: &SearchRequest, force: Option<ForcePath>) -> IndexHits {
+        let ex = self.restrict(
+            std::sync::Arc::new(self.resolve(&request.exclusion)),
+            &request.filter,
+            request.tenant.as_deref(),
+        );
+        self.search_resolved(&request.vector, request.limit, request.grouping.as_ref(), &ex, force)
+    }
+
+    /// Search with an exclusion set resolved against this index state
+    /// ([`VectorIndex::resolve`]); `limit` counts documents when `grouping` is set.
+    ///
+    /// Panics when `ex` was resolved against another state of the index (resolve again
+    /// after a mutation; [`ResolvedCache`] does).
+    pub fn search_resolved(
+        &self,
+        vector: &[f32],
+        limit: usize,
+        grouping: Option<&Grouping>,
+        ex: &ResolvedExclusion,
+        force: Option<ForcePath>,
+    ) -> IndexHits {
+        assert_eq!(ex.revision, self.revision, "exclusion resolved against another state of the index");
+        let live = self.len();
+        // A tenant without a point reads what an empty store reads (not that others hold some).
+        if live == 0 || limit == 0 || ex.scope_live == Some(0) {
+            return IndexHits {
+                hits: Vec::new(),
+                path: SearchPath::Exact,
+                rounds: 0,
+                reason: "empty".into(),
+                visits: 0,
+            };
+        }
+        let allowed_live = live - ex.excluded_live;
+        if allowed_live == 0 {
+            return IndexHits {
+                hits: Vec::new(),
+                path: SearchPath::Exact,
+                rounds: 0,
+                reason: "no chunk passes the exclusion and filter".into(),
+                visits: 0,
+            };
+        }
+        let allowed_share = allowed_live as f64 / live as f64;
+        let per_group = grouping.map_or(1, |g| g.group_size);
+        let need = limit * per_group;
+        let ef0 = self.ef_for(live).max(need * 2);
+        // One cost model decides every switch to a scan: a walk must hold `ef` allowed results,
+        // so with a share `a` allowed it costs like a walk of ef / a.
+        let ratio = self.params.scan_ratio;
+        let walk_costs_more = |ef: f64| force.is_none() && ratio > 0 && ef * ratio as f64 > live as f64;
+        let scan = |reason: String, rounds: u32, visits: usize| {
+            let (hits, v) = self.exact(vector, limit, grouping, ex);
+            IndexHits { hits, path: SearchPath::Exact, rounds, reason, visits: visits + v }
+        };
+        // The reason names no figure of the whole store (its size, `ef`, which scales with it,
+        // the nearest points, which may be other tenants'): its share is of the caller's
+        // points (a tenant's, when the store holds others), so a tenant reads the same reason
+        // whoever else ingests. A tenant above `exact_below` points walks the store's graph,
+        // so its path and (approximate) ranking still depend on the store (docs/filters.md).
+        let seen = ex.scope_live.unwrap_or(live).max(1);
+        let pct = 100.0 * (1.0 - allowed_live as f64 / seen as f64);
+        let reason = match force {
+            Some(ForcePath::Exact) => return scan("forced exact".into(), 1, 0),
+            Some(ForcePath::Graph) => "forced graph".to_string(),
+            // A tenant's scope as small as a small index is scanned whatever the store
+            // holds: its path, reason and ranking are then its own (exact).
+            None if live <= self.params.exact_below || ex.scope_live.is_some_and(|n| n <= self.params.exact_below) => {
+                return scan("exact scan (small index)".into(), 1, 0)
+            }
+            None if walk_costs_more(ef0 as f64 / allowed_share.max(1e-9)) => {
+                return scan(format!("{pct:.1}% excluded: exact scan (a walk would cost more)"), 1, 0)
+            }
+            None => format!("{pct:.1}% excluded: graph walk"),
+        };
+        // The walk reads the binary16 copy (half the bytes per node); what it finds is
+        // re-scored in f32 below.
+        let vectors = self.search_vectors();
+        let Some(entry) = self.graph.entry_for(&vectors, vector) else {
+            return scan("no graph entry point".into(), 1, 0);
+        };
+        let mut walk = Walk::new(&self.graph, &vectors, vector, 0, &[entry], |n| !ex.blocks(n));
+        let mut ef = ef0;
+        let mut rounds = 0;
+        loop {
+            rounds += 1;
+            walk.run(ef);
+            let exhausted = walk.exhausted();
+            let near = walk.allowed_near();
+            // Exclusions crowd the query's neighbourhood (the consumed ids of a session are the
+            // nearest neighbours of its next question): widen the walk to see past them.
+            // A first walk that finds fewer than `CROWDED_BELOW` (40%) of its `ef` nearest points
+            // allowed is crowded; once widening, the walk goes on until it holds `ef0` allowed
+            // points.
+            let want = if rounds == 1 { (ef0 as f64 * CROWDED_BELOW) as usize } else { ef0 };
+            // Widening ends by itself: each round grows `ef`, and a walk that would cost more
+            // than a scan is not run.
+            if !exhausted && near < want {
+                let excluded_near = ef - near;
+                ef += 2 * excluded_near + ef0.saturating_sub(near);
+                // The crowd is at most the whole exclusion set: when even that bound leaves the
+                // walk costlier than a scan, and nothing near is allowed, scan now.
+                let bound = ex.excluded_live.min(live) + ef0;
+                if walk_costs_more(ef as f64) || (near == 0 && walk_costs_more(bound as f64)) {
+                    let why = format!("{reason}; the nearest points are mostly excluded: exact scan");
+                    return scan(why, rounds + 1, walk.visits);
+                }
+                continue;
+            }
+            let found = self.walk_hits_in_f32(vector, walk.results(usize::MAX), grouping.is_some(), limit);
+            let hits = match grouping {
+                Some(g) => self.group(&found, limit, g),
+                None => found,
+            };
+            let groups = match grouping {
+                Some(_) => self.count_documents(&hits),
+                None => hits.len(),
+            };
+            if groups >= limit.min(allowed_live) || exhausted {
+                let hits = hits.into_iter().map(|s| (s.1, s.0)).collect();
+                let reason = if rounds > 1 { format!("{reason}; widened") } else { reason };
+                return IndexHits { hits, path: SearchPath::Graph, rounds, reason, visits: walk.visits };
+            }
+            // Too few groups (a document with many near chunks fills the walk): deeper.
+            ef *= 4;
+            if walk_costs_more(ef as f64) {
+                return scan(format!("{reason}; {groups} of {limit} groups: exact scan"), rounds + 1, walk.visits);
+            }
+        }
+    }
+
+    /// The walk's allowed nodes (best first by the walk's scores) with f32 scores: when the
+    /// walk ranked by the binary16 copy, every node that could be among the best `limit` in
+    /// f32 (all of them when grouping) is re-scored, as in the exact path. At most `limit`
+    /// without grouping.
+    fn walk_hits_in_f32(&self, q: &[f32], found: Vec<Scored>, grouping: bool, limit: usize) -> Vec<Scored> {
+        let mut out = match self.slack(q) {
+            Some(slack) => {
+                let floor = if grouping || found.len() <= limit { f32::NEG_INFINITY } else { found[limit - 1].0 };
+                self.rescore_above(q, found, floor, slack)
+            }
+            None => found,
+        };
+        if !grouping {
+            out.truncate(limit);
+        }
+        out
+    }
+
+    fn count_documents(&self, hits: &[Scored]) -> usize {
+        let mut docs: Vec<u32> = hits.iter().map(|s| self.doc_of[s.1 as usize]).collect();
+        docs.sort_unstable();
+        docs.dedup();
+        docs.len()
+    }
+
+    /// Keeps, in score order, at most `limit` documents and each document's quota of chunks.
+    pub(crate) fn group(&self, sorted: &[Scored], limit: usize, grouping: &Grouping) -> Vec<Scored> {
+        let mut taken: FastMap<u32, usize> = FastMap::default();
+        let mut out = Vec::new();
+        for &s in sorted {
+            let node = s.1 as usize;
+            let doc = self.doc_of[node];
+            let docs_so_far = taken.len();
+            let count = taken.entry(doc).or_insert(0);
+            if *count == 0 && docs_so_far >= limit {
+                taken.remove(&doc);
+                continue;
+            }
+            if *count < grouping.quota(&self.docs[doc as usize], self.weights[node]) {
+                *count += 1;
+                out.push(s);
+            }
+        }
+        out
+    }
+}
