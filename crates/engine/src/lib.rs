@@ -28,6 +28,7 @@ pub mod ingest;
 pub mod intent;
 pub mod memory;
 pub mod presets;
+mod reads;
 pub mod rerank;
 pub mod retrieve;
 pub mod settings;

@@ -9,6 +9,7 @@
 use super::*;
 use crate::context::PointerCandidate;
 use crate::dedupe::Deduped;
+use crate::reads::TurnReads;
 use crate::stages::{Built, Query, WorkingSet};
 
 /// What a caller asks of one turn ([`Engine::run`]). Everything but the session, the
@@ -395,13 +396,17 @@ fn generate_stage(e: &Engine, t: &mut Turn<'_>) -> Result<()> {
 impl Engine {
     /// Runs every stage of [`STAGES`] that is on for `turn`, in order, timing each.
     pub fn plan(&self, turn: &mut Turn<'_>) -> Result<()> {
+        // Every stage reads the store through one memo: each chunk and vector at most once
+        // per plan (`reads.rs`).
+        let engine = Engine { vectors: Arc::new(TurnReads::new(self.vectors.clone())), ..self.clone() };
+        let engine = &engine;
         for stage in STAGES {
             if !(stage.runs)(turn) {
                 continue;
             }
             let started = Instant::now();
             let _span = tracing::info_span!("stage", stage = stage.name).entered();
-            (stage.run)(self, turn)?;
+            (stage.run)(engine, turn)?;
             if stage.timed {
                 turn.stats.timings_ms.insert(stage.name.into(), ms_since(started));
             }
