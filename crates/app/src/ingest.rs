@@ -290,15 +290,8 @@ impl crate::App {
             crate::app::bind_model(&self.settings, data, self.embedder.as_ref())?;
         }
         let cache = ScopedEmbeddingCache::new(Arc::new(self.embedding_cache()), self.settings.tenant().clone());
-        let e = &self.engine;
-        let embedded = embed_chunks(
-            e.embedder.as_ref(),
-            e.counter.as_ref(),
-            Some(&cache),
-            &Terminal::default(),
-            std::mem::take(&mut read.chunks),
-        )?;
-        let report = store_embedded(e.vectors.as_ref(), embedded, append)?;
+        let chunks = std::mem::take(&mut read.chunks);
+        let report = self.engine.ingest(chunks, append, Some(&cache), &Terminal::default())?;
         Ok(finish(report, read, started))
     }
 }

@@ -41,7 +41,8 @@ pub(crate) async fn ingest(
     // which texts another tenant ingested.
     let cache = state.embedding_cache.clone().map(|c| ragctx_core::ScopedEmbeddingCache::new(c, who.tenant.clone()));
     let report = blocking(state.ingest_timeout, move || {
-        engine.ingest(chunks, append, cache.as_ref().map(|c| c as &dyn ragctx_core::EmbeddingCache))
+        let cache = cache.as_ref().map(|c| c as &dyn ragctx_core::EmbeddingCache);
+        engine.ingest(chunks, append, cache, &ragctx_engine::ingest::Logged)
     })
     .await?;
     // The ingest report; a request reads no files.

@@ -213,15 +213,17 @@ pub fn store_embedded(store: &dyn VectorStore, embedded: Embedded, append: bool)
 
 impl crate::Engine {
     /// The whole ingest with this engine's store, embedder and counter ([`embed_chunks`],
-    /// then [`store_embedded`]), using `cache` where given: what `POST /v1/documents` runs.
+    /// then [`store_embedded`]), using `cache` where given, telling `progress`: what
+    /// `POST /v1/documents` and an opened app's ingest (Python's) run.
     pub fn ingest(
         &self,
         chunks: Vec<SourcedChunk>,
         append: bool,
         cache: Option<&dyn EmbeddingCache>,
+        progress: &dyn IngestProgress,
     ) -> Result<IngestReport> {
         let started = Instant::now();
-        let embedded = embed_chunks(self.embedder.as_ref(), self.counter.as_ref(), cache, &Logged, chunks)?;
+        let embedded = embed_chunks(self.embedder.as_ref(), self.counter.as_ref(), cache, progress, chunks)?;
         let mut report = store_embedded(self.vectors.as_ref(), embedded, append)?;
         report.seconds = started.elapsed().as_secs_f64();
         Ok(report)
