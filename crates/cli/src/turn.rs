@@ -73,8 +73,15 @@ pub fn summary(turn: u64, t: &TraceStats) -> String {
             (None, None) => String::new(),
         },
     };
+    // `compress sentences`: how many blocks were cut and what their cuts freed for further sources.
+    let compressed = match &t.compressed {
+        Some(c) if !c.cut.is_empty() => {
+            format!(" · compressed {} blocks (cuts marked …), {} tokens freed", c.cut.len(), c.freed_tokens)
+        }
+        _ => String::new(),
+    };
     format!(
-        "turn {turn} · {} · memory {} · {} candidates → {} documents → {} fragments ({} carried, {} pointers) → {} tokens (budget {}) · prompt {} · excluded {} · cited {} ({} invalid) · search {search} in {:.2} ms{condensed}{dropped}",
+        "turn {turn} · {} · memory {} · {} candidates → {} documents → {} fragments ({} carried, {} pointers) → {} tokens (budget {}) · prompt {} · excluded {} · cited {} ({} invalid) · search {search} in {:.2} ms{condensed}{compressed}{dropped}",
         t.intent.as_str(),
         t.memory.as_str(),
         t.candidates,
