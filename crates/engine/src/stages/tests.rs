@@ -160,10 +160,13 @@ fn a_reshow_queries_with_the_question_it_shows_again() {
     let q = e.query(&st, Intent::New, "fern water", &TurnSettings::default()).unwrap();
     assert_eq!((q.text.as_str(), q.reshown_question, q.mixed), ("fern water", None, 1));
     assert_eq!(q.own_vector, words("fern water"));
-    // The default mix, 1 : ¼ : ⅛ (question, the one before, the one before that).
-    assert_eq!(MIX_WEIGHTS, [1.0, 0.25, 0.125]);
+    // By hand: the question's vector plus a quarter of the one before it (the hand-set mix,
+    // 1 : ¼), normalised.
     let earlier = st.turns[0].query_vector.as_ref().unwrap().dequantize();
-    assert_eq!(q.vector, mix_vectors(&words("fern water"), &[earlier], &MIX_WEIGHTS));
+    let sum: Vec<f32> = words("fern water").iter().zip(&earlier).map(|(a, b)| a + 0.25 * b).collect();
+    let norm = sum.iter().map(|x| x * x).sum::<f32>().sqrt();
+    let by_hand: Vec<f32> = sum.iter().map(|x| x / norm).collect();
+    assert!(q.vector.iter().zip(&by_hand).all(|(a, b)| (a - b).abs() < 1e-6), "{:?} vs {by_hand:?}", q.vector);
 }
 
 #[test]
