@@ -98,7 +98,10 @@ pub struct Means {
     pub condensed: f64,
     /// Share of the reference answer's content terms ([`content_terms`]) found in the
     /// evidence the model reads this turn (the blocks counted as `evidence_recall` counts
-    /// them): how much of the answer the prompt supports. Averaged over `answered` turns.
+    /// them): how much of the answer the prompt supports. Averaged over `answered` turns;
+    /// `null` in the JSON where none was (a turn index only last turns reach), so no chart
+    /// draws a support of 0 that nothing measured.
+    #[serde(serialize_with = "finite_or_null")]
     pub answer_support: f64,
     /// Gold turns whose reference answer is known (a conversation's last turn has none).
     pub answered: usize,
@@ -153,8 +156,17 @@ impl Means {
         for x in out.metrics() {
             *x /= n;
         }
-        out.answer_support /= self.answered.max(1) as f64;
+        out.answer_support = if self.answered == 0 { f64::NAN } else { self.answer_support / self.answered as f64 };
         out
+    }
+}
+
+/// A mean that nothing was averaged into (NaN) is written as `null`.
+fn finite_or_null<S: serde::Serializer>(x: &f64, s: S) -> Result<S::Ok, S::Error> {
+    if x.is_finite() {
+        s.serialize_f64(*x)
+    } else {
+        s.serialize_none()
     }
 }
 
@@ -230,5 +242,13 @@ mod readable_tests {
         sum.add(&Means { evidence_recall: 0.0, ..Means::default() });
         let mean = sum.mean();
         assert_eq!((mean.answer_support, mean.evidence_recall, mean.turns), (0.5, 0.5, 2));
+        // Turns none of which has a reference answer support nothing measured: null, not 0.
+        let mut last_turns = Means::default();
+        last_turns.add(&Means { evidence_recall: 1.0, ..Means::default() });
+        let json = serde_json::to_value(last_turns.mean()).unwrap();
+        assert_eq!(
+            (json["answer_support"].clone(), json["evidence_recall"].clone()),
+            (serde_json::Value::Null, 1.0.into())
+        );
     }
 }

@@ -25,7 +25,8 @@ const COLUMNS: [(&str, &str); 17] = [
 ];
 
 fn cell(v: &Value, key: &str) -> String {
-    let x = v[key].as_f64().unwrap_or(0.0);
+    // `null`: nothing measured (answer support where no turn had a reference answer).
+    let Some(x) = v[key].as_f64() else { return "—".to_owned() };
     if key.ends_with("_tokens") && !key.contains("per_1k") {
         format!("{x:.0}")
     } else {
@@ -48,21 +49,23 @@ fn curves_table(report: &Value) -> String {
     );
     let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|{}", "---:|".repeat(2 * domains.len()));
     let num = |v: &Value| v.as_f64().unwrap_or(0.0);
+    // A share, or "—" where nothing was measured (answer support without a reference answer).
+    let share = |v: &Value| v.as_f64().map_or("—".to_owned(), |x| format!("{x:.3}"));
     for (name, points) in curves {
         for p in points.as_array().into_iter().flatten() {
             let budget = p["budget"].as_u64().map_or("unbounded".to_owned(), |b| b.to_string());
             let per_domain = |k: &str| -> String {
-                domains.iter().map(|d| format!("{:.3}", num(&p["by_domain"][*d][k]))).collect::<Vec<_>>().join(" | ")
+                domains.iter().map(|d| share(&p["by_domain"][*d][k])).collect::<Vec<_>>().join(" | ")
             };
             let _ = writeln!(
                 s,
-                "| {name} | {budget} | {:.0} | {:.3} | {:.3} | {:.0} | {:.3} | {:.3} | {} | {} |",
+                "| {name} | {budget} | {:.0} | {} | {} | {:.0} | {} | {} | {} | {} |",
                 num(&p["prompt_tokens"]),
-                num(&p["evidence_recall"]),
-                num(&p["answer_support"]),
+                share(&p["evidence_recall"]),
+                share(&p["answer_support"]),
                 num(&p["from_turn_5"]["prompt_tokens"]),
-                num(&p["from_turn_5"]["evidence_recall"]),
-                num(&p["from_turn_5"]["answer_support"]),
+                share(&p["from_turn_5"]["evidence_recall"]),
+                share(&p["from_turn_5"]["answer_support"]),
                 per_domain("evidence_recall"),
                 per_domain("answer_support")
             );
