@@ -9,7 +9,7 @@ use ragctx_core::{
     Chunk, ChunkId, DocumentId, DocumentSummary, EmbeddedChunk, LexicalRequest, Replaced, Result, SearchOutcome,
     SearchRequest, VectorStore,
 };
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 /// `inner` with a memo of what this plan has read: chunks (from fetches and from search
@@ -34,15 +34,11 @@ impl TurnReads {
     }
 }
 
-/// The ids of `ids` not yet in `memo`, each once, in order.
+/// The ids of `ids` not yet in `memo`, each once, in order (a working set may hold
+/// thousands: linear in them).
 fn missing<V>(ids: &[ChunkId], memo: &HashMap<ChunkId, V>) -> Vec<ChunkId> {
-    let mut out: Vec<ChunkId> = Vec::new();
-    for id in ids {
-        if !memo.contains_key(id) && !out.contains(id) {
-            out.push(id.clone());
-        }
-    }
-    out
+    let mut seen: HashSet<&ChunkId> = HashSet::new();
+    ids.iter().filter(|id| !memo.contains_key(*id) && seen.insert(*id)).cloned().collect()
 }
 
 impl VectorStore for TurnReads {
