@@ -17,7 +17,7 @@ use std::sync::Arc;
 /// `POST /v1/documents`: a JSON array of chunks or JSONL, validated as `ragctx ingest`
 /// validates (all or nothing), embedded, and each document replaced whole (`?append=true`:
 /// upserted by id).
-pub(crate) async fn ingest(
+pub(crate) async fn documents(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
     axum::extract::RawQuery(query): axum::extract::RawQuery,
@@ -55,7 +55,7 @@ pub(crate) async fn ingest(
 
 #[utoipa::path(get, path = "/v1/documents", responses((status = 200, description = "every stored document: document_id, title, chunks", body = serde_json::Value)))]
 /// `GET /v1/documents`: every stored document with its chunk count and title.
-pub(crate) async fn list(
+pub(crate) async fn list_documents(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
 ) -> Result<Json<Vec<ragctx_core::DocumentSummary>>, ApiError> {
@@ -69,7 +69,7 @@ pub(crate) async fn list(
     responses((status = 204, description = "deleted with all its chunks"), (status = 404, description = "no such document", body = ErrorBody)))]
 /// `DELETE /v1/documents/{id}`: the document and all its chunks. Sessions that showed it
 /// keep their history; no later turn shows it.
-pub(crate) async fn delete(
+pub(crate) async fn delete_document(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
     Path(id): Path<String>,

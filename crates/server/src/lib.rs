@@ -118,8 +118,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
         .route("/openapi.json", get(openapi))
-        .route("/v1/documents", post(documents::ingest).get(documents::list))
-        .route("/v1/documents/{id}", axum::routing::delete(documents::delete))
+        .route("/v1/documents", post(documents::documents).get(documents::list_documents))
+        .route("/v1/documents/{id}", axum::routing::delete(documents::delete_document))
         .route("/v1/sessions/{id}/turns", post(turn).get(turns))
         .route("/v1/sessions/{id}/turns/{n}", get(one_turn))
         .route("/v1/sessions/{id}", axum::routing::delete(delete_session))
@@ -580,9 +580,9 @@ pub struct ErrorBody {
         delete_session,
         reset_session,
         tenants,
-        documents::ingest,
-        documents::list,
-        documents::delete,
+        documents::documents,
+        documents::list_documents,
+        documents::delete_document,
         healthz,
         metrics,
         page,
