@@ -96,7 +96,9 @@ fn read_file(path: &Path, document_id: &str, read: &mut Read) -> Result<bool> {
 }
 
 /// Progress of a long embedding on stderr: a bar on a terminal, about ten lines otherwise;
-/// warnings as `ragctx: ...` lines.
+/// warnings as `ragctx: ...` lines. For the terminal's fronts — `ragctx ingest` ([`ingest`](fn@ingest))
+/// and the evaluations; an opened [`App`](crate::App)'s ingest (Python's, a library's) logs
+/// instead (`ragctx_engine::ingest::Logged`).
 pub struct Terminal {
     bar: std::sync::Mutex<Option<ProgressBar>>,
     started: Instant,
@@ -291,7 +293,9 @@ impl crate::App {
         }
         let cache = ScopedEmbeddingCache::new(Arc::new(self.embedding_cache()), self.settings.tenant().clone());
         let chunks = std::mem::take(&mut read.chunks);
-        let report = self.engine.ingest(chunks, append, Some(&cache), &Terminal::default())?;
+        // A library's ingest (Python's, an embedding app's) draws nothing on the caller's
+        // terminal: its progress goes to the log, as the server's does.
+        let report = self.engine.ingest(chunks, append, Some(&cache), &ragctx_engine::ingest::Logged)?;
         Ok(finish(report, read, started))
     }
 }

@@ -11,7 +11,7 @@ pub use pipeline::{
 use ragctx_core::{DocumentId, EmbeddedChunk, Replaced, TokenCounter, VectorStore};
 use ragctx_ingest::SourcedChunk;
 
-/// [`Chunk::tokens`] for a text: its `cl100k_base` count with the blank line that follows
+/// [`ragctx_core::Chunk::tokens`] for a text: its `cl100k_base` count with the blank line that follows
 /// it in a block, or `None` when the text starts with white space (or the counter is
 /// another tokenizer).
 pub fn text_tokens(counter: &dyn TokenCounter, text: &str) -> Option<u32> {

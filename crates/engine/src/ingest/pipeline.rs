@@ -24,10 +24,14 @@ pub trait IngestProgress {
     fn warn(&self, message: &str);
 }
 
-/// Progress nobody watches: warnings go to the log.
+/// Progress for a server or a library (nobody's terminal): warnings go to the log, the
+/// embedding's progress too, at debug.
 pub struct Logged;
 
 impl IngestProgress for Logged {
+    fn embedded(&self, done: usize, total: usize) {
+        tracing::debug!(done, total, "ingest: embedded");
+    }
     fn warn(&self, message: &str) {
         tracing::warn!("{message}");
     }
@@ -165,7 +169,7 @@ pub struct Embedded {
 }
 
 /// The first half of an ingest: validated chunks (read and checked by the caller:
-/// [`super::parse_jsonl`], [`super::check_unique_ids`], or a file reader) embedded with the
+/// [`ragctx_ingest::parse_jsonl`], [`ragctx_ingest::check_unique_ids`], or a file reader) embedded with the
 /// cache and their tokens counted once. Touches no store: a long ingest embeds before it
 /// opens (and locks) the data dir.
 pub fn embed_chunks(
