@@ -35,31 +35,54 @@ pub fn parse_jsonl(file: &str, bytes: &[u8]) -> Result<Vec<SourcedChunk>, InputE
             continue;
         }
         let l: Line = serde_json::from_str(text).map_err(|e| err(format!("invalid chunk: {e}")))?;
+        out.push(l.into_chunk(file, Some(lineno)).map_err(err)?);
+    }
+    Ok(out)
+}
+
+/// A JSON array of chunk objects, each as a JSONL line is read (duplicate and unknown keys
+/// refused as they are there); an error names the element by its 0-based index.
+pub(crate) fn parse_array(file: &str, bytes: &[u8]) -> Result<Vec<SourcedChunk>, InputError> {
+    let err = |message: String| InputError { file: file.to_owned(), line: None, message };
+    let lines: Vec<Line> =
+        serde_json::from_slice(bytes).map_err(|e| err(format!("not a JSON array of chunks: {e}")))?;
+    lines
+        .into_iter()
+        .enumerate()
+        .map(|(i, l)| l.into_chunk(file, None).map_err(|m| err(format!("element {i}: {m}"))))
+        .collect()
+}
+
+impl Line {
+    /// The chunk this line gives, checked; the error is the message alone (the caller
+    /// locates it).
+    fn into_chunk(self, file: &str, line: Option<usize>) -> Result<SourcedChunk, String> {
+        let l = self;
         if l.id.is_empty() {
-            return Err(err("empty _id".into()));
+            return Err("empty _id".into());
         }
         if l.text.trim().is_empty() {
-            return Err(err(format!("chunk {:?} has empty text", l.id)));
+            return Err(format!("chunk {:?} has empty text", l.id));
         }
         if let (Some(s), Some(e)) = (l.start, l.end) {
             if e < s {
-                return Err(err(format!("chunk {:?}: end {e} is before start {s}", l.id)));
+                return Err(format!("chunk {:?}: end {e} is before start {s}", l.id));
             }
         }
         let weight = l.weight.unwrap_or(1.0);
         if !weight.is_finite() || weight <= 0.0 {
-            return Err(err(format!("chunk {:?}: weight must be a positive number", l.id)));
+            return Err(format!("chunk {:?}: weight must be a positive number", l.id));
         }
         let metadata = match &l.metadata {
             None | Some(Json::Null) => Metadata::default(),
-            Some(m) => Metadata::from_json(m, "metadata").map_err(|m| err(format!("chunk {:?}: {m}", l.id)))?,
+            Some(m) => Metadata::from_json(m, "metadata").map_err(|m| format!("chunk {:?}: {m}", l.id))?,
         };
         let document_id = match l.document_id {
-            Some(d) if d.is_empty() => return Err(err(format!("chunk {:?} has an empty document_id", l.id))),
+            Some(d) if d.is_empty() => return Err(format!("chunk {:?} has an empty document_id", l.id)),
             Some(d) => d,
             None => l.id.clone(),
         };
-        out.push(SourcedChunk {
+        Ok(SourcedChunk {
             chunk: Chunk {
                 id: l.id.into(),
                 document_id: document_id.into(),
@@ -73,10 +96,9 @@ pub fn parse_jsonl(file: &str, bytes: &[u8]) -> Result<Vec<SourcedChunk>, InputE
                 metadata,
             },
             file: file.to_owned(),
-            line: Some(lineno),
-        });
+            line,
+        })
     }
-    Ok(out)
 }
 
 #[cfg(test)]

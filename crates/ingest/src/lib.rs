@@ -80,30 +80,12 @@ pub fn check_unique_ids(chunks: &[SourcedChunk]) -> Result<(), InputError> {
 }
 
 /// Records sent rather than read from files (`POST /v1/documents`, Python's
-/// `ingest_records`): a JSON array of chunk objects or JSONL lines, each read as a JSONL line
-/// of a file is, ids unique; none at all is refused. `source` names them in errors.
+/// `ingest_records`): a JSON array of chunk objects (read straight from the bytes) or JSONL
+/// lines, each checked as a JSONL line of a file is (a key given twice or unknown refused),
+/// ids unique; none at all is refused. `source` names them in errors.
 pub fn read_records(source: &str, bytes: &[u8]) -> Result<Vec<SourcedChunk>, InputError> {
     let first = bytes.iter().find(|c| !c.is_ascii_whitespace()).copied();
-    let chunks = if first == Some(b'[') {
-        let items: Vec<serde_json::Value> = serde_json::from_slice(bytes).map_err(|e| InputError {
-            file: source.to_owned(),
-            line: None,
-            message: format!("not a JSON array of chunks: {e}"),
-        })?;
-        let mut chunks = Vec::with_capacity(items.len());
-        for (i, item) in items.iter().enumerate() {
-            // Each element read as a JSONL line; an error names its index.
-            let one = parse_jsonl(source, item.to_string().as_bytes()).map_err(|e| InputError {
-                file: source.to_owned(),
-                line: None,
-                message: format!("element {i}: {}", e.message),
-            })?;
-            chunks.extend(one);
-        }
-        chunks
-    } else {
-        parse_jsonl(source, bytes)?
-    };
+    let chunks = if first == Some(b'[') { jsonl::parse_array(source, bytes)? } else { parse_jsonl(source, bytes)? };
     check_unique_ids(&chunks)?;
     if chunks.is_empty() {
         return Err(InputError {
@@ -113,4 +95,32 @@ pub fn read_records(source: &str, bytes: &[u8]) -> Result<Vec<SourcedChunk>, Inp
         });
     }
     Ok(chunks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::read_records;
+
+    #[test]
+    fn records_as_an_array_or_jsonl_are_checked_as_a_file_s_lines() {
+        let array =
+            br#"[{"_id": "a#0", "text": "Water weekly."}, {"_id": "a#1", "document_id": "a", "text": "Mist."}]"#;
+        let jsonl = b"{\"_id\": \"a#0\", \"text\": \"Water weekly.\"}\n{\"_id\": \"a#1\", \"document_id\": \"a\", \"text\": \"Mist.\"}\n";
+        let (a, j) = (read_records("body", array).unwrap(), read_records("body", jsonl).unwrap());
+        let ids = |c: &[super::SourcedChunk]| c.iter().map(|c| c.chunk.id.as_str().to_owned()).collect::<Vec<_>>();
+        assert_eq!((ids(&a), ids(&j)), (vec!["a#0".to_owned(), "a#1".into()], vec!["a#0".to_owned(), "a#1".into()]));
+        assert_eq!(a[1].chunk.document_id.as_str(), "a");
+        // A key given twice or unknown is refused in an array as on a line.
+        let twice = read_records("body", br#"[{"_id": "x", "text": "a", "text": "b"}]"#).unwrap_err();
+        assert!(twice.to_string().contains("duplicate field `text`"), "{twice}");
+        let unknown = read_records("body", br#"[{"_id": "x", "text": "a", "colour": 1}]"#).unwrap_err();
+        assert!(unknown.to_string().contains("unknown field `colour`"), "{unknown}");
+        // A bad element is named by its index; duplicate ids and an empty input are refused.
+        let empty_text =
+            read_records("body", br#"[{"_id": "x", "text": "a"}, {"_id": "y", "text": " "}]"#).unwrap_err();
+        assert_eq!(empty_text.to_string(), "body: element 1: chunk \"y\" has empty text");
+        let dup = read_records("body", br#"[{"_id": "x", "text": "a"}, {"_id": "x", "text": "b"}]"#).unwrap_err();
+        assert!(dup.to_string().contains("duplicate id \"x\""), "{dup}");
+        assert_eq!(read_records("body", b"  [] ").unwrap_err().to_string(), "body: no chunks (nothing was changed)");
+    }
 }
