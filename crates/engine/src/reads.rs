@@ -1,9 +1,10 @@
 //! One read per chunk per turn: the store as one plan of a turn sees it, each chunk and
 //! vector fetched at most once. The stages ask for the same ids more than once — the working
 //! set's vectors for the query's centroid and again to score it, its chunks to carry them,
-//! a lexical hit's vector for its cosine, the candidates' vectors for diversity — and a
-//! search's hits already hold their chunks; on Milvus every ask is a round trip, on the
-//! embedded store a read transaction and a JSON decode per chunk.
+//! a lexical hit's vector for its cosine, the candidates' vectors for diversity; on Milvus
+//! every ask is a round trip, on the embedded store a read transaction and a JSON decode per
+//! chunk. Searches pass through untouched: no stage asks for a hit's chunk again (the
+//! working set is excluded from the search), so copying hits into the memo would only cost.
 
 use ragctx_core::{
     Chunk, ChunkId, DocumentId, DocumentSummary, EmbeddedChunk, LexicalRequest, Replaced, Result, SearchOutcome,
@@ -12,8 +13,7 @@ use ragctx_core::{
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-/// `inner` with a memo of what this plan has read: chunks (from fetches and from search
-/// hits) and vectors, misses remembered too (an id the store does not hold is not asked
+/// `inner` with a memo of what this plan has fetched: chunks and vectors, misses remembered too (an id the store does not hold is not asked
 /// again). Writes pass through and are not expected during a plan.
 pub(crate) struct TurnReads {
     inner: Arc<dyn VectorStore>,
@@ -24,13 +24,6 @@ pub(crate) struct TurnReads {
 impl TurnReads {
     pub(crate) fn new(inner: Arc<dyn VectorStore>) -> Self {
         TurnReads { inner, chunks: Mutex::default(), vectors: Mutex::default() }
-    }
-
-    fn remember_hits(&self, outcome: &SearchOutcome) {
-        let mut memo = self.chunks.lock().expect("memo lock");
-        for h in &outcome.hits {
-            memo.entry(h.chunk.id.clone()).or_insert_with(|| Some(h.chunk.clone()));
-        }
     }
 }
 
@@ -55,16 +48,10 @@ impl VectorStore for TurnReads {
         self.inner.documents()
     }
     fn search(&self, request: &SearchRequest) -> Result<SearchOutcome> {
-        let outcome = self.inner.search(request)?;
-        self.remember_hits(&outcome);
-        Ok(outcome)
+        self.inner.search(request)
     }
     fn search_lexical(&self, request: &LexicalRequest) -> Result<Option<SearchOutcome>> {
-        let outcome = self.inner.search_lexical(request)?;
-        if let Some(o) = &outcome {
-            self.remember_hits(o);
-        }
-        Ok(outcome)
+        self.inner.search_lexical(request)
     }
     fn lexical_missing(&self) -> String {
         self.inner.lexical_missing()
@@ -164,9 +151,11 @@ mod tests {
         assert_eq!(v, vec![Some(vec![1.0, 0.0]), None, Some(vec![1.0, 0.0]), Some(vec![1.0, 0.0])]);
         reads.vectors(&ids).unwrap();
         assert_eq!(inner.asked_vectors.load(Ordering::SeqCst), 3, "vectors, unknown ones included, read once");
-        // A search's hits are chunks already read.
-        reads.search(&SearchRequest::default()).unwrap();
+        // A search passes through (nothing copied); a hit's chunk asked later is read once.
+        let hits = reads.search(&SearchRequest::default()).unwrap().hits;
+        assert_eq!(hits[0].chunk.id.as_str(), "b#0");
         reads.chunks(&["b#0".into()]).unwrap();
-        assert_eq!(inner.asked_chunks.load(Ordering::SeqCst), 3, "b#0 came with the search");
+        reads.chunks(&["b#0".into()]).unwrap();
+        assert_eq!(inner.asked_chunks.load(Ordering::SeqCst), 4, "b#0 read once, after the search");
     }
 }
