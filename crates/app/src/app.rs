@@ -205,13 +205,16 @@ pub fn open_data(settings: &Settings, dim: Option<usize>) -> Result<DataDir> {
 /// is opened only when the sessions live there.
 pub fn sessions_only(settings: &Settings) -> Result<Arc<dyn SessionStore>> {
     let data = if settings.sessions == "embedded" { Some(open_data(settings, None)?) } else { None };
-    Ok(Arc::new(ragctx_core::ScopedSessionStore::new(session_store(settings, data.as_ref())?, settings.tenant.clone())))
+    Ok(Arc::new(ragctx_engine::ScopedSessionStore::new(
+        session_store(settings, data.as_ref())?,
+        settings.tenant.clone(),
+    )))
 }
 
 /// The vector store alone, for commands that embed nothing (documents list and delete), as
 /// the settings' tenant sees it.
 pub fn vectors_only(settings: &Settings) -> Result<Arc<dyn VectorStore>> {
-    Ok(Arc::new(ragctx_core::ScopedVectorStore::new(unscoped_vectors(settings)?, settings.tenant.clone())))
+    Ok(Arc::new(ragctx_engine::ScopedVectorStore::new(unscoped_vectors(settings)?, settings.tenant.clone())))
 }
 
 fn unscoped_vectors(settings: &Settings) -> Result<Arc<dyn VectorStore>> {

@@ -4,15 +4,15 @@
 //! Python package alike; `ragctx serve` and the evaluations use the same path.
 
 use crate::config::{Backend, Settings};
-use indicatif::{ProgressBar, ProgressStyle};
-use ragctx_core::{Embedder, Metadata, ScopedEmbeddingCache};
+use ragctx_core::Metadata;
 use ragctx_core::{Error, Result};
+pub use ragctx_engine::ingest::IngestProgress;
 pub use ragctx_engine::ingest::IngestReport;
-use ragctx_engine::ingest::{embed_chunks, embed_with_cache, store_embedded, IngestProgress, EMBED_STEP};
+use ragctx_engine::ingest::{embed_chunks, store_embedded};
+use ragctx_engine::ScopedEmbeddingCache;
 use ragctx_ingest::{check_unique_ids, chunk_document, parse_jsonl, DocumentFormat, SourcedChunk};
 use ragctx_models::Cl100kCounter;
 use ragctx_store::{DataDir, DataDirCache};
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -95,69 +95,6 @@ fn read_file(path: &Path, document_id: &str, read: &mut Read) -> Result<bool> {
     Ok(true)
 }
 
-/// Progress of a long embedding on stderr: a bar on a terminal, about ten lines otherwise;
-/// warnings as `ragctx: ...` lines. For the terminal's fronts — `ragctx ingest` ([`ingest`](fn@ingest))
-/// and the evaluations; an opened [`App`](crate::App)'s ingest (Python's, a library's) logs
-/// instead (`ragctx_engine::ingest::Logged`).
-pub struct Terminal {
-    bar: std::sync::Mutex<Option<ProgressBar>>,
-    started: Instant,
-    last: std::sync::atomic::AtomicUsize,
-}
-
-impl Default for Terminal {
-    fn default() -> Self {
-        Terminal { bar: std::sync::Mutex::new(None), started: Instant::now(), last: Default::default() }
-    }
-}
-
-impl IngestProgress for Terminal {
-    fn embedded(&self, done: usize, total: usize) {
-        use std::sync::atomic::Ordering;
-        let mut bar = self.bar.lock().unwrap_or_else(|e| e.into_inner());
-        if done == 0 {
-            if std::io::stderr().is_terminal() && total > 0 {
-                let b = ProgressBar::new(total as u64);
-                b.set_style(
-                    ProgressStyle::with_template("embedding {bar:30} {pos}/{len} chunks  {per_sec}  eta {eta}")
-                        .expect("valid template"),
-                );
-                *bar = Some(b);
-            }
-            return;
-        }
-        match bar.as_ref() {
-            Some(b) => b.set_position(done as u64),
-            None if done - self.last.load(Ordering::Relaxed) >= (total / 10).max(EMBED_STEP) || done == total => {
-                self.last.store(done, Ordering::Relaxed);
-                let secs = self.started.elapsed().as_secs_f64();
-                let rate = done as f64 / secs.max(1e-9);
-                eprintln!(
-                    "embedded {done}/{total} chunks ({secs:.0}s, {rate:.1}/s, about {:.0}s left)",
-                    (total - done) as f64 / rate
-                );
-            }
-            None => {}
-        }
-    }
-
-    fn finished(&self) {
-        if let Some(b) = self.bar.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            b.finish_and_clear();
-        }
-    }
-
-    fn warn(&self, message: &str) {
-        eprintln!("ragctx: {message}");
-    }
-}
-
-/// Embeds what the data dir's cache lacks, with progress on stderr, caching as it goes (the
-/// evaluations' corpora): [`embed_with_cache`] with [`Terminal`] progress.
-pub fn embed_all(embedder: &dyn Embedder, cache: &DataDirCache, texts: &[&str]) -> Result<(Vec<Vec<f32>>, usize)> {
-    embed_with_cache(embedder, Some(cache), texts, &Terminal::default())
-}
-
 /// Ingests files or folders (`.jsonl`, `.md`, `.txt`, `.html`, folders walked).
 ///
 /// The data dir is opened only to read and write the cache and, at the end, to upsert: a
@@ -165,8 +102,13 @@ pub fn embed_all(embedder: &dyn Embedder, cache: &DataDirCache, texts: &[&str]) 
 ///
 /// Each document is replaced whole (chunks it no longer has are removed); with `append`,
 /// chunks are upserted by id and a document's other chunks stay.
-pub fn ingest(settings: &Settings, paths: &[PathBuf], append: bool) -> Result<IngestReport> {
-    ingest_with_metadata(settings, paths, append, &Metadata::default())
+pub fn ingest(
+    settings: &Settings,
+    paths: &[PathBuf],
+    append: bool,
+    progress: &dyn IngestProgress,
+) -> Result<IngestReport> {
+    ingest_with_metadata(settings, paths, append, &Metadata::default(), progress)
 }
 
 /// [`ingest`](fn@ingest), with `metadata` set on every chunk read (`ingest --meta`): a JSONL
@@ -176,9 +118,10 @@ pub fn ingest_with_metadata(
     paths: &[PathBuf],
     append: bool,
     metadata: &Metadata,
+    progress: &dyn IngestProgress,
 ) -> Result<IngestReport> {
     let started = Instant::now();
-    store_chunks(settings, with_metadata(read_some(paths)?, metadata)?, append, started)
+    store_chunks(settings, with_metadata(read_some(paths)?, metadata)?, append, started, progress)
 }
 
 /// Sets `metadata` under each chunk's own.
@@ -211,12 +154,24 @@ fn read_records(source: &str, records: &[u8]) -> Result<Read> {
 
 /// Ingests records as `ingest` reads JSONL lines (`_id`, `document_id`, `title`, `text`, and
 /// optional `weight`), validated the same way; `source` names them in error messages.
-pub fn ingest_records(settings: &Settings, source: &str, jsonl: &[u8], append: bool) -> Result<IngestReport> {
+pub fn ingest_records(
+    settings: &Settings,
+    source: &str,
+    jsonl: &[u8],
+    append: bool,
+    progress: &dyn IngestProgress,
+) -> Result<IngestReport> {
     let started = Instant::now();
-    store_chunks(settings, read_records(source, jsonl)?, append, started)
+    store_chunks(settings, read_records(source, jsonl)?, append, started, progress)
 }
 
-fn store_chunks(settings: &Settings, mut read: Read, append: bool, started: Instant) -> Result<IngestReport> {
+fn store_chunks(
+    settings: &Settings,
+    mut read: Read,
+    append: bool,
+    started: Instant,
+    progress: &dyn IngestProgress,
+) -> Result<IngestReport> {
     let embedder = crate::app::embedder(settings)?;
     if let Backend::Embedded = settings.backend {
         // Before hours of embedding: a store of another model's vectors is refused now.
@@ -231,7 +186,7 @@ fn store_chunks(settings: &Settings, mut read: Read, append: bool, started: Inst
         embedder.as_ref(),
         &Cl100kCounter::new(),
         Some(&cache),
-        &Terminal::default(),
+        progress,
         std::mem::take(&mut read.chunks),
     )?;
     // Only the embedded backend lives in the data dir: with Milvus nothing local is locked.
@@ -246,7 +201,7 @@ fn store_chunks(settings: &Settings, mut read: Read, append: bool, started: Inst
         Backend::Milvus(_) => None,
     };
     let store = crate::app::vector_store(settings, data.as_ref(), embedder.dimension(), Some(embedder.model_id()))?;
-    let store = ragctx_core::ScopedVectorStore::new(store, settings.tenant().clone());
+    let store = ragctx_engine::ScopedVectorStore::new(store, settings.tenant().clone());
     Ok(finish(store_embedded(&store, embedded, append)?, read, started))
 }
 

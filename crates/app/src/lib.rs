@@ -10,7 +10,7 @@
 //! let turn = TurnOverrides { budget: Some(2000), ..Default::default() };
 //! let raw = RawConfig { data_dir: Some("ragctx-data".into()), turn: vec![turn], ..Default::default() };
 //! let settings = Settings::layered(None, raw)?;
-//! ragctx_app::ingest::ingest(&settings, &["demo/houseplants".into()], false)?;
+//! ragctx_app::ingest::ingest(&settings, &["demo/houseplants".into()], false, &ragctx_engine::ingest::Logged)?;
 //! let app = App::open(settings)?;
 //! let session = ragctx_core::SessionId::parse("s1")?;
 //! let turn = app.engine.ask(&session, "How often should I water ferns?", app.settings.turn())?;

@@ -242,7 +242,16 @@ fn run(cli: Cli) -> Result<()> {
     match &cli.command {
         Command::Ingest { paths, append, meta } => {
             let meta = metadata_flags(meta)?;
-            println!("{}", ingest::ingest_with_metadata(&settings(&cli, None)?, paths, *append, &meta)?);
+            println!(
+                "{}",
+                ingest::ingest_with_metadata(
+                    &settings(&cli, None)?,
+                    paths,
+                    *append,
+                    &meta,
+                    &ragctx_eval::progress::Terminal::default()
+                )?
+            );
             Ok(())
         }
         Command::Documents { action } => {

@@ -62,7 +62,6 @@ mod ids;
 mod metadata;
 mod modes;
 mod overrides;
-mod scoped;
 mod search;
 mod session;
 mod tenant;
@@ -82,7 +81,6 @@ pub use ids::{ChunkId, DocumentId, SessionId};
 pub use metadata::{valid_key as valid_metadata_key, Json, MetaValue, Metadata};
 pub use modes::{Compress, Condense, Consumption, ConversationQuery, FreedSlots, Granularity, Mode, Rerank, Strategy};
 pub use overrides::TurnOverrides;
-pub use scoped::{ScopedEmbeddingCache, ScopedSessionStore, ScopedVectorStore};
 pub use search::{
     ExclusionSet, Fusion, Grouping, Hit, LexicalRequest, Retrieval, SearchOutcome, SearchPath, SearchRequest,
 };

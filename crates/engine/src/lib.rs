@@ -31,11 +31,13 @@ pub mod presets;
 mod reads;
 pub mod rerank;
 pub mod retrieve;
+pub mod scoped;
 pub mod settings;
 pub mod stages;
 pub mod turn;
 
 pub use conversation::Utterance;
+pub use scoped::{ScopedEmbeddingCache, ScopedSessionStore, ScopedVectorStore};
 pub use settings::{
     validate_question, Consumption, ConversationQuery, Granularity, QueryWeights, Strategy, TurnSettings,
     DEFAULT_GROUP_MARGIN, MAX_QUESTION_CHARS, MIX_WEIGHTS,
@@ -112,8 +114,8 @@ impl Engine {
     /// on an engine over the unscoped stores (the factory's); the rest is shared.
     pub fn scoped(&self, tenant: &ragctx_core::Tenant) -> Engine {
         Engine {
-            vectors: Arc::new(ragctx_core::ScopedVectorStore::new(self.vectors.clone(), tenant.clone())),
-            sessions: Arc::new(ragctx_core::ScopedSessionStore::new(self.sessions.clone(), tenant.clone())),
+            vectors: Arc::new(crate::ScopedVectorStore::new(self.vectors.clone(), tenant.clone())),
+            sessions: Arc::new(crate::ScopedSessionStore::new(self.sessions.clone(), tenant.clone())),
             // The same session id in two tenants is two sessions: their turns never queue
             // behind each other (nor tell each other's existence by timing).
             turn_locks: TurnLocks { sessions: self.turn_locks.sessions.clone(), tenant: Some(tenant.clone()) },

@@ -2,10 +2,10 @@
 
 use crate::error::{bail, read_to_string, Error, Result};
 use crate::mtrag::MtragOptions;
+use crate::progress::embed_all;
 use crate::stats::percentile;
 use clap::Subcommand;
 use ragctx_app::config::Settings;
-use ragctx_app::ingest::embed_all;
 use ragctx_core::{
     Chunk, EmbeddedChunk, Embedder, ExclusionSet, Fusion, Retrieval, Strategy, TurnSettings, VectorStore,
 };

@@ -17,8 +17,8 @@
 
 use crate::data::conversations;
 use crate::error::{bail, write_file, Error, Result};
+use crate::progress::Terminal;
 use ragctx_app::config::Settings;
-use ragctx_app::ingest::Terminal;
 use ragctx_core::TokenCounter;
 use ragctx_engine::ingest::embed_chunks;
 use ragctx_engine::QueryWeights;

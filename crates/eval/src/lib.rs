@@ -28,6 +28,7 @@ pub mod hardcases;
 pub mod intent;
 pub mod mtrag;
 pub mod mtrag_metrics;
+pub mod progress;
 pub mod report;
 pub mod stats;
 

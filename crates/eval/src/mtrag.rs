@@ -4,9 +4,10 @@
 use crate::data::{conversations, Conversation};
 use crate::error::{bail, write_file, Error, Result};
 use crate::mtrag_metrics::{Means, StrategyReport, Tally};
+use crate::progress::Terminal;
 use crate::report;
+use memo::MemoEmbedder;
 use ragctx_app::config::Settings;
-use ragctx_app::ingest::Terminal;
 use ragctx_core::{Embedder, SessionId, SessionStore, TokenCounter};
 use ragctx_core::{Fusion, Memory, Retrieval};
 use ragctx_engine::context::INSTRUCTIONS;
@@ -23,6 +24,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
+
+mod memo;
 
 /// Options of one evaluation run.
 pub struct MtragOptions {
@@ -71,57 +74,6 @@ pub const CHAT_APP_K: usize = 8;
 
 /// The smallest budget a turn accepts (`TurnSettings::validate`).
 const MIN_BUDGET: usize = 16;
-
-/// Weights of the current question and the user turns before it in the eval's own
-/// `weighted` query (the engine's `conversation_query` uses `ragctx_engine::MIX_WEIGHTS`).
-pub const WEIGHTED_QUERY: [f32; 3] = [1.0, 0.5, 0.25];
-
-/// Remembers query embeddings: every strategy asks the same questions.
-pub struct MemoEmbedder {
-    /// The embedder asked for what the memo lacks, and for every passage.
-    pub inner: Arc<dyn Embedder>,
-    /// Query vectors by text, and the mixes of [`MemoEmbedder::mix`] by their key.
-    pub memo: Mutex<HashMap<String, Vec<f32>>>,
-}
-
-impl MemoEmbedder {
-    /// Remembers under `key` the normalised weighted sum of the embeddings of `turns`
-    /// (current question first), so the engine's embed of `key` returns the mix.
-    pub fn mix(&self, key: &str, turns: &[&str]) -> ragctx_core::Result<()> {
-        let mut vectors = self.embed_queries(turns)?;
-        let question = vectors.remove(0);
-        let mix = ragctx_engine::mix_vectors(&question, &vectors, &WEIGHTED_QUERY);
-        self.memo.lock().expect("memo").insert(key.to_owned(), mix);
-        Ok(())
-    }
-}
-
-impl Embedder for MemoEmbedder {
-    fn dimension(&self) -> usize {
-        self.inner.dimension()
-    }
-    fn model_id(&self) -> &str {
-        self.inner.model_id()
-    }
-    fn embed(&self, texts: &[&str]) -> ragctx_core::Result<Vec<Vec<f32>>> {
-        self.inner.embed(texts)
-    }
-    fn embed_queries(&self, texts: &[&str]) -> ragctx_core::Result<Vec<Vec<f32>>> {
-        let missing: Vec<&str> = {
-            let memo = self.memo.lock().expect("memo");
-            texts.iter().copied().filter(|t| !memo.contains_key(*t)).collect()
-        };
-        if !missing.is_empty() {
-            let v = self.inner.embed_queries(&missing)?;
-            let mut memo = self.memo.lock().expect("memo");
-            for (t, v) in missing.into_iter().zip(v) {
-                memo.insert(t.to_owned(), v);
-            }
-        }
-        let memo = self.memo.lock().expect("memo");
-        Ok(texts.iter().map(|t| memo[*t].clone()).collect())
-    }
-}
 
 /// What the client sends beside the turn's own prompt.
 #[derive(Clone, Copy, PartialEq, Eq)]

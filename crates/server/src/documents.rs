@@ -39,7 +39,7 @@ pub(crate) async fn documents(
     // replaced whole (or upserted with `append`), the lexical index built beside.
     // The cache as the caller's tenant sees it: a tenant's report and timing never tell it
     // which texts another tenant ingested.
-    let cache = state.embedding_cache.clone().map(|c| ragctx_core::ScopedEmbeddingCache::new(c, who.tenant.clone()));
+    let cache = state.embedding_cache.clone().map(|c| ragctx_engine::ScopedEmbeddingCache::new(c, who.tenant.clone()));
     let report = blocking(state.ingest_timeout, move || {
         let cache = cache.as_ref().map(|c| c as &dyn ragctx_core::EmbeddingCache);
         engine.ingest(chunks, append, cache, &ragctx_engine::ingest::Logged)

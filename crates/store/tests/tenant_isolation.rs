@@ -6,9 +6,9 @@
 //! a chunk of another tenant. Every hit's text names its tenant.
 
 use ragctx_core::{
-    ChunkId, DocumentId, EmbeddedChunk, ExclusionSet, Grouping, LexicalRequest, ScopedVectorStore, SearchRequest,
-    Tenant, VectorStore,
+    ChunkId, DocumentId, EmbeddedChunk, ExclusionSet, Grouping, LexicalRequest, SearchRequest, Tenant, VectorStore,
 };
+use ragctx_engine::ScopedVectorStore;
 use ragctx_index::IndexParams;
 use ragctx_store::MemoryVectorStore;
 use ragctx_testkit::{random_filter, random_metadata, Rng};

@@ -4,7 +4,7 @@
 //! own with its ids as the caller gave them. A call across tenants needs the unscoped store,
 //! which only the factory holds (the admin listing).
 
-use crate::{
+use ragctx_core::{
     Chunk, ChunkId, DocumentId, DocumentSummary, EmbeddedChunk, Error, ExclusionSet, Hit, LexicalRequest, Replaced,
     Result, SearchOutcome, SearchRequest, SessionId, SessionState, SessionStore, Tenant, Trace, TurnCommit,
     VectorStore,
@@ -68,11 +68,11 @@ impl ScopedVectorStore {
     /// search's own condition: what a dense and a lexical search carry alike.
     fn predicate(
         &self,
-        grouping: &Option<crate::Grouping>,
+        grouping: &Option<ragctx_core::Grouping>,
         exclusion: &ExclusionSet,
-        filter: &crate::Filter,
-    ) -> (Option<crate::Grouping>, ExclusionSet, crate::Filter, Option<String>) {
-        let grouping = grouping.as_ref().map(|g| crate::Grouping {
+        filter: &ragctx_core::Filter,
+    ) -> (Option<ragctx_core::Grouping>, ExclusionSet, ragctx_core::Filter, Option<String>) {
+        let grouping = grouping.as_ref().map(|g| ragctx_core::Grouping {
             group_size: g.group_size,
             quotas: g
                 .quotas
@@ -83,7 +83,7 @@ impl ScopedVectorStore {
         (grouping, self.exclusion(exclusion), self.filter(filter), Some(self.tenant.as_str().to_owned()))
     }
 
-    fn filter(&self, f: &crate::Filter) -> crate::Filter {
+    fn filter(&self, f: &ragctx_core::Filter) -> ragctx_core::Filter {
         // A document id that cannot be this tenant's names nothing: qualified, it still
         // carries the tenant, so it matches no stored id.
         f.map_document_ids(&|d| self.tenant.qualify_unchecked(d))
@@ -194,7 +194,7 @@ impl SessionStore for ScopedSessionStore {
     fn load(&self, id: &SessionId) -> Result<Option<SessionState>> {
         self.inner.load(&self.id(id))
     }
-    fn commit_turn(&self, id: &SessionId, commit: TurnCommit, retention: crate::Retention) -> Result<u64> {
+    fn commit_turn(&self, id: &SessionId, commit: TurnCommit, retention: ragctx_core::Retention) -> Result<u64> {
         self.inner.commit_turn(&self.id(id), commit, retention)
     }
     fn traces(&self, id: &SessionId) -> Result<Vec<Trace>> {
@@ -208,23 +208,23 @@ impl SessionStore for ScopedSessionStore {
     }
 }
 
-/// An [`EmbeddingCache`](crate::EmbeddingCache) one tenant shares with nobody: its entries
+/// An [`EmbeddingCache`](ragctx_core::EmbeddingCache) one tenant shares with nobody: its entries
 /// are keyed by the model qualified with the tenant (the default tenant's keep the bare
 /// model id, as before tenants). Without it an ingest's report — or its speed — would tell
 /// a tenant that another had already ingested the same text.
 pub struct ScopedEmbeddingCache {
-    inner: Arc<dyn crate::EmbeddingCache>,
+    inner: Arc<dyn ragctx_core::EmbeddingCache>,
     tenant: Tenant,
 }
 
 impl ScopedEmbeddingCache {
     /// `inner` as `tenant` sees it.
-    pub fn new(inner: Arc<dyn crate::EmbeddingCache>, tenant: Tenant) -> Self {
+    pub fn new(inner: Arc<dyn ragctx_core::EmbeddingCache>, tenant: Tenant) -> Self {
         ScopedEmbeddingCache { inner, tenant }
     }
 }
 
-impl crate::EmbeddingCache for ScopedEmbeddingCache {
+impl ragctx_core::EmbeddingCache for ScopedEmbeddingCache {
     fn get(&self, model_id: &str, texts: &[&str]) -> Result<Vec<Option<Vec<f32>>>> {
         self.inner.get(&self.tenant.qualify_unchecked(model_id), texts)
     }
