@@ -14,19 +14,38 @@ pub fn print_turn(out: &Trace, json: bool) -> Result<()> {
     println!("{}\n", out.answer);
     if !out.context.is_empty() {
         println!("Sources:");
+        // One line per document: its blocks (passages) under its one marker, in the order the
+        // document first ranks.
+        let mut order: Vec<u32> = Vec::new();
         for b in &out.context {
-            let carried = b.carried_from.map(|t| format!(" — shown in turn {t}")).unwrap_or_default();
-            // Lexical and hybrid turns: which side found the block.
+            if !order.contains(&b.marker) {
+                order.push(b.marker);
+            }
+        }
+        for marker in order {
+            let blocks: Vec<&ragctx_core::ContextBlock> = out.context.iter().filter(|b| b.marker == marker).collect();
+            let first = blocks[0];
+            let carried: Vec<u64> = blocks.iter().filter_map(|b| b.carried_from).collect();
+            let carried = carried.iter().min().map(|t| format!(" — shown in turn {t}")).unwrap_or_default();
+            // Lexical and hybrid turns: which side found the document's best block.
+            let best = blocks.iter().max_by(|a, b| a.score.total_cmp(&b.score)).expect("a block");
             let side = out
                 .trace
                 .retrieval
                 .as_ref()
-                .and_then(|r| r.side(&b.chunk_ids))
+                .and_then(|r| r.side(&best.chunk_ids))
                 .map(|s| format!(", found by {s}"))
                 .unwrap_or_default();
+            let passages = match blocks.len() {
+                1 => String::new(),
+                n => format!("{n} passages, "),
+            };
             println!(
-                "  [{}] {} ({}){carried}  score {:.3}, {} tokens{side}",
-                b.marker, b.title, b.document_id, b.score, b.tokens
+                "  [{marker}] {} ({}){carried}  {passages}score {:.3}, {} tokens{side}",
+                ragctx_core::shown_title(&first.title, &first.metadata),
+                first.document_id,
+                best.score,
+                blocks.iter().map(|b| b.tokens).sum::<usize>()
             );
         }
     }

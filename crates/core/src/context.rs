@@ -36,9 +36,10 @@ impl ContextBlock {
     pub fn header(marker: u32, title: &str, document_id: &DocumentId) -> String {
         format!("[{marker}] {title} ({document_id})")
     }
-    /// The header line of this block: a carried block says which turn first showed it.
+    /// The header line of this block: a carried block says which turn first showed it; a
+    /// chunk's heading path (`section` metadata) follows the title.
     pub fn heading(&self) -> String {
-        let header = Self::header(self.marker, &self.title, &self.document_id);
+        let header = Self::header(self.marker, &shown_title(&self.title, &self.metadata), &self.document_id);
         match self.carried_from {
             Some(turn) => format!("{header} — shown in turn {turn}"),
             None => header,
@@ -79,9 +80,27 @@ impl Pointer {
     pub fn render(&self) -> String {
         format!(
             "{} — shown in turn {}\n",
-            ContextBlock::header(self.marker, &self.title, &self.document_id),
+            ContextBlock::header(self.marker, &shown_title(&self.title, &self.metadata), &self.document_id),
             self.shown_in_turn
         )
+    }
+}
+
+/// The metadata key of a chunk's heading path within its document ("Chapter › Section", as
+/// the chunker of Markdown and HTML sets it; a JSONL line may give it too).
+pub const SECTION_KEY: &str = "section";
+
+/// What joins the parts of a heading path, and a title to its section.
+pub const SECTION_SEPARATOR: &str = " › ";
+
+/// How the title of a block or pointer is shown: `Title › Section` when the metadata holds a
+/// heading path ([`SECTION_KEY`]), else the title.
+pub fn shown_title<'a>(title: &'a str, metadata: &crate::Metadata) -> std::borrow::Cow<'a, str> {
+    match metadata.get(SECTION_KEY) {
+        Some(crate::MetaValue::String(section)) if !section.trim().is_empty() => {
+            std::borrow::Cow::Owned(format!("{title}{SECTION_SEPARATOR}{}", section.trim()))
+        }
+        _ => std::borrow::Cow::Borrowed(title),
     }
 }
 

@@ -1,5 +1,6 @@
+use crate::structure::{html_to_markdown, parse, Block, Kind};
 use crate::{InputError, SourcedChunk};
-use ragctx_core::Chunk;
+use ragctx_core::{Chunk, MetaValue, Metadata, SECTION_KEY, SECTION_SEPARATOR};
 
 /// Target size of a chunk in characters (about 200–250 MiniLM tokens of English, under the
 /// embedder's 256-token window).
@@ -9,11 +10,14 @@ pub const CHUNK_CHARS: usize = 1_000;
 /// names no title is titled by its file name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DocumentFormat {
-    /// `.md`: titled by its first `# ` heading; the text kept as written.
+    /// `.md`: read by its structure; titled by its front matter's `title:`, else its first
+    /// heading of any level.
     Markdown,
-    /// `.txt`: titled by its first non-empty line (up to 100 characters).
+    /// `.txt`: paragraphs and list items; titled by its first non-empty line (up to 100
+    /// characters).
     Text,
-    /// `.html`: the visible text, titled by its `<title>`.
+    /// `.html`: the visible text read by its structure (headings, paragraphs, list items, table
+    /// rows, `<pre>`), titled by its `<title>`, else its first heading.
     Html,
 }
 
@@ -32,6 +36,13 @@ impl DocumentFormat {
 
 /// Chunks one document. `document_id` is the path relative to the ingested argument;
 /// chunk ids are `{document_id}#{ordinal}`, stable as long as the text is.
+///
+/// The document is read by its structure ([`DocumentFormat`]): a heading starts a chunk; a
+/// code block, a table row and a list item are cut only when one alone passes the chunk's
+/// size; the lines of a hard-wrapped paragraph are joined, so a chunk's text holds whole
+/// sentences on one line. A chunk's `start`..`end` is the span of the source (characters)
+/// its text was read from; its [`SECTION_KEY`] metadata is its heading path (the headings it
+/// sits under, the document's title left out, joined by [`SECTION_SEPARATOR`]).
 pub fn chunk_document(
     document_id: &str,
     bytes: &[u8],
@@ -41,46 +52,139 @@ pub fn chunk_document(
         let line = bytes[..e.valid_up_to()].iter().filter(|&&b| b == b'\n').count() + 1;
         InputError { file: document_id.to_owned(), line: Some(line), message: "invalid UTF-8".into() }
     })?;
-    let (title, text) = match format {
+    let (named, text, markdown) = match format {
         DocumentFormat::Html => {
-            let (title, text) = html_to_text(raw);
-            (title.unwrap_or_default(), text)
+            let (title, text) = html_to_markdown(raw);
+            (title, text, true)
         }
-        DocumentFormat::Markdown => {
-            let title = raw.lines().find_map(|l| l.strip_prefix("# ")).map(|t| t.trim().to_owned());
-            (title.unwrap_or_default(), raw.to_owned())
-        }
+        DocumentFormat::Markdown => (None, raw.to_owned(), true),
         DocumentFormat::Text => {
             let title = raw.lines().map(str::trim).find(|l| !l.is_empty()).map(|l| l.chars().take(100).collect());
-            (title.unwrap_or_default(), raw.to_owned())
+            (title, raw.to_owned(), false)
         }
     };
-    let title = if title.is_empty() { document_id.rsplit('/').next().unwrap_or(document_id).to_owned() } else { title };
     let chars: Vec<char> = text.chars().collect();
-    let spans = pack(&chars, CHUNK_CHARS);
-    if spans.is_empty() {
+    let parsed = parse(&chars, markdown);
+    let first_heading = parsed.blocks.iter().find(|b| matches!(b.kind, Kind::Heading(_))).map(|b| b.heading.clone());
+    let title = named
+        .filter(|t| !t.is_empty())
+        .or(parsed.front_title.clone())
+        .or(first_heading)
+        .filter(|t| !t.is_empty())
+        .unwrap_or_else(|| document_id.rsplit('/').next().unwrap_or(document_id).to_owned());
+    let chunks = pack_blocks(&parsed.blocks, &title, CHUNK_CHARS);
+    if chunks.is_empty() {
         return Err(InputError { file: document_id.to_owned(), line: None, message: "document has no text".into() });
     }
-    Ok(spans
+    Ok(chunks
         .into_iter()
         .enumerate()
-        .map(|(i, (s, e))| SourcedChunk {
-            chunk: Chunk {
-                id: format!("{document_id}#{i}").into(),
-                document_id: document_id.into(),
-                title: title.clone(),
-                text: chars[s..e].iter().collect(),
-                ordinal: Some(i as u32),
-                start: Some(s as u64),
-                end: Some(e as u64),
-                weight: 1.0,
-                tokens: None,
-                metadata: Default::default(),
-            },
-            file: document_id.to_owned(),
-            line: None,
+        .map(|(i, c)| {
+            let mut metadata = Metadata::default();
+            if !c.section.is_empty() {
+                let section: String = c.section.chars().take(MAX_SECTION_CHARS).collect();
+                metadata.insert(SECTION_KEY, MetaValue::String(section)).expect("a valid key and a short string");
+            }
+            SourcedChunk {
+                chunk: Chunk {
+                    id: format!("{document_id}#{i}").into(),
+                    document_id: document_id.into(),
+                    title: title.clone(),
+                    text: c.text,
+                    ordinal: Some(i as u32),
+                    start: Some(c.start as u64),
+                    end: Some(c.end as u64),
+                    weight: 1.0,
+                    tokens: None,
+                    metadata,
+                },
+                file: document_id.to_owned(),
+                line: None,
+            }
         })
         .collect())
+}
+
+/// A heading path is kept up to this many characters (a metadata string holds 1 KiB).
+const MAX_SECTION_CHARS: usize = 300;
+
+/// One chunk of a document before it is named.
+struct Packed {
+    text: String,
+    start: usize,
+    end: usize,
+    section: String,
+}
+
+/// A piece of a block that fits a chunk: its text, source span, and the heading path it sits
+/// under.
+struct Unit {
+    text: Vec<char>,
+    start: usize,
+    end: usize,
+    heading: bool,
+    path: Vec<String>,
+}
+
+/// Blocks packed into chunks of at most `max` width: a heading starts a chunk (unless the
+/// chunk holds only headings), blocks share a chunk while they fit, a block too long alone is
+/// cut (code at line ends, other text at white space or CJK punctuation).
+fn pack_blocks(blocks: &[Block], title: &str, max: usize) -> Vec<Packed> {
+    let mut units: Vec<Unit> = Vec::new();
+    let mut path: Vec<(u8, String)> = Vec::new();
+    for b in blocks {
+        if let Kind::Heading(level) = b.kind {
+            while path.last().is_some_and(|(l, _)| *l >= level) {
+                path.pop();
+            }
+            path.push((level, b.heading.clone()));
+        }
+        let names: Vec<String> = path.iter().map(|(_, n)| n.clone()).collect();
+        let code = b.kind == Kind::Code;
+        for (s, e) in cut(&b.text.chars, max, code) {
+            units.push(Unit {
+                text: b.text.chars[s..e].to_vec(),
+                start: b.text.at[s],
+                end: b.text.at[e - 1] + 1,
+                heading: matches!(b.kind, Kind::Heading(_)),
+                path: names.clone(),
+            });
+        }
+    }
+    let mut out: Vec<Packed> = Vec::new();
+    let mut current: Vec<Unit> = Vec::new();
+    let mut filled = 0;
+    let flush = |current: &mut Vec<Unit>, out: &mut Vec<Packed>| {
+        if current.is_empty() {
+            return;
+        }
+        let text = current.iter().map(|u| u.text.iter().collect::<String>()).collect::<Vec<_>>().join("\n\n");
+        // The path of the chunk's first text (a chunk of headings only: its last heading's).
+        let at = current.iter().find(|u| !u.heading).unwrap_or(current.last().expect("not empty"));
+        let mut names: &[String] = &at.path;
+        if names.first().is_some_and(|n| n == title) {
+            names = &names[1..];
+        }
+        out.push(Packed {
+            text,
+            start: current[0].start,
+            end: current.last().expect("not empty").end,
+            section: names.join(SECTION_SEPARATOR),
+        });
+        current.clear();
+    };
+    for u in units {
+        let w = u.text.iter().copied().map(width).sum::<usize>();
+        let starts_section = u.heading && current.iter().any(|c| !c.heading);
+        if starts_section || (!current.is_empty() && filled + 2 + w > max) {
+            flush(&mut current, &mut out);
+            filled = 0;
+        }
+        filled += if current.is_empty() { w } else { w + 2 };
+        current.push(u);
+    }
+    flush(&mut current, &mut out);
+    out
 }
 
 /// How much of a chunk's room a character takes: a CJK character carries about as much
@@ -100,10 +204,10 @@ fn cuts_after(c: char) -> bool {
     c.is_whitespace() || matches!(c, '。' | '！' | '？' | '；' | '，' | '、' | '：')
 }
 
-/// Character spans of at most `max` width ([`width`]: a character, three for CJK), cut at
-/// paragraph breaks where possible, else at white space or CJK punctuation; leading and
-/// trailing white space is left out of each span.
-fn pack(chars: &[char], max: usize) -> Vec<(usize, usize)> {
+/// Spans of `chars` of at most `max` width ([`width`]: a character, three for CJK), leading
+/// and trailing white space left out: the whole when it fits, else cut past half the width at
+/// the last line end (`code`), or white space or CJK punctuation, before the limit.
+fn cut(chars: &[char], max: usize, code: bool) -> Vec<(usize, usize)> {
     // at[i]: the width of chars[..i].
     let mut at = Vec::with_capacity(chars.len() + 1);
     at.push(0);
@@ -111,159 +215,33 @@ fn pack(chars: &[char], max: usize) -> Vec<(usize, usize)> {
         at.push(at.last().copied().unwrap_or(0) + width(c));
     }
     let w = |s: usize, e: usize| at[e] - at[s];
-    // Paragraphs: runs separated by a blank line.
-    let mut paras: Vec<(usize, usize)> = Vec::new();
-    let mut i = 0;
-    while i < chars.len() {
-        while i < chars.len() && chars[i].is_whitespace() {
-            i += 1;
+    let mut out = Vec::new();
+    let (mut s, mut end) = (0, chars.len());
+    while s < end && chars[s].is_whitespace() {
+        s += 1;
+    }
+    while end > s && chars[end - 1].is_whitespace() {
+        end -= 1;
+    }
+    while w(s, end) > max {
+        // The furthest index whose span from s still fits.
+        let limit = (s + 1..=end).take_while(|&k| w(s, k) <= max).last().unwrap_or(s + 1);
+        let half = (s + 1..=limit).find(|&k| w(s, k) >= max / 2).unwrap_or(limit);
+        let line_end = code.then(|| (half + 1..=limit).rev().find(|&k| chars[k - 1] == '\n')).flatten();
+        let cut = line_end.or_else(|| (half + 1..=limit).rev().find(|&k| cuts_after(chars[k - 1]))).unwrap_or(limit);
+        let mut e = cut;
+        while e > s && chars[e - 1].is_whitespace() {
+            e -= 1;
         }
-        if i >= chars.len() {
-            break;
-        }
-        let start = i;
-        let mut end = i;
-        while i < chars.len() {
-            if chars[i] == '\n' {
-                let mut j = i + 1;
-                while j < chars.len() && chars[j] != '\n' && chars[j].is_whitespace() {
-                    j += 1;
-                }
-                if j < chars.len() && chars[j] == '\n' {
-                    break;
-                }
-            }
-            if !chars[i].is_whitespace() {
-                end = i + 1;
-            }
-            i += 1;
-        }
-        // Long paragraphs are cut at the last white space (or CJK punctuation) before the limit.
-        let mut s = start;
-        while w(s, end) > max {
-            // The furthest index whose span from s still fits.
-            let limit = (s + 1..=end).take_while(|&k| w(s, k) <= max).last().unwrap_or(s + 1);
-            let half = (s + 1..=limit).find(|&k| w(s, k) >= max / 2).unwrap_or(limit);
-            let cut = (half + 1..=limit).rev().find(|&k| cuts_after(chars[k - 1])).unwrap_or(limit);
-            let mut e = cut;
-            while e > s && chars[e - 1].is_whitespace() {
-                e -= 1;
-            }
-            paras.push((s, e));
-            s = cut;
-            while s < end && chars[s].is_whitespace() {
-                s += 1;
-            }
-        }
-        if end > s {
-            paras.push((s, end));
+        out.push((s, e));
+        s = cut;
+        while s < end && chars[s].is_whitespace() {
+            s += 1;
         }
     }
-    // Consecutive paragraphs share a chunk while they fit.
-    let mut out: Vec<(usize, usize)> = Vec::new();
-    for (s, e) in paras {
-        match out.last_mut() {
-            Some(last) if w(last.0, e) <= max => last.1 = e,
-            _ => out.push((s, e)),
-        }
+    if end > s {
+        out.push((s, end));
     }
-    out
-}
-
-/// Visible text of an HTML page and its `<title>`: scripts and styles removed, block tags
-/// turned into line breaks, common entities decoded.
-pub fn html_to_text(html: &str) -> (Option<String>, String) {
-    let lower = html.to_ascii_lowercase();
-    let mut out = String::with_capacity(html.len());
-    let mut title = None;
-    let mut i = 0;
-    let b = html.as_bytes();
-    while i < b.len() {
-        if b[i] == b'<' {
-            let close = match lower[i..].find('>') {
-                Some(c) => i + c,
-                None => break,
-            };
-            let tag = lower[i + 1..close].trim_start_matches('/');
-            let name: String = tag.chars().take_while(|c| c.is_ascii_alphanumeric()).collect();
-            if matches!(name.as_str(), "script" | "style" | "title") && !lower[i + 1..].starts_with('/') {
-                let end_tag = format!("</{name}");
-                let end = lower[close..].find(&end_tag).map(|e| close + e).unwrap_or(b.len());
-                if name == "title" {
-                    title = Some(decode_entities(html[close + 1..end].trim()));
-                }
-                i = lower[end..].find('>').map(|e| end + e + 1).unwrap_or(b.len());
-                continue;
-            }
-            if matches!(
-                name.as_str(),
-                "p" | "div"
-                    | "br"
-                    | "li"
-                    | "tr"
-                    | "h1"
-                    | "h2"
-                    | "h3"
-                    | "h4"
-                    | "h5"
-                    | "h6"
-                    | "section"
-                    | "article"
-                    | "table"
-                    | "ul"
-                    | "ol"
-                    | "pre"
-                    | "blockquote"
-            ) {
-                out.push_str("\n\n");
-            }
-            i = close + 1;
-        } else {
-            let next = lower[i..].find('<').map(|n| i + n).unwrap_or(b.len());
-            out.push_str(&decode_entities(&html[i..next]));
-            i = next;
-        }
-    }
-    (title, out)
-}
-
-fn decode_entities(s: &str) -> String {
-    if !s.contains('&') {
-        return s.to_owned();
-    }
-    let mut out = String::with_capacity(s.len());
-    let mut rest = s;
-    while let Some(a) = rest.find('&') {
-        out.push_str(&rest[..a]);
-        let tail = &rest[a..];
-        let semi = tail.find(';').filter(|&k| k <= 10);
-        let decoded = semi.and_then(|k| {
-            let ent = &tail[1..k];
-            let c = match ent {
-                "amp" => Some('&'),
-                "lt" => Some('<'),
-                "gt" => Some('>'),
-                "quot" => Some('"'),
-                "apos" | "#39" => Some('\''),
-                "nbsp" => Some(' '),
-                _ if ent.starts_with("#x") => u32::from_str_radix(&ent[2..], 16).ok().and_then(char::from_u32),
-                _ if ent.starts_with('#') => ent[1..].parse().ok().and_then(char::from_u32),
-                _ => None,
-            };
-            c.map(|c| (c, k))
-        });
-        match decoded {
-            Some((c, k)) => {
-                out.push(c);
-                rest = &tail[k + 1..];
-            }
-            None => {
-                out.push('&');
-                rest = &tail[1..];
-            }
-        }
-    }
-    out.push_str(rest);
     out
 }
 
@@ -286,7 +264,8 @@ mod tests {
             assert_eq!(ch.title, "Guide");
             assert!(ch.text.chars().count() <= CHUNK_CHARS);
             let (s, e) = (ch.start.unwrap() as usize, ch.end.unwrap() as usize);
-            assert_eq!(chars[s..e].iter().collect::<String>(), ch.text);
+            let span: String = chars[s..e].iter().collect();
+            assert_eq!(span.split_whitespace().collect::<Vec<_>>(), ch.text.split_whitespace().collect::<Vec<_>>());
         }
         let all: String = a.iter().map(|c| c.chunk.text.as_str()).collect::<Vec<_>>().join(" ");
         assert_eq!(all.split_whitespace().count(), doc.split_whitespace().count(), "no word lost");
@@ -314,11 +293,71 @@ mod tests {
     #[test]
     fn html_text_and_title() {
         let html = "<html><head><title>Fees &amp; Waivers</title><style>p{}</style></head><body><p>One&nbsp;two</p><script>x()</script><p>Three &lt;4&gt; &#233;</p></body></html>";
-        let (t, text) = html_to_text(html);
-        assert_eq!(t.as_deref(), Some("Fees & Waivers"));
-        assert_eq!(text.split_whitespace().collect::<Vec<_>>(), vec!["One", "two", "Three", "<4>", "é"]);
         let c = chunk_document("a.html", html.as_bytes(), DocumentFormat::Html).unwrap();
+        assert_eq!(c.len(), 1);
         assert_eq!(c[0].chunk.title, "Fees & Waivers");
+        assert_eq!(c[0].chunk.text.split_whitespace().collect::<Vec<_>>(), vec!["One", "two", "Three", "<4>", "é"]);
+        // Without a <title>, the first heading names the page.
+        let c = chunk_document("b.html", b"<h3>Repotting</h3><p>Use a larger pot.</p>", DocumentFormat::Html).unwrap();
+        assert_eq!(c[0].chunk.title, "Repotting");
+    }
+
+    #[test]
+    fn markdown_is_titled_by_any_heading_and_chunks_carry_their_section() {
+        let long = "Errors propagate upward through the call stack when the question mark is used. ".repeat(8);
+        let md = format!(
+            "## Recoverable Errors with Result\n\nMost errors are not\nserious enough to stop.\n\n### Propagating Errors\n\n{long}\n\n```rust\nlet f = File::open(p)?;\n```\n\n#### A Shortcut\n\nThe `?` operator\nshortens it.\n"
+        );
+        let c = chunk_document("ch09-02.md", md.as_bytes(), DocumentFormat::Markdown).unwrap();
+        let section = |i: usize| c[i].chunk.metadata.get(SECTION_KEY).cloned();
+        assert!(c.iter().all(|c| c.chunk.title == "Recoverable Errors with Result"));
+        assert_eq!(c[0].chunk.text, "## Recoverable Errors with Result\n\nMost errors are not serious enough to stop.");
+        assert_eq!(section(0), None, "the title's own heading is not a section");
+        assert!(c[1].chunk.text.starts_with("### Propagating Errors\n\nErrors propagate"));
+        assert!(c[1].chunk.text.ends_with("```rust\nlet f = File::open(p)?;\n```"), "{}", c[1].chunk.text);
+        assert_eq!(section(1), Some(MetaValue::String("Propagating Errors".into())));
+        assert_eq!(c[2].chunk.text, "#### A Shortcut\n\nThe `?` operator shortens it.");
+        assert_eq!(section(2), Some(MetaValue::String("Propagating Errors › A Shortcut".into())));
+        // Spans follow each other in the source and cover what each chunk's text was read from.
+        let chars: Vec<char> = md.chars().collect();
+        for w in c.windows(2) {
+            assert!(w[0].chunk.end.unwrap() <= w[1].chunk.start.unwrap());
+        }
+        for ch in &c {
+            let span: String = chars[ch.chunk.start.unwrap() as usize..ch.chunk.end.unwrap() as usize].iter().collect();
+            assert_eq!(
+                span.split_whitespace().collect::<Vec<_>>(),
+                ch.chunk.text.split_whitespace().collect::<Vec<_>>()
+            );
+        }
+        // Front matter names the document before any heading.
+        let c =
+            chunk_document("g.md", b"---\ntitle: Care guide\n---\n# Ferns\n\nMist them.\n", DocumentFormat::Markdown)
+                .unwrap();
+        assert_eq!(c[0].chunk.title, "Care guide");
+        assert_eq!(c[0].chunk.metadata.get(SECTION_KEY), Some(&MetaValue::String("Ferns".into())));
+    }
+
+    #[test]
+    fn code_blocks_and_table_rows_are_cut_only_when_one_alone_is_too_long() {
+        let rows: String = (0..60).map(|i| format!("| row {i} | value {i} of the table |\n")).collect();
+        let code: String = (0..80).map(|i| format!("let value_{i} = compute({i});\n")).collect();
+        let md = format!("# T\n\n{rows}\n```\n{code}```\n");
+        let c = chunk_document("t.md", md.as_bytes(), DocumentFormat::Markdown).unwrap();
+        for ch in &c {
+            assert!(ch.chunk.text.chars().count() <= CHUNK_CHARS);
+            for line in ch.chunk.text.lines() {
+                let whole = line.is_empty()
+                    || line.starts_with('#')
+                    || line.starts_with("```")
+                    || (line.starts_with("| row") && line.ends_with("table |"))
+                    || (line.starts_with("let value_") && line.ends_with(");"));
+                assert!(whole, "a row or a code line was cut: {line:?}");
+            }
+        }
+        let all: String = c.iter().map(|c| c.chunk.text.as_str()).collect::<Vec<_>>().join("\n");
+        assert_eq!(all.matches("| row ").count(), 60);
+        assert_eq!(all.matches("let value_").count(), 80);
     }
 
     #[test]

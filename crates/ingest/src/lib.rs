@@ -13,9 +13,11 @@
 
 mod chunker;
 mod jsonl;
+mod structure;
 
-pub use chunker::{chunk_document, html_to_text, DocumentFormat, CHUNK_CHARS};
+pub use chunker::{chunk_document, DocumentFormat, CHUNK_CHARS};
 pub use jsonl::parse_jsonl;
+pub use ragctx_core::{SECTION_KEY, SECTION_SEPARATOR};
 
 use ragctx_core::Chunk;
 use std::collections::HashMap;

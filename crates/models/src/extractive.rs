@@ -28,8 +28,7 @@ impl ExtractiveGenerator {
         let mut fallback = None;
         for (bi, block) in blocks.iter().enumerate() {
             // Headings and title lines repeat the title; they are not answers.
-            let body = sentences(&block.text)
-                .into_iter()
+            let body = prose_sentences(&block.text)
                 .filter(|s| s.chars().filter(|c| c.is_alphanumeric()).count() >= 3)
                 .filter(|s| !s.starts_with('#') && (s.split_whitespace().count() >= 5 || s.chars().any(is_cjk)));
             for (si, s) in body.enumerate() {
@@ -87,6 +86,32 @@ impl Generator for ExtractiveGenerator {
         let quoted = picked.iter().map(|(m, s)| format!("{} [{m}]", unbracket(s)));
         Ok(lead.into_iter().chain(quoted).collect::<Vec<_>>().join(" "))
     }
+}
+
+/// The sentences of `text` outside its fenced code blocks: a code line is never an answer
+/// sentence. (Sentences end at line ends, so this is [`sentences`] of each line outside a
+/// fence.)
+fn prose_sentences(text: &str) -> impl Iterator<Item = &str> {
+    let mut fence: Option<(char, usize)> = None;
+    text.split('\n')
+        .filter(move |line| {
+            let t = line.trim_start();
+            let mark = t.chars().next().filter(|c| *c == '`' || *c == '~');
+            let run = mark.map_or(0, |c| t.chars().take_while(|x| *x == c).count());
+            match (fence, mark) {
+                (None, Some(c)) if run >= 3 => {
+                    fence = Some((c, run));
+                    false
+                }
+                (Some((c, n)), Some(m)) if m == c && run >= n && t.trim_end().chars().all(|x| x == c) => {
+                    fence = None;
+                    false
+                }
+                (Some(_), _) => false,
+                (None, _) => true,
+            }
+        })
+        .flat_map(sentences)
 }
 
 /// A quoted sentence's own bracketed numbers (footnotes such as "[3]") written as "(3)", so
@@ -163,5 +188,25 @@ mod tests {
             vec!["第一句。", "第二句！", "Third one.", "3.5 stays"]
         );
         assert!(terms("刚才那个").contains("刚才"));
+    }
+
+    #[test]
+    fn code_lines_are_never_answer_sentences() {
+        let text = "To open the file, call File open with the path of the file.\n\n```rust\nlet file = File::open(path_of_the_file)?; // open the file with the path\n```\n\nThe file is then read to a string.";
+        let prose: Vec<&str> = prose_sentences(text).collect();
+        assert_eq!(
+            prose,
+            vec!["To open the file, call File open with the path of the file.", "The file is then read to a string."]
+        );
+        let answer = ExtractiveGenerator::default()
+            .generate(&GenerationRequest {
+                question: "How do I open the file with its path?",
+                blocks: &[block(1, text)],
+                pointers: &[],
+                prompt: "",
+            })
+            .unwrap();
+        assert!(!answer.contains("File::open"), "{answer}");
+        assert!(answer.starts_with("To open the file"), "{answer}");
     }
 }
