@@ -8,11 +8,12 @@ use ragctx_core::Metadata;
 use ragctx_core::{Error, Result};
 pub use ragctx_engine::ingest::IngestProgress;
 pub use ragctx_engine::ingest::IngestReport;
-use ragctx_engine::ingest::{embed_chunks, store_embedded};
+use ragctx_engine::ingest::{embed_chunks, store_embedded, FormatTally};
 use ragctx_engine::ScopedEmbeddingCache;
 use ragctx_ingest::{check_unique_ids, chunk_document, parse_jsonl, DocumentFormat, SourcedChunk};
 use ragctx_models::Cl100kCounter;
 use ragctx_store::{DataDir, DataDirCache};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -25,11 +26,13 @@ pub struct Read {
     pub files: usize,
     /// Files of other types found in folders and left out.
     pub skipped: Vec<PathBuf>,
+    /// Files read and chunks given, by format.
+    pub formats: BTreeMap<String, FormatTally>,
 }
 
 /// Reads every path (files, or directories walked recursively) into chunks.
 pub fn read_paths(paths: &[PathBuf]) -> Result<Read> {
-    let mut read = Read { chunks: Vec::new(), files: 0, skipped: Vec::new() };
+    let mut read = Read { chunks: Vec::new(), files: 0, skipped: Vec::new(), formats: BTreeMap::new() };
     for arg in paths {
         let meta =
             std::fs::metadata(arg).map_err(|e| Error::InvalidInput(format!("cannot read {}: {e}", arg.display())))?;
@@ -91,6 +94,15 @@ fn read_file(path: &Path, document_id: &str, read: &mut Read) -> Result<bool> {
         None => parse_jsonl(&shown, &bytes)?,
     };
     read.files += 1;
+    let name = match format {
+        Some(DocumentFormat::Markdown) => "md",
+        Some(DocumentFormat::Text) => "txt",
+        Some(DocumentFormat::Html) => "html",
+        None => "jsonl",
+    };
+    let tally = read.formats.entry(name.to_owned()).or_default();
+    tally.files += 1;
+    tally.chunks += chunks.len();
     read.chunks.extend(chunks);
     Ok(true)
 }
@@ -149,7 +161,12 @@ fn read_some(paths: &[PathBuf]) -> Result<Read> {
 /// Records as `POST /v1/documents` reads them ([`ragctx_ingest::read_records`]: a JSON array
 /// or JSONL lines, validated as `ingest` validates a file; none at all is refused).
 fn read_records(source: &str, records: &[u8]) -> Result<Read> {
-    Ok(Read { chunks: ragctx_ingest::read_records(source, records)?, files: 0, skipped: Vec::new() })
+    Ok(Read {
+        chunks: ragctx_ingest::read_records(source, records)?,
+        files: 0,
+        skipped: Vec::new(),
+        formats: BTreeMap::new(),
+    })
 }
 
 /// Ingests records as `ingest` reads JSONL lines (`_id`, `document_id`, `title`, `text`, and
@@ -209,6 +226,7 @@ fn store_chunks(
 fn finish(mut report: IngestReport, read: Read, started: Instant) -> IngestReport {
     report.files = read.files;
     report.skipped = read.skipped;
+    report.formats = read.formats;
     report.seconds = started.elapsed().as_secs_f64();
     report
 }

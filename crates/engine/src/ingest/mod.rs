@@ -5,7 +5,8 @@
 mod pipeline;
 
 pub use pipeline::{
-    embed_chunks, embed_with_cache, store_embedded, Embedded, IngestProgress, IngestReport, Logged, EMBED_STEP,
+    embed_chunks, embed_with_cache, store_embedded, Embedded, FormatTally, IngestProgress, IngestReport, Logged,
+    EMBED_STEP,
 };
 
 use ragctx_core::{DocumentId, EmbeddedChunk, Replaced, TokenCounter, VectorStore};

@@ -127,11 +127,23 @@ pub struct IngestReport {
     pub stored: usize,
     /// Files of other types found in folders and left out.
     pub skipped: Vec<PathBuf>,
+    /// Files read and the chunks they gave, by format (`jsonl`, `md`, `txt`, `html`); empty
+    /// for records.
+    pub formats: std::collections::BTreeMap<String, FormatTally>,
     /// Chunks the lexical (BM25) index covers, built with the ingest; `None` for a backend
     /// without one.
     pub lexical: Option<usize>,
     /// Wall time of the whole ingest, in seconds.
     pub seconds: f64,
+}
+
+/// Files of one format an ingest read, and the chunks they gave.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct FormatTally {
+    /// Files read.
+    pub files: usize,
+    /// Chunks they gave.
+    pub chunks: usize,
 }
 
 impl std::fmt::Display for IngestReport {
@@ -153,8 +165,25 @@ impl std::fmt::Display for IngestReport {
         if let Some(n) = self.lexical {
             write!(f, "\nlexical index: {n} chunks")?;
         }
+        if !self.formats.is_empty() {
+            let read: Vec<String> = self
+                .formats
+                .iter()
+                .map(|(format, t)| format!("{format}: {} files, {} chunks", t.files, t.chunks))
+                .collect();
+            write!(f, "\nread {}", read.join("; "))?;
+        }
         if !self.skipped.is_empty() {
-            write!(f, "\nskipped {} files of other types", self.skipped.len())?;
+            // By extension, most first: what a user may want converted.
+            let mut by: std::collections::BTreeMap<String, usize> = Default::default();
+            for p in &self.skipped {
+                let ext = p.extension().map(|e| format!(".{}", e.to_string_lossy().to_lowercase()));
+                *by.entry(ext.unwrap_or_else(|| "no extension".into())).or_default() += 1;
+            }
+            let mut by: Vec<(String, usize)> = by.into_iter().collect();
+            by.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            let by: Vec<String> = by.iter().map(|(e, n)| format!("{e} {n}")).collect();
+            write!(f, "\nskipped {} files of other types ({})", self.skipped.len(), by.join(", "))?;
         }
         Ok(())
     }
@@ -210,6 +239,7 @@ pub fn store_embedded(store: &dyn VectorStore, embedded: Embedded, append: bool)
         cached: chunks.len() - embedded_now,
         stored: store.len()?,
         skipped: Vec::new(),
+        formats: Default::default(),
         lexical,
         seconds: 0.0,
     })
