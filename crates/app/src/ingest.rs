@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// What [`read_paths`] found: the chunks, and the files read and left out.
+#[derive(Default)]
 pub struct Read {
     /// Every chunk read, in file order, ids checked unique.
     pub chunks: Vec<SourcedChunk>,
@@ -28,11 +29,13 @@ pub struct Read {
     pub skipped: Vec<PathBuf>,
     /// Files read and chunks given, by format.
     pub formats: BTreeMap<String, FormatTally>,
+    /// Documents found in folders that could not be read, and why: left out, the rest read.
+    pub unreadable: Vec<(PathBuf, String)>,
 }
 
 /// Reads every path (files, or directories walked recursively) into chunks.
 pub fn read_paths(paths: &[PathBuf]) -> Result<Read> {
-    let mut read = Read { chunks: Vec::new(), files: 0, skipped: Vec::new(), formats: BTreeMap::new() };
+    let mut read = Read::default();
     for arg in paths {
         let meta =
             std::fs::metadata(arg).map_err(|e| Error::InvalidInput(format!("cannot read {}: {e}", arg.display())))?;
@@ -42,15 +45,28 @@ pub fn read_paths(paths: &[PathBuf]) -> Result<Read> {
             files.sort();
             for f in files {
                 let rel = f.strip_prefix(arg).unwrap_or(&f).to_string_lossy().replace('\\', "/");
-                if !read_file(&f, &rel, &mut read)? {
-                    read.skipped.push(f);
+                match read_file(&f, &rel, &mut read) {
+                    Ok(true) => {}
+                    Ok(false) => read.skipped.push(f),
+                    // A document of a folder that cannot be read (a broken or encrypted DOCX,
+                    // text that is not UTF-8) is left out by name and the rest is read; a
+                    // JSONL file's bad line stops the ingest (its data is meant whole), as
+                    // does any file named on its own.
+                    Err(e) if DocumentFormat::from_path(&f.to_string_lossy()).is_some() => {
+                        let why = match e {
+                            Error::InvalidInput(why) => why,
+                            e => e.to_string(),
+                        };
+                        read.unreadable.push((f, why));
+                    }
+                    Err(e) => return Err(e),
                 }
             }
         } else {
             let name = arg.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
             if !read_file(arg, &name, &mut read)? {
                 return Err(Error::InvalidInput(format!(
-                    "{}: unsupported file type (use .jsonl, .md, .txt or .html)",
+                    "{}: unsupported file type (use .jsonl, .md, .txt, .html or .docx)",
                     arg.display()
                 )));
             }
@@ -98,6 +114,7 @@ fn read_file(path: &Path, document_id: &str, read: &mut Read) -> Result<bool> {
         Some(DocumentFormat::Markdown) => "md",
         Some(DocumentFormat::Text) => "txt",
         Some(DocumentFormat::Html) => "html",
+        Some(DocumentFormat::Docx) => "docx",
         None => "jsonl",
     };
     let tally = read.formats.entry(name.to_owned()).or_default();
@@ -107,7 +124,7 @@ fn read_file(path: &Path, document_id: &str, read: &mut Read) -> Result<bool> {
     Ok(true)
 }
 
-/// Ingests files or folders (`.jsonl`, `.md`, `.txt`, `.html`, folders walked).
+/// Ingests files or folders (`.jsonl`, `.md`, `.txt`, `.html`, `.docx`, folders walked).
 ///
 /// The data dir is opened only to read and write the cache and, at the end, to upsert: a
 /// long ingest does not lock out other processes while it embeds.
@@ -161,12 +178,7 @@ fn read_some(paths: &[PathBuf]) -> Result<Read> {
 /// Records as `POST /v1/documents` reads them ([`ragctx_ingest::read_records`]: a JSON array
 /// or JSONL lines, validated as `ingest` validates a file; none at all is refused).
 fn read_records(source: &str, records: &[u8]) -> Result<Read> {
-    Ok(Read {
-        chunks: ragctx_ingest::read_records(source, records)?,
-        files: 0,
-        skipped: Vec::new(),
-        formats: BTreeMap::new(),
-    })
+    Ok(Read { chunks: ragctx_ingest::read_records(source, records)?, ..Read::default() })
 }
 
 /// Ingests records as `ingest` reads JSONL lines (`_id`, `document_id`, `title`, `text`, and
@@ -227,6 +239,7 @@ fn finish(mut report: IngestReport, read: Read, started: Instant) -> IngestRepor
     report.files = read.files;
     report.skipped = read.skipped;
     report.formats = read.formats;
+    report.unreadable = read.unreadable;
     report.seconds = started.elapsed().as_secs_f64();
     report
 }

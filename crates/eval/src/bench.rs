@@ -42,7 +42,7 @@ pub enum BenchCommand {
     /// Embedding throughput: passages per second over the first N chunks of a corpus
     /// (nothing is cached or stored)
     Embed {
-        /// Corpus to read as `ragctx ingest` reads it (JSONL, .md, .txt, .html, or a folder)
+        /// Corpus to read as `ragctx ingest` reads it (JSONL, .md, .txt, .html, .docx, or a folder)
         #[arg(long, default_value = "../shared/data/mtrag/corpus_govt.jsonl")]
         corpus: PathBuf,
         /// Passages to embed: the corpus's first N chunks

@@ -1,3 +1,4 @@
+use crate::docx::docx_to_markdown;
 use crate::structure::{html_to_markdown, parse, Block, Kind};
 use crate::{InputError, SourcedChunk};
 use ragctx_core::{Chunk, MetaValue, Metadata, SECTION_KEY, SECTION_SEPARATOR};
@@ -19,16 +20,20 @@ pub enum DocumentFormat {
     /// `.html`: the visible text read by its structure (headings, paragraphs, list items, table
     /// rows, `<pre>`), titled by its `<title>`, else its first heading.
     Html,
+    /// `.docx`: paragraphs, headings (by style), list items and tables (a row a unit), titled
+    /// by the document's own title, else its first heading.
+    Docx,
 }
 
 impl DocumentFormat {
-    /// By file extension: `.md`/`.markdown`, `.txt`, `.html`/`.htm`.
+    /// By file extension: `.md`/`.markdown`, `.txt`, `.html`/`.htm`, `.docx`.
     pub fn from_path(path: &str) -> Option<Self> {
         let ext = path.rsplit_once('.')?.1.to_ascii_lowercase();
         match ext.as_str() {
             "md" | "markdown" => Some(Self::Markdown),
             "txt" => Some(Self::Text),
             "html" | "htm" => Some(Self::Html),
+            "docx" => Some(Self::Docx),
             _ => None,
         }
     }
@@ -48,21 +53,45 @@ pub fn chunk_document(
     bytes: &[u8],
     format: DocumentFormat,
 ) -> Result<Vec<SourcedChunk>, InputError> {
-    let raw = std::str::from_utf8(bytes).map_err(|e| {
-        let line = bytes[..e.valid_up_to()].iter().filter(|&&b| b == b'\n').count() + 1;
-        InputError { file: document_id.to_owned(), line: Some(line), message: "invalid UTF-8".into() }
-    })?;
     let (named, text, markdown) = match format {
         DocumentFormat::Html => {
-            let (title, text) = html_to_markdown(raw);
+            let (title, text) = html_to_markdown(utf8(document_id, bytes)?);
             (title, text, true)
         }
-        DocumentFormat::Markdown => (None, raw.to_owned(), true),
+        DocumentFormat::Markdown => (None, utf8(document_id, bytes)?.to_owned(), true),
         DocumentFormat::Text => {
+            let raw = utf8(document_id, bytes)?;
             let title = raw.lines().map(str::trim).find(|l| !l.is_empty()).map(|l| l.chars().take(100).collect());
             (title, raw.to_owned(), false)
         }
+        DocumentFormat::Docx => {
+            let (title, text) = docx_to_markdown(bytes).map_err(|message| InputError {
+                file: document_id.to_owned(),
+                line: None,
+                message,
+            })?;
+            (title, text, true)
+        }
     };
+    chunk_text(document_id, named, &text, markdown)
+}
+
+/// The document's text, or the line its UTF-8 breaks on.
+fn utf8<'a>(document_id: &str, bytes: &'a [u8]) -> Result<&'a str, InputError> {
+    std::str::from_utf8(bytes).map_err(|e| {
+        let line = bytes[..e.valid_up_to()].iter().filter(|&&b| b == b'\n').count() + 1;
+        InputError { file: document_id.to_owned(), line: Some(line), message: "invalid UTF-8".into() }
+    })
+}
+
+/// Chunks a document's text (Markdown when `markdown`, else plain text), titled `named`
+/// when it names itself.
+fn chunk_text(
+    document_id: &str,
+    named: Option<String>,
+    text: &str,
+    markdown: bool,
+) -> Result<Vec<SourcedChunk>, InputError> {
     let chars: Vec<char> = text.chars().collect();
     let parsed = parse(&chars, markdown);
     let first_heading = parsed.blocks.iter().find(|b| matches!(b.kind, Kind::Heading(_))).map(|b| b.heading.clone());
@@ -123,6 +152,7 @@ struct Unit {
     start: usize,
     end: usize,
     heading: bool,
+    kind: Kind,
     path: Vec<String>,
 }
 
@@ -147,6 +177,7 @@ fn pack_blocks(blocks: &[Block], title: &str, max: usize) -> Vec<Packed> {
                 start: b.text.at[s],
                 end: b.text.at[e - 1] + 1,
                 heading: matches!(b.kind, Kind::Heading(_)),
+                kind: b.kind,
                 path: names.clone(),
             });
         }
@@ -158,7 +189,15 @@ fn pack_blocks(blocks: &[Block], title: &str, max: usize) -> Vec<Packed> {
         if current.is_empty() {
             return;
         }
-        let text = current.iter().map(|u| u.text.iter().collect::<String>()).collect::<Vec<_>>().join("\n\n");
+        // Blocks apart by a blank line; a table's rows, and a list's items, line by line.
+        let mut text = String::new();
+        for (k, u) in current.iter().enumerate() {
+            if k > 0 {
+                let run = u.kind == current[k - 1].kind && matches!(u.kind, Kind::Row | Kind::Item);
+                text.push_str(if run { "\n" } else { "\n\n" });
+            }
+            text.extend(u.text.iter());
+        }
         // The path of the chunk's first text (a chunk of headings only: its last heading's).
         let at = current.iter().find(|u| !u.heading).unwrap_or(current.last().expect("not empty"));
         let mut names: &[String] = &at.path;
@@ -365,5 +404,66 @@ mod tests {
         let e = chunk_document("x.txt", b"ok\n\xff", DocumentFormat::Text).unwrap_err();
         assert_eq!(e.to_string(), "x.txt:2: invalid UTF-8");
         assert!(chunk_document("x.txt", b"  \n ", DocumentFormat::Text).is_err());
+    }
+
+    /// Documents of random pieces of Markdown syntax, text and CJK, some long: none panics,
+    /// every chunk fits, holds text, and spans follow each other in the source.
+    #[test]
+    fn random_markdown_never_breaks_the_chunker() {
+        const PIECES: &[&str] = &[
+            "# ",
+            "## ",
+            "###### ",
+            "\n",
+            "\n\n",
+            "```",
+            "~~~",
+            "| a | b |",
+            "|",
+            "- ",
+            "* ",
+            "1. ",
+            "> ",
+            "    ",
+            "\t",
+            "---",
+            "===",
+            "word ",
+            "Sentence ends. ",
+            "中文句子。",
+            "\r\n",
+            "<h2>",
+            "</p>",
+            "<pre>",
+            "&amp;",
+            " ",
+        ];
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for round in 0..3_000 {
+            let n = (next() % 400) as usize;
+            let doc: String = (0..n).map(|_| PIECES[(next() % PIECES.len() as u64) as usize]).collect();
+            let chars = doc.chars().count() as u64;
+            for format in [DocumentFormat::Markdown, DocumentFormat::Text, DocumentFormat::Html] {
+                let Ok(chunks) = chunk_document("r.md", doc.as_bytes(), format) else { continue };
+                let mut last_end = 0;
+                for c in &chunks {
+                    let c = &c.chunk;
+                    assert!(!c.text.trim().is_empty(), "round {round}: an empty chunk of {doc:?}");
+                    assert!(c.text.chars().map(width).sum::<usize>() <= CHUNK_CHARS, "round {round}: too long");
+                    let (s, e) = (c.start.unwrap(), c.end.unwrap());
+                    assert!(s < e && s >= last_end, "round {round}: span {s}..{e} after {last_end} in {doc:?}");
+                    if format != DocumentFormat::Html {
+                        assert!(e <= chars, "round {round}: span past the end");
+                    }
+                    last_end = e;
+                }
+            }
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! Reading what users ingest into chunks, before anything is embedded or written:
 //! pre-chunked JSONL ([`parse_jsonl`]), records sent as a JSON array or JSONL
 //! ([`read_records`]), and documents chunked here ([`chunk_document`]: `.md`, `.txt`,
-//! `.html`). Pure functions over bytes; every error names the file and, where there is one,
+//! `.html`, `.docx`). Pure functions over bytes; every error names the file and, where there is one,
 //! the line. The engine embeds and stores what this crate reads (`ragctx_engine::ingest`).
 //!
 //! ```
@@ -12,6 +12,7 @@
 //! ```
 
 mod chunker;
+mod docx;
 mod jsonl;
 mod structure;
 

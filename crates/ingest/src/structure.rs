@@ -324,6 +324,8 @@ pub(crate) fn html_to_markdown(html: &str) -> (Option<String>, String) {
     let mut out = String::with_capacity(html.len());
     let mut title = None;
     let mut pre = false;
+    // Header cells of the row being read: a row of them is followed by a delimiter row.
+    let mut header_cells = 0;
     let mut i = 0;
     let b = html.as_bytes();
     while i < b.len() {
@@ -352,7 +354,18 @@ pub(crate) fn html_to_markdown(html: &str) -> (Option<String>, String) {
                     out.push(' ');
                 }
                 ("li", false) => out.push_str("\n- "),
-                ("tr", false) => out.push_str("\n|"),
+                ("tr", false) => {
+                    header_cells = 0;
+                    out.push_str("\n|");
+                }
+                ("tr", true) if header_cells > 0 => {
+                    out.push_str(&format!("\n|{}", " --- |".repeat(header_cells)));
+                    header_cells = 0;
+                }
+                ("th", false) => {
+                    header_cells += 1;
+                    out.push(' ');
+                }
                 ("td" | "th", true) => out.push_str(" |"),
                 ("td" | "th", false) => out.push(' '),
                 ("br", _) if !pre => out.push('\n'),
@@ -399,7 +412,7 @@ pub(crate) fn html_to_markdown(html: &str) -> (Option<String>, String) {
 }
 
 /// `&amp;`, `&lt;`, `&gt;`, `&quot;`, `&apos;`, `&nbsp;` and numeric entities decoded.
-fn decode_entities(s: &str) -> String {
+pub(crate) fn decode_entities(s: &str) -> String {
     if !s.contains('&') {
         return s.to_owned();
     }
@@ -510,6 +523,7 @@ mod tests {
                 (Kind::Item, "- ferns".into()),
                 (Kind::Item, "- palms".into()),
                 (Kind::Row, "| a | b |".into()),
+                (Kind::Row, "| --- | --- |".into()),
                 (Kind::Row, "| 1 | 2 |".into()),
                 (Kind::Code, "```\nx = 1\ny = 2\n```".into()),
             ]

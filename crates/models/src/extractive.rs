@@ -88,12 +88,26 @@ impl Generator for ExtractiveGenerator {
     }
 }
 
-/// The sentences of `text` outside its fenced code blocks: a code line is never an answer
-/// sentence. (Sentences end at line ends, so this is [`sentences`] of each line outside a
-/// fence.)
+/// A Markdown table's delimiter row (`| --- | :-: |`).
+fn delimiter_row(line: &str) -> bool {
+    let t = line.trim();
+    t.starts_with('|') && t.contains('-') && t.chars().all(|c| matches!(c, '|' | '-' | ':' | ' '))
+}
+
+/// The sentences of `text` outside its fenced code blocks and table headers: a code line, a
+/// table's header row or its delimiter row is never an answer sentence (a row of data may
+/// be). Sentences end at line ends, so this is [`sentences`] of each line kept.
 fn prose_sentences(text: &str) -> impl Iterator<Item = &str> {
+    let lines: Vec<&str> = text.split('\n').collect();
+    let header: Vec<bool> = (0..lines.len())
+        .map(|k| delimiter_row(lines[k]) || lines.get(k + 1).is_some_and(|n| delimiter_row(n)))
+        .collect();
     let mut fence: Option<(char, usize)> = None;
-    text.split('\n')
+    lines
+        .into_iter()
+        .zip(header)
+        .filter(|(_, header)| !header)
+        .map(|(line, _)| line)
         .filter(move |line| {
             let t = line.trim_start();
             let mark = t.chars().next().filter(|c| *c == '`' || *c == '~');
@@ -208,5 +222,12 @@ mod tests {
             .unwrap();
         assert!(!answer.contains("File::open"), "{answer}");
         assert!(answer.starts_with("To open the file"), "{answer}");
+    }
+
+    #[test]
+    fn table_headers_are_never_answer_sentences_but_rows_may_be() {
+        let text = "| Plant | Water when | Winter |\n| --- | --- | --- |\n| Calathea | water when the top is dry | less often |";
+        let prose: Vec<&str> = prose_sentences(text).collect();
+        assert_eq!(prose, vec!["| Calathea | water when the top is dry | less often |"]);
     }
 }

@@ -130,6 +130,9 @@ pub struct IngestReport {
     /// Files read and the chunks they gave, by format (`jsonl`, `md`, `txt`, `html`); empty
     /// for records.
     pub formats: std::collections::BTreeMap<String, FormatTally>,
+    /// Documents found in folders that could not be read, each with why (a broken or
+    /// encrypted file): left out, the rest ingested.
+    pub unreadable: Vec<(PathBuf, String)>,
     /// Chunks the lexical (BM25) index covers, built with the ingest; `None` for a backend
     /// without one.
     pub lexical: Option<usize>,
@@ -184,6 +187,12 @@ impl std::fmt::Display for IngestReport {
             by.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
             let by: Vec<String> = by.iter().map(|(e, n)| format!("{e} {n}")).collect();
             write!(f, "\nskipped {} files of other types ({})", self.skipped.len(), by.join(", "))?;
+        }
+        if !self.unreadable.is_empty() {
+            write!(f, "\nleft out {} files that could not be read:", self.unreadable.len())?;
+            for (_, why) in &self.unreadable {
+                write!(f, "\n  {why}")?;
+            }
         }
         Ok(())
     }
@@ -240,6 +249,7 @@ pub fn store_embedded(store: &dyn VectorStore, embedded: Embedded, append: bool)
         stored: store.len()?,
         skipped: Vec::new(),
         formats: Default::default(),
+        unreadable: Vec::new(),
         lexical,
         seconds: 0.0,
     })
