@@ -137,20 +137,21 @@ fn body(xml: &str, styles: &HashMap<String, String>) -> String {
             ("w:p", false) if !tag.ends_with('/') => para = Some(Paragraph::default()),
             ("w:p", true) => {
                 let line = para.take().map(|p| p.markdown()).unwrap_or_default();
+                if line.is_empty() {
+                    continue;
+                }
                 match rows.last_mut().and_then(|r| r.last_mut()) {
+                    // A cell's paragraphs are one line of the row.
                     Some(cell) => {
-                        if !line.is_empty() {
-                            if !cell.is_empty() {
-                                cell.push(' ');
-                            }
-                            cell.push_str(line.trim_start_matches(['#', '-', '\\', ' ']));
+                        if !cell.is_empty() {
+                            cell.push(' ');
                         }
+                        cell.push_str(line.trim_start_matches(['#', '-', '\\', ' ']));
                     }
-                    None if !line.is_empty() => {
+                    None => {
                         out.push_str(&line);
                         out.push_str("\n\n");
                     }
-                    None => {}
                 }
             }
             ("w:pStyle", _) => {

@@ -367,7 +367,7 @@ pub(crate) fn html_to_markdown(html: &str) -> (Option<String>, String) {
                     out.push(' ');
                 }
                 ("td" | "th", true) => out.push_str(" |"),
-                ("td" | "th", false) => out.push(' '),
+                ("td", false) => out.push(' '),
                 ("br", _) if !pre => out.push('\n'),
                 ("pre", false) => {
                     pre = true;
