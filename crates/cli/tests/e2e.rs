@@ -529,6 +529,72 @@ fn documents_are_replaced_whole_listed_and_deleted() {
     assert!(String::from_utf8_lossy(&tls.stderr).contains("TLS"), "{}", String::from_utf8_lossy(&tls.stderr));
 }
 
+/// A folder as a user keeps it (hard-wrapped Markdown with `##` headings, HTML, DOCX, a
+/// broken DOCX and a PDF): every readable file is read and said so per format, the broken one
+/// is left out by name and the rest ingested; blocks carry their heading path, the CLI shows
+/// one source line per document with its section, and the answer quotes whole sentences.
+#[test]
+fn documents_as_users_have_them() {
+    let env = Env::new();
+    let dir = env.dir.path().join("library");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("ch09-errors.md"),
+        "## Recoverable Errors with Result\n\nMost errors are not serious enough to require the\nprogram to stop entirely.\n\n### Propagating Errors\n\nWhen a function's implementation calls something that\nmight fail, instead of handling the error within the\nfunction itself you can return the error to the calling\ncode so that it can decide what to do. This is known as\npropagating the error.\n\n```rust\nlet f = File::open(\"hello.txt\")?; // propagating the error to the calling code\n```\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("kettles.html"),
+        "<html><head><title>Kettles</title></head><body><h1>Kettles</h1><h2>Descaling</h2><p>Descale a kettle\nwith white vinegar once a month in hard water areas.</p></body></html>",
+    )
+    .unwrap();
+    std::fs::copy(repo().join("tests/fixtures/documents/care-guide.docx"), dir.join("care-guide.docx")).unwrap();
+    std::fs::write(dir.join("broken.docx"), "not a zip package").unwrap();
+    std::fs::write(dir.join("scan.pdf"), "%PDF-1.4").unwrap();
+    let out = env.ok(&["ingest", dir.to_str().unwrap()]);
+    assert!(out.contains("read docx: 1 files, 3 chunks; html: 1 files, 1 chunks; md: 1 files, 2 chunks"), "{out}");
+    assert!(out.contains("skipped 1 files of other types (.pdf 1)"), "{out}");
+    assert!(
+        out.contains("left out 1 files that could not be read:") && out.contains("broken.docx: not a DOCX package"),
+        "{out}"
+    );
+
+    let question = "What does propagating the error to the calling code mean?";
+    let t = env.ask("docs", &["--budget", "1000"], question);
+    let block =
+        t["context"].as_array().unwrap().iter().find(|b| b["document_id"] == "ch09-errors.md").expect("the chapter");
+    assert_eq!(block["title"], "Recoverable Errors with Result");
+    assert_eq!(block["metadata"]["section"], "Propagating Errors", "{block}");
+    // Every quoted sentence is a whole sentence of the chapter's prose: it ends as a sentence
+    // ends, and no code line is quoted.
+    let prose = "When a function's implementation calls something that might fail, instead of handling the error within the function itself you can return the error to the calling code so that it can decide what to do. This is known as propagating the error.";
+    let answer = t["answer"].as_str().unwrap();
+    let quoted: Vec<&str> = answer
+        .split(" [")
+        .map(|s| s.trim_start_matches(|c: char| c.is_ascii_digit() || c == ']').trim())
+        .filter(|s| !s.is_empty())
+        .collect();
+    assert!(quoted.iter().any(|s| prose.contains(s)), "{answer}");
+    for s in &quoted {
+        assert!(s.ends_with(['.', '!', '?']), "a sentence cut at a line's end: {s:?} in {answer}");
+        assert!(!s.contains("File::open"), "a code line quoted: {answer}");
+    }
+    let docx = env.ask("docx", &["--budget", "1000"], "When should I water a calathea?");
+    let block =
+        docx["context"].as_array().unwrap().iter().find(|b| b["document_id"] == "care-guide.docx").expect("the DOCX");
+    assert_eq!(block["title"], "Care guide for tropical plants");
+    assert!(
+        block["text"].as_str().unwrap().contains("| Calathea | the top centimetre is dry | less often |"),
+        "{block}"
+    );
+
+    // The CLI: one line per document, the section beside the title.
+    let shown = env.ok(&["ask", "--session", "plain", "--budget", "1000", question]);
+    let line = shown.lines().find(|l| l.contains("(ch09-errors.md)")).unwrap_or_else(|| panic!("{shown}"));
+    assert!(line.contains("Recoverable Errors with Result › Propagating Errors (ch09-errors.md)"), "{shown}");
+    assert_eq!(shown.lines().filter(|l| l.contains("(ch09-errors.md)")).count(), 1, "{shown}");
+}
+
 #[test]
 fn sessions_in_redis_work_unchanged() {
     let env = Env::new();

@@ -60,19 +60,19 @@ impl Chunk {
         }
     }
 
-    /// True when `other` (of the same document) touches or overlaps this chunk, by offsets
-    /// when both have them, else by consecutive ordinals.
+    /// True when `other` (of the same document) touches or overlaps this chunk by offsets,
+    /// or follows or precedes it by ordinal (a chunker's consecutive chunks, whatever white
+    /// space lay between them).
     pub fn is_adjacent_to(&self, other: &Chunk) -> bool {
         if self.document_id != other.document_id {
             return false;
         }
-        if let (Some(a0), Some(a1), Some(b0), Some(b1)) = (self.start, self.end, other.start, other.end) {
-            return a0 <= b1 + 1 && b0 <= a1 + 1;
-        }
-        match (self.ordinal, other.ordinal) {
-            (Some(a), Some(b)) => a.abs_diff(b) <= 1,
+        let touch = match (self.start, self.end, other.start, other.end) {
+            (Some(a0), Some(a1), Some(b0), Some(b1)) => a0 <= b1 + 1 && b0 <= a1 + 1,
             _ => false,
-        }
+        };
+        let consecutive = matches!((self.ordinal, other.ordinal), (Some(a), Some(b)) if a.abs_diff(b) <= 1);
+        touch || consecutive
     }
 }
 

@@ -396,7 +396,12 @@ fn append_text(text: &mut String, prev: &Chunk, next: &Chunk) {
     if rest.trim().is_empty() {
         return;
     }
-    if overlap == 0 && !text.ends_with(char::is_whitespace) {
+    // Consecutive chunks with a gap between them in the source (the blank line between a
+    // chunker's blocks) stay apart by a blank line; touching ones by a space.
+    let gap = matches!((prev.end, next.start), (Some(e), Some(s)) if s > e + 1);
+    if gap {
+        text.push_str("\n\n");
+    } else if overlap == 0 && !text.ends_with(char::is_whitespace) {
         text.push(' ');
     }
     text.push_str(&rest);

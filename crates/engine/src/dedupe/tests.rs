@@ -67,6 +67,25 @@ fn adjacent_chunks_merge_into_one_fragment_by_offsets() {
     assert_eq!(d.fragments[1].text, "far");
 }
 
+/// A chunker's consecutive chunks (ordinals 0 and 1) with the blank line between them in the
+/// source merge into one fragment, apart by that blank line; a chunk further on does not.
+#[test]
+fn consecutive_chunks_of_a_chunker_merge_across_the_blank_line_between_them() {
+    let mut g = Grouping::new(3);
+    g.quotas.insert("a".into(), 3);
+    let numbered = |id: &str, text: &str, start: u64, ordinal: u32| {
+        let mut h = hit(id, "a", 0.7, text, start);
+        h.chunk.ordinal = Some(ordinal);
+        h
+    };
+    let hits =
+        vec![numbered("a#0", "## One", 0, 0), numbered("a#1", "## Two", 8, 1), numbered("a#3", "## Four", 30, 3)];
+    let d = dedupe_by_document(hits, &g, 1.0);
+    assert_eq!(d.fragments.len(), 2);
+    assert_eq!(d.fragments[0].text, "## One\n\n## Two");
+    assert_eq!(d.fragments[1].text, "## Four");
+}
+
 #[test]
 fn plain_keeps_every_hit_or_drops_identical_text() {
     let hits = vec![hit("x", "dx", 0.8, "Same  Text here", 0), hit("y", "dy", 0.9, "same text HERE", 0)];
