@@ -111,8 +111,13 @@ fn chunk_text(
         .map(|(i, c)| {
             let mut metadata = Metadata::default();
             if !c.section.is_empty() {
-                let section: String = c.section.chars().take(MAX_SECTION_CHARS).collect();
-                metadata.insert(SECTION_KEY, MetaValue::String(section)).expect("a valid key and a short string");
+                // A metadata string holds at most 1 KiB: a longer path keeps its start.
+                let mut end = c.section.len().min(MAX_SECTION_BYTES);
+                while !c.section.is_char_boundary(end) {
+                    end -= 1;
+                }
+                let section = MetaValue::String(c.section[..end].to_owned());
+                metadata.insert(SECTION_KEY, section).expect("a valid key and a string within the limit");
             }
             SourcedChunk {
                 chunk: Chunk {
@@ -134,8 +139,8 @@ fn chunk_text(
         .collect())
 }
 
-/// A heading path is kept up to this many characters (a metadata string holds 1 KiB).
-const MAX_SECTION_CHARS: usize = 300;
+/// A heading path is kept up to this many bytes (a metadata string holds 1 KiB).
+const MAX_SECTION_BYTES: usize = 512;
 
 /// One chunk of a document before it is named.
 struct Packed {
@@ -151,9 +156,14 @@ struct Unit {
     text: Vec<char>,
     start: usize,
     end: usize,
-    heading: bool,
     kind: Kind,
     path: Vec<String>,
+}
+
+impl Unit {
+    fn heading(&self) -> bool {
+        matches!(self.kind, Kind::Heading(_))
+    }
 }
 
 /// Blocks packed into chunks of at most `max` width: a heading starts a chunk (unless the
@@ -171,12 +181,27 @@ fn pack_blocks(blocks: &[Block], title: &str, max: usize) -> Vec<Packed> {
         }
         let names: Vec<String> = path.iter().map(|(_, n)| n.clone()).collect();
         let code = b.kind == Kind::Code;
-        for (s, e) in cut(&b.text.chars, max, code) {
+        // A fenced block cut in pieces: each piece fenced again, so that no piece's lines
+        // read as prose (room for the two fence lines kept).
+        let fence: Option<String> = code
+            .then(|| b.text.chars.iter().take_while(|c| **c == '`' || **c == '~').collect::<String>())
+            .filter(|f| f.chars().count() >= 3);
+        let room = if fence.is_some() { max.saturating_sub(8).max(1) } else { max };
+        let pieces = cut(&b.text.chars, room, code);
+        let last = pieces.len().saturating_sub(1);
+        for (k, &(s, e)) in pieces.iter().enumerate() {
+            let mut text = Vec::new();
+            if let (Some(f), true) = (&fence, k > 0) {
+                text.extend(f.chars().chain(['\n']));
+            }
+            text.extend_from_slice(&b.text.chars[s..e]);
+            if let (Some(f), true) = (&fence, k < last) {
+                text.extend(['\n'].into_iter().chain(f.chars()));
+            }
             units.push(Unit {
-                text: b.text.chars[s..e].to_vec(),
+                text,
                 start: b.text.at[s],
                 end: b.text.at[e - 1] + 1,
-                heading: matches!(b.kind, Kind::Heading(_)),
                 kind: b.kind,
                 path: names.clone(),
             });
@@ -199,7 +224,7 @@ fn pack_blocks(blocks: &[Block], title: &str, max: usize) -> Vec<Packed> {
             text.extend(u.text.iter());
         }
         // The path of the chunk's first text (a chunk of headings only: its last heading's).
-        let at = current.iter().find(|u| !u.heading).unwrap_or(current.last().expect("not empty"));
+        let at = current.iter().find(|u| !u.heading()).unwrap_or(current.last().expect("not empty"));
         let mut names: &[String] = &at.path;
         if names.first().is_some_and(|n| n == title) {
             names = &names[1..];
@@ -214,7 +239,7 @@ fn pack_blocks(blocks: &[Block], title: &str, max: usize) -> Vec<Packed> {
     };
     for u in units {
         let w = u.text.iter().copied().map(width).sum::<usize>();
-        let starts_section = u.heading && current.iter().any(|c| !c.heading);
+        let starts_section = u.heading() && current.iter().any(|c| !c.heading());
         if starts_section || (!current.is_empty() && filled + 2 + w > max) {
             flush(&mut current, &mut out);
             filled = 0;
@@ -369,6 +394,13 @@ mod tests {
                 ch.chunk.text.split_whitespace().collect::<Vec<_>>()
             );
         }
+        // A heading path longer than a metadata string may hold keeps its start, whole characters.
+        let long = format!("# T\n\n## {}\n\nText.\n", "🌿".repeat(400));
+        let c = chunk_document("l.md", long.as_bytes(), DocumentFormat::Markdown).unwrap();
+        match c[0].chunk.metadata.get(SECTION_KEY) {
+            Some(MetaValue::String(s)) => assert!(s.len() <= 512 && s.starts_with('🌿'), "{} bytes", s.len()),
+            other => panic!("{other:?}"),
+        }
         // Front matter names the document before any heading.
         let c =
             chunk_document("g.md", b"---\ntitle: Care guide\n---\n# Ferns\n\nMist them.\n", DocumentFormat::Markdown)
@@ -397,6 +429,11 @@ mod tests {
         let all: String = c.iter().map(|c| c.chunk.text.as_str()).collect::<Vec<_>>().join("\n");
         assert_eq!(all.matches("| row ").count(), 60);
         assert_eq!(all.matches("let value_").count(), 80);
+        // Every piece of the cut code block is fenced: its lines never read as prose.
+        for ch in c.iter().filter(|c| c.chunk.text.contains("let value_")) {
+            let fences = ch.chunk.text.lines().filter(|l| l.starts_with("```")).count();
+            assert_eq!(fences, 2, "{}", ch.chunk.text);
+        }
     }
 
     #[test]
