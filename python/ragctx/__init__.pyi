@@ -2,7 +2,7 @@
 `ragctx trace --json` print."""
 
 from os import PathLike
-from typing import Any, Dict, Iterable, List, Mapping, Optional, TypedDict, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, TypedDict, Union
 
 _Path = Union[str, "PathLike[str]"]
 #: A chunk's metadata: string, number, bool or list-of-strings values (DESIGN §8).
@@ -70,6 +70,10 @@ class Turn(_Turn, total=False):
     #: The quantized embedding the turn searched with (`scale`, `values`).
     query_vector: Mapping[str, Any]
 
+class FormatTally(TypedDict):
+    files: int
+    chunks: int
+
 class IngestReport(TypedDict):
     chunks: int
     documents: int
@@ -81,6 +85,10 @@ class IngestReport(TypedDict):
     cached: int
     stored: int
     skipped: List[str]
+    #: Files read and the chunks they gave, by format (``md``, ``txt``, ``html``, ``docx``, ``jsonl``).
+    formats: Dict[str, FormatTally]
+    #: Documents found in folders that could not be read, each ``[path, why]``: left out, the rest ingested.
+    unreadable: List[Tuple[str, str]]
     #: Chunks the lexical (BM25) index covers after the ingest; None for Milvus without one.
     lexical: Optional[int]
     seconds: float

@@ -167,8 +167,9 @@ fn with_metadata(mut read: Read, metadata: &Metadata) -> Result<Read> {
 fn read_some(paths: &[PathBuf]) -> Result<Read> {
     let read = read_paths(paths)?;
     if read.chunks.is_empty() {
+        let unreadable: String = read.unreadable.iter().map(|(_, why)| format!("; {why}")).collect();
         return Err(Error::InvalidInput(format!(
-            "no chunks found in {} (nothing was changed)",
+            "no chunks found in {} (nothing was changed){unreadable}",
             paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
         )));
     }
