@@ -1,5 +1,5 @@
 use crate::docx::docx_to_markdown;
-use crate::structure::{html_to_markdown, parse, Block, Kind};
+use crate::structure::{hide_comments, html_to_markdown, parse, Block, Kind};
 use crate::{InputError, SourcedChunk};
 use ragctx_core::{Chunk, MetaValue, Metadata, SECTION_KEY, SECTION_SEPARATOR};
 
@@ -92,7 +92,10 @@ fn chunk_text(
     text: &str,
     markdown: bool,
 ) -> Result<Vec<SourcedChunk>, InputError> {
-    let chars: Vec<char> = text.chars().collect();
+    let mut chars: Vec<char> = text.chars().collect();
+    if markdown {
+        hide_comments(&mut chars);
+    }
     let parsed = parse(&chars, markdown);
     let first_heading = parsed.blocks.iter().find(|b| matches!(b.kind, Kind::Heading(_))).map(|b| b.heading.clone());
     let title = named

@@ -166,7 +166,57 @@ impl Open {
         if let Some(&last) = self.text.at.last() {
             self.text.push_at(' ', last + 1);
         }
-        self.text.extend(chars, s, e);
+        // Runs of white space inside a line (a comment blanked out, spaces for alignment) are
+        // one space, as a reader sees them.
+        for (k, &c) in chars.iter().enumerate().take(e).skip(s) {
+            let space = c.is_whitespace();
+            if !(space && self.text.chars.last().is_some_and(|p| p.is_whitespace())) {
+                self.text.push(if space { ' ' } else { c }, k);
+            }
+        }
+    }
+}
+
+/// Markdown's HTML comments (`<!-- … -->`, across lines too) blanked out, outside fenced code:
+/// what a reader of the rendered page never sees. Line breaks stay, so every other character
+/// keeps its position.
+pub(crate) fn hide_comments(chars: &mut [char]) {
+    let spans = lines(chars);
+    let mut fenced: Option<(char, usize)> = None;
+    let mut inside = false;
+    for (s, e) in spans {
+        let line: String = chars[s..e].iter().collect();
+        if !inside {
+            match (fenced, fence(&line)) {
+                (None, Some(f)) => {
+                    fenced = Some(f);
+                    continue;
+                }
+                (Some((c, n)), Some((c2, n2))) if c == c2 && n2 >= n && line.trim().chars().all(|x| x == c) => {
+                    fenced = None;
+                    continue;
+                }
+                (Some(_), _) => continue,
+                (None, None) => {}
+            }
+        }
+        let mut k = s;
+        while k < e {
+            if !inside && chars[k..e].starts_with(&['<', '!', '-', '-']) {
+                inside = true;
+                chars[k..k + 4].fill(' ');
+                k += 4;
+            } else if inside && chars[k..e].starts_with(&['-', '-', '>']) {
+                inside = false;
+                chars[k..k + 3].fill(' ');
+                k += 3;
+            } else {
+                if inside {
+                    chars[k] = ' ';
+                }
+                k += 1;
+            }
+        }
     }
 }
 
@@ -526,6 +576,23 @@ mod tests {
                 (Kind::Row, "| --- | --- |".into()),
                 (Kind::Row, "| 1 | 2 |".into()),
                 (Kind::Code, "```\nx = 1\ny = 2\n```".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn comments_are_hidden_outside_code_and_positions_kept() {
+        let md =
+            "Recall from [the guide]<!--\nignore --> in Chapter 2  that\nit works.\n\n```html\n<!-- kept -->\n```\n";
+        let mut chars: Vec<char> = md.chars().collect();
+        hide_comments(&mut chars);
+        assert_eq!(chars.len(), md.chars().count());
+        let got = parse(&chars, true).blocks.into_iter().map(|b| (b.kind, b.text.string())).collect::<Vec<_>>();
+        assert_eq!(
+            got,
+            vec![
+                (Kind::Paragraph, "Recall from [the guide] in Chapter 2 that it works.".into()),
+                (Kind::Code, "```html\n<!-- kept -->\n```".into()),
             ]
         );
     }
