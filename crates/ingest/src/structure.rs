@@ -133,6 +133,25 @@ fn thematic_break(t: &str) -> bool {
     marks.len() >= 3 && matches!(marks[0], '-' | '*' | '_') && marks.iter().all(|c| *c == marks[0])
 }
 
+/// `[label]: destination`: a link reference definition.
+fn link_definition(t: &str) -> bool {
+    let Some(rest) = t.strip_prefix('[') else { return false };
+    match rest.find("]:") {
+        Some(k) => k > 0 && !rest[..k].contains(['[', ']']) && !rest[k + 2..].trim().is_empty(),
+        None => false,
+    }
+}
+
+/// A line that is one HTML tag and nothing else (`<div class="x">`, `</Listing>`, `<br/>`).
+fn lone_tag(t: &str) -> bool {
+    let inner = match t.strip_prefix('<').and_then(|r| r.strip_suffix('>')) {
+        Some(i) => i,
+        None => return false,
+    };
+    let name = inner.trim_start_matches('/');
+    name.starts_with(|c: char| c.is_ascii_alphabetic()) && !inner.contains(['<', '>'])
+}
+
 /// The length of a list item's marker and the space after it (`- `, `* `, `+ `, `12. `, `3) `).
 fn item_marker(t: &str) -> Option<usize> {
     let b = t.as_bytes();
@@ -273,6 +292,13 @@ pub(crate) fn parse(chars: &[char], markdown: bool) -> Parsed {
             }
         }
         if t.is_empty() {
+            flush(&mut open, &mut out);
+            k += 1;
+            continue;
+        }
+        // What a reader of the rendered page never sees: a link's reference definition
+        // (`[label]: url`) and a line of one bare HTML tag (`<Listing …>`, `</div>`).
+        if markdown && (link_definition(t) || lone_tag(t)) {
             flush(&mut open, &mut out);
             k += 1;
             continue;
@@ -593,6 +619,20 @@ mod tests {
             vec![
                 (Kind::Paragraph, "Recall from [the guide] in Chapter 2 that it works.".into()),
                 (Kind::Code, "```html\n<!-- kept -->\n```".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn link_definitions_and_lone_tags_are_not_text() {
+        let md = "Text with a [link][l].\n\n[l]: https://example.com/a\n<Listing number=\"8-1\" caption=\"A list\">\n\n```rust\nlet v = 1;\n```\n\n</Listing>\n\n<b>Bold</b> stays.\n";
+        let got = blocks(md, true);
+        assert_eq!(
+            got,
+            vec![
+                (Kind::Paragraph, "Text with a [link][l].".into()),
+                (Kind::Code, "```rust\nlet v = 1;\n```".into()),
+                (Kind::Paragraph, "<b>Bold</b> stays.".into()),
             ]
         );
     }
