@@ -43,6 +43,40 @@ def test_langchain_k_is_how_many_documents_come_back(engine):
         r.invoke("ferns", top=3)
 
 
+def test_documents_as_users_have_them_reach_langchain_with_their_sections(tmp_path):
+    """A hard-wrapped Markdown chapter and a DOCX ingested from Python: a LangChain document
+    carries the chunk's heading path (`section`), the title from the first heading (of any
+    level) or the DOCX's own, and the ingest report says per format what it read."""
+    import shutil
+
+    from ragctx import Engine
+    from ragctx.langchain import RagctxRetriever
+
+    from conftest import MODEL
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "errors.md").write_text(
+        "## Recoverable Errors\n\nMost errors are not serious enough to\nstop the program.\n\n"
+        "### Propagating Errors\n\nA function can return the error to the\ncalling code instead of handling it.\n"
+    )
+    shutil.copy(REPO / "tests" / "fixtures" / "documents" / "care-guide.docx", docs / "care-guide.docx")
+    engine = Engine(data_dir=str(tmp_path / "data"), model_dir=str(MODEL))
+    report = engine.ingest([str(docs)])
+    assert report["formats"] == {"docx": {"files": 1, "chunks": 3}, "md": {"files": 1, "chunks": 2}}
+    assert report["unreadable"] == []
+    r = RagctxRetriever(engine=engine, session="sections")
+    found = r.invoke("How can a function return the error to the calling code?")
+    chapter = [d for d in found if d.metadata["document_id"] == "errors.md"]
+    assert chapter, found
+    top = chapter[0]
+    assert top.metadata["title"] == "Recoverable Errors"
+    assert top.metadata["section"] == "Propagating Errors"
+    assert "return the error to the calling code instead" in top.page_content, "hard-wrapped lines joined"
+    care = RagctxRetriever(engine=engine, session="docx").invoke("When should I water a calathea?")
+    assert any(d.metadata["title"] == "Care guide for tropical plants" for d in care), care
+
+
 def test_llama_index_retriever_runs_turns_of_one_session(engine):
     from llama_index.core.schema import NodeWithScore
     from ragctx.llama_index import RagctxRetriever
