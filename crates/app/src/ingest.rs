@@ -110,14 +110,7 @@ fn read_file(path: &Path, document_id: &str, read: &mut Read) -> Result<bool> {
         None => parse_jsonl(&shown, &bytes)?,
     };
     read.files += 1;
-    let name = match format {
-        Some(DocumentFormat::Markdown) => "md",
-        Some(DocumentFormat::Text) => "txt",
-        Some(DocumentFormat::Html) => "html",
-        Some(DocumentFormat::Docx) => "docx",
-        None => "jsonl",
-    };
-    let tally = read.formats.entry(name.to_owned()).or_default();
+    let tally = read.formats.entry(format.map_or("jsonl", DocumentFormat::name).to_owned()).or_default();
     tally.files += 1;
     tally.chunks += chunks.len();
     read.chunks.extend(chunks);

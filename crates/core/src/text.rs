@@ -44,6 +44,48 @@ pub fn is_han(c: char) -> bool {
     matches!(c as u32, 0x4E00..=0x9FFF | 0x3400..=0x4DBF | 0xF900..=0xFAFF | 0x20000..=0x2FA1F)
 }
 
+/// A Markdown code fence's opening line (three or more backticks or tildes, indented at most
+/// three spaces): its character and length. The one definition the chunker and the extractive
+/// answer read code blocks by.
+pub fn code_fence(line: &str) -> Option<(char, usize)> {
+    let t = line.trim_start();
+    if line.len() - t.len() > 3 {
+        return None;
+    }
+    let c = t.chars().next().filter(|c| *c == '`' || *c == '~')?;
+    let n = t.chars().take_while(|x| *x == c).count();
+    (n >= 3).then_some((c, n))
+}
+
+/// Whether `line` closes the code block `open` opened ([`code_fence`]): the same character,
+/// at least as many, and nothing else on the line.
+pub fn closes_fence(line: &str, open: (char, usize)) -> bool {
+    code_fence(line).is_some_and(|(c, n)| c == open.0 && n >= open.1) && line.trim().chars().all(|x| x == open.0)
+}
+
+/// For each of `lines`, whether it belongs to a fenced code block (its fence lines included).
+pub fn fenced_lines<S: AsRef<str>>(lines: &[S]) -> Vec<bool> {
+    let mut open: Option<(char, usize)> = None;
+    lines
+        .iter()
+        .map(|line| {
+            let line = line.as_ref();
+            match open {
+                Some(f) => {
+                    if closes_fence(line, f) {
+                        open = None;
+                    }
+                    true
+                }
+                None => {
+                    open = code_fence(line);
+                    open.is_some()
+                }
+            }
+        })
+        .collect()
+}
+
 /// Splits text into sentences on `.`, `!`, `?` (followed by space), CJK stops and newlines;
 /// every sentence that is not blank, trimmed.
 pub fn sentences(text: &str) -> Vec<&str> {
@@ -70,4 +112,22 @@ pub fn sentences(text: &str) -> Vec<&str> {
         out.push(s);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fences_open_close_and_mark_their_lines() {
+        assert_eq!(code_fence("```rust"), Some(('`', 3)));
+        assert_eq!(code_fence("   ~~~~"), Some(('~', 4)));
+        assert_eq!(code_fence("    ```"), None, "four spaces in is indented code, not a fence");
+        assert_eq!(code_fence("``"), None);
+        assert!(closes_fence("````", ('`', 3)));
+        assert!(!closes_fence("```rust", ('`', 3)), "an info string opens, never closes");
+        assert!(!closes_fence("~~~", ('`', 3)));
+        let lines = ["prose", "```", "code", "~~~", "```", "after", "~~~", "unclosed"];
+        assert_eq!(fenced_lines(&lines), vec![false, true, true, true, true, false, true, true]);
+    }
 }

@@ -37,6 +37,16 @@ impl DocumentFormat {
             _ => None,
         }
     }
+
+    /// The format's short name, as the ingest report counts it (`md`, `txt`, `html`, `docx`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Markdown => "md",
+            Self::Text => "txt",
+            Self::Html => "html",
+            Self::Docx => "docx",
+        }
+    }
 }
 
 /// Chunks one document. `document_id` is the path relative to the ingested argument;

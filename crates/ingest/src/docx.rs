@@ -4,6 +4,7 @@
 //! a row stays a unit. The title is the document's own (`docProps/core.xml`), else its first
 //! heading.
 
+use crate::structure::escape_line_start;
 use std::collections::HashMap;
 use std::io::Read;
 
@@ -94,18 +95,20 @@ impl Paragraph {
         }
     }
 
-    /// The paragraph as a Markdown line: white space collapsed, and a leading mark that
+    /// The paragraph's words, white space collapsed (a table cell's text).
+    fn words(&self) -> String {
+        self.text.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    /// The paragraph as a Markdown line: a heading, an item, or text whose leading mark
     /// Markdown would read as structure escaped.
     fn markdown(&self) -> String {
-        let words = self.text.split_whitespace().collect::<Vec<_>>().join(" ");
-        if words.is_empty() {
-            return words;
-        }
+        let words = self.words();
         match (self.level, self.item) {
+            _ if words.is_empty() => words,
             (Some(l), _) => format!("{} {words}", "#".repeat(l)),
             (None, true) => format!("- {words}"),
-            (None, false) if words.starts_with(['#', '|', '>', '`', '~', '-', '*', '+', '=']) => format!("\\{words}"),
-            (None, false) => words,
+            (None, false) => escape_line_start(&words),
         }
     }
 }
@@ -136,21 +139,22 @@ fn body(xml: &str, styles: &HashMap<String, String>) -> String {
         match (name, closing) {
             ("w:p", false) if !tag.ends_with('/') => para = Some(Paragraph::default()),
             ("w:p", true) => {
-                let line = para.take().map(|p| p.markdown()).unwrap_or_default();
-                if line.is_empty() {
-                    continue;
-                }
+                let Some(p) = para.take() else { continue };
                 match rows.last_mut().and_then(|r| r.last_mut()) {
-                    // A cell's paragraphs are one line of the row.
+                    // A cell's paragraphs are one line of the row, their words as written.
                     Some(cell) => {
-                        if !cell.is_empty() {
+                        let words = p.words();
+                        if !words.is_empty() && !cell.is_empty() {
                             cell.push(' ');
                         }
-                        cell.push_str(line.trim_start_matches(['#', '-', '\\', ' ']));
+                        cell.push_str(&words);
                     }
                     None => {
-                        out.push_str(&line);
-                        out.push_str("\n\n");
+                        let line = p.markdown();
+                        if !line.is_empty() {
+                            out.push_str(&line);
+                            out.push_str("\n\n");
+                        }
                     }
                 }
             }
@@ -252,10 +256,10 @@ mod tests {
                 .into_iter()
                 .map(|(a, b)| (a.to_owned(), b.to_lowercase()))
                 .collect();
-        let xml = r#"<w:body><w:p><w:pPr><w:pStyle w:val="Berschrift1"/></w:pPr><w:r><w:t>Care</w:t></w:r></w:p><w:p><w:r><w:t xml:space="preserve">Water </w:t></w:r><w:r><w:t>weekly &amp; well.</w:t></w:r></w:p><w:p><w:pPr><w:numPr><w:ilvl w:val="0"/></w:numPr></w:pPr><w:r><w:t>ferns</w:t></w:r></w:p><w:p><w:r><w:t># not a heading</w:t></w:r></w:p><w:tbl><w:tr><w:tc><w:p><w:r><w:t>a</w:t></w:r></w:p></w:tc><w:tc><w:p><w:r><w:t>b|c</w:t></w:r></w:p><w:p><w:r><w:t>d</w:t></w:r></w:p></w:tc></w:tr></w:tbl><w:p/></w:body>"#;
+        let xml = r#"<w:body><w:p><w:pPr><w:pStyle w:val="Berschrift1"/></w:pPr><w:r><w:t>Care</w:t></w:r></w:p><w:p><w:r><w:t xml:space="preserve">Water </w:t></w:r><w:r><w:t>weekly &amp; well.</w:t></w:r></w:p><w:p><w:pPr><w:numPr><w:ilvl w:val="0"/></w:numPr></w:pPr><w:r><w:t>ferns</w:t></w:r></w:p><w:p><w:r><w:t># not a heading</w:t></w:r></w:p><w:tbl><w:tr><w:tc><w:p><w:r><w:t>a</w:t></w:r></w:p></w:tc><w:tc><w:p><w:r><w:t>b|c</w:t></w:r></w:p><w:p><w:r><w:t>d</w:t></w:r></w:p></w:tc><w:tc><w:p><w:r><w:t>-5 °C</w:t></w:r></w:p></w:tc></w:tr></w:tbl><w:p/></w:body>"#;
         assert_eq!(
             body(xml, &styles),
-            "# Care\n\nWater weekly & well.\n\n- ferns\n\n\\# not a heading\n\n| a | b\\|c d |\n| --- | --- |\n\n"
+            "# Care\n\nWater weekly & well.\n\n- ferns\n\n\\# not a heading\n\n| a | b\\|c d | -5 °C |\n| --- | --- | --- |\n\n"
         );
     }
 

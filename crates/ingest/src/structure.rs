@@ -4,6 +4,8 @@
 //! ends at a line's end. Every character of a block's text keeps the position in the source
 //! it came from, so a chunk's offsets name its span of the source exactly.
 
+use ragctx_core::text::{closes_fence, code_fence, fenced_lines};
+
 /// What a block of a document is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -36,10 +38,6 @@ impl Text {
         for (k, &c) in source[s..e].iter().enumerate() {
             self.push(c, s + k);
         }
-    }
-    /// Appends a character that stands for source position `at` (a joining space).
-    fn push_at(&mut self, c: char, at: usize) {
-        self.push(c, at);
     }
     pub fn string(&self) -> String {
         self.chars.iter().collect()
@@ -115,18 +113,6 @@ fn atx_heading(line: &str) -> Option<(u8, String)> {
     Some((level as u8, words.to_owned()))
 }
 
-/// A fence opener (three or more backticks or tildes, indented at most three spaces): its
-/// character and length.
-fn fence(line: &str) -> Option<(char, usize)> {
-    let t = line.trim_start();
-    if line.len() - t.len() > 3 {
-        return None;
-    }
-    let c = t.chars().next().filter(|c| *c == '`' || *c == '~')?;
-    let n = t.chars().take_while(|x| *x == c).count();
-    (n >= 3).then_some((c, n))
-}
-
 /// `---`, `***`, `___` (spaces allowed between): a thematic break.
 fn thematic_break(t: &str) -> bool {
     let marks: Vec<char> = t.chars().filter(|c| !c.is_whitespace()).collect();
@@ -169,6 +155,20 @@ fn item_marker(t: &str) -> Option<usize> {
     None
 }
 
+/// A line of plain text (a DOCX paragraph, an HTML text run) as [`parse`] must read it: a
+/// leading character Markdown reads as structure — a heading, list, quote, table, fence or
+/// underline mark, or an ordered list's number — escaped with a backslash, which [`parse`]
+/// drops again. `<p>```</p>` would otherwise open a code block that swallows the rest.
+pub(crate) fn escape_line_start(words: &str) -> String {
+    let structural = words.starts_with(['#', '|', '>', '`', '~', '-', '*', '+', '=', '_', '\\', '[', '<'])
+        || words.starts_with(|c: char| c.is_ascii_digit());
+    if structural {
+        format!("\\{words}")
+    } else {
+        words.to_owned()
+    }
+}
+
 /// A paragraph or list item being read: its lines joined with single spaces.
 struct Open {
     kind: Kind,
@@ -183,7 +183,7 @@ impl Open {
             return;
         }
         if let Some(&last) = self.text.at.last() {
-            self.text.push_at(' ', last + 1);
+            self.text.push(' ', last + 1);
         }
         // Runs of white space inside a line (a comment blanked out, spaces for alignment) are
         // one space, as a reader sees them.
@@ -201,39 +201,28 @@ impl Open {
 /// keeps its position.
 pub(crate) fn hide_comments(chars: &mut [char]) {
     let spans = lines(chars);
-    let mut fenced: Option<(char, usize)> = None;
+    let texts: Vec<String> = spans.iter().map(|&(s, e)| chars[s..e].iter().collect()).collect();
+    let code = fenced_lines(&texts);
     let mut inside = false;
-    for (s, e) in spans {
-        let line: String = chars[s..e].iter().collect();
-        if !inside {
-            match (fenced, fence(&line)) {
-                (None, Some(f)) => {
-                    fenced = Some(f);
-                    continue;
-                }
-                (Some((c, n)), Some((c2, n2))) if c == c2 && n2 >= n && line.trim().chars().all(|x| x == c) => {
-                    fenced = None;
-                    continue;
-                }
-                (Some(_), _) => continue,
-                (None, None) => {}
-            }
+    for (k, &(s, e)) in spans.iter().enumerate() {
+        if code[k] && !inside {
+            continue;
         }
-        let mut k = s;
-        while k < e {
-            if !inside && chars[k..e].starts_with(&['<', '!', '-', '-']) {
+        let mut at = s;
+        while at < e {
+            if !inside && chars[at..e].starts_with(&['<', '!', '-', '-']) {
                 inside = true;
-                chars[k..k + 4].fill(' ');
-                k += 4;
-            } else if inside && chars[k..e].starts_with(&['-', '-', '>']) {
+                chars[at..at + 4].fill(' ');
+                at += 4;
+            } else if inside && chars[at..e].starts_with(&['-', '-', '>']) {
                 inside = false;
-                chars[k..k + 3].fill(' ');
-                k += 3;
+                chars[at..at + 3].fill(' ');
+                at += 3;
             } else {
                 if inside {
-                    chars[k] = ' ';
+                    chars[at] = ' ';
                 }
-                k += 1;
+                at += 1;
             }
         }
     }
@@ -244,7 +233,8 @@ pub(crate) fn hide_comments(chars: &mut [char]) {
 pub(crate) fn parse(chars: &[char], markdown: bool) -> Parsed {
     let mut out = Parsed::default();
     let spans = lines(chars);
-    let line = |k: usize| -> String { chars[spans[k].0..spans[k].1].iter().collect() };
+    let texts: Vec<String> = spans.iter().map(|&(s, e)| chars[s..e].iter().collect()).collect();
+    let line = |k: usize| texts[k].as_str();
     let mut open: Option<Open> = None;
     let flush = |open: &mut Option<Open>, out: &mut Parsed| {
         if let Some(o) = open.take() {
@@ -270,17 +260,16 @@ pub(crate) fn parse(chars: &[char], markdown: bool) -> Parsed {
         let l = line(k);
         let t = l.trim();
         if markdown {
-            if let Some((c, n)) = fence(&l) {
+            if let Some(open_fence) = code_fence(l) {
                 flush(&mut open, &mut out);
                 let mut text = Text::default();
                 text.extend(chars, s, e);
                 let mut j = k + 1;
                 while j < spans.len() {
                     let (js, je) = spans[j];
-                    text.push_at('\n', js.saturating_sub(1));
+                    text.push('\n', js.saturating_sub(1));
                     text.extend(chars, js, je);
-                    let closes = fence(&line(j)).is_some_and(|(c2, n2)| c2 == c && n2 >= n)
-                        && line(j).trim().chars().all(|x| x == c);
+                    let closes = closes_fence(line(j), open_fence);
                     j += 1;
                     if closes {
                         break;
@@ -304,7 +293,7 @@ pub(crate) fn parse(chars: &[char], markdown: bool) -> Parsed {
             continue;
         }
         if markdown {
-            if let Some((level, words)) = atx_heading(&l) {
+            if let Some((level, words)) = atx_heading(l) {
                 flush(&mut open, &mut out);
                 let mut text = Text::default();
                 let (ts, te) = trimmed(chars, (s, e));
@@ -322,7 +311,7 @@ pub(crate) fn parse(chars: &[char], markdown: bool) -> Parsed {
                 let mut text = Text::default();
                 let first = o.text.at.first().copied().unwrap_or(s);
                 for c in "#".repeat(level as usize).chars().chain([' ']) {
-                    text.push_at(c, first);
+                    text.push(c, first);
                 }
                 text.chars.extend(o.text.chars);
                 text.at.extend(o.text.at);
@@ -357,7 +346,7 @@ pub(crate) fn parse(chars: &[char], markdown: bool) -> Parsed {
                 }
                 for (n, i) in (k..=last).enumerate() {
                     if n > 0 {
-                        text.push_at('\n', spans[i].0.saturating_sub(1));
+                        text.push('\n', spans[i].0.saturating_sub(1));
                     }
                     text.extend(chars, spans[i].0, spans[i].1);
                 }
@@ -377,14 +366,17 @@ pub(crate) fn parse(chars: &[char], markdown: bool) -> Parsed {
             let body = s + lead + t.chars().take_while(|c| *c == '>' || *c == ' ').count();
             let o = open.get_or_insert_with(|| Open { kind: Kind::Paragraph, text: Text::default() });
             if o.text.chars.is_empty() {
-                o.text.push_at('>', s + lead);
-                o.text.push_at(' ', s + lead);
-                o.text.extend(chars, trimmed(chars, (body, e)).0, trimmed(chars, (body, e)).1);
-            } else {
-                o.join(chars, (body, e));
+                // `join` puts the one space between the sign and the words.
+                o.text.push('>', s + lead);
             }
+            o.join(chars, (body, e));
         } else {
-            open.get_or_insert_with(|| Open { kind: Kind::Paragraph, text: Text::default() }).join(chars, (s, e));
+            // A line opened by a backslash escape (`\# not a heading`): the backslash dropped.
+            let escaped = markdown
+                && t.starts_with('\\')
+                && t[1..].starts_with(|c: char| c.is_ascii_punctuation() || c.is_ascii_digit());
+            let from = if escaped { s + lead + 1 } else { s };
+            open.get_or_insert_with(|| Open { kind: Kind::Paragraph, text: Text::default() }).join(chars, (from, e));
         }
         k += 1;
     }
@@ -444,7 +436,7 @@ pub(crate) fn html_to_markdown(html: &str) -> (Option<String>, String) {
                 }
                 ("td" | "th", true) => out.push_str(" |"),
                 ("td", false) => out.push(' '),
-                ("br", _) if !pre => out.push('\n'),
+                ("br", _) => out.push('\n'),
                 ("pre", false) => {
                     pre = true;
                     out.push_str("\n\n```\n");
@@ -468,14 +460,18 @@ pub(crate) fn html_to_markdown(html: &str) -> (Option<String>, String) {
                 out.push_str(&text);
             } else {
                 // Outside `<pre>`, white space (line breaks and indentation of the source
-                // included) is one space, and none at the start of a line.
-                let words: Vec<&str> = text.split_whitespace().collect();
-                let fresh = out.is_empty() || out.ends_with(['\n', ' ']);
+                // included) is one space, and none at the start of a line, where a mark that
+                // Markdown would read as structure is escaped.
+                let words = text.split_whitespace().collect::<Vec<_>>().join(" ");
                 if !words.is_empty() {
-                    if !fresh && text.starts_with(char::is_whitespace) {
-                        out.push(' ');
+                    if out.is_empty() || out.ends_with('\n') {
+                        out.push_str(&escape_line_start(&words));
+                    } else {
+                        if !out.ends_with(' ') && text.starts_with(char::is_whitespace) {
+                            out.push(' ');
+                        }
+                        out.push_str(&words);
                     }
-                    out.push_str(&words.join(" "));
                     if text.ends_with(char::is_whitespace) {
                         out.push(' ');
                     }

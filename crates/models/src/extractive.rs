@@ -19,6 +19,7 @@ impl Default for ExtractiveGenerator {
 /// The answer when the context is empty.
 pub const NOTHING_FOUND: &str = "No new source in the corpus answers this; nothing to cite.";
 
+use ragctx_core::text::fenced_lines;
 pub use ragctx_core::text::{is_cjk, sentences, terms};
 
 impl ExtractiveGenerator {
@@ -99,33 +100,10 @@ fn delimiter_row(line: &str) -> bool {
 /// be). Sentences end at line ends, so this is [`sentences`] of each line kept.
 fn prose_sentences(text: &str) -> impl Iterator<Item = &str> {
     let lines: Vec<&str> = text.split('\n').collect();
-    let header: Vec<bool> = (0..lines.len())
-        .map(|k| delimiter_row(lines[k]) || lines.get(k + 1).is_some_and(|n| delimiter_row(n)))
-        .collect();
-    let mut fence: Option<(char, usize)> = None;
-    lines
-        .into_iter()
-        .zip(header)
-        .filter(|(_, header)| !header)
-        .map(|(line, _)| line)
-        .filter(move |line| {
-            let t = line.trim_start();
-            let mark = t.chars().next().filter(|c| *c == '`' || *c == '~');
-            let run = mark.map_or(0, |c| t.chars().take_while(|x| *x == c).count());
-            match (fence, mark) {
-                (None, Some(c)) if run >= 3 => {
-                    fence = Some((c, run));
-                    false
-                }
-                (Some((c, n)), Some(m)) if m == c && run >= n && t.trim_end().chars().all(|x| x == c) => {
-                    fence = None;
-                    false
-                }
-                (Some(_), _) => false,
-                (None, _) => true,
-            }
-        })
-        .flat_map(sentences)
+    let code = fenced_lines(&lines);
+    let header = |k: usize| delimiter_row(lines[k]) || lines.get(k + 1).is_some_and(|n| delimiter_row(n));
+    let kept: Vec<&str> = (0..lines.len()).filter(|&k| !code[k] && !header(k)).map(|k| lines[k]).collect();
+    kept.into_iter().flat_map(sentences)
 }
 
 /// A quoted sentence's own bracketed numbers (footnotes such as "[3]") written as "(3)", so

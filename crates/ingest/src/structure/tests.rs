@@ -103,3 +103,21 @@ fn link_definitions_and_lone_tags_are_not_text() {
         ]
     );
 }
+
+/// Text that starts like Markdown structure stays text: `<p>```</p>` opens no code block that
+/// would swallow the page, `# of users` is no heading, `1. ` no list; the escapes are dropped.
+#[test]
+fn html_text_that_looks_like_markdown_stays_text() {
+    let html = "<p>```</p><p>After the fence.</p><p># of users</p><p>1. not a list</p><p>[x]: not a link</p>";
+    let (_, md) = html_to_markdown(html);
+    assert_eq!(
+        blocks(&md, true),
+        vec![
+            (Kind::Paragraph, "```".into()),
+            (Kind::Paragraph, "After the fence.".into()),
+            (Kind::Paragraph, "# of users".into()),
+            (Kind::Paragraph, "1. not a list".into()),
+            (Kind::Paragraph, "[x]: not a link".into()),
+        ]
+    );
+}
