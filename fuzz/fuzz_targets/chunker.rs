@@ -1,4 +1,4 @@
-//! The md/txt/html/docx chunker: never panics; accepted documents give non-empty chunks with
+//! The md/txt/html/docx/pdf chunker: never panics; accepted documents give non-empty chunks with
 //! unique ids, consecutive ordinals and offsets inside the text, each under the size cap.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
@@ -6,7 +6,13 @@ use ragctx_ingest::{chunk_document, DocumentFormat, CHUNK_CHARS};
 use std::collections::HashSet;
 
 fuzz_target!(|data: &[u8]| {
-    for format in [DocumentFormat::Markdown, DocumentFormat::Text, DocumentFormat::Html, DocumentFormat::Docx] {
+    for format in [
+        DocumentFormat::Markdown,
+        DocumentFormat::Text,
+        DocumentFormat::Html,
+        DocumentFormat::Docx,
+        DocumentFormat::Pdf,
+    ] {
         let Ok(chunks) = chunk_document("dir/doc.x", data, format) else { continue };
         assert!(!chunks.is_empty());
         let mut ids = HashSet::new();

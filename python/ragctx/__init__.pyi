@@ -13,11 +13,15 @@ Metadata = Mapping[str, MetadataValue]
 #: or the same as JSON text.
 Filter = Union[Mapping[str, Any], str]
 
-class Citation(TypedDict):
+class _Citation(TypedDict):
     marker: int
     document_id: str
     title: str
     chunk_ids: List[str]
+
+class Citation(_Citation, total=False):
+    #: The pages the cited blocks are read from, ``[start, end]`` each (a PDF's; absent otherwise).
+    pages: List[Tuple[int, int]]
 
 class _ContextBlock(TypedDict):
     marker: int
@@ -70,9 +74,13 @@ class Turn(_Turn, total=False):
     #: The quantized embedding the turn searched with (`scale`, `values`).
     query_vector: Mapping[str, Any]
 
-class FormatTally(TypedDict):
+class _FormatTally(TypedDict):
     files: int
     chunks: int
+
+class FormatTally(_FormatTally, total=False):
+    #: Pages the files hold (PDF only).
+    pages: int
 
 class IngestReport(TypedDict):
     chunks: int
@@ -85,10 +93,12 @@ class IngestReport(TypedDict):
     cached: int
     stored: int
     skipped: List[str]
-    #: Files read and the chunks they gave, by format (``md``, ``txt``, ``html``, ``docx``, ``jsonl``).
+    #: Files read and the chunks they gave, by format (``md``, ``txt``, ``html``, ``docx``, ``pdf``, ``jsonl``).
     formats: Dict[str, FormatTally]
     #: Documents found in folders that could not be read, each ``[path, why]``: left out, the rest ingested.
     unreadable: List[Tuple[str, str]]
+    #: Documents ingested with a part left out, each ``[path, what]`` (a PDF's pages without a text layer).
+    partly_read: List[Tuple[str, str]]
     #: Chunks the lexical (BM25) index covers after the ingest; None for Milvus without one.
     lexical: Optional[int]
     seconds: float

@@ -44,9 +44,10 @@ def test_langchain_k_is_how_many_documents_come_back(engine):
 
 
 def test_documents_as_users_have_them_reach_langchain_with_their_sections(tmp_path):
-    """A hard-wrapped Markdown chapter and a DOCX ingested from Python: a LangChain document
-    carries the chunk's heading path (`section`), the title from the first heading (of any
-    level) or the DOCX's own, and the ingest report says per format what it read."""
+    """A hard-wrapped Markdown chapter, a DOCX and PDFs ingested from Python: a LangChain
+    document carries the chunk's heading path (`section`) and a PDF's pages, the title from the
+    first heading (of any level) or the document's own, and the ingest report says per format
+    what it read and which pages it left out."""
     import shutil
 
     from ragctx import Engine
@@ -60,11 +61,21 @@ def test_documents_as_users_have_them_reach_langchain_with_their_sections(tmp_pa
         "## Recoverable Errors\n\nMost errors are not serious enough to\nstop the program.\n\n"
         "### Propagating Errors\n\nA function can return the error to the\ncalling code instead of handling it.\n"
     )
-    shutil.copy(REPO / "tests" / "fixtures" / "documents" / "care-guide.docx", docs / "care-guide.docx")
+    fixtures = REPO / "tests" / "fixtures" / "documents"
+    shutil.copy(fixtures / "care-guide.docx", docs / "care-guide.docx")
+    shutil.copy(fixtures / "pdf" / "report-pdftex.pdf", docs / "report.pdf")
+    shutil.copy(fixtures / "pdf" / "notice-scanned.pdf", docs / "notice.pdf")
     engine = Engine(data_dir=str(tmp_path / "data"), model_dir=str(MODEL))
     report = engine.ingest([str(docs)])
-    assert report["formats"] == {"docx": {"files": 1, "chunks": 3}, "md": {"files": 1, "chunks": 2}}
+    assert report["formats"] == {
+        "docx": {"files": 1, "chunks": 3},
+        "md": {"files": 1, "chunks": 2},
+        "pdf": {"files": 2, "pages": 8, "chunks": 7},
+    }
     assert report["unreadable"] == []
+    assert [why for _, why in report["partly_read"]] == [
+        f"{docs / 'notice.pdf'}: page 2 without a text layer (scanned? ragctx runs no OCR)"
+    ]
     r = RagctxRetriever(engine=engine, session="sections")
     found = r.invoke("How can a function return the error to the calling code?")
     chapter = [d for d in found if d.metadata["document_id"] == "errors.md"]
@@ -75,6 +86,15 @@ def test_documents_as_users_have_them_reach_langchain_with_their_sections(tmp_pa
     assert "return the error to the calling code instead" in top.page_content, "hard-wrapped lines joined"
     care = RagctxRetriever(engine=engine, session="docx").invoke("When should I water a calathea?")
     assert any(d.metadata["title"] == "Care guide for tropical plants" for d in care), care
+    # A PDF's page reaches the LangChain document as a number, with the section.
+    pages = RagctxRetriever(engine=engine, session="pdf").invoke("How many objects did the repair café fix?")
+    page5 = [d for d in pages if "fixed 774 of the 1,020 objects" in d.page_content]
+    assert page5, pages
+    meta = page5[0].metadata
+    assert (meta["page_start"], meta["page_end"], meta["section"]) == (5, 5, "Events and the repair café"), meta
+    assert isinstance(meta["page_start"], int)
+    turn = engine.trace("pdf")[0]
+    assert any(c["document_id"] == "report.pdf" and [5, 5] in c.get("pages", []) for c in turn["citations"]), turn
 
 
 def test_llama_index_retriever_runs_turns_of_one_session(engine):

@@ -10,7 +10,7 @@ pub use ragctx_engine::ingest::IngestProgress;
 pub use ragctx_engine::ingest::IngestReport;
 use ragctx_engine::ingest::{embed_chunks, store_embedded, FormatTally};
 use ragctx_engine::ScopedEmbeddingCache;
-use ragctx_ingest::{check_unique_ids, chunk_document, parse_jsonl, DocumentFormat, SourcedChunk};
+use ragctx_ingest::{check_unique_ids, parse_jsonl, read_document, DocumentFormat, SourcedChunk};
 use ragctx_models::Cl100kCounter;
 use ragctx_store::{DataDir, DataDirCache};
 use std::collections::BTreeMap;
@@ -31,6 +31,8 @@ pub struct Read {
     pub formats: BTreeMap<String, FormatTally>,
     /// Documents found in folders that could not be read, and why: left out, the rest read.
     pub unreadable: Vec<(PathBuf, String)>,
+    /// Documents read with a part left out (a PDF's pages without text), and what and why.
+    pub partly_read: Vec<(PathBuf, String)>,
 }
 
 /// Reads every path (files, or directories walked recursively) into chunks.
@@ -66,7 +68,7 @@ pub fn read_paths(paths: &[PathBuf]) -> Result<Read> {
             let name = arg.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
             if !read_file(arg, &name, &mut read)? {
                 return Err(Error::InvalidInput(format!(
-                    "{}: unsupported file type (use .jsonl, .md, .txt, .html or .docx)",
+                    "{}: unsupported file type (use .jsonl, .md, .txt, .html, .docx or .pdf)",
                     arg.display()
                 )));
             }
@@ -102,22 +104,29 @@ fn read_file(path: &Path, document_id: &str, read: &mut Read) -> Result<bool> {
         return Ok(false);
     }
     let bytes = std::fs::read(path).map_err(|e| Error::InvalidInput(format!("cannot read {shown}: {e}")))?;
-    let chunks = match format {
-        Some(f) => chunk_document(document_id, &bytes, f).map_err(|mut e| {
-            e.file = shown.clone();
-            e
-        })?,
-        None => parse_jsonl(&shown, &bytes)?,
+    let (chunks, pages) = match format {
+        Some(f) => {
+            let document = read_document(document_id, &bytes, f).map_err(|mut e| {
+                e.file = shown.clone();
+                e
+            })?;
+            for what in document.left_out {
+                read.partly_read.push((path.to_path_buf(), format!("{shown}: {what}")));
+            }
+            (document.chunks, document.pages)
+        }
+        None => (parse_jsonl(&shown, &bytes)?, None),
     };
     read.files += 1;
     let tally = read.formats.entry(format.map_or("jsonl", DocumentFormat::name).to_owned()).or_default();
     tally.files += 1;
     tally.chunks += chunks.len();
+    tally.pages += pages.unwrap_or(0) as usize;
     read.chunks.extend(chunks);
     Ok(true)
 }
 
-/// Ingests files or folders (`.jsonl`, `.md`, `.txt`, `.html`, `.docx`, folders walked).
+/// Ingests files or folders (`.jsonl`, `.md`, `.txt`, `.html`, `.docx`, `.pdf`, folders walked).
 ///
 /// The data dir is opened only to read and write the cache and, at the end, to upsert: a
 /// long ingest does not lock out other processes while it embeds.
@@ -234,6 +243,7 @@ fn finish(mut report: IngestReport, read: Read, started: Instant) -> IngestRepor
     report.skipped = read.skipped;
     report.formats = read.formats;
     report.unreadable = read.unreadable;
+    report.partly_read = read.partly_read;
     report.seconds = started.elapsed().as_secs_f64();
     report
 }

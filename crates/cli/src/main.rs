@@ -200,7 +200,7 @@ fn settings(cli: &Cli, turn: Option<&TurnFlags>) -> Result<Settings> {
 fn require_store(s: &Settings) -> Result<()> {
     if matches!(s.backend(), ragctx_app::Backend::Embedded) && !ragctx_app::holds_store(s.data_dir()) {
         return Err(ragctx_core::Error::NotFound(format!(
-            "no ragctx store at {}: fill it first with `ragctx ingest PATH...` (.jsonl, .md, .txt, .html or .docx files or folders), or point --data-dir (RAGCTX_DATA_DIR) at an existing one",
+            "no ragctx store at {}: fill it first with `ragctx ingest PATH...` (.jsonl, .md, .txt, .html, .docx or .pdf files or folders), or point --data-dir (RAGCTX_DATA_DIR) at an existing one",
             s.data_dir().display()
         ))
         .into());

@@ -40,8 +40,11 @@ pub fn print_turn(out: &Trace, json: bool) -> Result<()> {
                 1 => String::new(),
                 n => format!("{n} passages, "),
             };
+            // The pages of all the document's passages (a PDF's), as one citation names them.
+            let pages: Vec<(u32, u32)> = blocks.iter().filter_map(|b| ragctx_core::pages(&b.metadata)).collect();
+            let pages = if pages.is_empty() { String::new() } else { format!(", {}", ragctx_core::page_label(&pages)) };
             println!(
-                "  [{marker}] {} ({}){carried}  {passages}score {:.3}, {} tokens{side}",
+                "  [{marker}] {} ({}{pages}){carried}  {passages}score {:.3}, {} tokens{side}",
                 ragctx_core::shown_title(&first.title, &first.metadata),
                 first.document_id,
                 best.score,

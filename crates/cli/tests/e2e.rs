@@ -550,14 +550,23 @@ fn documents_as_users_have_them() {
     .unwrap();
     std::fs::copy(repo().join("tests/fixtures/documents/care-guide.docx"), dir.join("care-guide.docx")).unwrap();
     std::fs::write(dir.join("broken.docx"), "not a zip package").unwrap();
-    std::fs::write(dir.join("scan.pdf"), "%PDF-1.4").unwrap();
+    let pdfs = repo().join("tests/fixtures/documents/pdf");
+    std::fs::copy(pdfs.join("report-libreoffice.pdf"), dir.join("report.pdf")).unwrap();
+    std::fs::copy(pdfs.join("notice-scanned.pdf"), dir.join("notice.pdf")).unwrap();
+    std::fs::write(dir.join("broken.pdf"), "%PDF-1.4").unwrap();
+    std::fs::write(dir.join("logo.svg"), "<svg/>").unwrap();
     let out = env.ok(&["ingest", dir.to_str().unwrap()]);
-    assert!(out.contains("read docx: 1 files, 3 chunks; html: 1 files, 1 chunks; md: 1 files, 2 chunks"), "{out}");
-    assert!(out.contains("skipped 1 files of other types (.pdf 1)"), "{out}");
     assert!(
-        out.contains("left out 1 files that could not be read:") && out.contains("broken.docx: not a DOCX package"),
+        out.contains("read docx: 1 files, 3 chunks; html: 1 files, 1 chunks; md: 1 files, 2 chunks; pdf: 2 files, 8 pages, 7 chunks"),
         "{out}"
     );
+    assert!(out.contains("skipped 1 files of other types (.svg 1)"), "{out}");
+    assert!(out.contains("left out 2 files that could not be read:"), "{out}");
+    assert!(
+        out.contains("broken.docx: not a DOCX package") && out.contains("broken.pdf: not a readable PDF ("),
+        "{out}"
+    );
+    assert!(out.contains("read in part (1):") && out.contains("notice.pdf: page 2 without a text layer"), "{out}");
 
     let question = "What does propagating the error to the calling code mean?";
     let t = env.ask("docs", &["--budget", "1000"], question);
@@ -593,6 +602,34 @@ fn documents_as_users_have_them() {
     let line = shown.lines().find(|l| l.contains("(ch09-errors.md)")).unwrap_or_else(|| panic!("{shown}"));
     assert!(line.contains("Recoverable Errors with Result › Propagating Errors (ch09-errors.md)"), "{shown}");
     assert_eq!(shown.lines().filter(|l| l.contains("(ch09-errors.md)")).count(), 1, "{shown}");
+
+    // A PDF: each block names its page, in its metadata, its header and the citation; the
+    // CLI's source line names the pages.
+    let question = "How many people does the reading room on the third floor seat?";
+    let pdf = env.ask("pdf", &["--budget", "1000"], question);
+    let blocks = pdf["context"].as_array().unwrap();
+    let block = blocks.iter().find(|b| b["text"].as_str().unwrap().contains("seats 84 people")).expect("page 3");
+    assert_eq!(block["document_id"], "report.pdf");
+    assert_eq!(block["title"], "Harbour Street Library: annual report 2025");
+    assert_eq!((block["metadata"]["page_start"].as_u64(), block["metadata"]["page_end"].as_u64()), (Some(3), Some(3)));
+    assert_eq!(block["metadata"]["section"], "The reading room on the third floor");
+    let cited = pdf["citations"].as_array().unwrap().iter().find(|c| c["document_id"] == "report.pdf").expect("cited");
+    let covers = |r: &Value| r[0].as_u64().unwrap() <= 3 && 3 <= r[1].as_u64().unwrap();
+    assert!(cited["pages"].as_array().unwrap().iter().any(covers), "{cited}");
+    let shown = env.ok(&["ask", "--session", "pdf-plain", "--budget", "1000", question]);
+    let line = shown.lines().find(|l| l.contains("(report.pdf")).unwrap_or_else(|| panic!("{shown}"));
+    // The same pages as the citation of the same turn in JSON, as a reader names them.
+    let ranges: Vec<String> = cited["pages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| match (r[0].as_u64().unwrap(), r[1].as_u64().unwrap()) {
+            (s, e) if s == e => s.to_string(),
+            (s, e) => format!("{s}–{e}"),
+        })
+        .collect();
+    let label = format!("{} {}", if ranges.len() > 1 { "pp." } else { "p." }, ranges.join(", "));
+    assert!(line.contains(&format!("(report.pdf, {label})")), "{label}: {shown}");
 }
 
 #[test]

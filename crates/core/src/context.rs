@@ -31,15 +31,20 @@ pub struct ContextBlock {
 }
 
 impl ContextBlock {
-    /// `[marker] title (document_id)`: the header of a block or a pointer, without the turn note
-    /// or the line break.
-    pub fn header(marker: u32, title: &str, document_id: &DocumentId) -> String {
-        format!("[{marker}] {title} ({document_id})")
+    /// `[marker] title › section (document_id, p. 3–4)`: the header of a block or a pointer,
+    /// without the turn note or the line break. The heading path ([`SECTION_KEY`]) follows the
+    /// title and the pages ([`PAGE_START_KEY`], [`PAGE_END_KEY`]) the document, when the
+    /// metadata holds them.
+    pub fn header(marker: u32, title: &str, document_id: &DocumentId, metadata: &crate::Metadata) -> String {
+        let title = shown_title(title, metadata);
+        match pages(metadata) {
+            Some(pages) => format!("[{marker}] {title} ({document_id}, {})", page_label(&[pages])),
+            None => format!("[{marker}] {title} ({document_id})"),
+        }
     }
-    /// The header line of this block: a carried block says which turn first showed it; a
-    /// chunk's heading path (`section` metadata) follows the title.
+    /// The header line of this block: a carried block says which turn first showed it.
     pub fn heading(&self) -> String {
-        let header = Self::header(self.marker, &shown_title(&self.title, &self.metadata), &self.document_id);
+        let header = Self::header(self.marker, &self.title, &self.document_id, &self.metadata);
         match self.carried_from {
             Some(turn) => format!("{header} — shown in turn {turn}"),
             None => header,
@@ -80,7 +85,7 @@ impl Pointer {
     pub fn render(&self) -> String {
         format!(
             "{} — shown in turn {}\n",
-            ContextBlock::header(self.marker, &shown_title(&self.title, &self.metadata), &self.document_id),
+            ContextBlock::header(self.marker, &self.title, &self.document_id, &self.metadata),
             self.shown_in_turn
         )
     }
@@ -102,6 +107,48 @@ pub fn shown_title<'a>(title: &'a str, metadata: &crate::Metadata) -> std::borro
         }
         _ => std::borrow::Cow::Borrowed(title),
     }
+}
+
+/// The metadata key of the first page a chunk's text is read from (1-based, as a reader of the
+/// document counts pages; the PDF reader sets it, a JSONL line may give it too).
+pub const PAGE_START_KEY: &str = "page_start";
+
+/// The metadata key of the last page a chunk's text is read from.
+pub const PAGE_END_KEY: &str = "page_end";
+
+/// The pages a chunk or block spans, from its metadata: `page_start`..=`page_end` (`page_end`
+/// defaults to `page_start`); `None` without a whole positive `page_start`.
+pub fn pages(metadata: &crate::Metadata) -> Option<(u32, u32)> {
+    let page = |key| match metadata.get(key) {
+        Some(crate::MetaValue::Number(n)) if *n >= 1.0 && *n <= u32::MAX as f64 && n.fract() == 0.0 => Some(*n as u32),
+        _ => None,
+    };
+    let start = page(PAGE_START_KEY)?;
+    Some((start, page(PAGE_END_KEY).unwrap_or(start).max(start)))
+}
+
+/// Page ranges in order, overlapping and touching ones merged.
+pub fn merge_pages(ranges: &[(u32, u32)]) -> Vec<(u32, u32)> {
+    let mut sorted = ranges.to_vec();
+    sorted.sort_unstable();
+    let mut merged: Vec<(u32, u32)> = Vec::new();
+    for (s, e) in sorted {
+        match merged.last_mut() {
+            Some(last) if s <= last.1.saturating_add(1) => last.1 = last.1.max(e),
+            _ => merged.push((s, e)),
+        }
+    }
+    merged
+}
+
+/// Pages as a citation names them: `p. 3`, `p. 3–4`, `pp. 2, 5–7` (ranges in order, overlapping
+/// and touching ones merged).
+pub fn page_label(ranges: &[(u32, u32)]) -> String {
+    let merged = merge_pages(ranges);
+    let parts: Vec<String> =
+        merged.iter().map(|&(s, e)| if s == e { s.to_string() } else { format!("{s}–{e}") }).collect();
+    let prefix = if parts.len() > 1 { "pp." } else { "p." };
+    format!("{prefix} {}", parts.join(", "))
 }
 
 /// Every citation marker `[n]` (1 to 6 digits) in `text`, with its byte range, in order.
@@ -137,4 +184,38 @@ pub struct Citation {
     pub title: String,
     /// Every chunk of this turn's blocks and pointers under that marker.
     pub chunk_ids: Vec<ChunkId>,
+    /// The pages those blocks and pointers are read from (`[start, end]`, 1-based, in order,
+    /// overlapping ranges merged): empty for a document without pages.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pages: Vec<(u32, u32)>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{MetaValue, Metadata};
+
+    fn meta(pairs: &[(&str, MetaValue)]) -> Metadata {
+        let mut m = Metadata::default();
+        for (k, v) in pairs {
+            m.insert(k, v.clone()).unwrap();
+        }
+        m
+    }
+
+    #[test]
+    fn a_header_names_the_section_and_the_pages() {
+        let (n, s) = (MetaValue::Number, |s: &str| MetaValue::String(s.into()));
+        let m = meta(&[(PAGE_START_KEY, n(3.0)), (PAGE_END_KEY, n(4.0)), (SECTION_KEY, s("Money"))]);
+        assert_eq!(ContextBlock::header(2, "Report", &"r.pdf".into(), &m), "[2] Report › Money (r.pdf, p. 3–4)");
+        assert_eq!(pages(&meta(&[(PAGE_START_KEY, n(7.0))])), Some((7, 7)));
+        // Not a page: zero, a fraction, a string; an end before the start reads as the start.
+        for bad in [n(0.0), n(2.5), s("3")] {
+            assert_eq!(pages(&meta(&[(PAGE_START_KEY, bad)])), None);
+        }
+        assert_eq!(pages(&meta(&[(PAGE_START_KEY, n(5.0)), (PAGE_END_KEY, n(2.0))])), Some((5, 5)));
+        assert_eq!(ContextBlock::header(1, "T", &"d".into(), &Metadata::default()), "[1] T (d)");
+        assert_eq!(page_label(&[(6, 7), (2, 2), (3, 3), (9, 9)]), "pp. 2–3, 6–7, 9");
+        assert_eq!(page_label(&[(4, 4), (4, 5)]), "p. 4–5");
+    }
 }

@@ -71,7 +71,10 @@ mod traits;
 mod turn;
 
 pub use chunk::{check_replacement, check_vectors, Chunk, DocumentSummary, EmbeddedChunk, Replaced, CHUNK_TOKENIZER};
-pub use context::{citation_markers, shown_title, Citation, ContextBlock, Pointer, SECTION_KEY, SECTION_SEPARATOR};
+pub use context::{
+    citation_markers, merge_pages, page_label, pages, shown_title, Citation, ContextBlock, Pointer, PAGE_END_KEY,
+    PAGE_START_KEY, SECTION_KEY, SECTION_SEPARATOR,
+};
 pub use error::{Error, ErrorKind, Report, Result, Source};
 pub use filter::{
     Field, Filter, FilterError, Range, Scalar, MAX_DEPTH as MAX_FILTER_DEPTH, MAX_TERMS as MAX_FILTER_TERMS,

@@ -121,7 +121,7 @@ pub fn build_context(
             score: f.score,
             carried_from: f.carried_from,
             text: f.text.clone(),
-            metadata: f.chunks.first().map(|c| c.metadata.clone()).unwrap_or_default(),
+            metadata: block_metadata(&f.chunks),
         };
         block.tokens = block_tokens(&block, f, counter);
         if out.admit(&f.document_id, marker, known, block.tokens, budget, &mut next) {
@@ -132,6 +132,19 @@ pub fn build_context(
     let inside: BTreeSet<&DocumentId> = out.blocks.iter().map(|b| &b.document_id).collect();
     out.dropped_by_budget.retain(|d| !inside.contains(d));
     out
+}
+
+/// A block's metadata: its first chunk's, with the last page any of its chunks is read from
+/// (merged adjacent chunks of a PDF span their pages together).
+fn block_metadata(chunks: &[ragctx_core::Chunk]) -> ragctx_core::Metadata {
+    let mut metadata = chunks.first().map(|c| c.metadata.clone()).unwrap_or_default();
+    if let Some((start, _)) = ragctx_core::pages(&metadata) {
+        let end = chunks.iter().filter_map(|c| ragctx_core::pages(&c.metadata)).map(|(_, e)| e).max().unwrap_or(start);
+        let end = ragctx_core::MetaValue::Number(f64::from(end.max(start)));
+        // A metadata already holding its most keys without `page_end` keeps the first page's.
+        let _ = metadata.insert(ragctx_core::PAGE_END_KEY, end);
+    }
+    metadata
 }
 
 /// Tokens of a rendered block. A single-chunk block whose text was counted at ingest
@@ -225,23 +238,27 @@ pub fn check_citations(answer: &str, blocks: &[ContextBlock], pointers: &[Pointe
     let mut citations = Vec::new();
     let mut invalid = Vec::new();
     for m in parse_markers(answer) {
-        let named: Vec<(&DocumentId, &str, &[ChunkId])> = blocks
+        type Named<'a> = (&'a DocumentId, &'a str, &'a [ChunkId], &'a ragctx_core::Metadata);
+        let named: Vec<Named> = blocks
             .iter()
             .filter(|b| b.marker == m)
-            .map(|b| (&b.document_id, b.title.as_str(), b.chunk_ids.as_slice()))
+            .map(|b| (&b.document_id, b.title.as_str(), b.chunk_ids.as_slice(), &b.metadata))
             .chain(
                 pointers
                     .iter()
                     .filter(|p| p.marker == m)
-                    .map(|p| (&p.document_id, p.title.as_str(), p.chunk_ids.as_slice())),
+                    .map(|p| (&p.document_id, p.title.as_str(), p.chunk_ids.as_slice(), &p.metadata)),
             )
             .collect();
         match named.first() {
-            Some((document_id, title, _)) => citations.push(Citation {
+            Some((document_id, title, _, _)) => citations.push(Citation {
                 marker: m,
                 document_id: (*document_id).clone(),
                 title: (*title).to_owned(),
                 chunk_ids: named.iter().flat_map(|n| n.2.iter().cloned()).collect(),
+                pages: ragctx_core::merge_pages(
+                    &named.iter().filter_map(|n| ragctx_core::pages(n.3)).collect::<Vec<_>>(),
+                ),
             }),
             None => invalid.push(m),
         }
@@ -298,6 +315,27 @@ mod tests {
         assert_eq!((c.blocks[0].marker, c.blocks[2].marker), (5, 6), "new ones take the next free markers");
         assert_eq!(c.new_markers.len(), 2);
         assert!(c.blocks[0].render().starts_with("[5] t (a)\n"));
+    }
+
+    /// Adjacent chunks of a PDF merged into one block span their pages: the header, the
+    /// block's metadata and the citation name them all.
+    #[test]
+    fn a_block_over_a_page_break_names_its_pages() {
+        let counter = Cl100kCounter::new();
+        let mut f = frag("r.pdf", 20, 0.9);
+        let mut second = f.chunks[0].clone();
+        second.id = "r.pdf#1".into();
+        for (c, page) in [(&mut f.chunks[0], 2.0), (&mut second, 3.0)] {
+            c.metadata.insert(ragctx_core::PAGE_START_KEY, ragctx_core::MetaValue::Number(page)).unwrap();
+            c.metadata.insert(ragctx_core::PAGE_END_KEY, ragctx_core::MetaValue::Number(page)).unwrap();
+        }
+        f.chunks.push(second);
+        let c = build_context(&[f], &[], &BTreeMap::new(), 200, &counter);
+        assert!(c.blocks[0].render().starts_with("[1] t (r.pdf, p. 2–3)\n"), "{}", c.blocks[0].render());
+        assert_eq!(c.blocks[0].tokens, counter.count(&c.blocks[0].render()));
+        assert_eq!(ragctx_core::pages(&c.blocks[0].metadata), Some((2, 3)));
+        let (cites, _) = check_citations("as [1] says", &c.blocks, &[]);
+        assert_eq!(cites[0].pages, vec![(2, 3)]);
     }
 
     #[test]

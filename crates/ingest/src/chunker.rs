@@ -1,7 +1,8 @@
 use crate::docx::docx_to_markdown;
+use crate::pdf::pdf_to_markdown;
 use crate::structure::{hide_comments, html_to_markdown, parse, Block, Kind};
 use crate::{InputError, SourcedChunk};
-use ragctx_core::{Chunk, MetaValue, Metadata, SECTION_KEY, SECTION_SEPARATOR};
+use ragctx_core::{Chunk, MetaValue, Metadata, PAGE_END_KEY, PAGE_START_KEY, SECTION_KEY, SECTION_SEPARATOR};
 
 /// Target size of a chunk in characters (about 200–250 MiniLM tokens of English, under the
 /// embedder's 256-token window).
@@ -23,10 +24,14 @@ pub enum DocumentFormat {
     /// `.docx`: paragraphs, headings (by style), list items and tables (a row a unit), titled
     /// by the document's own title, else its first heading.
     Docx,
+    /// `.pdf`: the text layer in reading order, headings by their larger type, each chunk with
+    /// its pages ([`PAGE_START_KEY`], [`PAGE_END_KEY`]); titled by the document's own title,
+    /// else its first heading. Pages without text (a scan) are left out and reported.
+    Pdf,
 }
 
 impl DocumentFormat {
-    /// By file extension: `.md`/`.markdown`, `.txt`, `.html`/`.htm`, `.docx`.
+    /// By file extension: `.md`/`.markdown`, `.txt`, `.html`/`.htm`, `.docx`, `.pdf`.
     pub fn from_path(path: &str) -> Option<Self> {
         let ext = path.rsplit_once('.')?.1.to_ascii_lowercase();
         match ext.as_str() {
@@ -34,17 +39,19 @@ impl DocumentFormat {
             "txt" => Some(Self::Text),
             "html" | "htm" => Some(Self::Html),
             "docx" => Some(Self::Docx),
+            "pdf" => Some(Self::Pdf),
             _ => None,
         }
     }
 
-    /// The format's short name, as the ingest report counts it (`md`, `txt`, `html`, `docx`).
+    /// The format's short name, as the ingest report counts it (`md`, `txt`, `html`, `docx`, `pdf`).
     pub fn name(self) -> &'static str {
         match self {
             Self::Markdown => "md",
             Self::Text => "txt",
             Self::Html => "html",
             Self::Docx => "docx",
+            Self::Pdf => "pdf",
         }
     }
 }
@@ -63,6 +70,24 @@ pub fn chunk_document(
     bytes: &[u8],
     format: DocumentFormat,
 ) -> Result<Vec<SourcedChunk>, InputError> {
+    read_document(document_id, bytes, format).map(|d| d.chunks)
+}
+
+/// A document read into chunks, with what of it could not be read.
+#[derive(Debug, Default)]
+pub struct ReadDocument {
+    /// Its chunks, as [`chunk_document`] gives them.
+    pub chunks: Vec<SourcedChunk>,
+    /// Its pages, for a format that has them (PDF).
+    pub pages: Option<u32>,
+    /// What of the document was left out, each with why (a PDF's pages without a text layer,
+    /// or pages that could not be decoded); the rest is read.
+    pub left_out: Vec<String>,
+}
+
+/// [`chunk_document`], saying also what of the document was left out (a PDF's scanned pages).
+pub fn read_document(document_id: &str, bytes: &[u8], format: DocumentFormat) -> Result<ReadDocument, InputError> {
+    let error = |message: String| InputError { file: document_id.to_owned(), line: None, message };
     let (named, text, markdown) = match format {
         DocumentFormat::Html => {
             let (title, text) = html_to_markdown(utf8(document_id, bytes)?);
@@ -75,15 +100,57 @@ pub fn chunk_document(
             (title, raw.to_owned(), false)
         }
         DocumentFormat::Docx => {
-            let (title, text) = docx_to_markdown(bytes).map_err(|message| InputError {
-                file: document_id.to_owned(),
-                line: None,
-                message,
-            })?;
+            let (title, text) = docx_to_markdown(bytes).map_err(error)?;
             (title, text, true)
         }
+        DocumentFormat::Pdf => return read_pdf(document_id, bytes),
     };
-    chunk_text(document_id, named, &text, markdown)
+    let chunks = chunk_text(document_id, named, &text, markdown, true)?;
+    Ok(ReadDocument { chunks, ..Default::default() })
+}
+
+/// A PDF's chunks, each with the pages its text is read from.
+fn read_pdf(document_id: &str, bytes: &[u8]) -> Result<ReadDocument, InputError> {
+    let error = |message: String| InputError { file: document_id.to_owned(), line: None, message };
+    chunk_pdf(document_id, pdf_to_markdown(bytes).map_err(error)?)
+}
+
+/// Chunks a PDF's text, each chunk with the pages its text is read from.
+pub(crate) fn chunk_pdf(document_id: &str, pdf: crate::pdf::PdfText) -> Result<ReadDocument, InputError> {
+    let error = |message: String| InputError { file: document_id.to_owned(), line: None, message };
+    let mut left_out = Vec::new();
+    if !pdf.without_text.is_empty() {
+        left_out.push(format!("{} without a text layer (scanned? ragctx runs no OCR)", page_list(&pdf.without_text)));
+    }
+    for (page, why) in &pdf.unreadable {
+        left_out.push(format!("page {page} could not be read ({why})"));
+    }
+    if pdf.page_starts.is_empty() {
+        let why = if left_out.is_empty() { "no text".to_owned() } else { left_out.join("; ") };
+        return Err(error(format!("no text to read in its {} pages: {why}", pdf.pages)));
+    }
+    let mut chunks = chunk_text(document_id, pdf.title, &pdf.markdown, true, false)?;
+    let page_at = |offset: usize| {
+        let k = pdf.page_starts.partition_point(|(start, _)| *start <= offset);
+        pdf.page_starts[k.saturating_sub(1)].1
+    };
+    for c in &mut chunks {
+        let (start, end) = (c.chunk.start.unwrap_or(0) as usize, c.chunk.end.unwrap_or(0) as usize);
+        let (first, last) = (page_at(start), page_at(end.saturating_sub(1).max(start)));
+        for (key, page) in [(PAGE_START_KEY, first), (PAGE_END_KEY, last)] {
+            c.chunk.metadata.insert(key, MetaValue::Number(f64::from(page))).expect("a valid key and a number");
+        }
+    }
+    Ok(ReadDocument { chunks, pages: Some(pdf.pages), left_out })
+}
+
+/// `page 3` or `pages 2, 5–7`.
+fn page_list(pages: &[u32]) -> String {
+    let label = ragctx_core::page_label(&pages.iter().map(|p| (*p, *p)).collect::<Vec<_>>());
+    match label.strip_prefix("p. ") {
+        Some(one) if !one.contains('–') => format!("page {one}"),
+        _ => format!("pages {}", label.trim_start_matches("pp. ").trim_start_matches("p. ")),
+    }
 }
 
 /// The document's text, or the line its UTF-8 breaks on.
@@ -95,15 +162,17 @@ fn utf8<'a>(document_id: &str, bytes: &'a [u8]) -> Result<&'a str, InputError> {
 }
 
 /// Chunks a document's text (Markdown when `markdown`, else plain text), titled `named`
-/// when it names itself.
+/// when it names itself; `comments`: HTML comments in Markdown are hidden (not in Markdown
+/// written from a PDF's text, whose every character was on the page).
 fn chunk_text(
     document_id: &str,
     named: Option<String>,
     text: &str,
     markdown: bool,
+    comments: bool,
 ) -> Result<Vec<SourcedChunk>, InputError> {
     let mut chars: Vec<char> = text.chars().collect();
-    if markdown {
+    if markdown && comments {
         hide_comments(&mut chars);
     }
     let parsed = parse(&chars, markdown);

@@ -1,7 +1,7 @@
 //! Reading what users ingest into chunks, before anything is embedded or written:
 //! pre-chunked JSONL ([`parse_jsonl`]), records sent as a JSON array or JSONL
 //! ([`read_records`]), and documents chunked here ([`chunk_document`]: `.md`, `.txt`,
-//! `.html`, `.docx`). Pure functions over bytes; every error names the file and, where there is one,
+//! `.html`, `.docx`, `.pdf`). Pure functions over bytes; every error names the file and, where there is one,
 //! the line. The engine embeds and stores what this crate reads (`ragctx_engine::ingest`).
 //!
 //! ```
@@ -14,9 +14,10 @@
 mod chunker;
 mod docx;
 mod jsonl;
+mod pdf;
 mod structure;
 
-pub use chunker::{chunk_document, DocumentFormat, CHUNK_CHARS};
+pub use chunker::{chunk_document, read_document, DocumentFormat, ReadDocument, CHUNK_CHARS};
 pub use jsonl::parse_jsonl;
 pub use ragctx_core::{SECTION_KEY, SECTION_SEPARATOR};
 

@@ -127,12 +127,15 @@ pub struct IngestReport {
     pub stored: usize,
     /// Files of other types found in folders and left out.
     pub skipped: Vec<PathBuf>,
-    /// Files read and the chunks they gave, by format (`jsonl`, `md`, `txt`, `html`); empty
-    /// for records.
+    /// Files read and the chunks they gave, by format (`jsonl`, `md`, `txt`, `html`, `docx`,
+    /// `pdf`); empty for records.
     pub formats: std::collections::BTreeMap<String, FormatTally>,
     /// Documents found in folders that could not be read, each with why (a broken or
     /// encrypted file): left out, the rest ingested.
     pub unreadable: Vec<(PathBuf, String)>,
+    /// Documents ingested with a part left out, each with what and why (a PDF's pages
+    /// without a text layer, or that could not be decoded).
+    pub partly_read: Vec<(PathBuf, String)>,
     /// Chunks the lexical (BM25) index covers, built with the ingest; `None` for a backend
     /// without one.
     pub lexical: Option<usize>,
@@ -147,6 +150,14 @@ pub struct FormatTally {
     pub files: usize,
     /// Chunks they gave.
     pub chunks: usize,
+    /// Pages they hold, for a format that has pages (PDF); 0 for the others (and then not
+    /// serialized).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub pages: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl std::fmt::Display for IngestReport {
@@ -172,7 +183,10 @@ impl std::fmt::Display for IngestReport {
             let read: Vec<String> = self
                 .formats
                 .iter()
-                .map(|(format, t)| format!("{format}: {} files, {} chunks", t.files, t.chunks))
+                .map(|(format, t)| match t.pages {
+                    0 => format!("{format}: {} files, {} chunks", t.files, t.chunks),
+                    pages => format!("{format}: {} files, {pages} pages, {} chunks", t.files, t.chunks),
+                })
                 .collect();
             write!(f, "\nread {}", read.join("; "))?;
         }
@@ -192,6 +206,12 @@ impl std::fmt::Display for IngestReport {
             write!(f, "\nleft out {} files that could not be read:", self.unreadable.len())?;
             for (_, why) in &self.unreadable {
                 write!(f, "\n  {why}")?;
+            }
+        }
+        if !self.partly_read.is_empty() {
+            write!(f, "\nread in part ({}):", self.partly_read.len())?;
+            for (_, what) in &self.partly_read {
+                write!(f, "\n  {what}")?;
             }
         }
         Ok(())
@@ -250,6 +270,7 @@ pub fn store_embedded(store: &dyn VectorStore, embedded: Embedded, append: bool)
         skipped: Vec::new(),
         formats: Default::default(),
         unreadable: Vec::new(),
+        partly_read: Vec::new(),
         lexical,
         seconds: 0.0,
     })

@@ -1,0 +1,507 @@
+//! PDF read through its text layer (`pdf-extract` on `lopdf`, chosen by measuring: see
+//! `bench/README.md`, "PDF"), each page into lines with their font size and position, then as
+//! a reader sees it: running headers, footers and page numbers left out, a word hyphenated at
+//! a line's end joined, a TeX accent set on its letter, a ligature spelt out, a bullet read as
+//! a list item, a paragraph told by the space above it or its indent, and a heading by its
+//! larger type. The result is Markdown for [`crate::structure::parse`], with the character
+//! offset where each page starts, so that a chunk knows its pages.
+//!
+//! A page without a text layer (a scan: ragctx runs no OCR) or one that cannot be read is
+//! left out and named; a document with no text at all is refused with why.
+
+use crate::structure::escape_line_start;
+use pdf_extract::{MediaBox, OutputDev, OutputError, Transform};
+use std::collections::{HashMap, HashSet};
+
+/// A PDF's text as Markdown, page by page.
+#[derive(Debug, Default)]
+pub(crate) struct PdfText {
+    /// The document's own title (its Info dictionary's `/Title`), when it has one.
+    pub title: Option<String>,
+    /// The Markdown of the whole document.
+    pub markdown: String,
+    /// Where each page's text starts in `markdown`, in characters, with its 1-based number
+    /// (pages without text are absent).
+    pub page_starts: Vec<(usize, u32)>,
+    /// Pages in the document.
+    pub pages: u32,
+    /// Pages without a text layer (1-based).
+    pub without_text: Vec<u32>,
+    /// Pages that could not be read, with why.
+    pub unreadable: Vec<(u32, String)>,
+}
+
+/// What stands between the cells of a table's row in a line's text.
+const CELL: char = '\u{1F}';
+
+/// A gap between two glyphs of a line this many font sizes wide parts two cells of a table.
+const COLUMN_GAP: f64 = 1.5;
+
+/// One line of a page as laid out.
+#[derive(Clone, Debug)]
+struct Line {
+    text: String,
+    /// Left edge and baseline (from the top of the page), in points.
+    x: f64,
+    y: f64,
+    /// The right edge of its last glyph.
+    end: f64,
+    /// The largest font size of its glyphs, in points.
+    size: f64,
+}
+
+/// Collects a page's glyphs into lines: the spacing rules of `pdf-extract`'s plain text
+/// output (a gap wider than a tenth of the font size is a space; a move down is a new line),
+/// with each line's geometry kept.
+#[derive(Default)]
+struct Lines {
+    lines: Vec<Line>,
+    page_height: f64,
+    word_start: bool,
+}
+
+impl OutputDev for Lines {
+    fn begin_page(&mut self, _: u32, media_box: &MediaBox, _: Option<(f64, f64, f64, f64)>) -> Result<(), OutputError> {
+        self.page_height = media_box.ury - media_box.lly;
+        Ok(())
+    }
+    fn end_page(&mut self) -> Result<(), OutputError> {
+        Ok(())
+    }
+    fn output_character(
+        &mut self,
+        trm: &Transform,
+        width: f64,
+        _: f64,
+        font_size: f64,
+        c: &str,
+    ) -> Result<(), OutputError> {
+        let (x, y) = (trm.m31, self.page_height - trm.m32);
+        let sx = font_size * (trm.m11 + trm.m21);
+        let sy = font_size * (trm.m12 + trm.m22);
+        let size = (sx * sy).abs().sqrt();
+        if !(x.is_finite() && y.is_finite() && size.is_finite()) || size <= 0.0 {
+            return Ok(());
+        }
+        let new_line = match self.lines.last() {
+            None => true,
+            Some(l) => (y - l.y).abs() > size * 1.5 || (x < l.end && (y - l.y).abs() > size * 0.5),
+        };
+        if new_line {
+            self.lines.push(Line { text: String::new(), x, y, end: x, size });
+        }
+        let line = self.lines.last_mut().expect("a line");
+        // Punctuation closes the word before it, however far a producer set it.
+        let closing = c.starts_with([',', '.', ';', ':', '!', '?', ')']);
+        if new_line || closing {
+        } else if x > line.end + size * COLUMN_GAP && !line.text.is_empty() {
+            // A gap as wide as a column's: the next cell of a table's row.
+            while line.text.ends_with(' ') {
+                line.text.pop();
+            }
+            line.text.push(CELL);
+        } else if self.word_start && x > line.end + size * 0.1 && !line.text.ends_with([' ', CELL]) {
+            line.text.push(' ');
+        }
+        line.text.push_str(c);
+        line.end = x + width * size;
+        line.size = line.size.max(size);
+        self.word_start = false;
+        Ok(())
+    }
+    fn begin_word(&mut self) -> Result<(), OutputError> {
+        self.word_start = true;
+        Ok(())
+    }
+    fn end_word(&mut self) -> Result<(), OutputError> {
+        Ok(())
+    }
+    fn end_line(&mut self) -> Result<(), OutputError> {
+        Ok(())
+    }
+}
+
+/// Reads a PDF's text layer, or says why it cannot be read.
+pub(crate) fn pdf_to_markdown(bytes: &[u8]) -> Result<PdfText, String> {
+    if !bytes.starts_with(b"%PDF-") && !bytes[..bytes.len().min(1024)].windows(5).any(|w| w == b"%PDF-") {
+        return Err("not a PDF file (no %PDF- header)".into());
+    }
+    let mut doc = pdf_extract::Document::load_mem(bytes).map_err(|e| format!("not a readable PDF ({e})"))?;
+    if doc.is_encrypted() && doc.decrypt("").is_err() {
+        return Err("encrypted (password-protected): ragctx cannot read it".into());
+    }
+    let title = doc
+        .trailer
+        .get(b"Info")
+        .ok()
+        .and_then(|info| match info {
+            pdf_extract::Object::Reference(id) => doc.get_dictionary(*id).ok(),
+            pdf_extract::Object::Dictionary(d) => Some(d),
+            _ => None,
+        })
+        .and_then(|info| info.get(b"Title").ok())
+        .and_then(|t| pdf_extract::decode_text_string(t).ok())
+        .map(|t| t.split_whitespace().collect::<Vec<_>>().join(" "))
+        .filter(|t| !t.is_empty() && !looks_like_a_file_name(t));
+    let numbers: Vec<u32> = doc.get_pages().keys().copied().collect();
+    let mut out = PdfText { title, pages: numbers.len() as u32, ..Default::default() };
+    let mut pages: Vec<(u32, Vec<Line>)> = Vec::new();
+    for n in numbers {
+        let mut lines = Lines::default();
+        // pdf-extract panics on some malformed content streams: one page lost, not the ingest.
+        let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            pdf_extract::output_doc_page(&doc, &mut lines, n)
+        }));
+        match read {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                out.unreadable.push((n, e.to_string()));
+                continue;
+            }
+            Err(_) => {
+                out.unreadable.push((n, "its content could not be decoded".into()));
+                continue;
+            }
+        }
+        let lines: Vec<Line> = lines
+            .lines
+            .into_iter()
+            .map(|mut l| {
+                l.text = spelt_out(l.text.trim());
+                l
+            })
+            .filter(|l| !l.text.is_empty())
+            .collect();
+        if lines.is_empty() {
+            out.without_text.push(n);
+        } else {
+            pages.push((n, lines));
+        }
+    }
+    drop_running_lines(&mut pages);
+    write_markdown(&pages, &mut out);
+    Ok(out)
+}
+
+/// A title some producers set to the source's file name (`report.docx`, `Microsoft Word - x.doc`).
+fn looks_like_a_file_name(t: &str) -> bool {
+    let lower = t.to_lowercase();
+    lower.starts_with("microsoft word - ")
+        || [".doc", ".docx", ".odt", ".tex", ".dvi", ".html", ".htm", ".txt", ".md", ".pdf", ".rtf"]
+            .iter()
+            .any(|e| lower.ends_with(e))
+}
+
+/// A ligature spelt out (`ﬁ` → `fi`), a TeX accent set on its letter (`caf´e` → `café`),
+/// control characters dropped.
+fn spelt_out(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\u{FB00}' => out.push_str("ff"),
+            '\u{FB01}' => out.push_str("fi"),
+            '\u{FB02}' => out.push_str("fl"),
+            '\u{FB03}' => out.push_str("ffi"),
+            '\u{FB04}' => out.push_str("ffl"),
+            '\u{FB05}' | '\u{FB06}' => out.push_str("st"),
+            '\u{00B4}' | '`' | '\u{02C6}' | '\u{00A8}' | '\u{02DC}' | '\u{02DA}' | '\u{02C7}'
+                if chars.peek().is_some_and(|n| n.is_alphabetic())
+                    && out.chars().last().is_some_and(char::is_alphabetic) =>
+            {
+                let letter = chars.next().expect("peeked");
+                match accented(c, letter) {
+                    Some(a) => out.push(a),
+                    None => {
+                        out.push(c);
+                        out.push(letter);
+                    }
+                }
+            }
+            c if c.is_control() && c != '\t' && c != CELL => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A letter with the accent TeX sets before it, when Unicode has it precomposed.
+fn accented(accent: char, letter: char) -> Option<char> {
+    let table: &[(char, &str, &str)] = &[
+        ('\u{00B4}', "aeiouyAEIOUYcnszCNSZ", "áéíóúýÁÉÍÓÚÝćńśźĆŃŚŹ"),
+        ('`', "aeiouAEIOU", "àèìòùÀÈÌÒÙ"),
+        ('\u{02C6}', "aeiouAEIOU", "âêîôûÂÊÎÔÛ"),
+        ('\u{00A8}', "aeiouyAEIOU", "äëïöüÿÄËÏÖÜ"),
+        ('\u{02DC}', "anoANO", "ãñõÃÑÕ"),
+        ('\u{02DA}', "aA", "åÅ"),
+        ('\u{02C7}', "cszrenCSZREN", "čšžřěňČŠŽŘĚŇ"),
+    ];
+    let (_, plain, marked) = table.iter().find(|(a, _, _)| *a == accent)?;
+    let i = plain.chars().position(|p| p == letter)?;
+    marked.chars().nth(i)
+}
+
+/// A line's shape for telling running headers and footers: digits as `#`, spaces dropped.
+fn shape(text: &str) -> String {
+    text.chars().filter(|c| !c.is_whitespace()).map(|c| if c.is_ascii_digit() { '#' } else { c }).collect()
+}
+
+/// A page number alone on a line: `7`, `- 7 -`, `Page 7`, `7 of 20`, `vii`.
+fn page_number(text: &str) -> bool {
+    let t = text.trim().trim_matches(|c: char| c == '-' || c == '–' || c == '—' || c.is_whitespace()).to_lowercase();
+    let t = t.strip_prefix("page").map(str::trim).unwrap_or(&t);
+    let digits = |s: &str| !s.is_empty() && s.len() <= 5 && s.chars().all(|c| c.is_ascii_digit());
+    let roman = |s: &str| !s.is_empty() && s.len() <= 6 && s.chars().all(|c| "ivxlc".contains(c));
+    match t.split_once(" of ").or_else(|| t.split_once('/')) {
+        Some((a, b)) => digits(a.trim()) && digits(b.trim()),
+        None => digits(t) || roman(t),
+    }
+}
+
+/// Leaves out the lines that run on every page: a page number at a page's top or bottom,
+/// and a header or footer (among a page's first or last two lines) that recurs, numbers
+/// aside, on at least three pages and two in five of them.
+fn drop_running_lines(pages: &mut [(u32, Vec<Line>)]) {
+    let edge = |lines: &[Line]| -> Vec<usize> {
+        let n = lines.len();
+        let mut at: Vec<usize> = (0..n.min(2)).chain(n.saturating_sub(2)..n).collect();
+        at.dedup();
+        at
+    };
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for (_, lines) in pages.iter() {
+        let shapes: HashSet<String> = edge(lines).into_iter().map(|i| shape(&lines[i].text)).collect();
+        for s in shapes {
+            *seen.entry(s).or_default() += 1;
+        }
+    }
+    let total = pages.len();
+    let running = |s: &str| seen.get(s).is_some_and(|&k| k >= 3 && k * 5 >= total * 2);
+    for (_, lines) in pages.iter_mut() {
+        let drop: HashSet<usize> = edge(lines)
+            .into_iter()
+            .filter(|&i| page_number(&lines[i].text) || running(&shape(&lines[i].text)))
+            .collect();
+        let mut i = 0;
+        lines.retain(|_| {
+            i += 1;
+            !drop.contains(&(i - 1))
+        });
+    }
+}
+
+/// A bullet that starts a list item (`•`, `◦`, `▪`, Symbol's private-use bullet, …).
+fn bullet(text: &str) -> Option<&str> {
+    let mut chars = text.chars();
+    let first = chars.next()?;
+    let rest = chars.as_str();
+    let is_bullet = matches!(
+        first,
+        '•' | '◦'
+            | '▪'
+            | '▫'
+            | '●'
+            | '○'
+            | '■'
+            | '□'
+            | '‣'
+            | '⁃'
+            | '∙'
+            | '·'
+            | '\u{F0B7}'
+            | '\u{F0A7}'
+            | '–'
+            | '‹'
+    ) || (first == '-' && rest.starts_with(' '));
+    (is_bullet && rest.starts_with([' ', '\t'])).then(|| rest.trim_start())
+}
+
+/// Writes the pages as Markdown: headings by size (the larger the type, the higher the level),
+/// paragraphs split where the space above a line or its indent says so, bullets as list items,
+/// hyphenated line ends joined. Fills `markdown` and `page_starts`.
+fn write_markdown(pages: &[(u32, Vec<Line>)], out: &mut PdfText) {
+    // The body's size: the size most characters are set in.
+    let mut by_size: HashMap<i64, usize> = HashMap::new();
+    for l in pages.iter().flat_map(|(_, ls)| ls) {
+        *by_size.entry((l.size * 10.0).round() as i64).or_default() += l.text.chars().count();
+    }
+    let body = by_size.iter().max_by_key(|(s, n)| (**n, -**s)).map(|(s, _)| *s as f64 / 10.0).unwrap_or(10.0);
+    let is_heading =
+        |l: &Line| l.size >= body * 1.15 && l.text.chars().count() <= 150 && l.text.chars().any(char::is_alphabetic);
+    // Heading levels: the distinct heading sizes, largest first.
+    let mut sizes: Vec<i64> =
+        pages.iter().flat_map(|(_, ls)| ls).filter(|l| is_heading(l)).map(|l| (l.size * 10.0).round() as i64).collect();
+    sizes.sort_unstable_by(|a, b| b.cmp(a));
+    sizes.dedup();
+    let level =
+        |l: &Line| sizes.iter().position(|s| *s == (l.size * 10.0).round() as i64).map_or(6, |p| (p + 1).min(6));
+    // Words the document spells with a hyphen: `self-` + `service` keeps its hyphen.
+    let hyphenated: HashSet<String> = pages
+        .iter()
+        .flat_map(|(_, ls)| ls)
+        .flat_map(|l| l.text.split_whitespace())
+        .filter(|w| w.trim_matches(|c: char| !c.is_alphanumeric()).contains('-'))
+        .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()).to_lowercase())
+        .collect();
+
+    // A heading set over two lines is one heading.
+    let pages: Vec<(u32, Vec<Line>)> = pages
+        .iter()
+        .map(|(n, lines)| {
+            let mut merged: Vec<Line> = Vec::with_capacity(lines.len());
+            for l in lines {
+                match merged.last_mut() {
+                    Some(p)
+                        if is_heading(p)
+                            && is_heading(l)
+                            && (p.size - l.size).abs() < 0.05
+                            && l.y > p.y
+                            && l.y - p.y <= l.size * 1.6 =>
+                    {
+                        p.text.push(' ');
+                        p.text.push_str(&l.text);
+                        p.y = l.y;
+                    }
+                    _ => merged.push(l.clone()),
+                }
+            }
+            (*n, merged)
+        })
+        .collect();
+    let mut md = String::new();
+    let mut chars = 0usize;
+    // The paragraph being written, as one line (joined), and whether it is a list item.
+    let mut para = String::new();
+    let flush = |md: &mut String, chars: &mut usize, para: &mut String| {
+        if !para.is_empty() {
+            let text = format!("{para}\n\n");
+            *chars += text.chars().count();
+            md.push_str(&text);
+            para.clear();
+        }
+    };
+    for (n, lines) in &pages {
+        // A paragraph that runs on from the last page stays one, unless the page starts
+        // with a heading, a bullet, or a capital after a finished sentence.
+        let left = lines.iter().map(|l| l.x).fold(f64::INFINITY, f64::min);
+        let mut page_start = Some(*n);
+        let mut prev: Option<&Line> = None;
+        for l in lines {
+            // A table's row: cells that each hold a word or a number (else the gaps were
+            // only wide spaces).
+            let row = l.text.contains(CELL) && l.text.split(CELL).all(|c| c.chars().any(char::is_alphanumeric));
+            let heading = is_heading(l) && !row;
+            let item = bullet(&l.text);
+            let gap = prev.map(|p| l.y - p.y);
+            let indent = l.x - left;
+            let new_paragraph = match prev {
+                None => {
+                    let ends = para.trim_end().ends_with(['.', '!', '?', ':', '"', '”', ')']);
+                    para.is_empty() || ends || l.text.starts_with(char::is_uppercase)
+                }
+                Some(p) => {
+                    let in_item = para.starts_with("- ");
+                    is_heading(p)
+                        || para.starts_with("| ")
+                        || gap.is_some_and(|g| g > p.size.max(l.size) * 1.6 || g < 0.0)
+                        // An indented first line (not an item's next line).
+                        || (indent > l.size * 0.8 && (p.x - left) < l.size * 0.3 && !in_item)
+                        // Back at the margin after an item's indented lines.
+                        || (in_item && (p.x - left) > l.size * 0.8 && indent < l.size * 0.3)
+                }
+            };
+            if row {
+                // A table's row: one line `| a | b |`, a delimiter after a table's first row.
+                let cells: Vec<String> = l.text.split(CELL).map(|c| c.trim().replace('|', "\\|")).collect();
+                let line = format!("| {} |", cells.join(" | "));
+                if para.starts_with("| ") {
+                    para.push('\n');
+                    para.push_str(&line);
+                } else {
+                    flush(&mut md, &mut chars, &mut para);
+                    para = format!("{line}\n|{}", " --- |".repeat(cells.len()));
+                }
+                if let Some(page) = page_start.take() {
+                    out.page_starts.push((chars, page));
+                }
+                prev = Some(l);
+                continue;
+            }
+            if heading || item.is_some() || new_paragraph {
+                flush(&mut md, &mut chars, &mut para);
+            }
+            if let Some(page) = page_start.take() {
+                out.page_starts.push((chars, page));
+            }
+            if heading {
+                let text = format!("{} {}\n\n", "#".repeat(level(l)), l.text);
+                chars += text.chars().count();
+                md.push_str(&text);
+            } else if let Some(rest) = item {
+                para.push_str("- ");
+                para.push_str(&escape_line_start(&rest.replace(CELL, " ")));
+            } else {
+                let text = l.text.replace(CELL, " ");
+                if para.is_empty() {
+                    para.push_str(&escape_line_start(&text));
+                } else {
+                    join_line(&mut para, &text, &hyphenated);
+                }
+            }
+            prev = Some(l);
+        }
+    }
+    flush(&mut md, &mut chars, &mut para);
+    out.markdown = md;
+}
+
+/// Joins the next line of a paragraph: a word hyphenated at the line's end is joined without
+/// its hyphen, unless the document spells it with one (`self-service`).
+fn join_line(para: &mut String, next: &str, hyphenated: &HashSet<String>) {
+    let last_word: String = para.rsplit(' ').next().unwrap_or("").to_owned();
+    let first_word = next.split_whitespace().next().unwrap_or("");
+    let broken = last_word.len() > 1
+        && last_word.ends_with('-')
+        && last_word[..last_word.len() - 1].ends_with(char::is_alphabetic)
+        && first_word.starts_with(char::is_lowercase);
+    if broken {
+        let whole = format!("{last_word}{first_word}");
+        let whole = whole.trim_matches(|c: char| !c.is_alphanumeric()).to_lowercase();
+        if !hyphenated.contains(&whole) {
+            para.pop();
+        }
+        para.push_str(next);
+    } else {
+        para.push(' ');
+        para.push_str(next);
+    }
+}
+
+#[cfg(test)]
+mod tests;
+
+#[cfg(test)]
+mod unit {
+    use super::*;
+
+    #[test]
+    fn a_reader_s_text_from_a_typesetter_s_glyphs() {
+        assert_eq!(spelt_out("caf\u{00B4}e \u{FB01}nd e\u{FB00}ort"), "café find effort");
+        assert_eq!(spelt_out("a ` b"), "a ` b");
+        for n in ["7", "- 12 -", "Page 3", "3 of 20", "iv", "12/40"] {
+            assert!(page_number(n), "{n}");
+        }
+        for not in ["2025 was a year", "Visits 131,700", "mix", "Page one"] {
+            assert!(!page_number(not), "{not}");
+        }
+        assert_eq!(bullet("\u{F0B7} Story hours"), Some("Story hours"));
+        assert_eq!(bullet("- item"), Some("item"));
+        assert_eq!(bullet("-5 °C at night"), None);
+        let hyphenated: HashSet<String> = ["self-service".to_owned()].into();
+        let mut p = "It welcomed wel-".to_owned();
+        join_line(&mut p, "comed guests and two self-", &hyphenated);
+        join_line(&mut p, "service machines.", &hyphenated);
+        assert_eq!(p, "It welcomed welcomed guests and two self-service machines.");
+        assert!(looks_like_a_file_name("Microsoft Word - report.doc") && !looks_like_a_file_name("Annual report"));
+    }
+}

@@ -1,0 +1,120 @@
+use super::*;
+use crate::{read_document, DocumentFormat};
+use ragctx_core::{MetaValue, PAGE_END_KEY, PAGE_START_KEY, SECTION_KEY};
+
+fn fixture(name: &str) -> Vec<u8> {
+    let path = format!("{}/../../tests/fixtures/documents/pdf/{name}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn pages_of(c: &crate::SourcedChunk) -> (Option<MetaValue>, Option<MetaValue>) {
+    (c.chunk.metadata.get(PAGE_START_KEY).cloned(), c.chunk.metadata.get(PAGE_END_KEY).cloned())
+}
+
+/// The report of `tests/fixtures/documents/pdf` as three producers print it (Chromium,
+/// LibreOffice from DOCX, pdfTeX), six pages, each stating a fact no other page does.
+#[test]
+fn three_producers_read_with_titles_sections_and_the_page_of_each_fact() {
+    let facts = [
+        (1, "welcomed 148,200 visits", "A year of the library"),
+        (2, "hosted 412 story hours", "The ground floor and the children"),
+        (3, "seats 84 people", "The reading room on the third floor"),
+        (4, "booked for 640 hours", "The makerspace in the basement"),
+        (5, "fixed 774 of the 1,020 objects", "Events and the repair café"),
+        (6, "spent 1.92 million euros", "Money and the year ahead"),
+    ];
+    for producer in ["chromium", "libreoffice", "pdftex"] {
+        let file = format!("report-{producer}.pdf");
+        let read = read_document(&file, &fixture(&file), DocumentFormat::Pdf).unwrap();
+        assert_eq!((read.pages, read.left_out.clone()), (Some(6), vec![]), "{producer}");
+        for c in &read.chunks {
+            assert_eq!(c.chunk.title, "Harbour Street Library: annual report 2025", "{producer}");
+        }
+        for (page, fact, section) in facts {
+            let at: Vec<&crate::SourcedChunk> = read.chunks.iter().filter(|c| c.chunk.text.contains(fact)).collect();
+            assert_eq!(at.len(), 1, "{producer}: {fact}");
+            let page = Some(MetaValue::Number(f64::from(page)));
+            assert_eq!(pages_of(at[0]), (page.clone(), page), "{producer}: {fact}");
+            let shown = match at[0].chunk.metadata.get(SECTION_KEY) {
+                Some(MetaValue::String(s)) => s.replace('’', "'"),
+                other => panic!("{producer}: {fact}: section {other:?}"),
+            };
+            assert!(shown.starts_with(section), "{producer}: {fact}: {shown}");
+        }
+        let all: String = read.chunks.iter().map(|c| c.chunk.text.as_str()).collect::<Vec<_>>().join("\n");
+        // No page number, no hyphen left from a broken line, the accent on its letter.
+        assert!(!all.lines().any(|l| page_number(l)), "{producer}: {all}");
+        assert!(all.contains("welcomed") && all.contains("machines") && all.contains("repair café"), "{producer}");
+        assert!(all.contains("self-service"), "{producer}");
+    }
+    // LibreOffice's bullets are list items, its table's rows rows.
+    let lo = read_document("r.pdf", &fixture("report-libreoffice.pdf"), DocumentFormat::Pdf).unwrap();
+    let all: String = lo.chunks.iter().map(|c| c.chunk.text.as_str()).collect::<Vec<_>>().join("\n");
+    assert!(all.contains("\n- The toy library lent 1,150 games"), "{all}");
+    assert!(all.contains("| Item | 2024 | 2025 |\n| --- | --- | --- |\n| Visits | 131,700 | 148,200 |"), "{all}");
+}
+
+fn line(text: &str, x: f64, y: f64, size: f64) -> Line {
+    Line { text: text.into(), x, y, end: x + 300.0, size }
+}
+
+/// A paragraph that runs on over a page break is one, and its chunk names both pages; a
+/// running header and the page numbers are left out; a heading set in larger type is a
+/// heading.
+#[test]
+fn a_paragraph_over_a_page_break_names_both_pages() {
+    let page = |n: u32, body: &[&str]| {
+        let mut lines = vec![line("Harbour Street Library — annual report", 72.0, 40.0, 9.0)];
+        for (i, t) in body.iter().enumerate() {
+            let heading = t.starts_with('#');
+            lines.push(line(
+                t.trim_start_matches("# "),
+                72.0,
+                80.0 + 14.0 * i as f64,
+                if heading { 16.0 } else { 11.0 },
+            ));
+        }
+        lines.push(line(&n.to_string(), 300.0, 760.0, 11.0));
+        (n, lines)
+    };
+    let mut pages = vec![
+        page(
+            1,
+            &[
+                "# Opening hours",
+                "The library opens at nine on weekdays and stays open",
+                "until eight in the evening, when the last",
+            ],
+        ),
+        page(2, &["readers leave by the garden door. On Saturdays it closes at four."]),
+        page(3, &["# Membership", "Members pay nothing and may borrow twenty items."]),
+    ];
+    drop_running_lines(&mut pages);
+    let mut pdf = PdfText { pages: 3, without_text: vec![4], ..Default::default() };
+    write_markdown(&pages, &mut pdf);
+    assert_eq!(
+        pdf.markdown,
+        "# Opening hours\n\nThe library opens at nine on weekdays and stays open until eight in the evening, when the last readers leave by the garden door. On Saturdays it closes at four.\n\n# Membership\n\nMembers pay nothing and may borrow twenty items.\n\n"
+    );
+    let read = crate::chunker::chunk_pdf("hours.pdf", pdf).unwrap();
+    assert_eq!(read.left_out, vec!["page 4 without a text layer (scanned? ragctx runs no OCR)".to_owned()]);
+    let n = |p: u32| Some(MetaValue::Number(f64::from(p)));
+    assert_eq!(read.chunks.len(), 2);
+    assert!(read.chunks[0].chunk.text.contains("garden door"));
+    assert_eq!(pages_of(&read.chunks[0]), (n(1), n(2)));
+    assert_eq!(pages_of(&read.chunks[1]), (n(3), n(3)));
+}
+
+#[test]
+fn what_cannot_be_read_is_said() {
+    let err = |bytes: &[u8]| read_document("x.pdf", bytes, DocumentFormat::Pdf).unwrap_err().to_string();
+    assert_eq!(err(b"plain text"), "x.pdf: not a PDF file (no %PDF- header)");
+    assert!(err(b"%PDF-1.7\n% nothing else").starts_with("x.pdf: not a readable PDF ("), "{}", err(b"%PDF-1.7\n"));
+    // Every page without text: refused, with why.
+    let pdf = PdfText { pages: 2, without_text: vec![1, 2], ..Default::default() };
+    let e = crate::chunker::chunk_pdf("scan.pdf", pdf).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "scan.pdf: no text to read in its 2 pages: pages 1–2 without a text layer (scanned? ragctx runs no OCR)"
+    );
+}
