@@ -112,7 +112,10 @@ pub fn read_document(document_id: &str, bytes: &[u8], format: DocumentFormat) ->
 /// A PDF's chunks, each with the pages its text is read from.
 fn read_pdf(document_id: &str, bytes: &[u8]) -> Result<ReadDocument, InputError> {
     let error = |message: String| InputError { file: document_id.to_owned(), line: None, message };
-    chunk_pdf(document_id, pdf_to_markdown(bytes).map_err(error)?)
+    // lopdf and pdf-extract panic on some malformed files: the file is refused, the ingest goes on.
+    let read = std::panic::catch_unwind(|| pdf_to_markdown(bytes))
+        .unwrap_or_else(|_| Err("not a readable PDF (its structure could not be decoded)".into()));
+    chunk_pdf(document_id, read.map_err(error)?)
 }
 
 /// Chunks a PDF's text, each chunk with the pages its text is read from.
@@ -122,8 +125,16 @@ pub(crate) fn chunk_pdf(document_id: &str, pdf: crate::pdf::PdfText) -> Result<R
     if !pdf.without_text.is_empty() {
         left_out.push(format!("{} without a text layer (scanned? ragctx runs no OCR)", page_list(&pdf.without_text)));
     }
+    // Pages that failed alike are named together.
+    let mut reasons: Vec<(&str, Vec<u32>)> = Vec::new();
     for (page, why) in &pdf.unreadable {
-        left_out.push(format!("page {page} could not be read ({why})"));
+        match reasons.iter_mut().find(|(w, _)| w == why) {
+            Some((_, pages)) => pages.push(*page),
+            None => reasons.push((why, vec![*page])),
+        }
+    }
+    for (why, pages) in reasons {
+        left_out.push(format!("{} could not be read ({why})", page_list(&pages)));
     }
     if pdf.page_starts.is_empty() {
         let why = if left_out.is_empty() { "no text".to_owned() } else { left_out.join("; ") };

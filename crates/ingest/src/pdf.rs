@@ -34,6 +34,9 @@ pub(crate) struct PdfText {
 /// What stands between the cells of a table's row in a line's text.
 const CELL: char = '\u{1F}';
 
+/// The size of a line read without its geometry ([`fallback_lines`]).
+const FALLBACK_SIZE: f64 = 1.0;
+
 /// A gap between two glyphs of a line this many font sizes wide parts two cells of a table.
 const COLUMN_GAP: f64 = 1.5;
 
@@ -50,12 +53,22 @@ struct Line {
     size: f64,
 }
 
-/// Collects a page's glyphs into lines: the spacing rules of `pdf-extract`'s plain text
-/// output (a gap wider than a tenth of the font size is a space; a move down is a new line),
-/// with each line's geometry kept.
+/// One glyph as placed on the page.
+struct Glyph {
+    text: String,
+    /// Left edge and baseline (from the top of the page), its advance and font size, in points.
+    x: f64,
+    y: f64,
+    advance: f64,
+    size: f64,
+    /// The first glyph of a text-showing operator (where a producer may start a word).
+    word_start: bool,
+}
+
+/// Collects a page's glyphs, laid out into lines at the page's end ([`Lines::lay_out`]).
 #[derive(Default)]
 struct Lines {
-    lines: Vec<Line>,
+    glyphs: Vec<Glyph>,
     page_height: f64,
     word_start: bool,
 }
@@ -80,32 +93,10 @@ impl OutputDev for Lines {
         let sx = font_size * (trm.m11 + trm.m21);
         let sy = font_size * (trm.m12 + trm.m22);
         let size = (sx * sy).abs().sqrt();
-        if !(x.is_finite() && y.is_finite() && size.is_finite()) || size <= 0.0 {
-            return Ok(());
+        if x.is_finite() && y.is_finite() && size.is_finite() && size > 0.0 {
+            let advance = if width.is_finite() { width * size } else { 0.0 };
+            self.glyphs.push(Glyph { text: c.to_owned(), x, y, advance, size, word_start: self.word_start });
         }
-        let new_line = match self.lines.last() {
-            None => true,
-            Some(l) => (y - l.y).abs() > size * 1.5 || (x < l.end && (y - l.y).abs() > size * 0.5),
-        };
-        if new_line {
-            self.lines.push(Line { text: String::new(), x, y, end: x, size });
-        }
-        let line = self.lines.last_mut().expect("a line");
-        // Punctuation closes the word before it, however far a producer set it.
-        let closing = c.starts_with([',', '.', ';', ':', '!', '?', ')']);
-        if new_line || closing {
-        } else if x > line.end + size * COLUMN_GAP && !line.text.is_empty() {
-            // A gap as wide as a column's: the next cell of a table's row.
-            while line.text.ends_with(' ') {
-                line.text.pop();
-            }
-            line.text.push(CELL);
-        } else if self.word_start && x > line.end + size * 0.1 && !line.text.ends_with([' ', CELL]) {
-            line.text.push(' ');
-        }
-        line.text.push_str(c);
-        line.end = x + width * size;
-        line.size = line.size.max(size);
         self.word_start = false;
         Ok(())
     }
@@ -119,6 +110,68 @@ impl OutputDev for Lines {
     fn end_line(&mut self) -> Result<(), OutputError> {
         Ok(())
     }
+}
+
+impl Lines {
+    /// The page's glyphs as lines: a move down starts a line; within a line a gap is a space
+    /// or, as wide as a column's, a table's next cell. A page that sets its own spaces (as
+    /// browsers and word processors do) gets a space from a gap only when it is wide: its
+    /// fonts' widths, which the gaps are measured with, are not always right. A page set
+    /// without space glyphs (TeX) gets one from any gap wider than a tenth of the type.
+    fn lay_out(self) -> Vec<Line> {
+        let spaces = self.glyphs.iter().filter(|g| g.text == " ").count();
+        let word_gap = if spaces * 100 >= self.glyphs.len() { 0.8 } else { 0.1 };
+        let mut lines: Vec<Line> = Vec::new();
+        for g in self.glyphs {
+            let (x, y, size) = (g.x, g.y, g.size);
+            let new_line = match lines.last() {
+                None => true,
+                Some(l) => (y - l.y).abs() > size * 1.5 || (x < l.end && (y - l.y).abs() > size * 0.5),
+            };
+            if new_line {
+                lines.push(Line { text: String::new(), x, y, end: x, size });
+            }
+            let line = lines.last_mut().expect("a line");
+            // Punctuation closes the word before it, however far a producer set it.
+            let closing = g.text.starts_with([',', '.', ';', ':', '!', '?', ')']);
+            if new_line || closing || g.text == " " {
+            } else if x > line.end + size * COLUMN_GAP && !line.text.trim().is_empty() {
+                // A gap as wide as a column's: the next cell of a table's row.
+                while line.text.ends_with(' ') {
+                    line.text.pop();
+                }
+                line.text.push(CELL);
+            } else if (g.word_start || word_gap > 0.5)
+                && x > line.end + size * word_gap
+                && !line.text.ends_with([' ', CELL])
+            {
+                line.text.push(' ');
+            }
+            if g.text == " " && line.text.ends_with([' ', CELL]) {
+                // One space, however many a producer set.
+            } else {
+                line.text.push_str(&g.text);
+            }
+            line.end = x + g.advance;
+            line.size = line.size.max(size);
+        }
+        lines
+    }
+}
+
+/// A page's text as lopdf reads it, when pdf-extract cannot decode the page (some fonts'
+/// maps): lines without geometry, set in no size (never a heading), a blank line a paragraph's end.
+fn fallback_lines(doc: &pdf_extract::Document, page: u32) -> Option<Vec<Line>> {
+    let text = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| doc.extract_text(&[page]))).ok()?.ok()?;
+    let mut y = 0.0;
+    let mut lines = Vec::new();
+    for l in text.lines() {
+        y += if l.trim().is_empty() { 4.0 } else { 1.2 };
+        if !l.trim().is_empty() {
+            lines.push(Line { text: l.to_owned(), x: 0.0, y, end: 0.0, size: FALLBACK_SIZE });
+        }
+    }
+    Some(lines).filter(|l| !l.is_empty())
 }
 
 /// Reads a PDF's text layer, or says why it cannot be read.
@@ -152,19 +205,21 @@ pub(crate) fn pdf_to_markdown(bytes: &[u8]) -> Result<PdfText, String> {
         let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             pdf_extract::output_doc_page(&doc, &mut lines, n)
         }));
-        match read {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                out.unreadable.push((n, e.to_string()));
-                continue;
-            }
-            Err(_) => {
-                out.unreadable.push((n, "its content could not be decoded".into()));
-                continue;
-            }
-        }
+        let lines = match read {
+            Ok(Ok(())) => lines.lay_out(),
+            failed => match fallback_lines(&doc, n) {
+                Some(lines) => lines,
+                None => {
+                    let why = match failed {
+                        Ok(Err(e)) => e.to_string(),
+                        _ => "its content could not be decoded".into(),
+                    };
+                    out.unreadable.push((n, why));
+                    continue;
+                }
+            },
+        };
         let lines: Vec<Line> = lines
-            .lines
             .into_iter()
             .map(|mut l| {
                 l.text = spelt_out(l.text.trim());
@@ -322,7 +377,7 @@ fn bullet(text: &str) -> Option<&str> {
 fn write_markdown(pages: &[(u32, Vec<Line>)], out: &mut PdfText) {
     // The body's size: the size most characters are set in.
     let mut by_size: HashMap<i64, usize> = HashMap::new();
-    for l in pages.iter().flat_map(|(_, ls)| ls) {
+    for l in pages.iter().flat_map(|(_, ls)| ls).filter(|l| l.size > FALLBACK_SIZE) {
         *by_size.entry((l.size * 10.0).round() as i64).or_default() += l.text.chars().count();
     }
     let body = by_size.iter().max_by_key(|(s, n)| (**n, -**s)).map(|(s, _)| *s as f64 / 10.0).unwrap_or(10.0);

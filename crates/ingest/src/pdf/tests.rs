@@ -117,4 +117,45 @@ fn what_cannot_be_read_is_said() {
         e,
         "scan.pdf: no text to read in its 2 pages: pages 1–2 without a text layer (scanned? ragctx runs no OCR)"
     );
+    // Pages that failed alike are named together.
+    let unreadable =
+        vec![(1, "bad font".to_owned()), (2, "bad font".to_owned()), (4, "bad font".to_owned()), (3, "x".to_owned())];
+    let e = crate::chunker::chunk_pdf("f.pdf", PdfText { pages: 4, unreadable, ..Default::default() }).unwrap_err();
+    assert_eq!(e.to_string(), "f.pdf: no text to read in its 4 pages: pages 1–2, 4 could not be read (bad font); page 3 could not be read (x)");
+}
+
+/// A page set with its own space glyphs (a browser's, a word processor's) takes a space from a
+/// gap only when it is wide (its fonts' widths may be wrong); one set without them (TeX) from
+/// any gap past a tenth of the type.
+#[test]
+fn spaces_come_from_the_page_s_own_or_from_gaps() {
+    let glyph = |text: &str, x: f64, advance: f64| Glyph {
+        text: text.into(),
+        x,
+        y: 100.0,
+        advance,
+        size: 10.0,
+        word_start: true,
+    };
+    // Widths read as zero: "ab cd" set with its space glyph, 5 pt a letter.
+    let own = Lines {
+        glyphs: vec![
+            glyph("a", 0.0, 0.0),
+            glyph("b", 5.0, 0.0),
+            glyph(" ", 10.0, 0.0),
+            glyph("c", 13.0, 0.0),
+            glyph("d", 18.0, 0.0),
+        ],
+        ..Default::default()
+    };
+    assert_eq!(own.lay_out()[0].text, "ab cd");
+    // TeX: no space glyphs, a word gap of 3 pt.
+    let tex = Lines {
+        glyphs: vec![glyph("a", 0.0, 5.0), glyph("b", 5.0, 5.0), glyph("c", 13.0, 5.0), glyph("d", 18.0, 5.0)],
+        ..Default::default()
+    };
+    assert_eq!(tex.lay_out()[0].text, "ab cd");
+    // A column's gap: a cell.
+    let row = Lines { glyphs: vec![glyph("a", 0.0, 5.0), glyph("1", 60.0, 5.0)], ..Default::default() };
+    assert_eq!(row.lay_out()[0].text, format!("a{CELL}1"));
 }
