@@ -51,6 +51,8 @@ struct Line {
     end: f64,
     /// The largest font size of its glyphs, in points.
     size: f64,
+    /// Whether its last glyph's width was known (`end` is then where it ends).
+    advance_known: bool,
 }
 
 /// One glyph as placed on the page.
@@ -114,13 +116,12 @@ impl OutputDev for Lines {
 
 impl Lines {
     /// The page's glyphs as lines: a move down starts a line; within a line a gap is a space
-    /// or, as wide as a column's, a table's next cell. A page that sets its own spaces (as
-    /// browsers and word processors do) gets a space from a gap only when it is wide: its
-    /// fonts' widths, which the gaps are measured with, are not always right. A page set
-    /// without space glyphs (TeX) gets one from any gap wider than a tenth of the type.
+    /// or, as wide as a column's, a table's next cell. A gap is measured from the end of the
+    /// glyph before, by its font's width: where the font gives none (some embedded fonts'
+    /// widths are not read), the gap holds that glyph's own width too, and only a wide one
+    /// (0.8 of the type) is a space; else any gap past a tenth of the type that starts a new
+    /// run of text is, as in pdf-extract's own plain text.
     fn lay_out(self) -> Vec<Line> {
-        let spaces = self.glyphs.iter().filter(|g| g.text == " ").count();
-        let word_gap = if spaces * 100 >= self.glyphs.len() { 0.8 } else { 0.1 };
         let mut lines: Vec<Line> = Vec::new();
         for g in self.glyphs {
             let (x, y, size) = (g.x, g.y, g.size);
@@ -129,7 +130,7 @@ impl Lines {
                 Some(l) => (y - l.y).abs() > size * 1.5 || (x < l.end && (y - l.y).abs() > size * 0.5),
             };
             if new_line {
-                lines.push(Line { text: String::new(), x, y, end: x, size });
+                lines.push(Line { text: String::new(), x, y, end: x, size, advance_known: true });
             }
             let line = lines.last_mut().expect("a line");
             // Punctuation closes the word before it, however far a producer set it.
@@ -141,11 +142,12 @@ impl Lines {
                     line.text.pop();
                 }
                 line.text.push(CELL);
-            } else if (g.word_start || word_gap > 0.5)
-                && x > line.end + size * word_gap
-                && !line.text.ends_with([' ', CELL])
-            {
-                line.text.push(' ');
+            } else if !line.text.ends_with([' ', CELL]) {
+                let gap = x - line.end;
+                let space = if line.advance_known { g.word_start && gap > size * 0.1 } else { gap > size * 0.8 };
+                if space {
+                    line.text.push(' ');
+                }
             }
             if g.text == " " && line.text.ends_with([' ', CELL]) {
                 // One space, however many a producer set.
@@ -153,6 +155,7 @@ impl Lines {
                 line.text.push_str(&g.text);
             }
             line.end = x + g.advance;
+            line.advance_known = g.advance > 0.0;
             line.size = line.size.max(size);
         }
         lines
@@ -168,7 +171,7 @@ fn fallback_lines(doc: &pdf_extract::Document, page: u32) -> Option<Vec<Line>> {
     for l in text.lines() {
         y += if l.trim().is_empty() { 4.0 } else { 1.2 };
         if !l.trim().is_empty() {
-            lines.push(Line { text: l.to_owned(), x: 0.0, y, end: 0.0, size: FALLBACK_SIZE });
+            lines.push(Line { text: l.to_owned(), x: 0.0, y, end: 0.0, size: FALLBACK_SIZE, advance_known: true });
         }
     }
     Some(lines).filter(|l| !l.is_empty())

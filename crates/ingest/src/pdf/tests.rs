@@ -55,7 +55,7 @@ fn three_producers_read_with_titles_sections_and_the_page_of_each_fact() {
 }
 
 fn line(text: &str, x: f64, y: f64, size: f64) -> Line {
-    Line { text: text.into(), x, y, end: x + 300.0, size }
+    Line { text: text.into(), x, y, end: x + 300.0, size, advance_known: true }
 }
 
 /// A paragraph that runs on over a page break is one, and its chunk names both pages; a
@@ -124,9 +124,8 @@ fn what_cannot_be_read_is_said() {
     assert_eq!(e.to_string(), "f.pdf: no text to read in its 4 pages: pages 1–2, 4 could not be read (bad font); page 3 could not be read (x)");
 }
 
-/// A page set with its own space glyphs (a browser's, a word processor's) takes a space from a
-/// gap only when it is wide (its fonts' widths may be wrong); one set without them (TeX) from
-/// any gap past a tenth of the type.
+/// A gap after a glyph of known width is a space past a tenth of the type (TeX sets no space
+/// glyphs); after one of unknown width only when wide; a page's own space glyphs count once.
 #[test]
 fn spaces_come_from_the_page_s_own_or_from_gaps() {
     let glyph = |text: &str, x: f64, advance: f64| Glyph {
