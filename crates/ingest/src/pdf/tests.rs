@@ -43,7 +43,7 @@ fn three_producers_read_with_titles_sections_and_the_page_of_each_fact() {
         }
         let all: String = read.chunks.iter().map(|c| c.chunk.text.as_str()).collect::<Vec<_>>().join("\n");
         // No page number, no hyphen left from a broken line, the accent on its letter.
-        assert!(!all.lines().any(|l| page_number(l)), "{producer}: {all}");
+        assert!(!all.lines().any(page_number), "{producer}: {all}");
         assert!(all.contains("welcomed") && all.contains("machines") && all.contains("repair café"), "{producer}");
         assert!(all.contains("self-service"), "{producer}");
     }
