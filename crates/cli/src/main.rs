@@ -73,7 +73,7 @@ type TurnFlags = TurnOverrides;
 
 #[derive(Subcommand)]
 enum Command {
-    /// Ingest .jsonl chunks or .md/.txt/.html documents (files or directories); each
+    /// Ingest .jsonl chunks or .md/.txt/.html/.docx/.pdf documents (files or directories); each
     /// document is replaced whole: chunks it no longer has are removed
     Ingest {
         /// Upsert chunks by id and keep a document's other chunks (add to documents)

@@ -618,7 +618,8 @@ fn documents_as_users_have_them() {
     assert!(cited["pages"].as_array().unwrap().iter().any(covers), "{cited}");
     let shown = env.ok(&["ask", "--session", "pdf-plain", "--budget", "1000", question]);
     let line = shown.lines().find(|l| l.contains("(report.pdf")).unwrap_or_else(|| panic!("{shown}"));
-    // The same pages as the citation of the same turn in JSON, as a reader names them.
+    // The same pages as the JSON turn's citation (same question, same store, another session),
+    // as a reader names them.
     let ranges: Vec<String> = cited["pages"]
         .as_array()
         .unwrap()

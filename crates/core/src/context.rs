@@ -1,7 +1,8 @@
 use crate::{ChunkId, DocumentId};
 use serde::{Deserialize, Serialize};
 
-/// One block of the context handed to the model: `[marker] title (document_id)` + text.
+/// One block of the context handed to the model: its header (`[marker] title › section
+/// (document_id, p. 3–4)`, [`ContextBlock::header`]) and its text.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ContextBlock {
     /// Stable within a session: a document keeps its marker across turns.
@@ -25,7 +26,8 @@ pub struct ContextBlock {
     pub carried_from: Option<u64>,
     /// The chunks' text, adjacent chunks joined without their overlap.
     pub text: String,
-    /// The metadata of the block's first chunk (a document's chunks usually share it; DESIGN §8).
+    /// The metadata of the block's first chunk (a document's chunks usually share it; DESIGN §8),
+    /// with `page_end` the last page any of its chunks is read from.
     #[serde(default, skip_serializing_if = "crate::Metadata::is_empty")]
     pub metadata: crate::Metadata,
 }
@@ -109,8 +111,9 @@ pub fn shown_title<'a>(title: &'a str, metadata: &crate::Metadata) -> std::borro
     }
 }
 
-/// The metadata key of the first page a chunk's text is read from (1-based, as a reader of the
-/// document counts pages; the PDF reader sets it, a JSONL line may give it too).
+/// The metadata key of the first page a chunk's text is read from: the page's place in the
+/// file, 1-based (not the label printed on it, which may be `iv` or start anywhere); the PDF
+/// reader sets it, a JSONL line may give it too.
 pub const PAGE_START_KEY: &str = "page_start";
 
 /// The metadata key of the last page a chunk's text is read from.

@@ -255,7 +255,7 @@ pub struct BlockOut {
     pub document_id: String,
     /// The document's title.
     pub title: String,
-    /// The first chunk's metadata.
+    /// The first chunk's metadata (`page_end`: the last chunk's page).
     pub metadata: serde_json::Value,
     /// The text.
     pub text: String,

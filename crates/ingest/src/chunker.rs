@@ -125,6 +125,12 @@ pub(crate) fn chunk_pdf(document_id: &str, pdf: crate::pdf::PdfText) -> Result<R
     if !pdf.without_text.is_empty() {
         left_out.push(format!("{} without a text layer (scanned? ragctx runs no OCR)", page_list(&pdf.without_text)));
     }
+    if !pdf.only_running.is_empty() {
+        left_out.push(format!(
+            "{} with only a running header or page number (scanned? ragctx runs no OCR)",
+            page_list(&pdf.only_running)
+        ));
+    }
     // Pages that failed alike are named together.
     let mut reasons: Vec<(&str, Vec<u32>)> = Vec::new();
     for (page, why) in &pdf.unreadable {

@@ -58,26 +58,37 @@ fn line(text: &str, x: f64, y: f64, size: f64) -> Line {
     Line { text: text.into(), x, y, end: x + 300.0, size, advance_known: true }
 }
 
+/// Pages of lines at 14 pt steps under a running header, with the page number at the foot;
+/// a line starting `# ` is set in 16 pt, the others in 11 pt.
+fn page(n: u32, body: &[&str]) -> (u32, Vec<Line>) {
+    let mut lines = vec![line("Harbour Street Library — annual report", 72.0, 40.0, 9.0)];
+    for (i, t) in body.iter().enumerate() {
+        let size = if t.starts_with("# ") { 16.0 } else { 11.0 };
+        lines.push(line(t.trim_start_matches("# "), 72.0, 80.0 + 14.0 * i as f64, size));
+    }
+    lines.push(line(&n.to_string(), 300.0, 760.0, 11.0));
+    (n, lines)
+}
+
+fn read(mut pages: Vec<(u32, Vec<Line>)>, total: u32) -> (PdfText, crate::ReadDocument) {
+    let only_running = drop_running_lines(&mut pages);
+    let mut pdf = PdfText { pages: total, only_running, ..Default::default() };
+    write_markdown(&pages, &mut pdf);
+    let markdown = pdf.markdown.clone();
+    let chunks = crate::chunker::chunk_pdf("hours.pdf", pdf).unwrap();
+    (PdfText { markdown, ..Default::default() }, chunks)
+}
+
+fn n(p: u32) -> Option<MetaValue> {
+    Some(MetaValue::Number(f64::from(p)))
+}
+
 /// A paragraph that runs on over a page break is one, and its chunk names both pages; a
-/// running header and the page numbers are left out; a heading set in larger type is a
-/// heading.
+/// running header and the page numbers are left out; a heading set
+/// in larger type is a heading; a page with nothing but the running lines is named.
 #[test]
 fn a_paragraph_over_a_page_break_names_both_pages() {
-    let page = |n: u32, body: &[&str]| {
-        let mut lines = vec![line("Harbour Street Library — annual report", 72.0, 40.0, 9.0)];
-        for (i, t) in body.iter().enumerate() {
-            let heading = t.starts_with('#');
-            lines.push(line(
-                t.trim_start_matches("# "),
-                72.0,
-                80.0 + 14.0 * i as f64,
-                if heading { 16.0 } else { 11.0 },
-            ));
-        }
-        lines.push(line(&n.to_string(), 300.0, 760.0, 11.0));
-        (n, lines)
-    };
-    let mut pages = vec![
+    let pages = vec![
         page(
             1,
             &[
@@ -88,21 +99,99 @@ fn a_paragraph_over_a_page_break_names_both_pages() {
         ),
         page(2, &["readers leave by the garden door. On Saturdays it closes at four."]),
         page(3, &["# Membership", "Members pay nothing and may borrow twenty items."]),
+        page(4, &[]),
     ];
-    drop_running_lines(&mut pages);
-    let mut pdf = PdfText { pages: 3, without_text: vec![4], ..Default::default() };
-    write_markdown(&pages, &mut pdf);
+    let (pdf, read) = read(pages, 4);
     assert_eq!(
         pdf.markdown,
         "# Opening hours\n\nThe library opens at nine on weekdays and stays open until eight in the evening, when the last readers leave by the garden door. On Saturdays it closes at four.\n\n# Membership\n\nMembers pay nothing and may borrow twenty items.\n\n"
     );
-    let read = crate::chunker::chunk_pdf("hours.pdf", pdf).unwrap();
-    assert_eq!(read.left_out, vec!["page 4 without a text layer (scanned? ragctx runs no OCR)".to_owned()]);
-    let n = |p: u32| Some(MetaValue::Number(f64::from(p)));
+    assert_eq!(
+        read.left_out,
+        vec!["page 4 with only a running header or page number (scanned? ragctx runs no OCR)".to_owned()]
+    );
     assert_eq!(read.chunks.len(), 2);
     assert!(read.chunks[0].chunk.text.contains("garden door"));
     assert_eq!(pages_of(&read.chunks[0]), (n(1), n(2)));
     assert_eq!(pages_of(&read.chunks[1]), (n(3), n(3)));
+}
+
+/// A page's first line that goes on with the last page's paragraph starts the page where
+/// its words start: a paragraph that opens page 1 and ends on page 2 names both, and a
+/// paragraph too long for one chunk gives a first piece of page 1 alone.
+#[test]
+fn a_page_starts_where_its_words_do() {
+    let (_, short) =
+        read(vec![page(1, &["The doors open at nine and the", "last"]), page(2, &["readers leave at eight."])], 2);
+    assert_eq!(short.chunks.len(), 1);
+    assert_eq!(pages_of(&short.chunks[0]), (n(1), n(2)));
+    let long_line = "Members borrow books, films and games for three weeks and may renew them twice online";
+    let first: Vec<&str> = std::iter::repeat_n(long_line, 20).collect();
+    let second: Vec<&str> =
+        std::iter::repeat_n("and the desk renews them by telephone for members who ask", 8).collect();
+    let (_, long) = read(vec![page(1, &first), page(2, &second)], 2);
+    assert!(long.chunks.len() >= 2, "{}", long.chunks.len());
+    assert_eq!(pages_of(&long.chunks[0]), (n(1), n(1)));
+    assert_eq!(pages_of(long.chunks.last().unwrap()).1, n(2));
+}
+
+/// What is not a bullet, a page number or a running line: a dash inside a sentence, a
+/// chapter's own heading on a few pages; a table's last row and the next page's first line
+/// stay apart.
+#[test]
+fn dashes_chapters_and_tables_stay_what_they_are() {
+    let (pdf, _) = read(
+        vec![
+            page(
+                1,
+                &[
+                    "# Chapter 1",
+                    "The repair café fixed lamps, toasters and the rest",
+                    "– which were most of what came in.",
+                ],
+            ),
+            page(2, &["The makerspace lends tools."]),
+            page(3, &["# Chapter 2", "Events filled the year."]),
+            page(4, &["Talks were full.", "Item\u{1F}2025", "Visits\u{1F}148,200"]),
+            page(5, &["more visits came in December than in any month."]),
+            page(6, &["The end."]),
+            page(7, &["Really the end."]),
+        ],
+        7,
+    );
+    assert!(pdf.markdown.contains("the rest – which were most"), "{}", pdf.markdown);
+    assert!(pdf.markdown.contains("# Chapter 1") && pdf.markdown.contains("# Chapter 2"), "{}", pdf.markdown);
+    assert!(pdf.markdown.contains("| Visits | 148,200 |\n\nmore visits came"), "{}", pdf.markdown);
+}
+
+/// A TeX accent set over its letter is one letter; an acute typed as an apostrophe stays.
+#[test]
+fn an_accent_over_its_letter_is_one_letter() {
+    let glyph = |text: &str, x: f64, advance: f64| Glyph {
+        text: text.into(),
+        x,
+        y: 100.0,
+        advance,
+        size: 10.0,
+        word_start: true,
+    };
+    // TeX: `caf`, the accent (3 pt wide) at 15, the `e` kerned back under it at 14.
+    let tex = Lines {
+        glyphs: vec![
+            glyph("c", 0.0, 5.0),
+            glyph("a", 5.0, 5.0),
+            glyph("f", 10.0, 3.0),
+            glyph("\u{B4}", 15.0, 3.0),
+            glyph("e", 14.0, 5.0),
+        ],
+        ..Default::default()
+    };
+    assert_eq!(tex.lay_out()[0].text, "café");
+    let typed = Lines {
+        glyphs: vec![glyph("r", 0.0, 4.0), glyph("\u{B4}", 4.0, 3.0), glyph("s", 7.0, 4.0)],
+        ..Default::default()
+    };
+    assert_eq!(typed.lay_out()[0].text, "r\u{B4}s");
 }
 
 #[test]
