@@ -52,7 +52,7 @@ struct Line {
     y: f64,
     /// The right edge of its last glyph.
     end: f64,
-    /// The largest font size of its glyphs, in points.
+    /// The font size most of its glyphs are set in, in points.
     size: f64,
     /// Whether its last glyph's width was known (`end` is then where it ends).
     advance_known: bool,
@@ -72,7 +72,8 @@ impl Sizes {
         }
     }
     fn most(&self) -> Option<f64> {
-        self.0.iter().max_by_key(|(k, n)| (*n, *k)).map(|(k, _)| *k as f64 / 10.0)
+        // On a tie the smaller: one larger glyph does not make a heading.
+        self.0.iter().max_by_key(|(k, n)| (*n, -*k)).map(|(k, _)| *k as f64 / 10.0)
     }
 }
 
@@ -117,7 +118,8 @@ impl OutputDev for Lines {
         // or a rotation does not change it).
         let size = (font_size * trm.m21.hypot(trm.m22)).abs();
         if x.is_finite() && y.is_finite() && size.is_finite() && size > 0.0 {
-            let advance = if width.is_finite() { width * size } else { 0.0 };
+            // A glyph's advance follows the horizontal scale (`Tz` squeezes it), its size the vertical.
+            let advance = if width.is_finite() { width * (font_size * trm.m11.hypot(trm.m12)).abs() } else { 0.0 };
             self.glyphs.push(Glyph { text: c.to_owned(), x, y, advance, size, word_start: self.word_start });
         }
         self.word_start = false;
@@ -161,9 +163,11 @@ impl Lines {
             let line = lines.last_mut().expect("a line");
             sizes.last_mut().expect("a line's sizes").add(size, g.text.chars().count());
             // An accent glyph with its letter set over it (the letter starts before the
-            // accent's end): one accented letter (`caf´e` → `café`); `Peter´s` stays.
+            // accent's end; before the accent itself when its width is unknown): one accented
+            // letter (`caf´e` → `café`); `Peter´s` stays.
             if let (Some((ax, aw, accent)), Some(letter)) = (last, single_char(&g.text)) {
-                if x < ax + aw.max(size * 0.3) - size * 0.05 {
+                let over = if aw > 0.0 { x < ax + aw - size * 0.05 } else { x < ax - size * 0.01 };
+                if over {
                     if let Some(marked) = accented(accent, letter) {
                         line.text.pop();
                         line.text.push(marked);
@@ -175,9 +179,10 @@ impl Lines {
             }
             last = single_char(&g.text).filter(|c| ACCENTS.contains(c)).map(|c| (x, g.advance, c));
             // Punctuation closes the word before it, however far a producer set it.
-            // An accent glyph is set over the letter after it, never at a word's start.
-            let closing = g.text.starts_with([',', '.', ';', ':', '!', '?', ')'])
-                || single_char(&g.text).is_some_and(|c| ACCENTS.contains(&c));
+            let closing = g.text.starts_with([',', '.', ';', ':', '!', '?', ')']);
+            // An accent glyph sits over its letter, a little right of the glyph before it
+            // inside a word: only a word space's gap (0.2 of the type) is a space there.
+            let accent = single_char(&g.text).is_some_and(|c| ACCENTS.contains(&c));
             if new_line || closing || g.text == " " {
             } else if x > line.end + size * COLUMN_GAP && !line.text.trim().is_empty() {
                 // A gap as wide as a column's: the next cell of a table's row.
@@ -187,7 +192,8 @@ impl Lines {
                 line.text.push(CELL);
             } else if !line.text.ends_with([' ', CELL]) {
                 let gap = x - line.end;
-                let space = if line.advance_known { g.word_start && gap > size * 0.1 } else { gap > size * 0.8 };
+                let word_gap = if accent { 0.2 } else { 0.1 };
+                let space = if line.advance_known { g.word_start && gap > size * word_gap } else { gap > size * 0.8 };
                 if space {
                     line.text.push(' ');
                 }
@@ -395,7 +401,8 @@ fn roman(t: &str) -> bool {
             rest -= i64::from(v);
         }
     }
-    n > 0 && back == t
+    // Front matter is numbered i to c; `mix` or `dix` is a word.
+    (1..=100).contains(&n) && back == t
 }
 
 /// Leaves out the lines that run on the pages, each found at the same height on at least
@@ -442,9 +449,15 @@ fn drop_running_lines(pages: &mut Vec<(u32, Vec<Line>)>) -> Vec<u32> {
     let running = |k: &(i64, String)| seen.get(k).is_some_and(|&n| n >= 3.min(total).max(2) && n * 5 >= total * 2);
     let mut emptied = Vec::new();
     for (page, lines) in pages.iter_mut() {
+        // The outermost lines: where a page's own number is, even when it does not recur.
+        let top = (0..lines.len()).min_by(|a, b| lines[*a].y.total_cmp(&lines[*b].y));
+        let bottom = (0..lines.len()).max_by(|a, b| lines[*a].y.total_cmp(&lines[*b].y));
         let drop: HashSet<usize> = edge(lines)
             .into_iter()
-            .filter(|&i| running(&key(&lines[i], numbered(&lines[i]))) || numbers_its_page(&lines[i].text, *page))
+            .filter(|&i| {
+                running(&key(&lines[i], numbered(&lines[i])))
+                    || ((Some(i) == top || Some(i) == bottom) && numbers_its_page(&lines[i].text, *page))
+            })
             .collect();
         let mut i = 0;
         lines.retain(|_| {
@@ -571,6 +584,7 @@ fn write_markdown(pages: &[(u32, Vec<Line>)], out: &mut PdfText) {
             // Where a sentence may end: a dash or `‹` (TeX's bullet as pdf-extract reads it)
             // opens an item only there, not inside a sentence (`… the rest – which …`).
             let boundary = para.is_empty()
+                || in_table
                 || in_item
                 || para.trim_end().ends_with(['.', '!', '?', ':', ';', '"', '”', ')'])
                 || prev.is_some_and(|p| l.y - p.y > p.size.max(l.size) * 1.6);

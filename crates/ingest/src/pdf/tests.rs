@@ -164,7 +164,8 @@ fn dashes_chapters_and_tables_stay_what_they_are() {
     assert!(pdf.markdown.contains("| Visits | 148,200 |\n\nmore visits came"), "{}", pdf.markdown);
 }
 
-/// A TeX accent set over its letter is one letter; an acute typed as an apostrophe stays.
+/// A TeX accent set over its letter is one letter, and a word that starts with one keeps its
+/// space; an acute typed as an apostrophe stays.
 #[test]
 fn an_accent_over_its_letter_is_one_letter() {
     let glyph = |text: &str, x: f64, advance: f64| Glyph {
@@ -175,18 +176,26 @@ fn an_accent_over_its_letter_is_one_letter() {
         size: 10.0,
         word_start: true,
     };
-    // TeX: `caf`, the accent (3 pt wide) at 15, the `e` kerned back under it at 14.
+    // TeX: `caf`, the accent (3 pt wide) at 14.5, the `e` kerned back under it at 14; then
+    // ` un ´eté`, a word that starts with an accented letter.
     let tex = Lines {
         glyphs: vec![
             glyph("c", 0.0, 5.0),
             glyph("a", 5.0, 5.0),
             glyph("f", 10.0, 3.0),
-            glyph("\u{B4}", 15.0, 3.0),
+            glyph("\u{B4}", 14.5, 3.0),
             glyph("e", 14.0, 5.0),
+            glyph("u", 22.0, 5.0),
+            glyph("n", 27.0, 5.0),
+            glyph("\u{B4}", 35.5, 3.0),
+            glyph("e", 35.0, 5.0),
+            glyph("t", 40.0, 3.0),
+            glyph("\u{B4}", 43.5, 3.0),
+            glyph("e", 43.0, 5.0),
         ],
         ..Default::default()
     };
-    assert_eq!(tex.lay_out()[0].text, "café");
+    assert_eq!(tex.lay_out()[0].text, "café un été");
     let typed = Lines {
         glyphs: vec![glyph("r", 0.0, 4.0), glyph("\u{B4}", 4.0, 3.0), glyph("s", 7.0, 4.0)],
         ..Default::default()
