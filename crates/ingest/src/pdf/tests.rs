@@ -164,18 +164,15 @@ fn dashes_chapters_and_tables_stay_what_they_are() {
     assert!(pdf.markdown.contains("| Visits | 148,200 |\n\nmore visits came"), "{}", pdf.markdown);
 }
 
+/// A glyph of 10 pt type on one baseline, starting its run of text.
+fn glyph(text: &str, x: f64, advance: f64) -> Glyph {
+    Glyph { text: text.into(), x, y: 100.0, advance, size: 10.0, word_start: true }
+}
+
 /// A TeX accent set over its letter is one letter, and a word that starts with one keeps its
 /// space; an acute typed as an apostrophe stays.
 #[test]
 fn an_accent_over_its_letter_is_one_letter() {
-    let glyph = |text: &str, x: f64, advance: f64| Glyph {
-        text: text.into(),
-        x,
-        y: 100.0,
-        advance,
-        size: 10.0,
-        word_start: true,
-    };
     // TeX: `caf`, the accent (3 pt wide) at 14.5, the `e` kerned back under it at 14; then
     // ` un ´eté`, a word that starts with an accented letter.
     let tex = Lines {
@@ -226,14 +223,6 @@ fn what_cannot_be_read_is_said() {
 /// glyphs); after one of unknown width only when wide; a page's own space glyphs count once.
 #[test]
 fn spaces_come_from_the_page_s_own_or_from_gaps() {
-    let glyph = |text: &str, x: f64, advance: f64| Glyph {
-        text: text.into(),
-        x,
-        y: 100.0,
-        advance,
-        size: 10.0,
-        word_start: true,
-    };
     // Widths read as zero: "ab cd" set with its space glyph, 5 pt a letter.
     let own = Lines {
         glyphs: vec![
