@@ -620,16 +620,13 @@ fn documents_as_users_have_them() {
     let line = shown.lines().find(|l| l.contains("(report.pdf")).unwrap_or_else(|| panic!("{shown}"));
     // The same pages as the JSON turn's citation (same question, same store, another session),
     // as a reader names them.
-    let ranges: Vec<String> = cited["pages"]
+    let ranges: Vec<(u32, u32)> = cited["pages"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|r| match (r[0].as_u64().unwrap(), r[1].as_u64().unwrap()) {
-            (s, e) if s == e => s.to_string(),
-            (s, e) => format!("{s}–{e}"),
-        })
+        .map(|r| (r[0].as_u64().unwrap() as u32, r[1].as_u64().unwrap() as u32))
         .collect();
-    let label = format!("{} {}", if ranges.len() > 1 { "pp." } else { "p." }, ranges.join(", "));
+    let label = ragctx_core::page_label(&ranges);
     assert!(line.contains(&format!("(report.pdf, {label})")), "{label}: {shown}");
 }
 

@@ -148,10 +148,15 @@ pub fn merge_pages(ranges: &[(u32, u32)]) -> Vec<(u32, u32)> {
 /// and touching ones merged).
 pub fn page_label(ranges: &[(u32, u32)]) -> String {
     let merged = merge_pages(ranges);
+    let prefix = if merged.len() > 1 { "pp." } else { "p." };
+    format!("{prefix} {}", page_ranges(&merged))
+}
+
+/// Merged page ranges written out: `3`, `3–4`, `2, 5–7`.
+pub fn page_ranges(ranges: &[(u32, u32)]) -> String {
     let parts: Vec<String> =
-        merged.iter().map(|&(s, e)| if s == e { s.to_string() } else { format!("{s}–{e}") }).collect();
-    let prefix = if parts.len() > 1 { "pp." } else { "p." };
-    format!("{prefix} {}", parts.join(", "))
+        merge_pages(ranges).iter().map(|&(s, e)| if s == e { s.to_string() } else { format!("{s}–{e}") }).collect();
+    parts.join(", ")
 }
 
 /// Every citation marker `[n]` (1 to 6 digits) in `text`, with its byte range, in order.

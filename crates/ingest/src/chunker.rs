@@ -87,7 +87,7 @@ pub struct ReadDocument {
 
 /// [`chunk_document`], saying also what of the document was left out (a PDF's scanned pages).
 pub fn read_document(document_id: &str, bytes: &[u8], format: DocumentFormat) -> Result<ReadDocument, InputError> {
-    let error = |message: String| InputError { file: document_id.to_owned(), line: None, message };
+    let error = |message: String| InputError::whole(document_id, message);
     let (named, text, markdown) = match format {
         DocumentFormat::Html => {
             let (title, text) = html_to_markdown(utf8(document_id, bytes)?);
@@ -111,7 +111,7 @@ pub fn read_document(document_id: &str, bytes: &[u8], format: DocumentFormat) ->
 
 /// A PDF's chunks, each with the pages its text is read from.
 fn read_pdf(document_id: &str, bytes: &[u8]) -> Result<ReadDocument, InputError> {
-    let error = |message: String| InputError { file: document_id.to_owned(), line: None, message };
+    let error = |message: String| InputError::whole(document_id, message);
     // lopdf and pdf-extract panic on some malformed files: the file is refused, the ingest goes on.
     let read = std::panic::catch_unwind(|| pdf_to_markdown(bytes))
         .unwrap_or_else(|_| Err("not a readable PDF (its structure could not be decoded)".into()));
@@ -120,7 +120,7 @@ fn read_pdf(document_id: &str, bytes: &[u8]) -> Result<ReadDocument, InputError>
 
 /// Chunks a PDF's text, each chunk with the pages its text is read from.
 pub(crate) fn chunk_pdf(document_id: &str, pdf: crate::pdf::PdfText) -> Result<ReadDocument, InputError> {
-    let error = |message: String| InputError { file: document_id.to_owned(), line: None, message };
+    let error = |message: String| InputError::whole(document_id, message);
     let mut left_out = Vec::new();
     if !pdf.without_text.is_empty() {
         left_out.push(format!("{} without a text layer (scanned? ragctx runs no OCR)", page_list(&pdf.without_text)));
@@ -163,11 +163,9 @@ pub(crate) fn chunk_pdf(document_id: &str, pdf: crate::pdf::PdfText) -> Result<R
 
 /// `page 3` or `pages 2, 5–7`.
 fn page_list(pages: &[u32]) -> String {
-    let label = ragctx_core::page_label(&pages.iter().map(|p| (*p, *p)).collect::<Vec<_>>());
-    match label.strip_prefix("p. ") {
-        Some(one) if !one.contains('–') => format!("page {one}"),
-        _ => format!("pages {}", label.trim_start_matches("pp. ").trim_start_matches("p. ")),
-    }
+    let ranges: Vec<(u32, u32)> = pages.iter().map(|p| (*p, *p)).collect();
+    let one = ranges.iter().all(|r| *r == ranges[0]);
+    format!("{} {}", if one { "page" } else { "pages" }, ragctx_core::page_ranges(&ranges))
 }
 
 /// The document's text, or the line its UTF-8 breaks on.
@@ -202,7 +200,7 @@ fn chunk_text(
         .unwrap_or_else(|| document_id.rsplit('/').next().unwrap_or(document_id).to_owned());
     let chunks = pack_blocks(&parsed.blocks, &title, CHUNK_CHARS);
     if chunks.is_empty() {
-        return Err(InputError { file: document_id.to_owned(), line: None, message: "document has no text".into() });
+        return Err(InputError::whole(document_id, "document has no text"));
     }
     Ok(chunks
         .into_iter()

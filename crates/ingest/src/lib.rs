@@ -35,6 +35,13 @@ pub struct InputError {
     pub message: String,
 }
 
+impl InputError {
+    /// A problem with a file as a whole (no line to name).
+    pub(crate) fn whole(file: &str, message: impl Into<String>) -> Self {
+        InputError { file: file.to_owned(), line: None, message: message.into() }
+    }
+}
+
 impl std::fmt::Display for InputError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.line {
