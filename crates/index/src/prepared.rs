@@ -70,6 +70,13 @@ fn added_positions(new: &[u64], base: &[u64]) -> Option<Vec<usize>> {
     (j == base.len()).then_some(added)
 }
 
+/// A copy keeps no set: an index copied to be changed has other positions.
+impl<T> Clone for PreparedExclusions<T> {
+    fn clone(&self) -> Self {
+        PreparedExclusions::default()
+    }
+}
+
 impl<T> Default for PreparedExclusions<T> {
     fn default() -> Self {
         PreparedExclusions { slots: Mutex::new(Vec::new()) }

@@ -1,14 +1,14 @@
-//! `lexical.bin`: the index with the store generation it was built at, written to a
-//! temporary file and renamed into place, with a checksum, so a reader sees a whole file of
-//! one generation or rebuilds.
+//! `lexical.bin`: the index with the store generation it reflects, written to a temporary
+//! file and renamed into place, with a checksum, so a reader sees a whole file of one
+//! generation (and brings it forward with the store's changes since) or rebuilds.
 
 use crate::{Entry, LexicalIndex};
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
 
-/// Version 3 added the metadata index; older files are rebuilt.
-const MAGIC: &[u8; 8] = b"RGCTXLX3";
+/// Version 3 added the metadata index, 4 the retired entries; older files are rebuilt.
+const MAGIC: &[u8; 8] = b"RGCTXLX4";
 
 /// FNV-1a, 64 bits: enough to tell a torn or damaged file from a whole one.
 fn checksum(bytes: &[u8]) -> u64 {
@@ -22,13 +22,17 @@ fn put_str(out: &mut Vec<u8>, s: &str) {
 
 pub(crate) fn save(ix: &LexicalIndex, path: &Path, generation: u64) -> std::io::Result<()> {
     let mut body = Vec::new();
-    body.extend(ix.average_length.to_le_bytes());
     body.extend((ix.entries.len() as u32).to_le_bytes());
     for e in &ix.entries {
         put_str(&mut body, e.chunk.as_str());
         put_str(&mut body, e.document.as_str());
         body.extend(e.weight.to_le_bytes());
         body.extend(e.length.to_le_bytes());
+    }
+    let dead: Vec<u32> = (0..ix.entries.len() as u32).filter(|&e| ix.dead[e as usize]).collect();
+    body.extend((dead.len() as u32).to_le_bytes());
+    for e in dead {
+        body.extend(e.to_le_bytes());
     }
     let mut terms: Vec<(&String, &u32)> = ix.terms.iter().collect();
     terms.sort_by_key(|&(_, &id)| id);
@@ -93,25 +97,36 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// The index in `path` if it is whole and of `generation`.
-pub(crate) fn load(path: &Path, generation: u64) -> Option<LexicalIndex> {
+/// The generation a file at `path` says it reflects (its head only: the file may still
+/// prove torn when read).
+pub(crate) fn generation(path: &Path) -> Option<u64> {
     let mut head = [0u8; 16];
     std::io::Read::read_exact(&mut std::fs::File::open(path).ok()?, &mut head).ok()?;
+    (&head[..8] == MAGIC).then(|| u64::from_le_bytes(head[8..].try_into().unwrap()))
+}
+
+/// The index in `path` with its generation, if it is whole and of `at_most` or before.
+pub(crate) fn load(path: &Path, at_most: u64) -> Option<(u64, LexicalIndex)> {
+    let generation = generation(path).filter(|&g| g <= at_most)?;
+    let bytes = std::fs::read(path).ok()?;
+    let head = bytes.get(..16)?;
     if &head[..8] != MAGIC || head[8..] != generation.to_le_bytes() {
         return None;
     }
-    let bytes = std::fs::read(path).ok()?;
     let mut r = Reader(&bytes[16..]);
     let sum = r.u64()?;
     if checksum(&[&head[8..], r.0].concat()) != sum {
         return None;
     }
-    let average_length = r.f32()?;
     let n = r.u32()? as usize;
     let mut entries = Vec::with_capacity(n);
     for _ in 0..n {
         let (chunk, document) = (r.str()?.into(), r.str()?.into());
         entries.push(Entry { chunk, document, weight: r.f32()?, length: r.u32()? });
+    }
+    let mut dead = vec![false; n];
+    for _ in 0..r.u32()? {
+        *dead.get_mut(r.u32()? as usize)? = true;
     }
     let t = r.u32()? as usize;
     let (mut terms, mut postings) = (HashMap::with_capacity(t), Vec::with_capacity(t));
@@ -130,7 +145,7 @@ pub(crate) fn load(path: &Path, generation: u64) -> Option<LexicalIndex> {
     }
     let (meta, used) = ragctx_index::MetadataIndex::decode(r.0).ok()?;
     (used == r.0.len() && meta.len() == n)
-        .then(|| LexicalIndex::assemble(terms, postings, entries, average_length, meta))
+        .then(|| (generation, LexicalIndex::assemble(terms, postings, entries, dead, meta)))
 }
 
 #[cfg(test)]
@@ -150,12 +165,14 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("lexical.bin");
         save(&ix, &path, 7).unwrap();
-        let back = load(&path, 7).expect("loads at its generation");
+        let (g, back) = load(&path, 7).expect("loads at its generation");
+        assert_eq!(g, 7);
         for q in ["0x80070005", "router", "浇水"] {
             let none = ExclusionSet::default();
             assert_eq!(back.search(q, 3, None, &none), ix.search(q, 3, None, &none), "{q}");
         }
-        assert!(load(&path, 8).is_none(), "another generation is stale");
+        assert!(load(&path, 6).is_none(), "a file of a later generation is not used");
+        assert_eq!(load(&path, 8).map(|(g, _)| g), Some(7), "an older one is, to be brought forward");
         let bytes = std::fs::read(&path).unwrap();
         std::fs::write(&path, &bytes[..bytes.len() - 5]).unwrap();
         assert!(load(&path, 7).is_none(), "a torn file is not used");

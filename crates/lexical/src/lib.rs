@@ -26,15 +26,46 @@ use std::sync::{Arc, Mutex};
 
 mod file;
 
-/// The index of a store, built on first use and again whenever the store's generation
-/// (moved by every write) differs from the one it was built at, and kept in a file beside
-/// the store so the next process loads it instead. Derived from the committed chunks alone
-/// and keyed by their generation, it can never disagree with them after a crash: a missing,
-/// torn or older file is rebuilt.
+/// The index of a store, built on first use, brought forward whenever the store's
+/// generation (moved by every write) passes the one it reflects, and kept in a file beside
+/// the store so the next process loads it instead. Brought forward by the store's
+/// [`Changes`] since that generation when the store still has them (the cost of the write,
+/// not of the corpus), else rebuilt from the committed chunks. The file is rewritten once
+/// the changes applied since it was written pass an eighth of the index ([`MERGE_SHARE`]):
+/// an older file is still used, with the changes since it. Derived from the committed
+/// chunks and keyed by their generation, it can never disagree with them after a crash: a
+/// missing or torn file is rebuilt.
 #[derive(Default)]
 pub struct Cached {
-    slot: Mutex<Option<(u64, Arc<LexicalIndex>)>>,
+    slot: Mutex<Option<Held>>,
     file: Option<PathBuf>,
+}
+
+struct Held {
+    generation: u64,
+    index: Arc<LexicalIndex>,
+    /// Chunks changed since the file was written (or since the build, without a file).
+    unsaved: usize,
+}
+
+/// The file is rewritten when the changes applied since it was written pass this share of
+/// the index's chunks; a rebuild replaces the index when retired entries pass
+/// [`REBUILD_DEAD_SHARE`].
+pub const MERGE_SHARE: usize = 8;
+/// Share of retired entries past which the index is rebuilt from the live chunks.
+pub const REBUILD_DEAD_SHARE: f64 = 0.25;
+
+/// How an index reached its generation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Brought {
+    /// Held in memory at that generation.
+    Held,
+    /// Read from the file, written at that generation.
+    Loaded,
+    /// Brought forward by this many changed chunks.
+    Forward(usize),
+    /// Built from every chunk.
+    Rebuilt,
 }
 
 impl Cached {
@@ -43,34 +74,72 @@ impl Cached {
         Cached { slot: Mutex::default(), file: Some(path.to_owned()) }
     }
 
-    /// The index at `generation`: the one held, else the file's, else built from
-    /// `chunks()` (and saved). Callers search while holding off writers, so the generation
-    /// matches the chunks read.
+    /// The generation of the index file, when there is a whole-looking one (read from its
+    /// head only): the store keeps its changes since then.
+    pub fn file_generation(&self) -> Option<u64> {
+        self.file.as_deref().and_then(file::generation)
+    }
+
+    /// The index at `generation`: the one held, else the file's, brought forward with
+    /// `changes_since(their generation)` when that gives the changes (`None`: the store no
+    /// longer has them), else built from `chunks()` (and saved). Callers search while
+    /// holding off writers, so the generation matches the chunks read.
     pub fn get<E>(
         &self,
         generation: u64,
+        changes_since: impl FnOnce(u64) -> Result<Option<Changes>, E>,
         chunks: impl FnOnce() -> Result<Vec<Chunk>, E>,
     ) -> Result<Arc<LexicalIndex>, E> {
+        self.get_traced(generation, changes_since, chunks).map(|(ix, _)| ix)
+    }
+
+    /// [`Cached::get`], saying how the index was reached (tests and benchmarks).
+    pub fn get_traced<E>(
+        &self,
+        generation: u64,
+        changes_since: impl FnOnce(u64) -> Result<Option<Changes>, E>,
+        chunks: impl FnOnce() -> Result<Vec<Chunk>, E>,
+    ) -> Result<(Arc<LexicalIndex>, Brought), E> {
         let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((g, ix)) = slot.as_ref() {
-            if *g == generation {
-                return Ok(ix.clone());
-            }
+        if let Some(held) = slot.as_ref().filter(|h| h.generation == generation) {
+            return Ok((held.index.clone(), Brought::Held));
         }
-        let loaded = self.file.as_deref().and_then(|p| file::load(p, generation));
-        let ix = match loaded {
-            Some(ix) => Arc::new(ix),
-            None => {
-                let ix = Arc::new(LexicalIndex::build(&chunks()?));
-                if let Some(path) = &self.file {
-                    // A file that cannot be written costs the next process a rebuild, nothing more.
-                    let _ = file::save(&ix, path, generation);
+        // A base to bring forward: the index held, else the file's (an older generation).
+        let base = match slot.take().filter(|h| h.generation < generation) {
+            Some(h) => Some((h.generation, Arc::try_unwrap(h.index).unwrap_or_else(|a| (*a).clone()), h.unsaved)),
+            None => self.file.as_deref().and_then(|p| file::load(p, generation)).map(|(g, ix)| (g, ix, 0)),
+        };
+        let forward = match base {
+            Some((from, ix, unsaved)) if from == generation => Some((ix, unsaved, Brought::Loaded)),
+            Some((from, mut ix, unsaved)) => match changes_since(from)? {
+                // More changes than half the index: a rebuild reads fewer chunks.
+                Some(changes) if changes.len() <= ix.len() / 2 + 64 => {
+                    ix.apply(&changes);
+                    let n = changes.len();
+                    (ix.dead_share() <= REBUILD_DEAD_SHARE).then_some((ix, unsaved + n, Brought::Forward(n)))
                 }
-                ix
+                _ => None,
+            },
+            None => None,
+        };
+        let (ix, mut unsaved, brought) = match forward {
+            Some(f) => f,
+            None => {
+                let ix = LexicalIndex::build(&chunks()?);
+                let all = ix.len() + 1;
+                (ix, all, Brought::Rebuilt)
             }
         };
-        *slot = Some((generation, ix.clone()));
-        Ok(ix)
+        if let Some(path) = &self.file {
+            // A file that cannot be written costs the next process more changes to apply,
+            // or a rebuild, nothing more.
+            if unsaved > ix.len() / MERGE_SHARE && file::save(&ix, path, generation).is_ok() {
+                unsaved = 0;
+            }
+        }
+        let ix = Arc::new(ix);
+        *slot = Some(Held { generation, index: ix.clone(), unsaved });
+        Ok((ix, brought))
     }
 }
 
@@ -146,6 +215,7 @@ fn flush_cjk(run: &mut Vec<char>, out: &mut Vec<String>) {
 }
 
 /// One chunk as the index keeps it.
+#[derive(Clone)]
 struct Entry {
     chunk: ChunkId,
     document: DocumentId,
@@ -154,19 +224,46 @@ struct Entry {
     length: u32,
 }
 
-/// An inverted index over a fixed set of chunks (rebuilt when the chunks change).
+/// What changed in a store since a generation the index was built at: the chunks written
+/// (new or replacing one of the same id) and the ids removed. What [`Cached`] asks the
+/// store for, so an index follows a write in the time of the write's own chunks.
+#[derive(Clone, Debug, Default)]
+pub struct Changes {
+    pub chunks: Vec<Chunk>,
+    pub removed: Vec<ChunkId>,
+}
+
+impl Changes {
+    /// Chunks written and removed.
+    pub fn len(&self) -> usize {
+        self.chunks.len() + self.removed.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// An inverted index over a set of chunks. Chunks added later are appended; a replaced or
+/// removed chunk's entry is retired (never returned, and left out of every statistic, so a
+/// search scores exactly as on an index built anew from the live chunks) until a rebuild.
+#[derive(Clone)]
 pub struct LexicalIndex {
     /// Positions by chunk and by document, to resolve exclusions (thousands of ids looked
-    /// up when a session's set is first resolved).
+    /// up when a session's set is first resolved). Live entries only.
     by_chunk: FastMap<ChunkId, u32>,
     by_document: FastMap<DocumentId, Vec<u32>>,
     terms: HashMap<String, u32>,
     /// Per term: (entry, term frequency), entries ascending.
     postings: Vec<Vec<(u32, u32)>>,
     entries: Vec<Entry>,
+    /// Entries retired by a later write: still in the postings, skipped everywhere.
+    dead: Vec<bool>,
+    /// Live entries and their terms in all.
+    live: usize,
+    total_length: u64,
     average_length: f32,
     /// Exclusion sets resolved to blocked positions, kept and extended across searches
-    /// (the index never changes, so one revision).
+    /// (made anew when the index changes).
     prepared: PreparedExclusions<Vec<bool>>,
     /// Metadata and tenants by position, for the filter (resolved before scoring).
     meta: MetadataIndex,
@@ -174,30 +271,44 @@ pub struct LexicalIndex {
     tenants: TenantStats,
 }
 
-/// Each entry's tenant (an ordinal) and each tenant's entries and terms: what a tenant's
-/// own N, document frequencies and average length are counted from.
-#[derive(Default)]
+/// Each entry's tenant (an ordinal) and each tenant's live entries and terms: what a
+/// tenant's own N, document frequencies and average length are counted from.
+#[derive(Clone, Default)]
 struct TenantStats {
     ordinal: FastMap<String, u32>,
     of_entry: Vec<u32>,
-    /// Per ordinal: entries, and their average length as [`LexicalIndex::build`] computes
-    /// the store's.
-    sizes: Vec<(usize, f32)>,
+    /// Per ordinal: live entries and their terms in all.
+    sizes: Vec<(usize, u64)>,
 }
 
 impl TenantStats {
-    fn new(meta: &MetadataIndex, entries: &[Entry]) -> TenantStats {
-        let mut stats = TenantStats { of_entry: vec![0; entries.len()], ..TenantStats::default() };
-        for (name, positions) in meta.tenants() {
-            let t = stats.sizes.len() as u32;
-            stats.ordinal.insert(name.to_owned(), t);
-            let total: u64 = positions.iter().map(|&p| entries[p as usize].length as u64).sum();
-            for &p in positions {
-                stats.of_entry[p as usize] = t;
+    /// Counts entry `e` (of `length` terms, in `tenant`) in (`live`, as appended) or out
+    /// (retired).
+    fn count(&mut self, tenant: &str, e: usize, length: u32, live: bool) {
+        let t = match self.ordinal.get(tenant) {
+            Some(&t) => t,
+            None => {
+                let t = self.sizes.len() as u32;
+                self.ordinal.insert(tenant.to_owned(), t);
+                self.sizes.push((0, 0));
+                t
             }
-            stats.sizes.push((positions.len(), average_length(total, positions.len())));
+        };
+        if e == self.of_entry.len() {
+            self.of_entry.push(t);
         }
-        stats
+        let size = &mut self.sizes[t as usize];
+        if live {
+            *size = (size.0 + 1, size.1 + length as u64);
+        } else {
+            *size = (size.0 - 1, size.1 - length as u64);
+        }
+    }
+
+    /// A tenant's N and average length.
+    fn of(&self, t: u32) -> (usize, f32) {
+        let (n, total) = self.sizes[t as usize];
+        (n, average_length(total, n))
     }
 }
 
@@ -219,84 +330,162 @@ impl DocumentPositions for LexicalIndex {
 /// A lexical hit: the chunk's position in the index and its BM25 score.
 pub type Scored = (usize, f32);
 
-impl LexicalIndex {
-    /// Indexes title and text of each chunk. The order given is the order ties keep.
-    pub fn build<'a>(chunks: impl IntoIterator<Item = &'a Chunk>) -> LexicalIndex {
-        let mut analyzer = Analyzer::default();
-        let (mut terms, mut postings, mut entries) = (HashMap::new(), Vec::<Vec<(u32, u32)>>::new(), Vec::new());
-        let mut buf = Vec::new();
-        let mut counts: HashMap<u32, u32> = HashMap::new();
-        let mut total = 0u64;
-        let mut meta = MetadataIndex::default();
-        for chunk in chunks {
-            meta.push(entries.len() as u32, tenant_of(chunk.id.as_str()), &chunk.metadata);
-            buf.clear();
-            analyzer.terms(&chunk.title, &mut buf);
-            analyzer.terms(&chunk.text, &mut buf);
-            counts.clear();
-            for t in buf.drain(..) {
-                let next = terms.len() as u32;
-                let id = *terms.entry(t).or_insert(next);
-                if id as usize == postings.len() {
-                    postings.push(Vec::new());
-                }
-                *counts.entry(id).or_insert(0) += 1;
-            }
-            let n = entries.len() as u32;
-            let length: u32 = counts.values().sum();
-            for (&t, &tf) in &counts {
-                postings[t as usize].push((n, tf));
-            }
-            total += length as u64;
-            entries.push(Entry {
-                chunk: chunk.id.clone(),
-                document: chunk.document_id.clone(),
-                weight: chunk.weight,
-                length,
-            });
+impl Default for LexicalIndex {
+    fn default() -> Self {
+        LexicalIndex {
+            by_chunk: FastMap::default(),
+            by_document: FastMap::default(),
+            terms: HashMap::new(),
+            postings: Vec::new(),
+            entries: Vec::new(),
+            dead: Vec::new(),
+            live: 0,
+            total_length: 0,
+            average_length: 1.0,
+            prepared: PreparedExclusions::default(),
+            meta: MetadataIndex::default(),
+            tenants: TenantStats::default(),
         }
-        let average_length = average_length(total, entries.len());
-        LexicalIndex::assemble(terms, postings, entries, average_length, meta)
+    }
+}
+
+impl LexicalIndex {
+    /// Indexes title and text of each chunk.
+    pub fn build<'a>(chunks: impl IntoIterator<Item = &'a Chunk>) -> LexicalIndex {
+        let mut ix = LexicalIndex::default();
+        let mut analyzer = Analyzer::default();
+        for chunk in chunks {
+            ix.append(&mut analyzer, chunk);
+        }
+        ix.average_length = average_length(ix.total_length, ix.live);
+        ix
     }
 
-    /// The index from its parts, with the lookups derived from them.
+    /// Follows a write: the changed chunks' old entries are retired and their new ones
+    /// appended, removed ones retired. The result searches as [`LexicalIndex::build`] of the
+    /// live chunks would.
+    pub fn apply(&mut self, changes: &Changes) {
+        for id in changes.removed.iter().chain(changes.chunks.iter().map(|c| &c.id)) {
+            self.retire(id);
+        }
+        let mut analyzer = Analyzer::default();
+        for chunk in &changes.chunks {
+            self.append(&mut analyzer, chunk);
+        }
+        self.average_length = average_length(self.total_length, self.live);
+        self.prepared = PreparedExclusions::default();
+    }
+
+    /// Share of entries retired (a rebuild drops them).
+    pub fn dead_share(&self) -> f64 {
+        if self.entries.is_empty() {
+            0.0
+        } else {
+            1.0 - self.live as f64 / self.entries.len() as f64
+        }
+    }
+
+    fn append(&mut self, analyzer: &mut Analyzer, chunk: &Chunk) {
+        let n = self.entries.len() as u32;
+        self.meta.push(n, tenant_of(chunk.id.as_str()), &chunk.metadata);
+        let mut buf = Vec::new();
+        analyzer.terms(&chunk.title, &mut buf);
+        analyzer.terms(&chunk.text, &mut buf);
+        let mut counts: FastMap<u32, u32> = FastMap::default();
+        for t in buf {
+            let next = self.terms.len() as u32;
+            let id = *self.terms.entry(t).or_insert(next);
+            if id as usize == self.postings.len() {
+                self.postings.push(Vec::new());
+            }
+            *counts.entry(id).or_insert(0) += 1;
+        }
+        let length: u32 = counts.values().sum();
+        for (&t, &tf) in &counts {
+            self.postings[t as usize].push((n, tf));
+        }
+        self.tenants.count(tenant_of(chunk.id.as_str()), n as usize, length, true);
+        if let Some(old) = self.by_chunk.insert(chunk.id.clone(), n) {
+            // Callers retire first; kept whole if one did not.
+            self.retire_at(old);
+            self.by_chunk.insert(chunk.id.clone(), n);
+        }
+        self.by_document.entry(chunk.document_id.clone()).or_default().push(n);
+        self.entries.push(Entry {
+            chunk: chunk.id.clone(),
+            document: chunk.document_id.clone(),
+            weight: chunk.weight,
+            length,
+        });
+        self.dead.push(false);
+        self.live += 1;
+        self.total_length += length as u64;
+    }
+
+    fn retire(&mut self, id: &ChunkId) {
+        if let Some(&e) = self.by_chunk.get(id) {
+            self.retire_at(e);
+        }
+    }
+
+    fn retire_at(&mut self, e: u32) {
+        if std::mem::replace(&mut self.dead[e as usize], true) {
+            return;
+        }
+        let Entry { chunk, document, length, .. } = &self.entries[e as usize];
+        if self.by_chunk.get(chunk) == Some(&e) {
+            self.by_chunk.remove(chunk);
+        }
+        if let Some(list) = self.by_document.get_mut(document) {
+            list.retain(|&x| x != e);
+            if list.is_empty() {
+                self.by_document.remove(document);
+            }
+        }
+        self.live -= 1;
+        self.total_length -= *length as u64;
+        self.tenants.count(tenant_of(chunk.as_str()), e as usize, *length, false);
+    }
+
+    /// The index from its parts (as a file holds them), with the lookups derived from them.
     fn assemble(
         terms: HashMap<String, u32>,
         postings: Vec<Vec<(u32, u32)>>,
         entries: Vec<Entry>,
-        average_length: f32,
+        dead: Vec<bool>,
         meta: MetadataIndex,
     ) -> LexicalIndex {
-        let by_chunk = entries.iter().enumerate().map(|(i, e)| (e.chunk.clone(), i as u32)).collect();
-        let mut by_document: FastMap<DocumentId, Vec<u32>> = FastMap::default();
+        let mut ix = LexicalIndex { terms, postings, meta, ..LexicalIndex::default() };
         for (i, e) in entries.iter().enumerate() {
-            by_document.entry(e.document.clone()).or_default().push(i as u32);
+            ix.tenants.count(tenant_of(e.chunk.as_str()), i, e.length, true);
+            ix.by_chunk.insert(e.chunk.clone(), i as u32);
+            ix.by_document.entry(e.document.clone()).or_default().push(i as u32);
+            ix.total_length += e.length as u64;
         }
-        let tenants = TenantStats::new(&meta, &entries);
-        LexicalIndex {
-            by_chunk,
-            by_document,
-            terms,
-            postings,
-            entries,
-            average_length,
-            prepared: PreparedExclusions::default(),
-            meta,
-            tenants,
+        ix.live = entries.len();
+        ix.dead = vec![false; entries.len()];
+        ix.entries = entries;
+        for (i, gone) in dead.into_iter().enumerate() {
+            if gone {
+                ix.retire_at(i as u32);
+            }
         }
+        ix.average_length = average_length(ix.total_length, ix.live);
+        ix
     }
 
     /// Entries of `tenant` (what a search narrowed to it may count).
     pub fn tenant_len(&self, tenant: &str) -> usize {
-        self.meta.tenant_positions(tenant).len()
+        self.tenants.ordinal.get(tenant).map_or(0, |&t| self.tenants.sizes[t as usize].0)
     }
 
+    /// Live chunks.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.live
     }
 
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.live == 0
     }
 
     /// The chunk at a position [`LexicalIndex::search`] returned.
@@ -325,7 +514,7 @@ impl LexicalIndex {
         match tenant {
             // A tenant with no chunk here: nothing of it can match.
             Some(None) => Vec::new(),
-            Some(Some(t)) if self.tenants.sizes[t as usize].0 < self.entries.len() => {
+            Some(Some(t)) if self.tenants.sizes[t as usize].0 < self.live => {
                 self.search_allowed(&r.query, r.limit, r.grouping.as_ref(), &r.exclusion, allowed.as_ref(), Some(t))
             }
             // No tenant, or one that holds every chunk: the store's statistics are its own.
@@ -364,16 +553,21 @@ impl LexicalIndex {
         let blocked = blocked.as_deref().map(Vec::as_slice).unwrap_or_default();
         // The statistics scores are counted from: the tenant's own when narrowed to one.
         let (count, average) = match tenant {
-            Some(t) => self.tenants.sizes[t as usize],
-            None => (n, self.average_length),
+            Some(t) => self.tenants.of(t),
+            None => (self.live, self.average_length),
         };
+        let retired = self.live < n;
         let mut scores = vec![0f32; n];
         let mut touched: Vec<u32> = Vec::new();
         for term in &q {
             let Some(&t) = self.terms.get(term) else { continue };
             let list = &self.postings[t as usize];
             let df = match tenant {
-                Some(t) => list.iter().filter(|&&(e, _)| self.tenants.of_entry[e as usize] == t).count(),
+                Some(t) => list
+                    .iter()
+                    .filter(|&&(e, _)| self.tenants.of_entry[e as usize] == t && !self.dead[e as usize])
+                    .count(),
+                None if retired => list.iter().filter(|&&(e, _)| !self.dead[e as usize]).count(),
                 None => list.len(),
             };
             if df == 0 {
@@ -383,7 +577,10 @@ impl LexicalIndex {
             // ln_1p keeps idf above 0 even for a term in every chunk of a large store.
             let idf = ((count as f32 - df + 0.5) / (df + 0.5)).ln_1p();
             for &(e, tf) in list {
-                if blocked.get(e as usize).copied().unwrap_or(false) || allowed.is_some_and(|a| !a.get(e as usize)) {
+                if self.dead[e as usize]
+                    || blocked.get(e as usize).copied().unwrap_or(false)
+                    || allowed.is_some_and(|a| !a.get(e as usize))
+                {
                     continue;
                 }
                 let tf = tf as f32;
@@ -396,7 +593,11 @@ impl LexicalIndex {
             }
         }
         let mut ranked: Vec<(u32, f32)> = touched.into_iter().map(|e| (e, scores[e as usize])).collect();
-        let order = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        // Ties go by chunk id: the order an index built anew keeps (its entries in id order),
+        // whatever order writes appended them in.
+        let id = |e: u32| &self.entries[e as usize].chunk;
+        let order =
+            |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then_with(|| id(a.0).cmp(id(b.0)).then(a.0.cmp(&b.0)));
         // Only the head is sorted: widened while grouping leaves documents to fill.
         let mut head = limit.saturating_mul(16).max(64);
         loop {

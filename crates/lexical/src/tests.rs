@@ -106,3 +106,68 @@ fn grouping_fills_documents_up_to_their_quota() {
     let docs: Vec<&str> = hits.iter().map(|&(e, _)| ix.entries[e].document.as_str()).collect();
     assert_eq!(docs, ["big", "big", "s0", "s1"], "2 chunks of big, then one each of 2 more documents");
 }
+
+/// An index that followed writes (appends, replacements, removals, in any order) searches
+/// exactly as one built anew from the live chunks: the same chunks, ties and scores, store-wide
+/// and narrowed to a tenant, with and without grouping and exclusion.
+#[test]
+fn an_index_brought_forward_searches_as_one_built_anew() {
+    let t = |tenant: &str, id: &str| ragctx_core::Tenant::parse(tenant).unwrap().qualify_unchecked(id);
+    let words = ["router", "reset", "error", "update", "kettle", "descale", "leaves", "water", "fee", "appeal"];
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = |n: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % n as u64) as usize
+    };
+    let mut live: std::collections::BTreeMap<String, Chunk> = Default::default();
+    let mut followed = LexicalIndex::default();
+    for round in 0..60 {
+        let mut changes = Changes::default();
+        for _ in 0..1 + next(6) {
+            let tenant = ["acme", "zen"][next(2)];
+            let doc = format!("d{}", next(12));
+            let id = t(tenant, &format!("{doc}#{}", next(3)));
+            if next(4) == 0 && live.contains_key(&id) {
+                live.remove(&id);
+                changes.chunks.retain(|x| x.id.as_str() != id);
+                changes.removed.push(ChunkId::from(id.as_str()));
+                continue;
+            }
+            let text: Vec<&str> = (0..1 + next(8)).map(|_| words[next(words.len())]).collect();
+            let c = chunk(&id, &t(tenant, &doc), "", &text.join(" "));
+            live.insert(id, c.clone());
+            changes.chunks.retain(|x| x.id != c.id);
+            changes.removed.retain(|x| *x != c.id);
+            changes.chunks.push(c);
+        }
+        followed.apply(&changes);
+        let anew = LexicalIndex::build(live.values());
+        assert_eq!(followed.len(), anew.len(), "round {round}");
+        let mut ex = ExclusionSet::default();
+        ex.chunks.insert(ChunkId::from(t("acme", "d1#0").as_str()));
+        for query in ["router reset", "kettle descale water", "fee appeal error update"] {
+            for tenant in [None, Some("acme"), Some("zen")] {
+                for grouping in [None, Some(Grouping::new(2))] {
+                    let request = LexicalRequest {
+                        query: query.into(),
+                        limit: 5,
+                        grouping: grouping.clone(),
+                        exclusion: ex.clone(),
+                        tenant: tenant.map(str::to_owned),
+                        ..LexicalRequest::default()
+                    };
+                    let ranked = |ix: &LexicalIndex| -> Vec<(String, f32)> {
+                        ix.search_request(&request).iter().map(|&(e, s)| (ix.chunk_id(e).to_string(), s)).collect()
+                    };
+                    assert_eq!(ranked(&followed), ranked(&anew), "round {round}: {query} {tenant:?}");
+                }
+            }
+            if let Some(tenant) = ["acme", "zen"].get(round % 2) {
+                assert_eq!(followed.tenant_len(tenant), anew.tenant_len(tenant));
+            }
+        }
+    }
+    assert!(followed.dead_share() > 0.0, "replacements and removals retired entries");
+}

@@ -1,3 +1,4 @@
+use crate::changes::{self, CHANGES};
 use crate::db::{bytes_to_f32s, f32s_to_bytes, generation, CHUNKS, META, VECTORS};
 use ragctx_core::{
     check_replacement, check_vectors, Chunk, ChunkId, DocumentId, DocumentSummary, EmbeddedChunk, Error, Hit,
@@ -6,7 +7,7 @@ use ragctx_core::{
 use ragctx_index::{ForcePath, IndexHits, ResolvedCache, VectorIndex};
 use redb::{Database, ReadableTable, ReadableTableMetadata};
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 /// The embedded default [`VectorStore`]: chunks in redb, vectors in the HNSW index.
 #[derive(Clone)]
@@ -17,6 +18,8 @@ pub struct EmbeddedVectorStore {
     pub(crate) resolved: Arc<ResolvedCache>,
     pub(crate) lexical: Arc<ragctx_lexical::Cached>,
     pub(crate) index_path: PathBuf,
+    /// Chunks changed since `index.bin` was written (moved under the index's write lock).
+    pub(crate) unsaved: Arc<Mutex<usize>>,
     pub(crate) dim: usize,
 }
 
@@ -84,14 +87,14 @@ impl VectorStore for EmbeddedVectorStore {
     }
 
     fn prepare_lexical(&self) -> Result<Option<usize>> {
-        self.with_index(|_| Ok(Some(self.lexical.get(self.generation()?, || self.all_chunks())?.len())))
+        self.with_index(|_| Ok(Some(self.lexical_index()?.len())))
     }
 
     fn search_lexical(&self, request: &LexicalRequest) -> Result<Option<SearchOutcome>> {
         // Under the index's read lock: writers hold its write lock across their commit, so
         // the generation and the chunks read belong together.
         self.with_index(|_| {
-            let lexical = self.lexical.get(self.generation()?, || self.all_chunks())?;
+            let lexical = self.lexical_index()?;
             let found = lexical.search_request(request);
             let ids: Vec<ChunkId> = found.iter().map(|&(e, _)| lexical.chunk_id(e).clone()).collect();
             let chunks = self.chunks(&ids)?;
@@ -159,6 +162,10 @@ impl EmbeddedVectorStore {
             }
             let g = meta.get("generation").map_err(Error::storage)?.map(|v| v.value()).unwrap_or(0) + 1;
             meta.insert("generation", g).map_err(Error::storage)?;
+            // What the index files, written later, are brought forward by.
+            let touched =
+                changes::encode(chunks.iter().map(|c| c.chunk.id.as_str()).chain(stale.iter().map(String::as_str)));
+            tx.open_table(CHANGES).map_err(Error::storage)?.insert(g, touched.as_slice()).map_err(Error::storage)?;
             g
         };
         ragctx_index::failpoint::pause("chunks.before-commit");
@@ -169,12 +176,44 @@ impl EmbeddedVectorStore {
         for id in &stale {
             ix.remove(id);
         }
-        if ix.dead_share() > 0.25 {
+        let mut unsaved = self.unsaved.lock().unwrap_or_else(|p| p.into_inner());
+        *unsaved += chunks.len() + stale.len();
+        let compacted = ix.dead_share() > 0.25;
+        if compacted {
             *ix = ix.compacted();
         }
-        // If this write fails the next open rebuilds the index from the committed store.
-        ix.save(&self.index_path, gen).map_err(Error::storage)?;
+        // The file is rewritten once the changes since it pass an eighth of the index (or
+        // after a compaction, which renumbers it); until then the next open brings it
+        // forward by those changes. If the write fails, the next open does the same.
+        if compacted || *unsaved > ix.len() / ragctx_lexical::MERGE_SHARE {
+            ix.save(&self.index_path, gen).map_err(Error::storage)?;
+            *unsaved = 0;
+            // Rows the older of the two files still needs stay; a failed prune leaves rows
+            // the next one drops.
+            let lexical = self.lexical.file_generation().filter(|&g| g <= gen).unwrap_or(gen);
+            let _ = changes::prune(&self.db, lexical);
+        }
         Ok(out)
+    }
+
+    /// The lexical index at the store's generation, brought forward by the changes since
+    /// the one it holds (or its file's), or rebuilt. Callers hold the index lock.
+    fn lexical_index(&self) -> Result<Arc<ragctx_lexical::LexicalIndex>> {
+        let generation = self.generation()?;
+        self.lexical.get(generation, |from| changes::lexical_changes(&self.db, from, generation), || self.all_chunks())
+    }
+
+    /// [`EmbeddedVectorStore::lexical_index`], saying how it was reached (benchmarks).
+    pub fn lexical_traced(&self) -> Result<ragctx_lexical::Brought> {
+        self.with_index(|_| {
+            let generation = self.generation()?;
+            let (_, how) = self.lexical.get_traced(
+                generation,
+                |from| changes::lexical_changes(&self.db, from, generation),
+                || self.all_chunks(),
+            )?;
+            Ok(how)
+        })
     }
 
     /// Every stored chunk with its vector, in id order (for export and benchmarks).

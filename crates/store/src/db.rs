@@ -4,7 +4,7 @@ use ragctx_index::{IndexParams, ResolvedCache, VectorIndex};
 use redb::{Database, DatabaseError, ReadableTable, ReadableTableMetadata, TableDefinition};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
@@ -33,6 +33,8 @@ pub struct DataDir {
     resolved: Arc<ResolvedCache>,
     /// The BM25 index, rebuilt from the chunks when the store's generation moves.
     lexical: Arc<ragctx_lexical::Cached>,
+    /// Chunks changed since `index.bin` was written.
+    unsaved: Arc<Mutex<usize>>,
     dim: usize,
 }
 
@@ -56,6 +58,7 @@ impl DataDir {
             }
             tx.open_table(EMBED_CACHE).map_err(Error::storage)?;
             tx.open_table(TRACES).map_err(Error::storage)?;
+            tx.open_table(crate::changes::CHANGES).map_err(Error::storage)?;
             let d = meta.get("dimension").map_err(Error::storage)?.map(|v| v.value() as usize);
             if let (None, Some(dim)) = (d, dim) {
                 meta.insert("dimension", dim as u64).map_err(Error::storage)?;
@@ -69,13 +72,14 @@ impl DataDir {
             (None, None) => 384,
         };
         let db = Arc::new(db);
-        let index = load_or_rebuild_index(&db, path, dim, params)?;
+        let (index, unsaved) = load_or_rebuild_index(&db, path, dim, params)?;
         Ok(DataDir {
             path: path.to_owned(),
             db,
             index: Arc::new(RwLock::new(index)),
             resolved: Arc::default(),
             lexical: Arc::new(ragctx_lexical::Cached::with_file(&path.join("lexical.bin"))),
+            unsaved: Arc::new(Mutex::new(unsaved)),
             dim,
         })
     }
@@ -125,6 +129,7 @@ impl DataDir {
             resolved: self.resolved.clone(),
             lexical: self.lexical.clone(),
             index_path: self.path.join("index.bin"),
+            unsaved: self.unsaved.clone(),
             dim: self.dim,
         }
     }
@@ -306,15 +311,40 @@ pub(crate) fn generation(db: &Database) -> Result<u64> {
     Ok(meta.get("generation").map_err(Error::storage)?.map(|v| v.value()).unwrap_or(0))
 }
 
-fn load_or_rebuild_index(db: &Database, dir: &Path, dim: usize, params: IndexParams) -> Result<VectorIndex> {
+/// The vector index at the store's generation, with the chunks changed since `index.bin`
+/// was written: the file as it is, or brought forward by the changes recorded since its
+/// generation (rewritten if they pass an eighth of it), or rebuilt from the store when it is
+/// missing, torn, or older than the recorded changes.
+fn load_or_rebuild_index(db: &Database, dir: &Path, dim: usize, params: IndexParams) -> Result<(VectorIndex, usize)> {
     let want = generation(db)?;
     let path = dir.join("index.bin");
     match VectorIndex::load(&path) {
-        Ok((mut ix, g)) if g == want && ix.dimension() == dim => {
+        Ok((mut ix, g)) if g <= want && ix.dimension() == dim => {
             ix.set_search_params(params);
-            return Ok(ix);
+            let rx = db.begin_read().map_err(Error::storage)?;
+            match crate::changes::touched_since(&rx, g, want)? {
+                Some(ids) => {
+                    for id in &ids {
+                        match crate::changes::current(&rx, id)? {
+                            Some((chunk, vector)) if vector.len() == dim => {
+                                ix.upsert_chunk(&chunk, &vector);
+                            }
+                            Some(_) => return Err(Error::inconsistent(format!("chunk {id}: stored vector dimension"))),
+                            None => {
+                                ix.remove(id);
+                            }
+                        }
+                    }
+                    if ids.len() > ix.len() / ragctx_lexical::MERGE_SHARE {
+                        ix.save(&path, want).map_err(Error::storage)?;
+                        return Ok((ix, 0));
+                    }
+                    return Ok((ix, ids.len()));
+                }
+                None => eprintln!("ragctx: index.bin is older than the store's recorded changes; rebuilding it"),
+            }
         }
-        Ok(_) => eprintln!("ragctx: index.bin is older than the store; rebuilding it"),
+        Ok(_) => eprintln!("ragctx: index.bin does not match the store; rebuilding it"),
         Err(_) if want == 0 => {}
         Err(e) => eprintln!("ragctx: {e}; rebuilding the index"),
     }
@@ -333,5 +363,5 @@ fn load_or_rebuild_index(db: &Database, dir: &Path, dim: usize, params: IndexPar
     if want > 0 {
         ix.save(&path, want).map_err(Error::storage)?;
     }
-    Ok(ix)
+    Ok((ix, 0))
 }

@@ -3,9 +3,11 @@
 //! (`ragctx.redb`), and the vector index (`index.bin`) derived from it.
 //!
 //! The database is the source of truth. Every ingest and every turn is one transaction, so
-//! a killed process leaves either all of it or none. The index file records the database
-//! generation it reflects; when they differ (a crash between the two writes) the index is
-//! rebuilt from the database on open. [`MemoryVectorStore`] is the same store held in memory
+//! a killed process leaves either all of it or none. The index files record the database
+//! generation they reflect, and each write records the chunk ids it touched in the same
+//! transaction: an index file of an older generation is brought forward by those changes on
+//! open (the files are rewritten only once the changes since them pass an eighth of the
+//! index), and one the recorded changes no longer reach is rebuilt from the database. [`MemoryVectorStore`] is the same store held in memory
 //! only, for evaluations and benchmarks.
 //!
 //! ```no_run
@@ -15,6 +17,7 @@
 //! # Ok::<(), ragctx_core::Error>(())
 //! ```
 
+mod changes;
 mod chunks;
 mod db;
 mod memory;

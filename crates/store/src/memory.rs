@@ -58,11 +58,16 @@ impl MemoryVectorStore {
 
     /// The lexical index of `map` (the chunks, read-locked by the caller).
     fn lexical_index(&self, map: &HashMap<ChunkId, Chunk>) -> Result<std::sync::Arc<ragctx_lexical::LexicalIndex>> {
-        self.lexical.get(self.generation.load(Ordering::SeqCst), || {
-            let mut all: Vec<Chunk> = map.values().cloned().collect();
-            all.sort_by(|a, b| a.id.cmp(&b.id));
-            Ok::<_, Error>(all)
-        })
+        // No log of changes here: a write makes the next search rebuild.
+        self.lexical.get(
+            self.generation.load(Ordering::SeqCst),
+            |_| Ok(None),
+            || {
+                let mut all: Vec<Chunk> = map.values().cloned().collect();
+                all.sort_by(|a, b| a.id.cmp(&b.id));
+                Ok::<_, Error>(all)
+            },
+        )
     }
 }
 

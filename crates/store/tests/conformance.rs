@@ -209,3 +209,98 @@ fn memory_store_conforms() {
         Box::new(ragctx_store::MemoryVectorStore::new(8, IndexParams { exact_below: 0, ..IndexParams::default() }))
     });
 }
+
+/// A write costs what it changes: small writes into a larger store leave `index.bin` and
+/// `lexical.bin` as they were (the changes are recorded in the write's transaction); the
+/// next search in this process and the next process see every write; the lexical index
+/// brought forward ranks and scores as one rebuilt from the chunks; and once the changes
+/// pass an eighth of the store the files are rewritten and the recorded changes pruned, an
+/// index file older than what is kept being rebuilt.
+#[test]
+fn small_writes_leave_the_index_files_and_every_search_sees_them() {
+    use ragctx_core::{Chunk, EmbeddedChunk, LexicalRequest, SearchRequest};
+    use ragctx_lexical::Brought;
+    let dir = tempfile::tempdir().unwrap();
+    let words = ["router", "reset", "error", "update", "kettle", "descale", "leaves", "water", "fee", "appeal"];
+    let chunk = |id: &str, doc: &str, n: usize| {
+        let text: Vec<&str> = (0..6).map(|i| words[(n * 7 + i * 3 + n / 10) % words.len()]).collect();
+        // Distinct for every n (a splitmix64 step per coordinate).
+        let vector: Vec<f32> = (0..8u64)
+            .map(|i| {
+                let mut z = (n as u64 * 8 + i).wrapping_add(1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                ((z ^ (z >> 27)) % 2001) as f32 - 1000.0
+            })
+            .collect();
+        let norm = vector.iter().map(|x| x * x).sum::<f32>().sqrt();
+        let vector = vector.iter().map(|x| x / norm).collect();
+        EmbeddedChunk { chunk: Chunk::new(id, doc, "", &format!("{} n{n}", text.join(" "))), vector }
+    };
+    let stamp = |name: &str| {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(dir.path().join(name)).map(|m| (m.ino(), m.mtime_nsec(), m.mtime())).unwrap()
+    };
+    let data = open(dir.path(), 0);
+    let store = data.vector_store();
+    let base: Vec<EmbeddedChunk> =
+        (0..800).map(|n| chunk(&format!("d{}#{}", n / 4, n % 4), &format!("d{}", n / 4), n)).collect();
+    store.upsert(&base).unwrap();
+    assert_eq!(store.lexical_traced().unwrap(), Brought::Rebuilt);
+    let (index_file, lexical_file) = (stamp("index.bin"), stamp("lexical.bin"));
+    let lexical = |store: &ragctx_store::EmbeddedVectorStore, query: &str| -> Vec<(String, f32)> {
+        let req = LexicalRequest { query: query.into(), limit: 8, ..Default::default() };
+        store.search_lexical(&req).unwrap().unwrap().hits.iter().map(|h| (h.chunk.id.0.clone(), h.score)).collect()
+    };
+    let nearest = |store: &ragctx_store::EmbeddedVectorStore, v: &[f32]| {
+        let req = SearchRequest { vector: v.to_vec(), limit: 1, ..Default::default() };
+        store.search(&req).unwrap().hits[0].chunk.id.0.clone()
+    };
+    // 10 rounds of 3 writes, 90 chunks changed (< 770 / 8): a new document, one cut to one
+    // chunk of new text, one removed.
+    for w in 0..10 {
+        let new = chunk(&format!("new{w}#0"), &format!("new{w}"), 1000 + w);
+        let replaced = vec![chunk(&format!("d{w}#0"), &format!("d{w}"), 2000 + w)];
+        store.upsert(std::slice::from_ref(&new)).unwrap();
+        store.replace_documents(&[format!("d{w}").into()], &replaced).unwrap();
+        store.replace_documents(&[format!("d{}", 50 + w).into()], &[]).unwrap();
+        assert_eq!(store.lexical_traced().unwrap(), Brought::Forward(9), "write {w}: 1 + 4 + 4 chunks");
+        assert_eq!(nearest(&store, &new.vector), new.chunk.id.0, "write {w}: the vector index sees it");
+        assert_eq!(lexical(&store, &format!("n{}", 1000 + w))[0].0, new.chunk.id.0, "write {w}: BM25 sees it");
+        assert!(lexical(&store, &format!("n{}", 50 * 4 + w * 4)).is_empty(), "write {w}: the removed document is gone");
+    }
+    assert_eq!(stamp("index.bin"), index_file, "small writes do not rewrite index.bin");
+    assert_eq!(stamp("lexical.bin"), lexical_file, "nor lexical.bin");
+    let queries = ["router reset", "kettle descale water", "fee appeal error update", "leaves"];
+    let followed: Vec<_> = queries.iter().map(|q| lexical(&store, q)).collect();
+    drop(store);
+    drop(data);
+    // The next process brings both files forward by the recorded changes.
+    let data = open(dir.path(), 0);
+    let store = data.vector_store();
+    assert_eq!(store.len().unwrap(), 800 + 10 - 10 * 3 - 10 * 4);
+    assert_eq!(store.lexical_traced().unwrap(), Brought::Forward(90));
+    assert_eq!(queries.iter().map(|q| lexical(&store, q)).collect::<Vec<_>>(), followed);
+    assert_eq!(nearest(&store, &chunk("x", "x", 1009).vector), "new9#0");
+    drop(store);
+    drop(data);
+    // Built anew from the chunks: the same ranking and scores, to the bit.
+    std::fs::remove_file(dir.path().join("lexical.bin")).unwrap();
+    let data = open(dir.path(), 0);
+    let store = data.vector_store();
+    assert_eq!(store.lexical_traced().unwrap(), Brought::Rebuilt);
+    assert_eq!(queries.iter().map(|q| lexical(&store, q)).collect::<Vec<_>>(), followed);
+    // Past an eighth of the store, the files are rewritten and the older changes pruned: an
+    // index file from before them is rebuilt, and still finds every write.
+    let old_index = std::fs::read(dir.path().join("index.bin")).unwrap();
+    let many: Vec<EmbeddedChunk> =
+        (0..60).map(|n| chunk(&format!("bulk{n}#0"), &format!("bulk{n}"), 3000 + n)).collect();
+    store.upsert(&many).unwrap();
+    assert_ne!(stamp("index.bin"), index_file, "rewritten");
+    drop(store);
+    drop(data);
+    std::fs::write(dir.path().join("index.bin"), old_index).unwrap();
+    let data = open(dir.path(), 0);
+    let store = data.vector_store();
+    assert_eq!(nearest(&store, &many[59].vector), "bulk59#0");
+    assert_eq!(nearest(&store, &chunk("x", "x", 1005).vector), "new5#0");
+}

@@ -1,0 +1,118 @@
+//! The store's changes by generation: each write's chunk ids (written or removed), committed
+//! in the write's own transaction. The derived indexes (`index.bin`, `lexical.bin`) are
+//! written only now and then; an index file of an older generation is brought forward by
+//! the changes since it — reading only the chunks they name — so a write costs what it
+//! adds, not the corpus. Rows are pruned up to the older of the two files' generations
+//! once the vector index file is rewritten; an index whose generation the rows no longer
+//! reach is rebuilt from the store, as before.
+
+use crate::db::{bytes_to_f32s, CHUNKS, VECTORS};
+use ragctx_core::{Chunk, ChunkId, Error, Result};
+use ragctx_lexical::Changes;
+use redb::{Database, ReadTransaction, TableDefinition};
+
+/// Generation → the ids that write touched (see [`encode`]).
+pub(crate) const CHANGES: TableDefinition<u64, &[u8]> = TableDefinition::new("changes");
+
+/// Ids as `u32` length + UTF-8 bytes each.
+pub(crate) fn encode<'a>(ids: impl IntoIterator<Item = &'a str>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for id in ids {
+        out.extend((id.len() as u32).to_le_bytes());
+        out.extend(id.as_bytes());
+    }
+    out
+}
+
+fn decode(mut bytes: &[u8]) -> Option<Vec<String>> {
+    let mut out = Vec::new();
+    while !bytes.is_empty() {
+        let n = u32::from_le_bytes(bytes.get(..4)?.try_into().ok()?) as usize;
+        let id = std::str::from_utf8(bytes.get(4..4 + n)?).ok()?;
+        out.push(id.to_owned());
+        bytes = &bytes[4 + n..];
+    }
+    Some(out)
+}
+
+/// The ids written or removed after generation `from` up to `to`, each once, in the order
+/// first touched; `None` when the rows do not hold every generation of that range (pruned,
+/// or written by a ragctx that kept none).
+pub(crate) fn touched_since(rx: &ReadTransaction, from: u64, to: u64) -> Result<Option<Vec<String>>> {
+    if from >= to {
+        return Ok(Some(Vec::new()));
+    }
+    let t = match rx.open_table(CHANGES) {
+        Ok(t) => t,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+        Err(e) => return Err(Error::storage(e)),
+    };
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    let mut expected = from + 1;
+    for row in t.range(from + 1..=to).map_err(Error::storage)? {
+        let (g, ids) = row.map_err(Error::storage)?;
+        if g.value() != expected {
+            return Ok(None);
+        }
+        expected += 1;
+        let Some(ids) = decode(ids.value()) else {
+            return Err(Error::inconsistent(format!("the change record of generation {} is corrupt", g.value())));
+        };
+        for id in ids {
+            if seen.insert(id.clone()) {
+                out.push(id);
+            }
+        }
+    }
+    Ok((expected == to + 1).then_some(out))
+}
+
+/// One touched chunk as the store holds it now: its chunk and vector, or `None` if removed.
+pub(crate) fn current(rx: &ReadTransaction, id: &str) -> Result<Option<(Chunk, Vec<f32>)>> {
+    let chunks = rx.open_table(CHUNKS).map_err(Error::storage)?;
+    let vectors = rx.open_table(VECTORS).map_err(Error::storage)?;
+    let Some(c) = chunks.get(id).map_err(Error::storage)? else { return Ok(None) };
+    let Some(v) = vectors.get(id).map_err(Error::storage)? else { return Ok(None) };
+    Ok(Some((serde_json::from_slice(c.value()).map_err(Error::storage)?, bytes_to_f32s(v.value()))))
+}
+
+/// The lexical index's view of the changes after `from` up to `to`: the touched chunks as
+/// they are now, and the ids removed.
+pub(crate) fn lexical_changes(db: &Database, from: u64, to: u64) -> Result<Option<Changes>> {
+    let rx = db.begin_read().map_err(Error::storage)?;
+    let Some(ids) = touched_since(&rx, from, to)? else { return Ok(None) };
+    let chunks = rx.open_table(CHUNKS).map_err(Error::storage)?;
+    let mut changes = Changes::default();
+    for id in ids {
+        match chunks.get(id.as_str()).map_err(Error::storage)? {
+            Some(c) => changes.chunks.push(serde_json::from_slice(c.value()).map_err(Error::storage)?),
+            None => changes.removed.push(ChunkId::from(id.as_str())),
+        }
+    }
+    Ok(Some(changes))
+}
+
+/// Drops the rows up to generation `through`: no index file needs them any more.
+pub(crate) fn prune(db: &Database, through: u64) -> Result<()> {
+    let tx = db.begin_write().map_err(Error::storage)?;
+    {
+        let mut t = tx.open_table(CHANGES).map_err(Error::storage)?;
+        t.retain_in(..=through, |_, _| false).map_err(Error::storage)?;
+    }
+    ragctx_index::failpoint::pause("changes.before-prune");
+    tx.commit().map_err(Error::storage)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_round_trip_and_a_torn_record_is_refused() {
+        let ids = ["a#0", "", "t\u{1f}é#12"];
+        let bytes = encode(ids);
+        assert_eq!(decode(&bytes).unwrap(), ids);
+        assert!(decode(&bytes[..bytes.len() - 1]).is_none());
+    }
+}
