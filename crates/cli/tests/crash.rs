@@ -118,10 +118,12 @@ fn killed_ingests_and_turns_leave_whole_states() {
     let base = dir.path().join("base");
     assert!(ragctx(&base).arg("ingest").arg(&v1).output().unwrap().status.success());
 
-    // Three points inside an ingest, in turn: before its transaction commits (the store must
-    // stay old), after the commit while the vector index file is written and while the lexical
-    // index file is written (the store is new; the next open must rebuild the stale index).
-    const POINTS: [&str; 3] = ["chunks.before-commit", "index.before-rename", "lexical.before-rename"];
+    // Four points inside an ingest, in turn: before its transaction commits (the store must
+    // stay old), after the commit while the vector index file is written, while the recorded
+    // changes are pruned, and while the lexical index file is written (the store is new; the
+    // next open must bring the stale index forward or rebuild it).
+    const POINTS: [&str; 4] =
+        ["chunks.before-commit", "index.before-rename", "changes.before-prune", "lexical.before-rename"];
     let (mut landed, mut survived, mut old, mut new, mut half, mut wrong_side, mut panics) = (0, 0, 0, 0, 0, 0, 0);
     let ingest_trials = trials(12);
     for (trial, ms) in randoms(ingest_trials, 200, 0x2545_F491_4F6C_DD1D).into_iter().enumerate() {

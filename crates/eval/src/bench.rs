@@ -15,6 +15,9 @@ use std::time::Instant;
 pub enum BenchCommand {
     /// Search latency and recall@k against exact search, with random and correlated exclusion
     Search(crate::bench_search::SearchOptions),
+    /// What a small write costs on this store: a new document of a few chunks ingested (its
+    /// embeddings cached), the first vector and BM25 searches after it, and its delete
+    Ingest(crate::bench_ingest::IngestOptions),
     /// Sliding-window sweep: search latency and repeat rate per window size N
     Window(crate::bench_window::WindowOptions),
     /// Load test of a running `ragctx serve`: concurrent sessions of turns over HTTP, then
@@ -127,6 +130,7 @@ pub fn run(settings: Settings, what: &BenchCommand) -> Result<()> {
     match what {
         BenchCommand::Search(opts) => crate::bench_search::search(&app, opts),
         BenchCommand::Window(opts) => crate::bench_window::run(&app, opts),
+        BenchCommand::Ingest(opts) => crate::bench_ingest::run(&app, opts),
         BenchCommand::Http { .. } => unreachable!("handled before opening the data dir"),
         BenchCommand::Embed { corpus, passages, single, save_passages, json } => {
             embed(&app, corpus, *passages, *single, save_passages.as_deref(), *json)

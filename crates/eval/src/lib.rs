@@ -18,6 +18,7 @@ pub mod agent;
 pub mod bench;
 mod bench_filter;
 pub mod bench_http;
+mod bench_ingest;
 pub mod bench_search;
 pub mod bench_window;
 pub mod data;

@@ -40,3 +40,109 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i.min(sorted.len() - 1)]
 }
+
+/// The real vectors' distribution, fitted: their mean and covariance (every principal
+/// component at its own variance), sampled as `mean + L z` (`L` the covariance's Cholesky
+/// factor, `z` standard normal) and normalised. `bench search --scale N --generator fitted`
+/// fills an index with it: points spread as the corpus spreads, without the tight clusters of
+/// near-copies that jittered copies make.
+pub struct Fitted {
+    dim: usize,
+    mean: Vec<f64>,
+    /// Lower triangle, row-major.
+    lower: Vec<f64>,
+}
+
+impl Fitted {
+    /// Fits `vectors` (at least two, of one dimension). The covariance gets a ridge of
+    /// 1e-6 × its mean variance on the diagonal, so a rank-deficient sample still factors.
+    pub fn of<'a>(vectors: impl Iterator<Item = &'a [f32]> + Clone) -> Option<Fitted> {
+        let dim = vectors.clone().next()?.len();
+        let mut n = 0usize;
+        let mut mean = vec![0f64; dim];
+        for v in vectors.clone() {
+            n += 1;
+            mean.iter_mut().zip(v).for_each(|(m, &x)| *m += x as f64);
+        }
+        if n < 2 {
+            return None;
+        }
+        mean.iter_mut().for_each(|m| *m /= n as f64);
+        let mut cov = vec![0f64; dim * dim];
+        let mut centred = vec![0f64; dim];
+        for v in vectors {
+            centred.iter_mut().zip(v.iter().zip(&mean)).for_each(|(c, (&x, m))| *c = x as f64 - m);
+            for i in 0..dim {
+                let ci = centred[i];
+                let row = &mut cov[i * dim..i * dim + i + 1];
+                row.iter_mut().zip(&centred[..=i]).for_each(|(r, &cj)| *r += ci * cj);
+            }
+        }
+        cov.iter_mut().for_each(|c| *c /= (n - 1) as f64);
+        let ridge = 1e-6 * (0..dim).map(|i| cov[i * dim + i]).sum::<f64>() / dim as f64;
+        // Cholesky–Banachiewicz on the lower triangle.
+        let mut lower = vec![0f64; dim * dim];
+        for i in 0..dim {
+            for j in 0..=i {
+                let dot: f64 = (0..j).map(|k| lower[i * dim + k] * lower[j * dim + k]).sum();
+                if i == j {
+                    let d = cov[i * dim + i] + ridge - dot;
+                    lower[i * dim + i] = d.max(ridge).sqrt();
+                } else {
+                    lower[i * dim + j] = (cov[i * dim + j] - dot) / lower[j * dim + j];
+                }
+            }
+        }
+        Some(Fitted { dim, mean, lower })
+    }
+
+    /// One sample, normalised.
+    pub fn sample(&self, rng: &mut Rng) -> Vec<f32> {
+        let z: Vec<f64> = (0..self.dim).map(|_| gaussian(rng)).collect();
+        let v = (0..self.dim)
+            .map(|i| {
+                let row = &self.lower[i * self.dim..i * self.dim + i + 1];
+                (self.mean[i] + row.iter().zip(&z).map(|(l, z)| l * z).sum::<f64>()) as f32
+            })
+            .collect();
+        normalise(v)
+    }
+}
+
+/// A standard normal number (Box–Muller).
+fn gaussian(rng: &mut Rng) -> f64 {
+    let u1 = ((rng.next_u64() >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
+    let u2 = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+    (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+}
+
+#[cfg(test)]
+mod fitted_tests {
+    use super::*;
+
+    /// Samples of a fit have the fitted mean and covariance (before normalising; tested on
+    /// vectors far from the origin's scale, so normalising changes little of the direction).
+    #[test]
+    fn samples_follow_the_fitted_mean_and_covariance() {
+        let mut rng = Rng(11);
+        // A correlated 3-d cloud: y = 2x + noise, z independent, around (5, 10, 0).
+        let data: Vec<Vec<f32>> = (0..20_000)
+            .map(|_| {
+                let x = gaussian(&mut rng) as f32;
+                vec![5.0 + x, 10.0 + 2.0 * x + 0.1 * gaussian(&mut rng) as f32, gaussian(&mut rng) as f32]
+            })
+            .collect();
+        let fit = Fitted::of(data.iter().map(Vec::as_slice)).unwrap();
+        assert!((fit.mean[0] - 5.0).abs() < 0.05 && (fit.mean[1] - 10.0).abs() < 0.1, "{:?}", fit.mean);
+        // L Lᵀ is the covariance: var x ≈ 1, cov(x, y) ≈ 2, var z ≈ 1, cov(x, z) ≈ 0.
+        let l = |i: usize, j: usize| fit.lower[i * 3 + j];
+        let cov = |i: usize, j: usize| (0..3).map(|k| l(i, k) * l(j, k)).sum::<f64>();
+        assert!((cov(0, 0) - 1.0).abs() < 0.05 && (cov(0, 1) - 2.0).abs() < 0.1 && cov(0, 2).abs() < 0.05);
+        assert!((cov(2, 2) - 1.0).abs() < 0.05);
+        // Samples point where the data points: the direction of (5, 10, 0), give or take.
+        let s = fit.sample(&mut rng);
+        let unit = normalise(vec![5.0, 10.0, 0.0]);
+        assert!(s.iter().zip(&unit).map(|(a, b)| a * b).sum::<f32>() > 0.8, "{s:?}");
+        assert!((s.iter().map(|x| x * x).sum::<f32>() - 1.0).abs() < 1e-5, "normalised");
+    }
+}

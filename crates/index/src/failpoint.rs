@@ -12,6 +12,8 @@
 //! The points: `chunks.before-commit` (an ingest's rows are written, its redb transaction not
 //! committed), `index.before-rename` (the vector index file written beside the old one, not
 //! yet renamed over it), `lexical.before-rename` (the same for the lexical index),
+//! `changes.before-prune` (after `index.bin` is rewritten, the recorded changes no index file
+//! needs any more deleted, the transaction not committed),
 //! `sessions.before-commit` (a turn's record and trace written, the transaction not
 //! committed).
 

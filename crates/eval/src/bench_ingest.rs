@@ -1,0 +1,182 @@
+//! `bench ingest`: what one small write costs on the store as it is — a new document of a
+//! few chunks ingested as `POST /v1/documents` ingests it (its texts already in the
+//! embedding cache, so the time is the store's, not the model's), the first vector and BM25
+//! searches after it, and the document's delete — repeated, with percentiles.
+
+use crate::error::{bail, Result};
+use crate::stats::percentile;
+use ragctx_app::app::App;
+use ragctx_core::{DocumentId, LexicalRequest, SearchRequest, VectorStore};
+use serde::Serialize;
+use std::time::Instant;
+
+/// The flags of `ragctx bench ingest`.
+#[derive(clap::Args)]
+pub struct IngestOptions {
+    /// Writes to time (each a new document, then its delete)
+    #[arg(long, default_value_t = 20)]
+    pub repeats: usize,
+    /// Chunks per document: the texts of the store's first N chunks, under new ids
+    #[arg(long, default_value_t = 5)]
+    pub chunks: usize,
+    /// Print the report as one JSON object
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Serialize)]
+struct Report {
+    store_chunks: usize,
+    repeats: usize,
+    chunks: usize,
+    /// The ingest as `POST /v1/documents` runs it, embeddings from the cache.
+    ingest_ms: Percentiles,
+    /// The first vector search after each ingest (finds a new chunk).
+    first_search_ms: Percentiles,
+    /// The first BM25 search after each ingest (finds a new chunk).
+    first_lexical_ms: Percentiles,
+    /// `DELETE /v1/documents/{id}`'s write.
+    delete_ms: Percentiles,
+    /// The first BM25 search after each delete (the document is gone).
+    lexical_after_delete_ms: Percentiles,
+    /// Times `index.bin` and `lexical.bin` were rewritten during the run.
+    index_rewrites: usize,
+    lexical_rewrites: usize,
+}
+
+#[derive(Serialize)]
+struct Percentiles {
+    p50: f64,
+    p99: f64,
+    max: f64,
+}
+
+impl Percentiles {
+    fn of(mut ms: Vec<f64>) -> Percentiles {
+        ms.sort_by(f64::total_cmp);
+        Percentiles { p50: percentile(&ms, 0.5), p99: percentile(&ms, 0.99), max: *ms.last().unwrap_or(&0.0) }
+    }
+}
+
+fn ms(since: Instant) -> f64 {
+    since.elapsed().as_secs_f64() * 1e3
+}
+
+pub(crate) fn run(app: &App, opts: &IngestOptions) -> Result<()> {
+    let data = app.data("bench ingest")?;
+    let store = data.vector_store();
+    if opts.repeats == 0 || opts.chunks == 0 {
+        bail!("--repeats and --chunks must be at least 1");
+    }
+    // The texts (untimed): the store's first chunks, so their embeddings are cached.
+    let texts: Vec<(String, String)> = store
+        .all()?
+        .into_iter()
+        .filter(|c| !c.chunk.document_id.as_str().starts_with("bench-ingest-"))
+        .take(opts.chunks)
+        .map(|c| (c.chunk.title, c.chunk.text))
+        .collect();
+    if texts.len() < opts.chunks {
+        bail!("the store holds {} chunks: ingest a corpus first (bench ingest times writes into it)", texts.len());
+    }
+    let store_chunks = store.len()?;
+    let stamp = |name: &str| std::fs::metadata(data.path().join(name)).and_then(|m| m.modified()).ok();
+    let records = |doc: &str| -> Vec<u8> {
+        let mut out = Vec::new();
+        for (i, (title, text)) in texts.iter().enumerate() {
+            let line =
+                serde_json::json!({ "_id": format!("{doc}#{i}"), "document_id": doc, "title": title, "text": text });
+            out.extend(line.to_string().into_bytes());
+            out.push(b'\n');
+        }
+        out
+    };
+    // One untimed write first: the texts reach the embedding cache, the lexical index is
+    // loaded, and it is deleted again.
+    let warm = format!("bench-ingest-warm-{}", std::process::id());
+    app.ingest_records("bench ingest", &records(&warm), false)?;
+    store.replace_documents(&[DocumentId::from(warm.as_str())], &[])?;
+    store.prepare_lexical()?;
+    let (mut index_rewrites, mut lexical_rewrites) = (0, 0);
+    let (mut ingest, mut search, mut lexical, mut delete, mut after_delete) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // The first text: the new chunk ties with the chunk it was copied from, both in the top 10.
+    let query = LexicalRequest { query: texts[0].1.clone(), limit: 10, ..Default::default() };
+    let lexical_hits = |what: &str| -> Result<Vec<ragctx_core::Hit>> {
+        match store.search_lexical(&query)? {
+            Some(found) => Ok(found.hits),
+            None => bail!("{what}: this store has no lexical index"),
+        }
+    };
+    for k in 0..opts.repeats {
+        let doc = format!("bench-ingest-{}-{k}", std::process::id());
+        let before = (stamp("index.bin"), stamp("lexical.bin"));
+        let t = Instant::now();
+        let report = app.ingest_records("bench ingest", &records(&doc), false)?;
+        ingest.push(ms(t));
+        if report.embedded > 0 {
+            bail!("write {k} embedded {} texts: the embedding cache did not hold them", report.embedded);
+        }
+        let first = format!("{doc}#0");
+        let vector = store.vectors(&[first.as_str().into()])?.remove(0).expect("just written");
+        let t = Instant::now();
+        let found = store.search(&SearchRequest { vector, limit: 10, ..Default::default() })?;
+        search.push(ms(t));
+        if !found.hits.iter().any(|h| h.chunk.id.as_str() == first) {
+            bail!("write {k}: the first vector search after it did not find {first}");
+        }
+        let t = Instant::now();
+        let found = lexical_hits("bench ingest")?;
+        lexical.push(ms(t));
+        if !found.iter().any(|h| h.chunk.id.as_str() == first) {
+            bail!("write {k}: the first BM25 search after it did not find {first}");
+        }
+        let t = Instant::now();
+        let removed = store.replace_documents(&[DocumentId::from(doc.as_str())], &[])?.removed;
+        delete.push(ms(t));
+        if removed != opts.chunks {
+            bail!("write {k}: the delete removed {removed} chunks, not {}", opts.chunks);
+        }
+        let t = Instant::now();
+        let found = lexical_hits("bench ingest")?;
+        after_delete.push(ms(t));
+        if found.iter().any(|h| h.chunk.document_id.as_str() == doc) {
+            bail!("write {k}: a BM25 search after the delete still found {doc}");
+        }
+        let after = (stamp("index.bin"), stamp("lexical.bin"));
+        index_rewrites += usize::from(before.0 != after.0);
+        lexical_rewrites += usize::from(before.1 != after.1);
+    }
+    let report = Report {
+        store_chunks,
+        repeats: opts.repeats,
+        chunks: opts.chunks,
+        ingest_ms: Percentiles::of(ingest),
+        first_search_ms: Percentiles::of(search),
+        first_lexical_ms: Percentiles::of(lexical),
+        delete_ms: Percentiles::of(delete),
+        lexical_after_delete_ms: Percentiles::of(after_delete),
+        index_rewrites,
+        lexical_rewrites,
+    };
+    if opts.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    println!(
+        "bench ingest: {} writes of a {}-chunk document into a store of {} chunks (embeddings cached)",
+        report.repeats, report.chunks, report.store_chunks
+    );
+    println!("{:<34} {:>9} {:>9} {:>9}", "ms", "p50", "p99", "max");
+    for (name, p) in [
+        ("ingest (POST /v1/documents)", &report.ingest_ms),
+        ("first vector search after", &report.first_search_ms),
+        ("first BM25 search after", &report.first_lexical_ms),
+        ("delete (DELETE /v1/documents)", &report.delete_ms),
+        ("first BM25 search after delete", &report.lexical_after_delete_ms),
+    ] {
+        println!("{name:<34} {:>9.2} {:>9.2} {:>9.2}", p.p50, p.p99, p.max);
+    }
+    println!("index.bin rewritten {} times, lexical.bin {} times", report.index_rewrites, report.lexical_rewrites);
+    Ok(())
+}
