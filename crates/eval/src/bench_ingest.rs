@@ -70,7 +70,7 @@ pub(crate) fn run(app: &App, opts: &IngestOptions) -> Result<()> {
     }
     // The texts (untimed): the store's first chunks, so their embeddings are cached.
     let texts: Vec<(String, String)> = store
-        .all()?
+        .first(opts.chunks * 4 + 16)?
         .into_iter()
         .filter(|c| !c.chunk.document_id.as_str().starts_with("bench-ingest-"))
         .take(opts.chunks)

@@ -218,11 +218,16 @@ impl EmbeddedVectorStore {
 
     /// Every stored chunk with its vector, in id order (for export and benchmarks).
     pub fn all(&self) -> Result<Vec<EmbeddedChunk>> {
+        self.first(usize::MAX)
+    }
+
+    /// The first `n` stored chunks with their vectors, in id order.
+    pub fn first(&self, n: usize) -> Result<Vec<EmbeddedChunk>> {
         let rx = self.db.begin_read().map_err(Error::storage)?;
         let ct = rx.open_table(CHUNKS).map_err(Error::storage)?;
         let vt = rx.open_table(VECTORS).map_err(Error::storage)?;
         let mut out = Vec::new();
-        for row in ct.iter().map_err(Error::storage)? {
+        for row in ct.iter().map_err(Error::storage)?.take(n) {
             let (id, c) = row.map_err(Error::storage)?;
             let vector =
                 vt.get(id.value()).map_err(Error::storage)?.map(|v| bytes_to_f32s(v.value())).unwrap_or_default();
