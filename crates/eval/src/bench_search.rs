@@ -215,6 +215,10 @@ pub struct SearchOptions {
     /// copies of stored vectors)
     #[arg(long)]
     pub questions: Option<PathBuf>,
+    /// Queries: this many stored passages, chosen at random (by `--seed`) and taken out of the
+    /// index and of what `--scale` generates from — real vectors that no parameter was tuned on
+    #[arg(long, default_value_t = 0)]
+    pub held_out: usize,
     /// Print the results as one JSON object
     #[arg(long)]
     pub json: bool,
@@ -269,6 +273,25 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
     let mut rng = Rng(seed.max(1));
     let params = store.with_index(|ix| ix.params());
     let started = Instant::now();
+    // Held out: stored passages taken out of the index (and out of what generates the rest)
+    // to be the queries — real vectors no parameter was chosen on.
+    let mut all = all;
+    let held_out: Vec<Vec<f32>> = if o.held_out > 0 {
+        if questions.is_some() {
+            bail!("--held-out and --questions both name the queries: give one");
+        }
+        if o.held_out * 2 > all.len() {
+            bail!("--held-out {}: the store holds {} chunks; hold out at most half", o.held_out, all.len());
+        }
+        let mut out = Vec::with_capacity(o.held_out);
+        for _ in 0..o.held_out {
+            let i = rng.below(all.len());
+            out.push(all.swap_remove(i).vector);
+        }
+        out
+    } else {
+        Vec::new()
+    };
     let fitted = match o.generator.as_str() {
         "copies" => None,
         "fitted" => Some(
@@ -277,12 +300,12 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
         ),
         other => bail!("--generator {other}: use copies or fitted"),
     };
-    let index: VectorIndex = if scale > all.len() {
+    let index: VectorIndex = if scale > all.len() || !held_out.is_empty() {
         let mut ix = VectorIndex::new(store.dimension(), IndexParams { exact_below: params.exact_below, ..params });
         for c in &all {
             ix.upsert(c.chunk.id.as_str(), c.chunk.document_id.as_str(), c.chunk.weight, &c.vector);
         }
-        for i in 0..scale - all.len() {
+        for i in 0..scale.saturating_sub(all.len()) {
             let src = &all[rng.below(all.len())];
             let v = match &fitted {
                 Some(f) => f.sample(&mut rng),
@@ -309,6 +332,7 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
     }
     index.set_search_params(p);
     let query_vectors: Vec<Vec<f32>> = match questions {
+        None if !held_out.is_empty() => held_out,
         Some(path) => {
             let qs = read_questions(path, queries)?;
             let refs: Vec<&str> = qs.iter().map(String::as_str).collect();
@@ -487,7 +511,7 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
             alt_path_recall: alt_recall / qn,
         });
     }
-    let summary = serde_json::json!({ "vectors": n, "queries": query_vectors.len(), "k": k, "ef_search": index.ef_for(n), "ef_configured": index.params().ef_search, "m": index.params().m, "generator": if scale > all.len() { o.generator.as_str() } else { "none" }, "build_secs": build_secs, "rows": rows });
+    let summary = serde_json::json!({ "vectors": n, "queries": query_vectors.len(), "k": k, "ef_search": index.ef_for(n), "ef_configured": index.params().ef_search, "m": index.params().m, "generator": if scale > all.len() { o.generator.as_str() } else { "none" }, "queries_from": if o.held_out > 0 { "held-out passages" } else if questions.is_some() { "questions" } else { "noisy copies" }, "build_secs": build_secs, "rows": rows });
     if let Some(dir) = &o.export {
         std::fs::create_dir_all(dir).map_err(|source| Error::Write { path: dir.to_path_buf(), source })?;
         write_f32s(&dir.join("vectors.f32"), &mut (0..index.nodes() as u32).map(|i| index.vector(i)))?;

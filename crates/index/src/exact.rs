@@ -127,7 +127,7 @@ impl VectorIndex {
 
     /// The vectors searches score with: the binary16 copy when every vector fits it, else f32.
     pub(crate) fn search_vectors(&self) -> Vectors<'_> {
-        Vectors { data: &self.vectors, dim: self.dim, halves: self.half_ok.then_some(&self.halves[..]) }
+        Vectors::of(&self.vectors, self.dim, self.half_ok.then_some(&self.halves[..]))
     }
 
     /// Scores every node `ex` does not block, in node order, with [`VectorIndex::search_vectors`].

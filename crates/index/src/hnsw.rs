@@ -58,17 +58,24 @@ pub(crate) struct Graph {
 }
 
 pub(crate) struct Vectors<'a> {
-    pub data: &'a [f32],
+    /// The f32 vectors: the first `split` nodes in `head` (a file's map), the rest in `tail`.
+    head: &'a [f32],
+    tail: &'a [f32],
+    split: usize,
     pub dim: usize,
-    /// Binary16 copies of `data`: when set, [`Walk`] scores with them (half the memory read
-    /// per node), and its caller re-scores the results in f32.
+    /// Binary16 copies of the vectors: when set, [`Walk`] scores with them (half the memory
+    /// read per node), and its caller re-scores the results in f32.
     pub halves: Option<&'a [u16]>,
 }
-impl Vectors<'_> {
+impl<'a> Vectors<'a> {
+    pub fn of(full: &'a crate::full::Full, dim: usize, halves: Option<&'a [u16]>) -> Vectors<'a> {
+        let (head, tail, split) = full.parts();
+        Vectors { head, tail, split, dim, halves }
+    }
+
     #[inline]
     pub fn get(&self, node: u32) -> &[f32] {
-        let i = node as usize * self.dim;
-        &self.data[i..i + self.dim]
+        crate::full::slice_of(self.head, self.tail, self.split, self.dim, node)
     }
 
     /// The similarity the walk ranks by: f32, or from the binary16 copy when there is one.
@@ -89,7 +96,7 @@ impl Vectors<'_> {
         let i = node as usize * self.dim;
         match self.halves {
             Some(h) => prefetch(h[i..].as_ptr() as *const i8),
-            None => prefetch(self.data[i..].as_ptr() as *const i8),
+            None => prefetch(self.get(node).as_ptr() as *const i8),
         }
     }
 }

@@ -22,6 +22,7 @@ mod exact;
 mod exclusion;
 pub mod failpoint;
 mod filter_index;
+mod full;
 mod half;
 mod hnsw;
 mod persist;
@@ -103,7 +104,8 @@ pub enum ForcePath {
 pub struct VectorIndex {
     params: IndexParams,
     dim: usize,
-    vectors: Vec<f32>,
+    /// The f32 vectors (mapped from the index file when it was read from one).
+    vectors: full::Full,
     /// The vectors in half precision, for the exact path's first pass.
     halves: Vec<u16>,
     /// Largest vector norm, for the half pass's error bound.
@@ -142,7 +144,7 @@ impl VectorIndex {
         VectorIndex {
             params,
             dim,
-            vectors: Vec::new(),
+            vectors: full::Full::new(dim),
             halves: Vec::new(),
             max_norm: 0.0,
             half_ok: true,
@@ -216,8 +218,12 @@ impl VectorIndex {
     }
     /// The vector of a node (live or retired).
     pub fn vector(&self, node: u32) -> &[f32] {
-        let i = node as usize * self.dim;
-        &self.vectors[i..i + self.dim]
+        self.vectors.get(node)
+    }
+
+    /// Whether the f32 vectors read from the index file stay in its memory map.
+    pub fn is_mapped(&self) -> bool {
+        self.vectors.is_mapped()
     }
 
     /// Share of nodes that are replaced (dead) but still in the graph.
@@ -290,17 +296,16 @@ impl VectorIndex {
         self.doc_nodes[doc as usize].push(node);
         self.meta.push(node, tenant_of(chunk_id), metadata);
         self.meta_digest.push(digest);
-        self.vectors.extend_from_slice(vector);
+        self.vectors.push(vector);
         self.push_half(node);
-        let vectors = Vectors { data: &self.vectors, dim: self.dim, halves: None };
+        let vectors = Vectors::of(&self.vectors, self.dim, None);
         self.graph.insert(&vectors, node);
         is_new
     }
 
     /// Appends the half-precision copy of a node's vector (nodes are added in order).
     pub(crate) fn push_half(&mut self, node: u32) {
-        let i = node as usize * self.dim;
-        let v = &self.vectors[i..i + self.dim];
+        let v = self.vectors.get(node);
         let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
         self.half_ok &= half::representable(v);
         self.halves.extend(v.iter().map(|&x| half::to_half(x)));

@@ -1,15 +1,19 @@
 //! One-file persistence: written to a temporary file, synced, then renamed over the old
-//! one, so a reader sees the old index or the new one, never half of either.
+//! one, so a reader sees the old index or the new one, never half of either. The layout:
+//! a header padded to 64 bytes, the f32 vectors (node order, little-endian: a reader maps
+//! them in place, `full.rs`), their binary16 copy, then weights, ids, links and the metadata
+//! index.
 
 use crate::hnsw::Graph;
 use crate::{IndexParams, VectorIndex};
 use std::collections::HashMap;
 use std::fs::{self, File};
-use std::io::{BufWriter, Read, Write};
+use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
-/// Version 02 added the metadata index; a version 01 file is rebuilt from the store.
-const MAGIC: &[u8; 8] = b"RCXIDX02";
+/// Version 02 added the metadata index, 03 the aligned f32 section (mapped in place) and the
+/// binary16 copy; an older file is rebuilt from the store.
+const MAGIC: &[u8; 8] = b"RCXIDX03";
 
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {
@@ -86,6 +90,10 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// The f32 vectors start at a multiple of this (from the file's start), so they can be used
+/// in place from a memory map.
+const ALIGN: usize = 64;
+
 impl VectorIndex {
     /// Writes the index with the store generation it reflects.
     pub fn save(&self, path: &Path, generation: u64) -> Result<(), IndexError> {
@@ -94,19 +102,32 @@ impl VectorIndex {
         let file = File::create(&tmp).map_err(io)?;
         let mut w = Writer(BufWriter::with_capacity(1 << 20, file));
         (|| -> std::io::Result<()> {
-            w.0.write_all(MAGIC)?;
-            w.u64(generation)?;
-            w.u32(self.dim as u32)?;
-            w.u32(self.nodes() as u32)?;
+            let mut head = Writer(Vec::new());
+            head.0.extend_from_slice(MAGIC);
+            head.u64(generation)?;
+            head.u32(self.dim as u32)?;
+            head.u32(self.nodes() as u32)?;
             let g = &self.graph;
-            w.u32(g.m as u32)?;
-            w.u32(g.ef_construction as u32)?;
-            w.u32(self.params.ef_search as u32)?;
-            w.u32(self.params.exact_below as u32)?;
-            w.u32(g.entry)?;
-            w.u8(g.max_level)?;
-            w.u64(g.rng)?;
-            w.f32s(&self.vectors)?;
+            head.u32(g.m as u32)?;
+            head.u32(g.ef_construction as u32)?;
+            head.u32(self.params.ef_search as u32)?;
+            head.u32(self.params.exact_below as u32)?;
+            head.u32(g.entry)?;
+            head.u8(g.max_level)?;
+            head.u64(g.rng)?;
+            head.0.extend_from_slice(&self.max_norm.to_le_bytes());
+            head.u8(self.half_ok as u8)?;
+            head.0.resize(head.0.len().next_multiple_of(ALIGN), 0);
+            w.0.write_all(&head.0)?;
+            for node in 0..self.nodes() as u32 {
+                w.f32s(self.vector(node))?;
+            }
+            let mut halves = Vec::with_capacity(self.halves.len() * 2);
+            for h in &self.halves {
+                halves.extend_from_slice(&h.to_le_bytes());
+            }
+            w.0.write_all(&halves)?;
+            drop(halves);
             w.f32s(&self.weights)?;
             for n in 0..self.nodes() {
                 w.u8(self.retired.get(n) as u8)?;
@@ -146,40 +167,101 @@ impl VectorIndex {
         Ok(())
     }
 
-    /// Reads an index written by [`VectorIndex::save`]; returns it with its generation.
-    pub fn load(path: &Path) -> Result<(VectorIndex, u64), IndexError> {
-        let p = path.display().to_string();
-        let mut buf = Vec::new();
-        File::open(path)
-            .and_then(|mut f| f.read_to_end(&mut buf))
-            .map_err(|source| IndexError::Io { path: p.clone(), source })?;
-        Self::decode(&buf).map_err(|what| IndexError::Corrupt { path: p, what })
+    /// [`VectorIndex::save`], then the f32 vectors taken from the new file's map (those
+    /// added since the last load leave memory). If the map cannot be made, the index keeps
+    /// them as it holds them.
+    pub fn save_and_map(&mut self, path: &Path, generation: u64) -> Result<(), IndexError> {
+        self.save(path, generation)?;
+        if let Ok(file) = File::open(path) {
+            if let Some(full) = crate::full::Full::mapped(&file, vectors_offset(), self.nodes(), self.dim) {
+                self.vectors = full;
+            }
+        }
+        Ok(())
     }
 
-    fn decode(buf: &[u8]) -> Result<(VectorIndex, u64), String> {
-        let mut r = Reader { buf, pos: 0 };
-        match r.take(8)? {
-            m if m == MAGIC => {}
-            b"RCXIDX01" => return Err("written by an older ragctx, without the metadata index".into()),
-            _ => return Err("not a ragctx index".into()),
+    /// Reads an index written by [`VectorIndex::save`]; returns it with its generation. Its
+    /// f32 vectors stay in the file's memory map; the rest is read into memory.
+    pub fn load(path: &Path) -> Result<(VectorIndex, u64), IndexError> {
+        let p = path.display().to_string();
+        let io = |source| IndexError::Io { path: p.clone(), source };
+        let corrupt = |what: String| IndexError::Corrupt { path: p.clone(), what };
+        let mut file = File::open(path).map_err(io)?;
+        let len = file.metadata().map_err(io)?.len() as usize;
+        let mut head = vec![0u8; vectors_offset().min(len)];
+        file.read_exact(&mut head).map_err(io)?;
+        let mut r = Reader { buf: &head, pos: 0 };
+        let header = Header::read(&mut r).map_err(corrupt)?;
+        let floats = header.nodes.checked_mul(header.dim).ok_or_else(|| corrupt("size".into()))?;
+        let (rest_at, halves_end) = floats
+            .checked_mul(4)
+            .and_then(|b| b.checked_add(vectors_offset()))
+            .and_then(|at| Some((at, at.checked_add(floats.checked_mul(2)?)?)))
+            .ok_or_else(|| corrupt("size".into()))?;
+        if len < halves_end {
+            return Err(corrupt("truncated".into()));
         }
-        let generation = r.u64()?;
-        let dim = r.u32()? as usize;
-        let n = r.u32()? as usize;
-        let m = r.u32()? as usize;
-        let ef_construction = r.u32()? as usize;
-        let ef_search = r.u32()? as usize;
-        let exact_below = r.u32()? as usize;
-        let params = IndexParams { m, ef_construction, ef_search, exact_below, ..IndexParams::default() };
-        let mut graph = Graph::new(m, ef_construction);
-        graph.entry = r.u32()?;
-        graph.max_level = r.u8()?;
-        graph.rng = r.u64()?;
-        let vectors = r.f32s(n * dim)?;
+        let full = match crate::full::Full::mapped(&file, vectors_offset(), header.nodes, header.dim) {
+            Some(full) => full,
+            // Not usable in place (a big-endian target): read into memory.
+            None => {
+                let mut bytes = vec![0u8; floats * 4];
+                file.seek(SeekFrom::Start(vectors_offset() as u64)).map_err(io)?;
+                file.read_exact(&mut bytes).map_err(io)?;
+                let mut full = crate::full::Full::new(header.dim);
+                for v in bytes.chunks_exact(header.dim * 4) {
+                    full.push(
+                        &v.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect::<Vec<_>>(),
+                    );
+                }
+                full
+            }
+        };
+        file.seek(SeekFrom::Start(rest_at as u64)).map_err(io)?;
+        let mut halves = vec![0u16; floats];
+        {
+            let mut bytes = vec![0u8; (1 << 20).min(floats * 2).max(2)];
+            let mut at = 0;
+            while at < floats {
+                let take = (floats - at).min(bytes.len() / 2);
+                file.read_exact(&mut bytes[..take * 2]).map_err(io)?;
+                for (h, c) in halves[at..at + take].iter_mut().zip(bytes.chunks_exact(2)) {
+                    *h = u16::from_le_bytes([c[0], c[1]]);
+                }
+                at += take;
+            }
+        }
+        let mut rest = Vec::with_capacity(len - halves_end);
+        file.read_to_end(&mut rest).map_err(io)?;
+        Self::decode(header, full, halves, &rest).map_err(corrupt)
+    }
+
+    fn decode(
+        h: Header,
+        vectors: crate::full::Full,
+        halves: Vec<u16>,
+        buf: &[u8],
+    ) -> Result<(VectorIndex, u64), String> {
+        let mut r = Reader { buf, pos: 0 };
+        let n = h.nodes;
+        let params = IndexParams {
+            m: h.m,
+            ef_construction: h.ef_construction,
+            ef_search: h.ef_search,
+            exact_below: h.exact_below,
+            ..IndexParams::default()
+        };
+        let mut graph = Graph::new(h.m, h.ef_construction);
+        graph.entry = h.entry;
+        graph.max_level = h.max_level;
+        graph.rng = h.rng;
         let weights = r.f32s(n)?;
-        let mut ix = VectorIndex::new(dim, params);
+        let mut ix = VectorIndex::new(h.dim, params);
         ix.graph = graph;
         ix.vectors = vectors;
+        ix.halves = halves;
+        ix.max_norm = h.max_norm;
+        ix.half_ok = h.half_ok;
         ix.weights = weights;
         let mut doc_of = Vec::with_capacity(n);
         for node in 0..n {
@@ -207,11 +289,8 @@ impl VectorIndex {
             }
         }
         ix.doc_of = doc_of;
-        for node in 0..n as u32 {
-            ix.push_half(node);
-        }
         ix.graph.layer0 = r.u32s()?;
-        if ix.graph.layer0.len() != n * 2 * m {
+        if ix.graph.layer0.len() != n * 2 * h.m {
             return Err("layer 0 size".into());
         }
         if ix.graph.layer0.iter().any(|&x| x != crate::hnsw::EMPTY && x as usize >= n) {
@@ -237,6 +316,68 @@ impl VectorIndex {
         if n > 0 && ix.graph.entry as usize >= n {
             return Err("entry point out of range".into());
         }
-        Ok((ix, generation))
+        Ok((ix, h.generation))
+    }
+}
+
+/// Where the f32 vectors start: the header, padded to [`ALIGN`].
+fn vectors_offset() -> usize {
+    // MAGIC, generation, dim, nodes, m, ef_construction, ef_search, exact_below, entry,
+    // max_level, rng, max_norm, half_ok.
+    (8 + 8 + 4 * 7 + 1 + 8 + 4 + 1usize).next_multiple_of(ALIGN)
+}
+
+/// The fixed fields before the vectors.
+struct Header {
+    generation: u64,
+    dim: usize,
+    nodes: usize,
+    m: usize,
+    ef_construction: usize,
+    ef_search: usize,
+    exact_below: usize,
+    entry: u32,
+    max_level: u8,
+    rng: u64,
+    max_norm: f32,
+    half_ok: bool,
+}
+
+impl Header {
+    fn read(r: &mut Reader<'_>) -> Result<Header, String> {
+        match r.take(8)? {
+            m if m == MAGIC => {}
+            b"RCXIDX01" | b"RCXIDX02" => return Err("written by an older ragctx".into()),
+            _ => return Err("not a ragctx index".into()),
+        }
+        let generation = r.u64()?;
+        let dim = r.u32()? as usize;
+        let nodes = r.u32()? as usize;
+        let m = r.u32()? as usize;
+        let ef_construction = r.u32()? as usize;
+        let ef_search = r.u32()? as usize;
+        let exact_below = r.u32()? as usize;
+        let entry = r.u32()?;
+        let max_level = r.u8()?;
+        let rng = r.u64()?;
+        let max_norm = f32::from_le_bytes(r.take(4)?.try_into().unwrap());
+        let half_ok = r.u8()? != 0;
+        if dim == 0 || m < 2 {
+            return Err("dimension or links out of range".into());
+        }
+        Ok(Header {
+            generation,
+            dim,
+            nodes,
+            m,
+            ef_construction,
+            ef_search,
+            exact_below,
+            entry,
+            max_level,
+            rng,
+            max_norm,
+            half_ok,
+        })
     }
 }

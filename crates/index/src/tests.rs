@@ -237,7 +237,7 @@ fn exact_path_matches_a_brute_force_reference() {
 fn a_widened_walk_holds_what_a_walk_started_wide_holds() {
     let data = corpus(400, 3, 24, 5);
     let ix = build(&data, 0);
-    let vectors = Vectors { data: &ix.vectors, dim: ix.dim, halves: None };
+    let vectors = Vectors::of(&ix.vectors, ix.dim, None);
     for q in [&data[17].2, &data[600].2] {
         let entry = ix.graph.entry_for(&vectors, q).expect("entry");
         let allowed = |n: u32| !n.is_multiple_of(3);
@@ -424,4 +424,64 @@ fn a_small_tenant_is_scanned_whatever_the_store_holds() {
         assert_eq!((got.path, got.reason.as_str()), (SearchPath::Exact, "exact scan (small index)"));
         assert_eq!((ids(&shared, &got), got.reason), (ids(&alone, &want), want.reason));
     }
+}
+
+/// A saved index reads back with its f32 vectors mapped in place and searches as the one
+/// saved, on both paths, with exclusion and grouping; nodes added after the load (kept in
+/// memory) and a save that maps the new file change nothing either. A torn file or an older
+/// format is refused as corrupt.
+#[test]
+fn a_loaded_index_maps_its_vectors_and_searches_as_the_saved_one() {
+    let data = corpus(60, 6, 48, 41);
+    let mut ix = build(&data[..300], 0);
+    ix.remove("d3#1");
+    ix.upsert("d4#2", "d4", 1.0, &data[5].2);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index.bin");
+    ix.save(&path, 9).unwrap();
+    let (mut back, g) = VectorIndex::load(&path).unwrap();
+    assert_eq!(g, 9);
+    assert!(back.is_mapped() && !ix.is_mapped());
+    let same = |a: &VectorIndex, b: &VectorIndex, probes: &[(String, String, Vec<f32>)]| {
+        for (i, (_, _, q)) in probes.iter().enumerate() {
+            let mut exclusion = ExclusionSet::default();
+            exclusion.chunks.insert(format!("d{}#0", i % 60).into());
+            let grouping = (i % 2 == 0).then(|| Grouping::new(2));
+            for force in [Some(ForcePath::Graph), Some(ForcePath::Exact)] {
+                let req = SearchRequest {
+                    vector: q.clone(),
+                    limit: 5,
+                    grouping: grouping.clone(),
+                    exclusion: exclusion.clone(),
+                    ..Default::default()
+                };
+                let (x, y) = (a.search_with(&req, force), b.search_with(&req, force));
+                let ids = |ix: &VectorIndex, h: &IndexHits| -> Vec<(String, f32)> {
+                    h.hits.iter().map(|&(n, s)| (ix.chunk_id(n).to_owned(), s)).collect()
+                };
+                assert_eq!(ids(a, &x), ids(b, &y), "probe {i} {force:?}");
+            }
+        }
+    };
+    same(&ix, &back, &data[300..330]);
+    for (c, d, v) in &data[300..] {
+        ix.upsert(c, d, 1.0, v);
+        back.upsert(c, d, 1.0, v);
+    }
+    same(&ix, &back, &data[..40]);
+    back.save_and_map(&path, 10).unwrap();
+    assert!(back.is_mapped());
+    same(&ix, &back, &data[320..360]);
+    assert_eq!(back.vector_of("d59#5"), Some(&data[359].2[..]));
+
+    let bytes = std::fs::read(&path).unwrap();
+    for cut in [10, 200, bytes.len() / 2, bytes.len() - 3] {
+        std::fs::write(&path, &bytes[..cut]).unwrap();
+        let err = VectorIndex::load(&path).err().expect("a torn file is refused");
+        assert!(matches!(err, IndexError::Corrupt { .. }), "cut at {cut}: {err}");
+    }
+    let mut old = bytes.clone();
+    old[..8].copy_from_slice(b"RCXIDX02");
+    std::fs::write(&path, &old).unwrap();
+    assert!(VectorIndex::load(&path).err().unwrap().to_string().contains("older ragctx"));
 }

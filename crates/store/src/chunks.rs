@@ -186,7 +186,7 @@ impl EmbeddedVectorStore {
         // after a compaction, which renumbers it); until then the next open brings it
         // forward by those changes. If the write fails, the next open does the same.
         if compacted || *unsaved > ix.len() / ragctx_lexical::MERGE_SHARE {
-            ix.save(&self.index_path, gen).map_err(Error::storage)?;
+            ix.save_and_map(&self.index_path, gen).map_err(Error::storage)?;
             *unsaved = 0;
             // Rows the older of the two files still needs stay; a failed prune leaves rows
             // the next one drops.

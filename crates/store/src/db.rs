@@ -336,7 +336,7 @@ fn load_or_rebuild_index(db: &Database, dir: &Path, dim: usize, params: IndexPar
                         }
                     }
                     if ids.len() > ix.len() / ragctx_lexical::MERGE_SHARE {
-                        ix.save(&path, want).map_err(Error::storage)?;
+                        ix.save_and_map(&path, want).map_err(Error::storage)?;
                         return Ok((ix, 0));
                     }
                     return Ok((ix, ids.len()));
@@ -361,7 +361,7 @@ fn load_or_rebuild_index(db: &Database, dir: &Path, dim: usize, params: IndexPar
         ix.upsert_chunk(&chunk, &bytes_to_f32s(v.value()));
     }
     if want > 0 {
-        ix.save(&path, want).map_err(Error::storage)?;
+        ix.save_and_map(&path, want).map_err(Error::storage)?;
     }
     Ok((ix, 0))
 }
