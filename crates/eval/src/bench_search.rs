@@ -219,6 +219,11 @@ pub struct SearchOptions {
     /// index and of what `--scale` generates from — real vectors that no parameter was tuned on
     #[arg(long, default_value_t = 0)]
     pub held_out: usize,
+    /// Save the index built into DIR/index.bin, drop it and search the copy read back (its
+    /// f32 vectors mapped from the file, as a data dir's index is), reporting the peak RSS of
+    /// the search alone
+    #[arg(long)]
+    pub mapped: Option<PathBuf>,
     /// Print the results as one JSON object
     #[arg(long)]
     pub json: bool,
@@ -322,7 +327,20 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
     };
     let build_secs = if scale > all.len() { started.elapsed().as_secs_f64() } else { 0.0 };
     // Node ids double as the dense ids of the export: no retired nodes.
-    let mut index = if index.dead_share() > 0.0 { index.compacted() } else { index };
+    let index = if index.dead_share() > 0.0 { index.compacted() } else { index };
+    let mut index = match &o.mapped {
+        Some(dir) => {
+            std::fs::create_dir_all(dir).map_err(|source| Error::Write { path: dir.to_path_buf(), source })?;
+            let path = dir.join("index.bin");
+            index.save(&path, 0).map_err(ragctx_core::Error::storage)?;
+            drop(index);
+            VectorIndex::load(&path).map_err(ragctx_core::Error::storage)?.0
+        }
+        None => index,
+    };
+    let rss_before_search = crate::stats::rss_mb();
+    // From here the peak is the search's (and the index's as it is held for it).
+    crate::stats::reset_peak_rss();
     let mut p = index.params();
     if let Some(r) = o.scan_ratio {
         p.scan_ratio = r;
@@ -511,7 +529,7 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
             alt_path_recall: alt_recall / qn,
         });
     }
-    let summary = serde_json::json!({ "vectors": n, "queries": query_vectors.len(), "k": k, "ef_search": index.ef_for(n), "ef_configured": index.params().ef_search, "m": index.params().m, "generator": if scale > all.len() { o.generator.as_str() } else { "none" }, "queries_from": if o.held_out > 0 { "held-out passages" } else if questions.is_some() { "questions" } else { "noisy copies" }, "build_secs": build_secs, "rows": rows });
+    let summary = serde_json::json!({ "vectors": n, "queries": query_vectors.len(), "k": k, "ef_search": index.ef_for(n), "ef_configured": index.params().ef_search, "m": index.params().m, "mapped": index.is_mapped(), "rss_before_search_mb": rss_before_search, "search_peak_rss_mb": crate::stats::peak_rss_mb(), "rss_split_mb_after": crate::stats::rss_split_mb(), "generator": if scale > all.len() { o.generator.as_str() } else { "none" }, "queries_from": if o.held_out > 0 { "held-out passages" } else if questions.is_some() { "questions" } else { "noisy copies" }, "build_secs": build_secs, "rows": rows });
     if let Some(dir) = &o.export {
         std::fs::create_dir_all(dir).map_err(|source| Error::Write { path: dir.to_path_buf(), source })?;
         write_f32s(&dir.join("vectors.f32"), &mut (0..index.nodes() as u32).map(|i| index.vector(i)))?;
@@ -535,6 +553,14 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
         index.ef_for(n),
         if build_secs > 0.0 { format!(", graph built in {build_secs:.0}s") } else { String::new() }
     );
+    if let (Some(before), Some(peak), Some((anon, file))) =
+        (rss_before_search, crate::stats::peak_rss_mb(), crate::stats::rss_split_mb())
+    {
+        println!(
+            "RSS {before:.0} MB before the searches, peak {peak:.0} MB during them, {anon:.0} MB own + {file:.0} MB of mapped files after ({})",
+            if index.is_mapped() { "f32 vectors mapped from the file" } else { "f32 vectors in memory" }
+        );
+    }
     println!(
         "| exclusion | excluded | p50 ms | p99 ms | recall@{k} | 5th pct recall | path | other path: p50 ms (recall) | resolve p50 ms | next turn's resolve (+10 ids) p50 ms |"
     );

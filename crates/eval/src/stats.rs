@@ -20,6 +20,35 @@ impl Rng {
     }
 }
 
+/// This process's resident memory now (`VmRSS`), in MB; `None` off Linux.
+pub fn rss_mb() -> Option<f64> {
+    status_kb("VmRSS:").map(|kb| kb / 1024.0)
+}
+
+/// This process's peak resident memory (`VmHWM`) since it started or since
+/// [`reset_peak_rss`], in MB; `None` off Linux.
+pub fn peak_rss_mb() -> Option<f64> {
+    status_kb("VmHWM:").map(|kb| kb / 1024.0)
+}
+
+/// This process's resident memory now, split: anonymous (its own heap) and file-backed
+/// (mapped files' pages it holds), in MB; `None` off Linux.
+pub fn rss_split_mb() -> Option<(f64, f64)> {
+    Some((status_kb("RssAnon:")? / 1024.0, status_kb("RssFile:")? / 1024.0))
+}
+
+/// Starts the peak over from the resident memory now (Linux's `clear_refs` 5); without it,
+/// the peak stays the process's.
+pub fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+fn status_kb(field: &str) -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
+    line[field.len()..].trim().trim_end_matches("kB").trim().parse().ok()
+}
+
 /// `v` scaled to unit length.
 pub fn normalise(mut v: Vec<f32>) -> Vec<f32> {
     let n = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);

@@ -55,15 +55,18 @@ impl Full {
     /// The `nodes` vectors at `offset` of `file`, mapped; `None` when they cannot be used
     /// in place (a big-endian target, a misaligned offset, a file shorter than them).
     pub fn mapped(file: &std::fs::File, offset: usize, nodes: usize, dim: usize) -> Option<Full> {
-        if cfg!(target_endian = "big") || offset % 4 != 0 {
+        if cfg!(target_endian = "big") || !offset.is_multiple_of(4) {
             return None;
         }
         // SAFETY: see the module's note: index files are never changed in place.
         let map = unsafe { memmap2::Mmap::map(file) }.ok()?;
         let end = nodes.checked_mul(dim)?.checked_mul(4)?.checked_add(offset)?;
-        if end > map.len() || (map.as_ptr() as usize + offset) % 4 != 0 {
+        if end > map.len() || !(map.as_ptr() as usize + offset).is_multiple_of(4) {
             return None;
         }
+        // Searches read a few scattered vectors: without this, each read maps the pages
+        // around it too, and a process soon holds the whole section for a few vectors' use.
+        let _ = map.advise(memmap2::Advice::Random);
         Some(Full { dim, mapped: Some(Arc::new(Mapped { map, offset, nodes })), tail: Vec::new() })
     }
 

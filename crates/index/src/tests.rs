@@ -477,7 +477,7 @@ fn a_loaded_index_maps_its_vectors_and_searches_as_the_saved_one() {
     let bytes = std::fs::read(&path).unwrap();
     for cut in [10, 200, bytes.len() / 2, bytes.len() - 3] {
         std::fs::write(&path, &bytes[..cut]).unwrap();
-        let err = VectorIndex::load(&path).err().expect("a torn file is refused");
+        let err = VectorIndex::load(&path).expect_err("a torn file is refused");
         assert!(matches!(err, IndexError::Corrupt { .. }), "cut at {cut}: {err}");
     }
     let mut old = bytes.clone();

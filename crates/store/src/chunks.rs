@@ -203,7 +203,8 @@ impl EmbeddedVectorStore {
         self.lexical.get(generation, |from| changes::lexical_changes(&self.db, from, generation), || self.all_chunks())
     }
 
-    /// [`EmbeddedVectorStore::lexical_index`], saying how it was reached (benchmarks).
+    /// Brings the lexical index to the store's generation as a search does, and says how it
+    /// was reached (tests, benchmarks).
     pub fn lexical_traced(&self) -> Result<ragctx_lexical::Brought> {
         self.with_index(|_| {
             let generation = self.generation()?;
