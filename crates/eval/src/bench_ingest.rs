@@ -19,6 +19,11 @@ pub struct IngestOptions {
     /// Chunks per document: the texts of the store's first N chunks, under new ids
     #[arg(long, default_value_t = 5)]
     pub chunks: usize,
+    /// First grow the store to N chunks (untimed, kept): copies of its chunks' texts under
+    /// new ids (`fill-…`), with vectors sampled from a Gaussian fitted to its vectors
+    /// (`bench search --generator fitted`), written 20,000 at a time
+    #[arg(long)]
+    pub fill: Option<usize>,
     /// Print the report as one JSON object
     #[arg(long)]
     pub json: bool,
@@ -67,6 +72,9 @@ pub(crate) fn run(app: &App, opts: &IngestOptions) -> Result<()> {
     let store = data.vector_store();
     if opts.repeats == 0 || opts.chunks == 0 {
         bail!("--repeats and --chunks must be at least 1");
+    }
+    if let Some(target) = opts.fill {
+        fill(&store, target)?;
     }
     // The texts (untimed): the store's first chunks, so their embeddings are cached.
     let texts: Vec<(String, String)> = store
@@ -194,5 +202,38 @@ pub(crate) fn run(app: &App, opts: &IngestOptions) -> Result<()> {
         println!("{name:<34} {:>9.2} {:>9.2} {:>9.2}", p.p50, p.p99, p.max);
     }
     println!("index.bin rewritten {} times, lexical.bin {} times", report.index_rewrites, report.lexical_rewrites);
+    Ok(())
+}
+
+/// Grows `store` to `target` chunks with copies of its chunks (new ids, fitted vectors).
+fn fill(store: &ragctx_store::EmbeddedVectorStore, target: usize) -> Result<()> {
+    let have = store.len()?;
+    if have >= target {
+        return Ok(());
+    }
+    let all = store.all()?;
+    let fitted = crate::stats::Fitted::of(all.iter().map(|c| c.vector.as_slice()))
+        .ok_or_else(|| crate::error::Error::Input("--fill needs a store of at least two chunks".into()))?;
+    let mut rng = crate::stats::Rng(0x5eed);
+    let started = Instant::now();
+    let mut added = 0;
+    while have + added < target {
+        let batch: Vec<ragctx_core::EmbeddedChunk> = (0..(target - have - added).min(20_000))
+            .map(|i| {
+                let n = have + added + i;
+                let src = &all[rng.below(all.len())].chunk;
+                let doc = format!("fill-{n}");
+                let mut chunk = ragctx_core::Chunk::new(&format!("{doc}#0"), &doc, &src.title, &src.text);
+                chunk.tokens = src.tokens;
+                ragctx_core::EmbeddedChunk { chunk, vector: fitted.sample(&mut rng) }
+            })
+            .collect();
+        added += batch.len();
+        store.upsert(&batch)?;
+        eprintln!("filled {} of {target} chunks ({:.0}s)", have + added, started.elapsed().as_secs_f64());
+    }
+    let t = Instant::now();
+    store.prepare_lexical()?;
+    eprintln!("lexical index of {target} chunks built in {:.0}s", t.elapsed().as_secs_f64());
     Ok(())
 }

@@ -224,6 +224,10 @@ pub struct SearchOptions {
     /// the search alone
     #[arg(long)]
     pub mapped: Option<PathBuf>,
+    /// Search DIR/index.bin (as `--mapped` saved it) instead of building one: the same
+    /// `--held-out` and `--seed` give the same queries, without the build's wait
+    #[arg(long, conflicts_with_all = ["mapped", "scale"])]
+    pub load: Option<PathBuf>,
     /// Print the results as one JSON object
     #[arg(long)]
     pub json: bool,
@@ -305,7 +309,13 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
         ),
         other => bail!("--generator {other}: use copies or fitted"),
     };
-    let index: VectorIndex = if scale > all.len() || !held_out.is_empty() {
+    let loaded = match &o.load {
+        Some(dir) => Some(VectorIndex::load(&dir.join("index.bin")).map_err(ragctx_core::Error::storage)?.0),
+        None => None,
+    };
+    let index: VectorIndex = if let Some(ix) = loaded {
+        ix
+    } else if scale > all.len() || !held_out.is_empty() {
         let mut ix = VectorIndex::new(store.dimension(), IndexParams { exact_below: params.exact_below, ..params });
         for c in &all {
             ix.upsert(c.chunk.id.as_str(), c.chunk.document_id.as_str(), c.chunk.weight, &c.vector);
@@ -325,7 +335,7 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
     } else {
         store.with_index(|ix| ix.clone())
     };
-    let build_secs = if scale > all.len() { started.elapsed().as_secs_f64() } else { 0.0 };
+    let build_secs = if scale > all.len() && o.load.is_none() { started.elapsed().as_secs_f64() } else { 0.0 };
     // Node ids double as the dense ids of the export: no retired nodes.
     let index = if index.dead_share() > 0.0 { index.compacted() } else { index };
     let mut index = match &o.mapped {
@@ -529,7 +539,7 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
             alt_path_recall: alt_recall / qn,
         });
     }
-    let summary = serde_json::json!({ "vectors": n, "queries": query_vectors.len(), "k": k, "ef_search": index.ef_for(n), "ef_configured": index.params().ef_search, "m": index.params().m, "mapped": index.is_mapped(), "rss_before_search_mb": rss_before_search, "search_peak_rss_mb": crate::stats::peak_rss_mb(), "rss_split_mb_after": crate::stats::rss_split_mb(), "generator": if scale > all.len() { o.generator.as_str() } else { "none" }, "queries_from": if o.held_out > 0 { "held-out passages" } else if questions.is_some() { "questions" } else { "noisy copies" }, "build_secs": build_secs, "rows": rows });
+    let summary = serde_json::json!({ "vectors": n, "queries": query_vectors.len(), "k": k, "ef_search": index.ef_for(n), "ef_configured": index.params().ef_search, "m": index.params().m, "mapped": index.is_mapped(), "loaded": o.load.is_some(), "rss_before_search_mb": rss_before_search, "search_peak_rss_mb": crate::stats::peak_rss_mb(), "rss_split_mb_after": crate::stats::rss_split_mb(), "generator": if scale > all.len() { o.generator.as_str() } else { "none" }, "queries_from": if o.held_out > 0 { "held-out passages" } else if questions.is_some() { "questions" } else { "noisy copies" }, "build_secs": build_secs, "rows": rows });
     if let Some(dir) = &o.export {
         std::fs::create_dir_all(dir).map_err(|source| Error::Write { path: dir.to_path_buf(), source })?;
         write_f32s(&dir.join("vectors.f32"), &mut (0..index.nodes() as u32).map(|i| index.vector(i)))?;

@@ -8,7 +8,7 @@
 
 use crate::distance::dot;
 use crate::half::error_bound;
-use crate::hnsw::{Scored, Vectors};
+use crate::hnsw::{Compact, Scored, Vectors};
 use crate::{ResolvedExclusion, VectorIndex};
 use ragctx_core::Grouping;
 use std::cmp::Reverse;
@@ -109,7 +109,10 @@ impl VectorIndex {
     /// summed (two nodes whose binary16 scores differ by less may rank either way in f32);
     /// `None` when the index scores in f32 (a vector did not fit binary16).
     pub(crate) fn slack(&self, q: &[f32]) -> Option<f32> {
-        self.half_ok.then(|| 2.0 * error_bound(q, self.max_norm))
+        match &self.int8 {
+            Some(c) => Some(2.0 * crate::int8::error_bound(q, self.max_norm, c.max_residual)),
+            None => self.half_ok.then(|| 2.0 * error_bound(q, self.max_norm)),
+        }
     }
 
     /// Candidates with binary16 scores → every one that may rank at or above `floor` (a
@@ -125,9 +128,15 @@ impl VectorIndex {
         self.rescored(q, candidates.into_iter().filter(|s| s.0 >= floor - slack).map(|s| s.1))
     }
 
-    /// The vectors searches score with: the binary16 copy when every vector fits it, else f32.
+    /// The vectors searches score with: the int8 copy of a large index, the binary16 copy
+    /// when every vector fits it, else f32.
     pub(crate) fn search_vectors(&self) -> Vectors<'_> {
-        Vectors::of(&self.vectors, self.dim, self.half_ok.then_some(&self.halves[..]))
+        let compact = match &self.int8 {
+            Some(c) => Compact::Int8(&c.codes, &c.scales),
+            None if self.half_ok => Compact::Half(&self.halves),
+            None => Compact::F32,
+        };
+        Vectors::of(&self.vectors, self.dim, compact)
     }
 
     /// Scores every node `ex` does not block, in node order, with [`VectorIndex::search_vectors`].

@@ -63,14 +63,24 @@ pub(crate) struct Vectors<'a> {
     tail: &'a [f32],
     split: usize,
     pub dim: usize,
-    /// Binary16 copies of the vectors: when set, [`Walk`] scores with them (half the memory
-    /// read per node), and its caller re-scores the results in f32.
-    pub halves: Option<&'a [u16]>,
+    /// The copy [`Walk`] scores with: binary16 (half the memory read per node) or int8 (a
+    /// quarter) when set, and its caller re-scores the results in f32.
+    pub compact: Compact<'a>,
 }
+
+/// What a walk or a scan scores with.
+#[derive(Clone, Copy)]
+pub(crate) enum Compact<'a> {
+    F32,
+    Half(&'a [u16]),
+    /// Codes by node and a scale per node.
+    Int8(&'a [i8], &'a [f32]),
+}
+
 impl<'a> Vectors<'a> {
-    pub fn of(full: &'a crate::full::Full, dim: usize, halves: Option<&'a [u16]>) -> Vectors<'a> {
+    pub fn of(full: &'a crate::full::Full, dim: usize, compact: Compact<'a>) -> Vectors<'a> {
         let (head, tail, split) = full.parts();
-        Vectors { head, tail, split, dim, halves }
+        Vectors { head, tail, split, dim, compact }
     }
 
     #[inline]
@@ -78,15 +88,14 @@ impl<'a> Vectors<'a> {
         crate::full::slice_of(self.head, self.tail, self.split, self.dim, node)
     }
 
-    /// The similarity the walk ranks by: f32, or from the binary16 copy when there is one.
+    /// The similarity the walk ranks by: f32, or from the compact copy when there is one.
     #[inline]
     pub fn score(&self, q: &[f32], node: u32) -> f32 {
-        match self.halves {
-            Some(h) => {
-                let i = node as usize * self.dim;
-                dot_half(q, &h[i..i + self.dim])
-            }
-            None => dot(q, self.get(node)),
+        let i = node as usize * self.dim;
+        match self.compact {
+            Compact::Half(h) => dot_half(q, &h[i..i + self.dim]),
+            Compact::Int8(c, s) => s[node as usize] * crate::int8::dot_i8(q, &c[i..i + self.dim]),
+            Compact::F32 => dot(q, self.get(node)),
         }
     }
 
@@ -94,9 +103,10 @@ impl<'a> Vectors<'a> {
     #[inline(always)]
     fn prefetch(&self, node: u32) {
         let i = node as usize * self.dim;
-        match self.halves {
-            Some(h) => prefetch(h[i..].as_ptr() as *const i8),
-            None => prefetch(self.get(node).as_ptr() as *const i8),
+        match self.compact {
+            Compact::Half(h) => prefetch(h[i..].as_ptr() as *const i8),
+            Compact::Int8(c, _) => prefetch(c[i..].as_ptr()),
+            Compact::F32 => prefetch(self.get(node).as_ptr() as *const i8),
         }
     }
 }

@@ -25,6 +25,7 @@ mod filter_index;
 mod full;
 mod half;
 mod hnsw;
+mod int8;
 mod persist;
 mod prepared;
 mod search;
@@ -36,15 +37,12 @@ pub use persist::IndexError;
 pub use prepared::PreparedExclusions;
 
 use exclusion::{next_revision, Bits};
-use hnsw::{Graph, Scored, Vectors, Walk};
+use hnsw::{Compact, Graph, Scored, Vectors, Walk};
 use ragctx_core::{tenant_of, FastMap, Filter, Grouping, Metadata, SearchPath, SearchRequest};
 
-/// A first walk is crowded — exclusions sit where the results should be, and it widens —
-/// when fewer than this share of its `ef` nearest points are allowed. At 0.4 a walk at the
-/// default ef keeps ≥ 38 allowed points for k = 10; `bench search` over the 37.5k MTRAG
-/// vectors measured recall@10 0.961 with 50 of the query's nearest excluded and no widening
-/// (0.966 at 0.5, which widens there and costs 1.6× the time).
-const CROWDED_BELOW: f64 = 0.4;
+/// Excluded points a first walk's frontier may hold beyond twice what chance puts there
+/// before it counts as crowded (`search.rs`, `first_round_wants`): a few are noise.
+const CROWD_SLACK: usize = 16;
 
 /// Live points up to which [`IndexParams::ef_search`] is used as it is.
 pub const EF_SCALES_ABOVE: usize = 50_000;
@@ -73,11 +71,23 @@ pub struct IndexParams {
     /// (0.91 past 1,000 at 100k), so the scan is not taken later than this. 0 = never scan on
     /// cost (tests that must exercise the walk).
     pub scan_ratio: usize,
+    /// Above this many nodes the walk and the scan read an int8 copy of the vectors
+    /// (`int8.rs`: half the memory of the binary16 copy they read below it); the results are
+    /// re-scored in f32 either way. An index crossing it converts once; one read from a file
+    /// keeps the copy it was written with.
+    pub quantize_above: usize,
 }
 
 impl Default for IndexParams {
     fn default() -> Self {
-        IndexParams { m: 16, ef_construction: 128, ef_search: 96, exact_below: 2_000, scan_ratio: 100 }
+        IndexParams {
+            m: 16,
+            ef_construction: 128,
+            ef_search: 96,
+            exact_below: 2_000,
+            scan_ratio: 100,
+            quantize_above: 200_000,
+        }
     }
 }
 
@@ -106,8 +116,11 @@ pub struct VectorIndex {
     dim: usize,
     /// The f32 vectors (mapped from the index file when it was read from one).
     vectors: full::Full,
-    /// The vectors in half precision, for the exact path's first pass.
+    /// The vectors in half precision, for the walk and the exact path's first pass (empty
+    /// once `int8` holds the copy).
     halves: Vec<u16>,
+    /// The int8 copy that replaces `halves` above [`IndexParams::quantize_above`] nodes.
+    int8: Option<Int8Copy>,
     /// Largest vector norm, for the half pass's error bound.
     max_norm: f32,
     /// Whether every vector fits half precision (else the exact path reads f32 only).
@@ -146,6 +159,7 @@ impl VectorIndex {
             dim,
             vectors: full::Full::new(dim),
             halves: Vec::new(),
+            int8: None,
             max_norm: 0.0,
             half_ok: true,
             chunk_ids: Vec::new(),
@@ -179,6 +193,12 @@ impl VectorIndex {
         self.params.ef_search = p.ef_search.max(1);
         self.params.exact_below = p.exact_below;
         self.params.scan_ratio = p.scan_ratio;
+        self.params.quantize_above = p.quantize_above;
+    }
+
+    /// Whether the walk and the scan read the int8 copy.
+    pub fn is_quantized(&self) -> bool {
+        self.int8.is_some()
     }
 
     /// The walk's breadth for an index of `live` points: `ef_search`, scaled by
@@ -297,19 +317,33 @@ impl VectorIndex {
         self.meta.push(node, tenant_of(chunk_id), metadata);
         self.meta_digest.push(digest);
         self.vectors.push(vector);
-        self.push_half(node);
-        let vectors = Vectors::of(&self.vectors, self.dim, None);
+        self.push_compact(node);
+        let vectors = Vectors::of(&self.vectors, self.dim, Compact::F32);
         self.graph.insert(&vectors, node);
         is_new
     }
 
-    /// Appends the half-precision copy of a node's vector (nodes are added in order).
-    pub(crate) fn push_half(&mut self, node: u32) {
+    /// Appends the compact copy of a node's vector (nodes are added in order): binary16, or
+    /// int8 once the index holds more than [`IndexParams::quantize_above`] nodes (the copy is
+    /// converted then, once).
+    pub(crate) fn push_compact(&mut self, node: u32) {
         let v = self.vectors.get(node);
         let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        self.max_norm = self.max_norm.max(norm);
+        if let Some(int8) = &mut self.int8 {
+            int8.push(v);
+            return;
+        }
         self.half_ok &= half::representable(v);
         self.halves.extend(v.iter().map(|&x| half::to_half(x)));
-        self.max_norm = self.max_norm.max(norm);
+        if self.nodes() > self.params.quantize_above {
+            let mut int8 = Int8Copy::default();
+            for n in 0..self.nodes() as u32 {
+                int8.push(self.vectors.get(n));
+            }
+            self.int8 = Some(int8);
+            self.halves = Vec::new();
+        }
     }
 
     /// Removes a chunk: its node is retired (still used to navigate, never returned).
@@ -398,6 +432,23 @@ impl VectorIndex {
                 std::sync::Arc::new(narrowed)
             }
         }
+    }
+}
+
+/// The int8 copy of the vectors (`int8.rs`): codes by node, a scale per node, and the
+/// largest residual norm (its error bound).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Int8Copy {
+    codes: Vec<i8>,
+    scales: Vec<f32>,
+    max_residual: f32,
+}
+
+impl Int8Copy {
+    fn push(&mut self, v: &[f32]) {
+        let (scale, residual) = int8::quantize(v, &mut self.codes);
+        self.scales.push(scale);
+        self.max_residual = self.max_residual.max(residual);
     }
 }
 

@@ -1,8 +1,8 @@
 //! One-file persistence: written to a temporary file, synced, then renamed over the old
 //! one, so a reader sees the old index or the new one, never half of either. The layout:
 //! a header padded to 64 bytes, the f32 vectors (node order, little-endian: a reader maps
-//! them in place, `full.rs`), their binary16 copy, then weights, ids, links and the metadata
-//! index.
+//! them in place, `full.rs`), their compact copy (binary16, or int8 codes and a scale per
+//! node), then weights, ids, links and the metadata index.
 
 use crate::hnsw::Graph;
 use crate::{IndexParams, VectorIndex};
@@ -12,7 +12,7 @@ use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
 /// Version 02 added the metadata index, 03 the aligned f32 section (mapped in place) and the
-/// binary16 copy; an older file is rebuilt from the store.
+/// compact copy; an older file is rebuilt from the store.
 const MAGIC: &[u8; 8] = b"RCXIDX03";
 
 #[derive(Debug, thiserror::Error)]
@@ -21,6 +21,8 @@ pub enum IndexError {
     Io { path: String, source: std::io::Error },
     #[error("index file {path} is corrupt ({what}); delete it and it is rebuilt from the store")]
     Corrupt { path: String, what: String },
+    #[error("index file {path} was written by an older ragctx (format {format})")]
+    Older { path: String, format: String },
 }
 
 struct Writer<W: Write>(W);
@@ -116,18 +118,32 @@ impl VectorIndex {
             head.u8(g.max_level)?;
             head.u64(g.rng)?;
             head.0.extend_from_slice(&self.max_norm.to_le_bytes());
-            head.u8(self.half_ok as u8)?;
+            let (kind, max_residual) = match &self.int8 {
+                Some(c) => (COPY_INT8, c.max_residual),
+                None => (self.half_ok as u8, 0.0),
+            };
+            head.u8(kind)?;
+            head.0.extend_from_slice(&max_residual.to_le_bytes());
             head.0.resize(head.0.len().next_multiple_of(ALIGN), 0);
             w.0.write_all(&head.0)?;
             for node in 0..self.nodes() as u32 {
                 w.f32s(self.vector(node))?;
             }
-            let mut halves = Vec::with_capacity(self.halves.len() * 2);
-            for h in &self.halves {
-                halves.extend_from_slice(&h.to_le_bytes());
+            match &self.int8 {
+                Some(c) => {
+                    for part in c.codes.chunks(1 << 20) {
+                        w.0.write_all(&part.iter().map(|&x| x as u8).collect::<Vec<u8>>())?;
+                    }
+                    w.f32s(&c.scales)?;
+                }
+                None => {
+                    let mut halves = Vec::with_capacity(self.halves.len() * 2);
+                    for h in &self.halves {
+                        halves.extend_from_slice(&h.to_le_bytes());
+                    }
+                    w.0.write_all(&halves)?;
+                }
             }
-            w.0.write_all(&halves)?;
-            drop(halves);
             w.f32s(&self.weights)?;
             for n in 0..self.nodes() {
                 w.u8(self.retired.get(n) as u8)?;
@@ -191,14 +207,23 @@ impl VectorIndex {
         let mut head = vec![0u8; vectors_offset().min(len)];
         file.read_exact(&mut head).map_err(io)?;
         let mut r = Reader { buf: &head, pos: 0 };
+        if let Some(old) = head.get(..8).filter(|m| m.starts_with(b"RCXIDX") && *m != MAGIC) {
+            let format = String::from_utf8_lossy(&old[6..]).into_owned();
+            return Err(IndexError::Older { path: p.clone(), format });
+        }
         let header = Header::read(&mut r).map_err(corrupt)?;
         let floats = header.nodes.checked_mul(header.dim).ok_or_else(|| corrupt("size".into()))?;
-        let (rest_at, halves_end) = floats
+        // The compact copy: binary16 (2 bytes a component), or int8 codes and a scale a node.
+        let copy_bytes = match header.kind {
+            COPY_INT8 => floats.checked_add(header.nodes.checked_mul(4).ok_or_else(|| corrupt("size".into()))?),
+            _ => floats.checked_mul(2),
+        };
+        let (rest_at, copy_end) = floats
             .checked_mul(4)
             .and_then(|b| b.checked_add(vectors_offset()))
-            .and_then(|at| Some((at, at.checked_add(floats.checked_mul(2)?)?)))
+            .and_then(|at| Some((at, at.checked_add(copy_bytes?)?)))
             .ok_or_else(|| corrupt("size".into()))?;
-        if len < halves_end {
+        if len < copy_end {
             return Err(corrupt("truncated".into()));
         }
         let full = match crate::full::Full::mapped(&file, vectors_offset(), header.nodes, header.dim) {
@@ -218,8 +243,19 @@ impl VectorIndex {
             }
         };
         file.seek(SeekFrom::Start(rest_at as u64)).map_err(io)?;
-        let mut halves = vec![0u16; floats];
-        {
+        let (mut halves, mut int8) = (Vec::new(), None);
+        if header.kind == COPY_INT8 {
+            let mut codes = vec![0u8; floats];
+            file.read_exact(&mut codes).map_err(io)?;
+            let mut scales = vec![0u8; header.nodes * 4];
+            file.read_exact(&mut scales).map_err(io)?;
+            int8 = Some(crate::Int8Copy {
+                codes: codes.into_iter().map(|x| x as i8).collect(),
+                scales: scales.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect(),
+                max_residual: header.max_residual,
+            });
+        } else {
+            halves = vec![0u16; floats];
             let mut bytes = vec![0u8; (1 << 20).min(floats * 2).max(2)];
             let mut at = 0;
             while at < floats {
@@ -231,15 +267,15 @@ impl VectorIndex {
                 at += take;
             }
         }
-        let mut rest = Vec::with_capacity(len - halves_end);
+        let mut rest = Vec::with_capacity(len - copy_end);
         file.read_to_end(&mut rest).map_err(io)?;
-        Self::decode(header, full, halves, &rest).map_err(corrupt)
+        Self::decode(header, full, (halves, int8), &rest).map_err(corrupt)
     }
 
     fn decode(
         h: Header,
         vectors: crate::full::Full,
-        halves: Vec<u16>,
+        (halves, int8): (Vec<u16>, Option<crate::Int8Copy>),
         buf: &[u8],
     ) -> Result<(VectorIndex, u64), String> {
         let mut r = Reader { buf, pos: 0 };
@@ -260,8 +296,9 @@ impl VectorIndex {
         ix.graph = graph;
         ix.vectors = vectors;
         ix.halves = halves;
+        ix.int8 = int8;
         ix.max_norm = h.max_norm;
-        ix.half_ok = h.half_ok;
+        ix.half_ok = h.kind == COPY_HALF;
         ix.weights = weights;
         let mut doc_of = Vec::with_capacity(n);
         for node in 0..n {
@@ -323,8 +360,8 @@ impl VectorIndex {
 /// Where the f32 vectors start: the header, padded to [`ALIGN`].
 fn vectors_offset() -> usize {
     // MAGIC, generation, dim, nodes, m, ef_construction, ef_search, exact_below, entry,
-    // max_level, rng, max_norm, half_ok.
-    (8 + 8 + 4 * 7 + 1 + 8 + 4 + 1usize).next_multiple_of(ALIGN)
+    // max_level, rng, max_norm, the copy's kind, max_residual.
+    (8 + 8 + 4 * 7 + 1 + 8 + 4 + 1 + 4usize).next_multiple_of(ALIGN)
 }
 
 /// The fixed fields before the vectors.
@@ -340,14 +377,22 @@ struct Header {
     max_level: u8,
     rng: u64,
     max_norm: f32,
-    half_ok: bool,
+    /// The compact copy: [`COPY_F32`], [`COPY_HALF`] or [`COPY_INT8`].
+    kind: u8,
+    max_residual: f32,
 }
+
+/// No compact copy usable (a vector beyond binary16's range): searches read f32.
+const COPY_F32: u8 = 0;
+/// The binary16 copy.
+const COPY_HALF: u8 = 1;
+/// The int8 copy (`int8.rs`).
+const COPY_INT8: u8 = 2;
 
 impl Header {
     fn read(r: &mut Reader<'_>) -> Result<Header, String> {
         match r.take(8)? {
             m if m == MAGIC => {}
-            b"RCXIDX01" | b"RCXIDX02" => return Err("written by an older ragctx".into()),
             _ => return Err("not a ragctx index".into()),
         }
         let generation = r.u64()?;
@@ -361,9 +406,10 @@ impl Header {
         let max_level = r.u8()?;
         let rng = r.u64()?;
         let max_norm = f32::from_le_bytes(r.take(4)?.try_into().unwrap());
-        let half_ok = r.u8()? != 0;
-        if dim == 0 || m < 2 {
-            return Err("dimension or links out of range".into());
+        let kind = r.u8()?;
+        let max_residual = f32::from_le_bytes(r.take(4)?.try_into().unwrap());
+        if dim == 0 || m < 2 || ![COPY_F32, COPY_HALF, COPY_INT8].contains(&kind) {
+            return Err("dimension, links or copy out of range".into());
         }
         Ok(Header {
             generation,
@@ -377,7 +423,8 @@ impl Header {
             max_level,
             rng,
             max_norm,
-            half_ok,
+            kind,
+            max_residual,
         })
     }
 }

@@ -237,7 +237,7 @@ fn exact_path_matches_a_brute_force_reference() {
 fn a_widened_walk_holds_what_a_walk_started_wide_holds() {
     let data = corpus(400, 3, 24, 5);
     let ix = build(&data, 0);
-    let vectors = Vectors::of(&ix.vectors, ix.dim, None);
+    let vectors = Vectors::of(&ix.vectors, ix.dim, hnsw::Compact::F32);
     for q in [&data[17].2, &data[600].2] {
         let entry = ix.graph.entry_for(&vectors, q).expect("entry");
         let allowed = |n: u32| !n.is_multiple_of(3);
@@ -483,5 +483,47 @@ fn a_loaded_index_maps_its_vectors_and_searches_as_the_saved_one() {
     let mut old = bytes.clone();
     old[..8].copy_from_slice(b"RCXIDX02");
     std::fs::write(&path, &old).unwrap();
-    assert!(VectorIndex::load(&path).err().unwrap().to_string().contains("older ragctx"));
+    let err = VectorIndex::load(&path).expect_err("an older format is refused");
+    assert!(matches!(err, IndexError::Older { .. }) && err.to_string().contains("older ragctx (format 02)"), "{err}");
+}
+
+/// Past `quantize_above` the index converts its copy to int8, once, and keeps it through a
+/// save and a load; the exact path still answers as the f32 brute force does (the int8 bound
+/// keeps every node that could rank), and the walk, re-scored in f32, finds what the f32
+/// index's walk finds.
+#[test]
+fn an_int8_index_answers_exactly_on_the_exact_path_and_walks_as_well() {
+    let data = corpus(120, 5, 40, 13);
+    let params = IndexParams { exact_below: 0, scan_ratio: 0, quantize_above: 250, ..IndexParams::default() };
+    let mut ix = build_with(&data[..250], params);
+    assert!(!ix.is_quantized(), "at the threshold: binary16 still");
+    for (c, d, v) in &data[250..] {
+        ix.upsert(c, d, 1.0, v);
+    }
+    assert!(ix.is_quantized() && ix.halves.is_empty(), "past it: int8 only");
+    let plain = build_with(&data, IndexParams { quantize_above: usize::MAX, ..params });
+    assert!(!plain.is_quantized());
+    let dir = tempfile::tempdir().unwrap();
+    ix.save(&dir.path().join("index.bin"), 1).unwrap();
+    let (back, _) = VectorIndex::load(&dir.path().join("index.bin")).unwrap();
+    assert!(back.is_quantized() && back.is_mapped());
+    let (mut same_walk, mut walks) = (0usize, 0usize);
+    for (i, q) in [&data[7].2, &data[200].2, &data[451].2, &data[599].2].into_iter().enumerate() {
+        let mut ex = ExclusionSet::default();
+        for c in 0..(i * 20) {
+            ex.chunks.insert(data[(c * 7) % data.len()].0.as_str().into());
+        }
+        for grouping in [None, Some(Grouping::new(2))] {
+            let req = request(q, 10, grouping, ex.clone());
+            for index in [&ix, &back] {
+                let got = index.search_with(&req, Some(ForcePath::Exact));
+                assert_eq!(ids(index, &got), reference(index, &req), "query {i}, grouping {:?}", req.grouping);
+            }
+            let walked = ids(&back, &back.search_with(&req, Some(ForcePath::Graph)));
+            let want = ids(&plain, &plain.search_with(&req, Some(ForcePath::Graph)));
+            walks += want.len();
+            same_walk += walked.iter().filter(|id| want.contains(id)).count();
+        }
+    }
+    assert!(same_walk * 100 >= walks * 95, "{same_walk} of {walks} results as the f32 index's walk");
 }
