@@ -1384,3 +1384,22 @@ fn a_question_before_any_ingest_names_the_command_that_fills_the_store() {
     assert!(err.contains("holds no documents") && err.contains("ragctx ingest"), "{err}");
     env.ok(&["--tenant", "other", "ask", "--session", "s", "hello"]);
 }
+
+/// `bench ingest` times small writes into the store and leaves it as it found it: each
+/// write is found by the first searches after it and gone after its delete (the command
+/// fails otherwise), and the store holds the same chunks at the end.
+#[test]
+fn bench_ingest_times_small_writes_and_leaves_the_store_as_it_was() {
+    let env = Env::new();
+    let path = corpus(&env, 40);
+    env.ok(&["ingest", path.to_str().unwrap()]);
+    let before = env.ok(&["documents", "list"]);
+    let out = env.ok(&["bench", "ingest", "--repeats", "3", "--chunks", "2", "--json"]);
+    let r: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((r["repeats"].as_u64(), r["chunks"].as_u64()), (Some(3), Some(2)), "{r}");
+    assert!(r["store_chunks"].as_u64().is_some_and(|n| n >= 40), "{r}");
+    for field in ["ingest_ms", "first_search_ms", "first_lexical_ms", "delete_ms", "lexical_after_delete_ms"] {
+        assert!(r[field]["p50"].as_f64().is_some_and(|ms| ms > 0.0), "{field}: {r}");
+    }
+    assert_eq!(env.ok(&["documents", "list"]), before, "the store is left as it was");
+}
