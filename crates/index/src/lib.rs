@@ -40,8 +40,13 @@ use exclusion::{next_revision, Bits};
 use hnsw::{Compact, Graph, Scored, Vectors, Walk};
 use ragctx_core::{tenant_of, FastMap, Filter, Grouping, Metadata, SearchPath, SearchRequest};
 
-/// Excluded points a first walk's frontier may hold beyond twice what chance puts there
-/// before it counts as crowded (`search.rs`, `first_round_wants`): a few are noise.
+/// Up to [`EF_SCALES_ABOVE`] points, a first walk is crowded — exclusions sit where the
+/// results should be, and it widens — when fewer than this share of its `ef` nearest points
+/// are allowed (`search.rs`, `first_round_wants`, for the measurements).
+const CROWDED_BELOW: f64 = 0.4;
+
+/// Above [`EF_SCALES_ABOVE`] points: excluded points a first walk's frontier may hold beyond
+/// twice what chance puts there before it counts as crowded: a few are noise.
 const CROWD_SLACK: usize = 16;
 
 /// Live points up to which [`IndexParams::ef_search`] is used as it is.
