@@ -116,11 +116,19 @@ pub(crate) fn run(app: &App, opts: &IngestOptions) -> Result<()> {
             None => bail!("this store has no lexical index"),
         }
     };
+    // Each file's stamp, compared after every step that may rewrite it.
+    let mut stamps = (stamp("index.bin"), stamp("lexical.bin"));
+    let mut count_rewrites = |index_rewrites: &mut usize, lexical_rewrites: &mut usize| {
+        let now = (stamp("index.bin"), stamp("lexical.bin"));
+        *index_rewrites += usize::from(now.0 != stamps.0);
+        *lexical_rewrites += usize::from(now.1 != stamps.1);
+        stamps = now;
+    };
     let mut one = |k: usize, doc: &str| -> Result<()> {
-        let before = (stamp("index.bin"), stamp("lexical.bin"));
         let t = Instant::now();
         let report = app.ingest_records("bench ingest", &records(doc), false)?;
         ingest.push(ms(t));
+        count_rewrites(&mut index_rewrites, &mut lexical_rewrites);
         if report.embedded > 0 {
             bail!("write {k} embedded {} texts: the embedding cache did not hold them", report.embedded);
         }
@@ -145,12 +153,14 @@ pub(crate) fn run(app: &App, opts: &IngestOptions) -> Result<()> {
         if !lexical_hits(&narrowed)?.iter().any(|h| h.chunk.id.as_str() == first) {
             bail!("write {k}: a BM25 search after it did not find {first}");
         }
+        count_rewrites(&mut index_rewrites, &mut lexical_rewrites);
         let t = Instant::now();
         let removed = store.replace_documents(&[DocumentId::from(doc)], &[])?.removed;
         delete.push(ms(t));
         if removed != opts.chunks {
             bail!("write {k}: the delete removed {removed} chunks, not {}", opts.chunks);
         }
+        count_rewrites(&mut index_rewrites, &mut lexical_rewrites);
         let t = Instant::now();
         lexical_hits(&query)?;
         after_delete.push(ms(t));
@@ -158,9 +168,7 @@ pub(crate) fn run(app: &App, opts: &IngestOptions) -> Result<()> {
         if !lexical_hits(&narrowed)?.is_empty() {
             bail!("write {k}: a BM25 search after the delete still found {doc}");
         }
-        let after = (stamp("index.bin"), stamp("lexical.bin"));
-        index_rewrites += usize::from(before.0 != after.0);
-        lexical_rewrites += usize::from(before.1 != after.1);
+        count_rewrites(&mut index_rewrites, &mut lexical_rewrites);
         Ok(())
     };
     for k in 0..opts.repeats {

@@ -335,11 +335,15 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
     } else {
         store.with_index(|ix| ix.clone())
     };
-    let build_secs = if scale > all.len() && o.load.is_none() { started.elapsed().as_secs_f64() } else { 0.0 };
+    let built = o.load.is_none() && (scale > all.len() || o.held_out > 0);
+    let build_secs = if built { started.elapsed().as_secs_f64() } else { 0.0 };
     // Node ids double as the dense ids of the export: no retired nodes.
     let index = if index.dead_share() > 0.0 { index.compacted() } else { index };
     let mut index = match &o.mapped {
         Some(dir) => {
+            if ragctx_store::holds_store(dir) {
+                bail!("--mapped {}: that is a data dir; name an empty directory", dir.display());
+            }
             std::fs::create_dir_all(dir).map_err(|source| Error::Write { path: dir.to_path_buf(), source })?;
             let path = dir.join("index.bin");
             index.save(&path, 0).map_err(ragctx_core::Error::storage)?;
@@ -348,9 +352,6 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
         }
         None => index,
     };
-    let rss_before_search = crate::stats::rss_mb();
-    // From here the peak is the search's (and the index's as it is held for it).
-    crate::stats::reset_peak_rss();
     let mut p = index.params();
     if let Some(r) = o.scan_ratio {
         p.scan_ratio = r;
@@ -369,6 +370,10 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
         None => (0..queries).map(|_| noisy(&all[rng.below(all.len())].vector, &mut rng, 0.05)).collect(),
     };
     let n = index.len();
+    let rss_before_search = crate::stats::rss_mb();
+    // From here the peak is the search's (and the index's as it is held for it).
+    let peak_reset = crate::stats::reset_peak_rss();
+    let search_peak = || crate::stats::peak_rss_mb().filter(|_| peak_reset);
     if !o.tenants.is_empty() {
         let layouts = o
             .tenants
@@ -539,7 +544,7 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
             alt_path_recall: alt_recall / qn,
         });
     }
-    let summary = serde_json::json!({ "vectors": n, "queries": query_vectors.len(), "k": k, "ef_search": index.ef_for(n), "ef_configured": index.params().ef_search, "m": index.params().m, "mapped": index.is_mapped(), "loaded": o.load.is_some(), "rss_before_search_mb": rss_before_search, "search_peak_rss_mb": crate::stats::peak_rss_mb(), "rss_split_mb_after": crate::stats::rss_split_mb(), "generator": if scale > all.len() { o.generator.as_str() } else { "none" }, "queries_from": if o.held_out > 0 { "held-out passages" } else if questions.is_some() { "questions" } else { "noisy copies" }, "build_secs": build_secs, "rows": rows });
+    let summary = serde_json::json!({ "vectors": n, "queries": query_vectors.len(), "k": k, "ef_search": index.ef_for(n), "ef_configured": index.params().ef_search, "m": index.params().m, "mapped": index.is_mapped(), "loaded": o.load.is_some(), "rss_before_search_mb": rss_before_search, "search_peak_rss_mb": search_peak(), "rss_split_mb_after": crate::stats::rss_split_mb(), "generator": if scale > all.len() { o.generator.as_str() } else { "none" }, "queries_from": if o.held_out > 0 { "held-out passages" } else if questions.is_some() { "questions" } else { "noisy copies" }, "build_secs": build_secs, "rows": rows });
     if let Some(dir) = &o.export {
         std::fs::create_dir_all(dir).map_err(|source| Error::Write { path: dir.to_path_buf(), source })?;
         write_f32s(&dir.join("vectors.f32"), &mut (0..index.nodes() as u32).map(|i| index.vector(i)))?;
@@ -564,7 +569,7 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
         if build_secs > 0.0 { format!(", graph built in {build_secs:.0}s") } else { String::new() }
     );
     if let (Some(before), Some(peak), Some((anon, file))) =
-        (rss_before_search, crate::stats::peak_rss_mb(), crate::stats::rss_split_mb())
+        (rss_before_search, search_peak(), crate::stats::rss_split_mb())
     {
         println!(
             "RSS {before:.0} MB before the searches, peak {peak:.0} MB during them, {anon:.0} MB own + {file:.0} MB of mapped files after ({})",

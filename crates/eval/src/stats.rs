@@ -37,10 +37,10 @@ pub fn rss_split_mb() -> Option<(f64, f64)> {
     Some((status_kb("RssAnon:")? / 1024.0, status_kb("RssFile:")? / 1024.0))
 }
 
-/// Starts the peak over from the resident memory now (Linux's `clear_refs` 5); without it,
-/// the peak stays the process's.
-pub fn reset_peak_rss() {
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
+/// Starts the peak over from the resident memory now (Linux's `clear_refs` 5); false when
+/// it could not (the peak is then the process's own).
+pub fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
 }
 
 fn status_kb(field: &str) -> Option<f64> {

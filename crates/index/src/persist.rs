@@ -411,6 +411,10 @@ impl Header {
         if dim == 0 || m < 2 || ![COPY_F32, COPY_HALF, COPY_INT8].contains(&kind) {
             return Err("dimension, links or copy out of range".into());
         }
+        // The error bounds read them: a NaN would make the exact path find nothing.
+        if !(max_norm.is_finite() && max_norm >= 0.0 && max_residual.is_finite() && max_residual >= 0.0) {
+            return Err("vector norms out of range".into());
+        }
         Ok(Header {
             generation,
             dim,

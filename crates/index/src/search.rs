@@ -202,14 +202,17 @@ impl VectorIndex {
 /// share of the frontier out; a walk that finds more than twice that (plus [`CROWD_SLACK`])
 /// excluded has its results' neighbourhood taken — the query's own nearest points
 /// excluded, as a session's consumed chunks are — and widens until it holds `ef0` allowed
-/// points.
+/// points. The 40% rule still holds there as a floor (a filter keeping few points).
 fn first_round_wants(ef: usize, ef0: usize, allowed_share: f64, live: usize) -> usize {
+    let share_rule = (ef0 as f64 * CROWDED_BELOW) as usize;
     if live <= EF_SCALES_ABOVE {
-        return (ef0 as f64 * CROWDED_BELOW) as usize;
+        return share_rule;
     }
     let by_chance = ef as f64 * (1.0 - allowed_share);
     let crowded_above = 2.0 * by_chance + CROWD_SLACK as f64;
     // Allowed below this count means more excluded than `crowded_above`.
     let floor = (ef as f64 - crowded_above).max(0.0) as usize;
-    floor.min(ef0)
+    // A filter or tenant that keeps a small share leaves chance no room (the floor is 0):
+    // the share rule still widens such a walk.
+    floor.max(share_rule).min(ef0)
 }

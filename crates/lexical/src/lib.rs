@@ -31,8 +31,8 @@ mod file;
 /// the store so the next process loads it instead. Brought forward by the store's
 /// [`Changes`] since that generation when the store still has them (the cost of the write,
 /// not of the corpus), else rebuilt from the committed chunks. The file is rewritten once
-/// the changes applied since it was written pass an eighth of the index ([`MERGE_SHARE`]):
-/// an older file is still used, with the changes since it. Derived from the committed
+/// the changes applied since it was written pass an eighth of the index or 2,000 chunks
+/// ([`rewrite_due`]): an older file is still used, with the changes since it. Derived from the committed
 /// chunks and keyed by their generation, it can never disagree with them after a crash: a
 /// missing or torn file is rebuilt.
 #[derive(Default)]
@@ -48,10 +48,20 @@ struct Held {
     unsaved: usize,
 }
 
-/// The file is rewritten when the changes applied since it was written pass this share of
-/// the index's chunks; a rebuild replaces the index when retired entries pass
-/// [`REBUILD_DEAD_SHARE`].
+/// An index file is rewritten when the changes applied since it was written pass this share
+/// of the index's chunks ([`rewrite_due`]); a rebuild replaces the index when retired entries
+/// pass [`REBUILD_DEAD_SHARE`].
 pub const MERGE_SHARE: usize = 8;
+/// … or pass this many chunks, whichever comes first: every process that opens the store
+/// applies the changes since the file again (a graph insert each for the vector index, about
+/// 1 ms at a million points), so their number is bounded, not only their share.
+pub const MERGE_AT_MOST: usize = 2_000;
+
+/// Whether an index file `unsaved` changes behind, of an index of `len` chunks, is due to
+/// be rewritten (the store's vector index file follows the same rule).
+pub fn rewrite_due(unsaved: usize, len: usize) -> bool {
+    unsaved > (len / MERGE_SHARE).min(MERGE_AT_MOST)
+}
 /// Share of retired entries past which the index is rebuilt from the live chunks.
 pub const REBUILD_DEAD_SHARE: f64 = 0.25;
 
@@ -104,22 +114,39 @@ impl Cached {
         if let Some(held) = slot.as_ref().filter(|h| h.generation == generation) {
             return Ok((held.index.clone(), Brought::Held));
         }
-        // A base to bring forward: the index held, else the file's (an older generation).
-        let base = match slot.take().filter(|h| h.generation < generation) {
-            Some(h) => Some((h.generation, Arc::try_unwrap(h.index).unwrap_or_else(|a| (*a).clone()), h.unsaved)),
-            None => self.file.as_deref().and_then(|p| file::load(p, generation)).map(|(g, ix)| (g, ix, 0)),
+        // A base to bring forward: the index held, else the file's (an older generation). The
+        // changes since it are asked for first: without them the base is not worth a copy.
+        let held = slot.take().filter(|h| h.generation < generation);
+        let base_generation = match &held {
+            Some(h) => Some(h.generation),
+            None => self.file.as_deref().and_then(file::generation).filter(|&g| g <= generation),
         };
-        let forward = match base {
-            Some((from, ix, unsaved)) if from == generation => Some((ix, unsaved, Brought::Loaded)),
-            Some((from, mut ix, unsaved)) => match changes_since(from)? {
-                // More changes than half the index: a rebuild reads fewer chunks.
-                Some(changes) if changes.len() <= ix.len() / 2 + 64 => {
-                    ix.apply(&changes);
-                    let n = changes.len();
-                    (ix.dead_share() <= REBUILD_DEAD_SHARE).then_some((ix, unsaved + n, Brought::Forward(n)))
+        let changes = match base_generation {
+            Some(g) if g < generation => changes_since(g)?,
+            Some(_) => Some(Changes::default()),
+            None => None,
+        };
+        let forward = match changes {
+            // More changes than half the index: a rebuild reads fewer chunks.
+            Some(changes) => {
+                let base = match held {
+                    Some(h) => {
+                        Some((h.generation, Arc::try_unwrap(h.index).unwrap_or_else(|a| (*a).clone()), h.unsaved))
+                    }
+                    None => self.file.as_deref().and_then(|p| file::load(p, generation)).map(|(g, ix)| (g, ix, 0)),
+                };
+                match base {
+                    // The file changed between its head and its read: rebuild.
+                    Some((from, _, _)) if Some(from) != base_generation => None,
+                    Some((from, ix, unsaved)) if from == generation => Some((ix, unsaved, Brought::Loaded)),
+                    Some((_, mut ix, unsaved)) if changes.len() <= ix.len() / 2 + 64 => {
+                        ix.apply(&changes);
+                        let n = changes.len();
+                        (ix.dead_share() <= REBUILD_DEAD_SHARE).then_some((ix, unsaved + n, Brought::Forward(n)))
+                    }
+                    _ => None,
                 }
-                _ => None,
-            },
+            }
             None => None,
         };
         let (ix, mut unsaved, brought) = match forward {
@@ -133,7 +160,7 @@ impl Cached {
         if let Some(path) = &self.file {
             // A file that cannot be written costs the next process more changes to apply,
             // or a rebuild, nothing more.
-            if unsaved > ix.len() / MERGE_SHARE && file::save(&ix, path, generation).is_ok() {
+            if rewrite_due(unsaved, ix.len()) && file::save(&ix, path, generation).is_ok() {
                 unsaved = 0;
             }
         }

@@ -56,9 +56,8 @@ pub(crate) fn touched_since(rx: &ReadTransaction, from: u64, to: u64) -> Result<
             return Ok(None);
         }
         expected += 1;
-        let Some(ids) = decode(ids.value()) else {
-            return Err(Error::inconsistent(format!("the change record of generation {} is corrupt", g.value())));
-        };
+        // A damaged record is a gap like any other: the index is rebuilt from the chunks.
+        let Some(ids) = decode(ids.value()) else { return Ok(None) };
         for id in ids {
             if seen.insert(id.clone()) {
                 out.push(id);

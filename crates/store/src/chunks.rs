@@ -182,16 +182,21 @@ impl EmbeddedVectorStore {
         if compacted {
             *ix = ix.compacted();
         }
-        // The file is rewritten once the changes since it pass an eighth of the index (or
-        // after a compaction, which renumbers it); until then the next open brings it
-        // forward by those changes. If the write fails, the next open does the same.
-        if compacted || *unsaved > ix.len() / ragctx_lexical::MERGE_SHARE {
-            ix.save_and_map(&self.index_path, gen).map_err(Error::storage)?;
-            *unsaved = 0;
-            // Rows the older of the two files still needs stay; a failed prune leaves rows
-            // the next one drops.
-            let lexical = self.lexical.file_generation().filter(|&g| g <= gen).unwrap_or(gen);
-            let _ = changes::prune(&self.db, lexical);
+        // The file is rewritten once the changes since it pass an eighth of the index or 2,000
+        // chunks (or after a compaction, which renumbers it); until then the next open brings
+        // it forward by those changes. The write is committed whatever happens here: a file
+        // that cannot be written stays behind (the next open brings it forward, or rebuilds).
+        if compacted || ragctx_lexical::rewrite_due(*unsaved, ix.len()) {
+            match ix.save_and_map(&self.index_path, gen) {
+                Ok(()) => {
+                    *unsaved = 0;
+                    // Rows the older of the two files still needs stay; a failed prune leaves
+                    // rows the next one drops.
+                    let lexical = self.lexical.file_generation().filter(|&g| g <= gen).unwrap_or(gen);
+                    let _ = changes::prune(&self.db, lexical);
+                }
+                Err(e) => eprintln!("ragctx: {e}; the index file stays behind the store until a later write"),
+            }
         }
         Ok(out)
     }

@@ -335,9 +335,13 @@ fn load_or_rebuild_index(db: &Database, dir: &Path, dim: usize, params: IndexPar
                             }
                         }
                     }
-                    if ids.len() > ix.len() / ragctx_lexical::MERGE_SHARE {
-                        ix.save_and_map(&path, want).map_err(Error::storage)?;
-                        return Ok((ix, 0));
+                    // Every later open would apply these again: past the rule, write them down
+                    // now. A file that cannot be written costs only that.
+                    if ragctx_lexical::rewrite_due(ids.len(), ix.len()) {
+                        match ix.save_and_map(&path, want) {
+                            Ok(()) => return Ok((ix, 0)),
+                            Err(e) => eprintln!("ragctx: {e}; the index file stays behind the store"),
+                        }
                     }
                     return Ok((ix, ids.len()));
                 }
