@@ -127,7 +127,6 @@ impl Cached {
             None => None,
         };
         let forward = match changes {
-            // More changes than half the index: a rebuild reads fewer chunks.
             Some(changes) => {
                 let base = match held {
                     Some(h) => {
@@ -139,6 +138,7 @@ impl Cached {
                     // The file changed between its head and its read: rebuild.
                     Some((from, _, _)) if Some(from) != base_generation => None,
                     Some((from, ix, unsaved)) if from == generation => Some((ix, unsaved, Brought::Loaded)),
+                    // More changes than half the index: a rebuild reads fewer chunks.
                     Some((_, mut ix, unsaved)) if changes.len() <= ix.len() / 2 + 64 => {
                         ix.apply(&changes);
                         let n = changes.len();
