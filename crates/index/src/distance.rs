@@ -84,6 +84,28 @@ fn dot_portable(a: &[f32], b: &[f32]) -> f32 {
     s
 }
 
+/// Query and stored-vector pairs for the compact copies' bound tests: 50 of each length
+/// around the kernels' loop boundaries, components in [-1, 1) and [-0.2, 0.2).
+#[cfg(test)]
+pub(crate) fn random_pairs(seed: u64) -> Vec<(Vec<f32>, Vec<f32>)> {
+    let mut seed = seed;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed >> 11) as f32 / (1u64 << 53) as f32 * 2.0 - 1.0
+    };
+    let mut out = Vec::new();
+    for len in [1, 8, 33, 384, 389] {
+        for _ in 0..50 {
+            let q: Vec<f32> = (0..len).map(|_| next()).collect();
+            let y: Vec<f32> = (0..len).map(|_| next() * 0.2).collect();
+            out.push((q, y));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

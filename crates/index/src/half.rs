@@ -164,25 +164,15 @@ mod tests {
 
     #[test]
     fn half_products_stay_within_the_bound() {
-        let mut seed = 17u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed >> 11) as f32 / (1u64 << 53) as f32 * 2.0 - 1.0
-        };
-        for len in [1, 8, 33, 384, 389] {
-            for _ in 0..50 {
-                let q: Vec<f32> = (0..len).map(|_| next()).collect();
-                let y: Vec<f32> = (0..len).map(|_| next() * 0.2).collect();
-                let h: Vec<u16> = y.iter().map(|&x| to_half(x)).collect();
-                let exact: f64 = q.iter().zip(&y).map(|(a, b)| *a as f64 * *b as f64).sum();
-                let norm = y.iter().map(|x| x * x).sum::<f32>().sqrt();
-                // Both kernels: the dispatching one (AVX2 + F16C here) and the scalar fallback.
-                for got in [dot_half(&q, &h), dot_half_scalar(&q, &h)] {
-                    let got = got as f64;
-                    assert!((got - exact).abs() <= error_bound(&q, norm) as f64, "len {len}: {got} vs {exact}");
-                }
+        for (q, y) in crate::distance::random_pairs(17) {
+            let len = q.len();
+            let h: Vec<u16> = y.iter().map(|&x| to_half(x)).collect();
+            let exact: f64 = q.iter().zip(&y).map(|(a, b)| *a as f64 * *b as f64).sum();
+            let norm = y.iter().map(|x| x * x).sum::<f32>().sqrt();
+            // Both kernels: the dispatching one (AVX2 + F16C here) and the scalar fallback.
+            for got in [dot_half(&q, &h), dot_half_scalar(&q, &h)] {
+                let got = got as f64;
+                assert!((got - exact).abs() <= error_bound(&q, norm) as f64, "len {len}: {got} vs {exact}");
             }
         }
     }

@@ -93,29 +93,19 @@ mod tests {
 
     #[test]
     fn int8_products_stay_within_the_bound() {
-        let mut seed = 23u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed >> 11) as f32 / (1u64 << 53) as f32 * 2.0 - 1.0
-        };
-        for len in [1, 8, 33, 384, 389] {
-            for _ in 0..50 {
-                let q: Vec<f32> = (0..len).map(|_| next()).collect();
-                let y: Vec<f32> = (0..len).map(|_| next() * 0.2).collect();
-                let mut codes = Vec::new();
-                let (scale, residual) = quantize(&y, &mut codes);
-                let exact: f64 = q.iter().zip(&y).map(|(a, b)| *a as f64 * *b as f64).sum();
-                let norm = y.iter().map(|x| x * x).sum::<f32>().sqrt();
-                for got in [dot_i8(&q, &codes), dot_i8_scalar(&q, &codes)] {
-                    let got = (scale * got) as f64;
-                    let bound = error_bound(&q, norm, residual) as f64;
-                    assert!((got - exact).abs() <= bound, "len {len}: {got} vs {exact} (bound {bound})");
-                }
-                // The bound is a bound, not noise: about the codes' own error.
-                assert!(residual <= scale * (len as f32).sqrt() / 2.0 * 1.0001);
+        for (q, y) in crate::distance::random_pairs(23) {
+            let len = q.len();
+            let mut codes = Vec::new();
+            let (scale, residual) = quantize(&y, &mut codes);
+            let exact: f64 = q.iter().zip(&y).map(|(a, b)| *a as f64 * *b as f64).sum();
+            let norm = y.iter().map(|x| x * x).sum::<f32>().sqrt();
+            for got in [dot_i8(&q, &codes), dot_i8_scalar(&q, &codes)] {
+                let got = (scale * got) as f64;
+                let bound = error_bound(&q, norm, residual) as f64;
+                assert!((got - exact).abs() <= bound, "len {len}: {got} vs {exact} (bound {bound})");
             }
+            // The bound is a bound, not noise: about the codes' own error.
+            assert!(residual <= scale * (len as f32).sqrt() / 2.0 * 1.0001);
         }
         let mut codes = Vec::new();
         assert_eq!(quantize(&[0.0, 0.0], &mut codes), (1.0, 0.0), "a zero vector");
