@@ -246,6 +246,13 @@ pub struct SearchOptions {
     /// HNSW search breadth to run with (default: the index's own)
     #[arg(long)]
     pub ef: Option<usize>,
+    /// Links per node of a graph this run builds (`--scale`, `--held-out`; default: the
+    /// store's)
+    #[arg(long)]
+    pub m: Option<usize>,
+    /// Build breadth of a graph this run builds (default: the store's)
+    #[arg(long)]
+    pub ef_construction: Option<usize>,
     /// Only these rows, e.g. `--rows correlated:1000` (for profiling one path)
     #[arg(long, value_delimiter = ',')]
     pub rows: Vec<String>,
@@ -280,7 +287,9 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
         bail!("the store is empty: ingest a corpus first (e.g. ragctx ingest ../shared/data/mtrag/corpus_*.jsonl)");
     }
     let mut rng = Rng(seed.max(1));
-    let params = store.with_index(|ix| ix.params());
+    let mut params = store.with_index(|ix| ix.params());
+    params.m = o.m.unwrap_or(params.m);
+    params.ef_construction = o.ef_construction.unwrap_or(params.ef_construction);
     let started = Instant::now();
     // Held out: stored passages taken out of the index (and out of what generates the rest)
     // to be the queries — real vectors no parameter was chosen on.
