@@ -67,13 +67,24 @@ pub(crate) fn touched_since(rx: &ReadTransaction, from: u64, to: u64) -> Result<
     Ok((expected == to + 1).then_some(out))
 }
 
-/// One touched chunk as the store holds it now: its chunk and vector, or `None` if removed.
-pub(crate) fn current(rx: &ReadTransaction, id: &str) -> Result<Option<(Chunk, Vec<f32>)>> {
+/// The touched chunks as the store holds them now, in order: each one's chunk and vector, or
+/// `None` if removed. The tables are opened once for all of them.
+pub(crate) fn current(rx: &ReadTransaction, ids: &[String]) -> Result<Vec<Option<(Chunk, Vec<f32>)>>> {
     let chunks = rx.open_table(CHUNKS).map_err(Error::storage)?;
     let vectors = rx.open_table(VECTORS).map_err(Error::storage)?;
-    let Some(c) = chunks.get(id).map_err(Error::storage)? else { return Ok(None) };
-    let Some(v) = vectors.get(id).map_err(Error::storage)? else { return Ok(None) };
-    Ok(Some((serde_json::from_slice(c.value()).map_err(Error::storage)?, bytes_to_f32s(v.value()))))
+    let mut out = Vec::with_capacity(ids.len());
+    for id in ids {
+        let row =
+            match (chunks.get(id.as_str()).map_err(Error::storage)?, vectors.get(id.as_str()).map_err(Error::storage)?)
+            {
+                (Some(c), Some(v)) => {
+                    Some((serde_json::from_slice(c.value()).map_err(Error::storage)?, bytes_to_f32s(v.value())))
+                }
+                _ => None,
+            };
+        out.push(row);
+    }
+    Ok(out)
 }
 
 /// The lexical index's view of the changes after `from` up to `to`: the touched chunks as

@@ -204,22 +204,23 @@ impl EmbeddedVectorStore {
     /// The lexical index at the store's generation, brought forward by the changes since
     /// the one it holds (or its file's), or rebuilt. Callers hold the index lock.
     fn lexical_index(&self) -> Result<Arc<ragctx_lexical::LexicalIndex>> {
+        self.lexical_reached().map(|(ix, _)| ix)
+    }
+
+    /// [`Self::lexical_index`] and how it was reached.
+    fn lexical_reached(&self) -> Result<(Arc<ragctx_lexical::LexicalIndex>, ragctx_lexical::Brought)> {
         let generation = self.generation()?;
-        self.lexical.get(generation, |from| changes::lexical_changes(&self.db, from, generation), || self.all_chunks())
+        self.lexical.get_traced(
+            generation,
+            |from| changes::lexical_changes(&self.db, from, generation),
+            || self.all_chunks(),
+        )
     }
 
     /// Brings the lexical index to the store's generation as a search does, and says how it
     /// was reached (tests, benchmarks).
     pub fn lexical_traced(&self) -> Result<ragctx_lexical::Brought> {
-        self.with_index(|_| {
-            let generation = self.generation()?;
-            let (_, how) = self.lexical.get_traced(
-                generation,
-                |from| changes::lexical_changes(&self.db, from, generation),
-                || self.all_chunks(),
-            )?;
-            Ok(how)
-        })
+        self.with_index(|_| Ok(self.lexical_reached()?.1))
     }
 
     /// Every stored chunk with its vector, in id order (for export and benchmarks).

@@ -324,8 +324,8 @@ fn load_or_rebuild_index(db: &Database, dir: &Path, dim: usize, params: IndexPar
             let rx = db.begin_read().map_err(Error::storage)?;
             match crate::changes::touched_since(&rx, g, want)? {
                 Some(ids) => {
-                    for id in &ids {
-                        match crate::changes::current(&rx, id)? {
+                    for (id, now) in ids.iter().zip(crate::changes::current(&rx, &ids)?) {
+                        match now {
                             Some((chunk, vector)) if vector.len() == dim => {
                                 ix.upsert_chunk(&chunk, &vector);
                             }
