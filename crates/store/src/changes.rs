@@ -67,9 +67,12 @@ pub(crate) fn touched_since(rx: &ReadTransaction, from: u64, to: u64) -> Result<
     Ok((expected == to + 1).then_some(out))
 }
 
+/// A chunk as the store holds it, with its vector.
+pub(crate) type Stored = (Chunk, Vec<f32>);
+
 /// The touched chunks as the store holds them now, in order: each one's chunk and vector, or
 /// `None` if removed. The tables are opened once for all of them.
-pub(crate) fn current(rx: &ReadTransaction, ids: &[String]) -> Result<Vec<Option<(Chunk, Vec<f32>)>>> {
+pub(crate) fn current(rx: &ReadTransaction, ids: &[String]) -> Result<Vec<Option<Stored>>> {
     let chunks = rx.open_table(CHUNKS).map_err(Error::storage)?;
     let vectors = rx.open_table(VECTORS).map_err(Error::storage)?;
     let mut out = Vec::with_capacity(ids.len());
