@@ -101,11 +101,11 @@ def filter_specs(row, meta, n):
     return specs, passing / max(1, len(specs))
 
 
-def measure(res, rr, specs, Q, k, ef, flat, hnsw, milvus, n):
+def measure(res, rr, specs, Q, k, ef, flat, hnsw, milvus, n, sq8=None):
     """Runs one row's queries (per query a FAISS selector, built already, and a Milvus
     expression) on every peer and fills `res`."""
-    lat = {"faiss_hnsw": [], "faiss_flat": [], "milvus": []}
-    rec = {"faiss_hnsw": [], "milvus": []}
+    lat = {"faiss_hnsw": [], "faiss_flat": [], "milvus": [], "faiss_hnsw_sq8": []}
+    rec = {"faiss_hnsw": [], "milvus": [], "faiss_hnsw_sq8": []}
     truths = []
     for qi, (sel, flt) in enumerate(specs):
         q = Q[qi : qi + 1]
@@ -120,14 +120,22 @@ def measure(res, rr, specs, Q, k, ef, flat, hnsw, milvus, n):
         _, got = hnsw.search(q, k, params=hnsw_params)
         lat["faiss_hnsw"].append((time.perf_counter() - t) * 1e3)
         rec["faiss_hnsw"].append(recall(truth, set(int(x) for x in got[0] if x >= 0)))
+        if sq8 is not None:
+            t = time.perf_counter()
+            _, got = sq8.search(q, k, params=hnsw_params)
+            lat["faiss_hnsw_sq8"].append((time.perf_counter() - t) * 1e3)
+            rec["faiss_hnsw_sq8"].append(recall(truth, set(int(x) for x in got[0] if x >= 0)))
         if milvus:
             t = time.perf_counter()
             r = milvus.search("ragctx_bench", data=[Q[qi].tolist()], limit=k, filter=flt,
                               search_params={"metric_type": "IP", "params": {"ef": max(ef, k)}})
             lat["milvus"].append((time.perf_counter() - t) * 1e3)
             rec["milvus"].append(recall(truth, set(int(h["id"]) for h in r[0])))
-    # FAISS HNSW tuned for this row: the lowest efSearch (2x .. 32x) that reaches the bar.
-    if statistics.mean(rec["faiss_hnsw"]) < RECALL_BAR:
+    # FAISS HNSW (and HNSW-SQ8) tuned for this row: the lowest efSearch (2x .. 32x) that
+    # reaches the bar.
+    for name, index in [("faiss_hnsw", hnsw), ("faiss_hnsw_sq8", sq8)]:
+        if index is None or statistics.mean(rec[name]) >= RECALL_BAR:
+            continue
         for mult in [2, 4, 8, 16, 32]:
             ef_try = min(n, ef * mult)
             times, recs = [], []
@@ -135,14 +143,14 @@ def measure(res, rr, specs, Q, k, ef, flat, hnsw, milvus, n):
                 params = faiss.SearchParametersHNSW(sel=sel, efSearch=ef_try) if sel else \
                     faiss.SearchParametersHNSW(efSearch=ef_try)
                 t = time.perf_counter()
-                _, got = hnsw.search(Q[qi : qi + 1], k, params=params)
+                _, got = index.search(Q[qi : qi + 1], k, params=params)
                 times.append((time.perf_counter() - t) * 1e3)
                 recs.append(recall(truth, set(int(x) for x in got[0] if x >= 0)))
             if statistics.mean(recs) >= RECALL_BAR or ef_try == n or mult == 32:
-                lat["faiss_hnsw_ef"], rec["faiss_hnsw_ef"] = times, recs
-                res["faiss_hnsw_ef_search"] = ef_try
+                lat[name + "_ef"], rec[name + "_ef"] = times, recs
+                res[name + "_ef_search"] = ef_try
                 break
-    for eng in ["faiss_hnsw", "faiss_flat", "milvus", "faiss_hnsw_ef"]:
+    for eng in ["faiss_hnsw", "faiss_flat", "milvus", "faiss_hnsw_ef", "faiss_hnsw_sq8", "faiss_hnsw_sq8_ef"]:
         if not lat.get(eng):
             continue
         p50 = pct(lat[eng], 0.5)
@@ -150,13 +158,14 @@ def measure(res, rr, specs, Q, k, ef, flat, hnsw, milvus, n):
                     "recall@10": statistics.mean(rec[eng]) if eng in rec and rec[eng] else 1.0,
                     "p50_vs_ragctx": p50 / rr["p50_ms"] if rr["p50_ms"] > 0 else None}
     # The bar ragctx is held to: the fastest peer whose recall in this row is >= 0.95.
-    for key, peers in [("fastest_peer", ["faiss_hnsw", "faiss_flat", "milvus"]),
-                       ("fastest_peer_tuned", ["faiss_hnsw", "faiss_flat", "milvus", "faiss_hnsw_ef"])]:
+    for key, peers in [("fastest_peer", ["faiss_hnsw", "faiss_flat", "milvus", "faiss_hnsw_sq8"]),
+                       ("fastest_peer_tuned", ["faiss_hnsw", "faiss_flat", "milvus", "faiss_hnsw_ef",
+                                               "faiss_hnsw_sq8", "faiss_hnsw_sq8_ef"])]:
         fast = [(res[e]["p50_ms"], e) for e in peers if e in res and res[e]["recall@10"] >= RECALL_BAR]
         if fast:
             p50, e = min(fast)
-            if e == "faiss_hnsw_ef":
-                e = f"faiss_hnsw ef {res['faiss_hnsw_ef_search']}"
+            if e.endswith("_ef"):
+                e = f"{e[:-3]} ef {res[e + '_search']}"
             res[key] = {"engine": e, "p50_ms": p50, "ratio": p50 / rr["p50_ms"] if rr["p50_ms"] > 0 else None}
 
 
@@ -166,8 +175,10 @@ def main():
     ap.add_argument("--milvus", default=None, help="Milvus URI, e.g. http://127.0.0.1:19530")
     ap.add_argument("--ef", type=int, default=None, help="efSearch for the HNSW peers (default: ragctx's)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--sq8", action="store_true", help="also FAISS IndexHNSWSQ (8-bit scalar quantizer)")
     a = ap.parse_args()
-    faiss.omp_set_num_threads(1)
+    # Built on every core (as ragctx builds a large index); searched on one.
+    build_threads = os.cpu_count() or 1
     plan = json.load(open(os.path.join(a.dir, "plan.json")))
     rag = json.load(open(os.path.join(a.dir, "ragctx.json")))
     dim, k = plan["dim"], plan["k"]
@@ -187,10 +198,22 @@ def main():
     flat = faiss.IndexFlatIP(dim)
     flat.add(X)
     t = time.time()
+    faiss.omp_set_num_threads(build_threads)
     hnsw = faiss.IndexHNSWFlat(dim, m, faiss.METRIC_INNER_PRODUCT)
     hnsw.hnsw.efConstruction = 128
     hnsw.add(X)
-    log(f"faiss HNSW built in {time.time() - t:.1f}s over {len(X)} vectors")
+    build = {"faiss_hnsw": time.time() - t}
+    log(f"faiss HNSW built in {build['faiss_hnsw']:.1f}s over {len(X)} vectors ({build_threads} threads)")
+    sq8 = None
+    if a.sq8:
+        t = time.time()
+        sq8 = faiss.IndexHNSWSQ(dim, faiss.ScalarQuantizer.QT_8bit, m, faiss.METRIC_INNER_PRODUCT)
+        sq8.hnsw.efConstruction = 128
+        sq8.train(X)
+        sq8.add(X)
+        build["faiss_hnsw_sq8"] = time.time() - t
+        log(f"faiss HNSW-SQ8 built in {build['faiss_hnsw_sq8']:.1f}s ({build_threads} threads)")
+    faiss.omp_set_num_threads(1)
 
     milvus = None
     if a.milvus:
@@ -256,24 +279,27 @@ def main():
             res = {"exclusion": row["exclusion"], "excluded": row["excluded"]}
             specs = exclusion_specs(row)
         res["ragctx"] = {"p50_ms": rr["p50_ms"], "p99_ms": rr["p99_ms"], "recall@10": rr["recall@10"], "path": rr["path"]}
-        measure(res, rr, specs, Q, k, ef, flat, hnsw, milvus, len(X))
+        measure(res, rr, specs, Q, k, ef, flat, hnsw, milvus, len(X), sq8)
         out.append(res)
         log("done " + (f"{row['filter']} {row['selectivity']:g}" if filter_mode else row["exclusion"]) + f" {row['excluded']}")
     if milvus:
         milvus.drop_collection("ragctx_bench")
     if a.json:
-        print(json.dumps({"vectors": len(X), "queries": len(Q), "k": k, "ef": ef, "rows": out}))
+        print(json.dumps({"vectors": len(X), "queries": len(Q), "k": k, "ef": ef, "build_secs": build,
+                          "ragctx_build_secs": rag.get("build_secs"), "rows": out}))
         return
-    engines = [e for e in ["faiss_hnsw", "faiss_flat", "milvus"] if e in out[0]]
+    engines = [e for e in ["faiss_hnsw", "faiss_flat", "milvus", "faiss_hnsw_sq8"] if e in out[0]]
     lead = "| filter | selectivity | passing | excluded" if filter_mode else "| exclusion | excluded"
     head = lead + " | ragctx p50 / p99 ms | ragctx recall | " + " | ".join(
         f"{e} p50 / p99 ms | {e} recall | {e} p50 ÷ ragctx" for e in engines) + \
         f" | faiss_hnsw at the lowest ef reaching {RECALL_BAR}: ef, p50 / p99 ms, recall" + \
+        (f" | faiss_hnsw_sq8 at the lowest ef reaching {RECALL_BAR}" if sq8 is not None else "") + \
         f" | fastest peer at recall ≥ {RECALL_BAR} (same ef) | its p50 ÷ ragctx" + \
         f" | fastest peer at recall ≥ {RECALL_BAR} (FAISS ef tuned) | its p50 ÷ ragctx |"
-    print(f"{len(X)} vectors × {dim}, {len(Q)} queries, k={k}, HNSW M={m} ef={ef}")
+    print(f"{len(X)} vectors × {dim}, {len(Q)} queries, k={k}, HNSW M={m} ef={ef}; build s: "
+          + ", ".join(f"{e} {s:.1f}" for e, s in build.items()) + f", ragctx {rag.get('build_secs')}")
     print(head)
-    print("|" + "---|" * (9 + 3 * len(engines) + (2 if filter_mode else 0)))
+    print("|" + "---|" * (9 + 3 * len(engines) + (2 if filter_mode else 0) + (1 if sq8 is not None else 0)))
     for r in out:
         g = r["ragctx"]
         cells = [r["filter"], f"{r['selectivity']:g}", f"{r['passing']:.0f}"] if filter_mode else [r["exclusion"]]
@@ -284,6 +310,10 @@ def main():
         x = r.get("faiss_hnsw_ef")
         cells.append(f"ef {r['faiss_hnsw_ef_search']}: {x['p50_ms']:.3f} / {x['p99_ms']:.3f}, {x['recall@10']:.3f}"
                      if x else "(ef above holds it)")
+        if sq8 is not None:
+            x = r.get("faiss_hnsw_sq8_ef")
+            cells.append(f"ef {r['faiss_hnsw_sq8_ef_search']}: {x['p50_ms']:.3f} / {x['p99_ms']:.3f}, {x['recall@10']:.3f}"
+                         if x else "(ef above holds it)")
         for key in ["fastest_peer", "fastest_peer_tuned"]:
             f = r.get(key)
             cells += [f["engine"], f"**{f['ratio']:.2f}**"] if f else ["none", "-"]

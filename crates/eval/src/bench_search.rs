@@ -326,18 +326,33 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
         ix
     } else if scale > all.len() || !held_out.is_empty() {
         let mut ix = VectorIndex::new(store.dimension(), IndexParams { exact_below: params.exact_below, ..params });
-        for c in &all {
-            ix.upsert(c.chunk.id.as_str(), c.chunk.document_id.as_str(), c.chunk.weight, &c.vector);
-        }
-        for i in 0..scale.saturating_sub(all.len()) {
-            let src = &all[rng.below(all.len())];
-            let v = match &fitted {
-                Some(f) => f.sample(&mut rng),
-                None => noisy(&src.vector, &mut rng, 0.02),
-            };
-            ix.upsert(&format!("{}~copy{i}", src.chunk.id), &format!("{}~copy{i}", src.chunk.document_id), 1.0, &v);
-            if !json && (i + 1) % 10_000 == 0 {
-                eprintln!("built {} of {scale}", all.len() + i + 1);
+        ix.upsert_chunks(&all);
+        // Generated in batches, so that a large index links each batch on every core.
+        let extra = scale.saturating_sub(all.len());
+        let none = ragctx_core::Metadata::default();
+        let mut i = 0;
+        while i < extra {
+            let end = (i + 10_000).min(extra);
+            let batch: Vec<(String, String, Vec<f32>)> = (i..end)
+                .map(|i| {
+                    let src = &all[rng.below(all.len())];
+                    let v = match &fitted {
+                        Some(f) => f.sample(&mut rng),
+                        None => noisy(&src.vector, &mut rng, 0.02),
+                    };
+                    (format!("{}~copy{i}", src.chunk.id), format!("{}~copy{i}", src.chunk.document_id), v)
+                })
+                .collect();
+            ix.upsert_many(batch.iter().map(|(id, doc, v)| ragctx_index::Point {
+                chunk_id: id,
+                document_id: doc,
+                weight: 1.0,
+                metadata: &none,
+                vector: v,
+            }));
+            i = end;
+            if !json {
+                eprintln!("built {} of {scale} ({:.0} s)", all.len() + i, started.elapsed().as_secs_f64());
             }
         }
         ix

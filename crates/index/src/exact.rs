@@ -8,7 +8,7 @@
 
 use crate::distance::dot;
 use crate::half::error_bound;
-use crate::hnsw::{Compact, Scored, Vectors};
+use crate::hnsw::{Scored, Vectors};
 use crate::{ResolvedExclusion, VectorIndex};
 use ragctx_core::Grouping;
 use std::cmp::Reverse;
@@ -131,12 +131,7 @@ impl VectorIndex {
     /// The vectors searches score with: the int8 copy of a large index, the binary16 copy
     /// when every vector fits it, else f32.
     pub(crate) fn search_vectors(&self) -> Vectors<'_> {
-        let compact = match &self.int8 {
-            Some(c) => Compact::Int8(&c.codes, &c.scales),
-            None if self.half_ok => Compact::Half(&self.halves),
-            None => Compact::F32,
-        };
-        Vectors::of(&self.vectors, self.dim, compact)
+        Vectors::of(&self.vectors, self.dim, crate::compact_of(self.int8.as_ref(), self.half_ok, &self.halves))
     }
 
     /// Scores every node `ex` does not block, in node order, with [`VectorIndex::search_vectors`].

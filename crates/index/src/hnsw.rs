@@ -243,6 +243,105 @@ impl Graph {
         }
     }
 
+    /// Adds the `count` nodes from `first` (== current length) whose vectors are already in
+    /// `vectors`, as a batch: each new node searches the graph as it stood before the batch
+    /// (on up to `threads` threads: the graph is only read) and is offered the batch's
+    /// earlier nodes besides, scored directly, so nodes of one batch still link to each other
+    /// as one-by-one inserts would. Then each new node's links are set, and each node that
+    /// gained links keeps at most its cap by [`Graph::select`] (in parallel again). The
+    /// result does not depend on `threads`. Walks and selection score with `vectors`' compact
+    /// copy when it has one.
+    pub fn insert_batch(&mut self, vectors: &Vectors<'_>, first: u32, count: usize, threads: usize) {
+        debug_assert_eq!(first as usize, self.levels.len());
+        let mut first = first;
+        let mut count = count;
+        while count > 0 && self.entry == EMPTY {
+            self.insert(vectors, first);
+            first += 1;
+            count -= 1;
+        }
+        if count == 0 {
+            return;
+        }
+        let batch: Vec<(u32, u8)> = (first..first + count as u32).map(|n| (n, self.random_level())).collect();
+        for &(node, level) in &batch {
+            self.levels.push(level);
+            self.layer0.extend(std::iter::repeat_n(EMPTY, self.m0()));
+            if level > 0 {
+                self.upper.insert(node, vec![EMPTY; level as usize * self.m]);
+            }
+        }
+        // 1. Each new node's links, by layer (top first), from the graph as it stood.
+        let plans: Vec<Vec<Vec<u32>>> = {
+            let graph = &*self;
+            parallel_map(&batch, threads, |&(node, level)| graph.plan(vectors, node, level, &batch))
+        };
+        let mut gained: Vec<(u8, u32, u32)> = Vec::new();
+        for (&(node, level), plan) in batch.iter().zip(&plans) {
+            for (layer, chosen) in (0..=level).rev().zip(plan) {
+                self.set_neighbours(node, layer, chosen);
+                gained.extend(chosen.iter().map(|&nb| (layer, nb, node)));
+            }
+        }
+        // 2. The nodes they link to link back, each pruned once for the whole batch.
+        gained.sort_unstable();
+        let groups: Vec<&[(u8, u32, u32)]> = gained.chunk_by(|a, b| (a.0, a.1) == (b.0, b.1)).collect();
+        let lists: Vec<Vec<u32>> = {
+            let graph = &*self;
+            parallel_map(&groups, threads, |group| {
+                let (layer, nb) = (group[0].0, group[0].1);
+                let cap = if layer == 0 { graph.m0() } else { graph.m };
+                let mut list = graph.neighbours(nb, layer).to_vec();
+                list.extend(group.iter().map(|g| g.2).filter(|n| !graph.neighbours(nb, layer).contains(n)));
+                if list.len() <= cap {
+                    return list;
+                }
+                let base = vectors.get(nb);
+                let mut cands: Vec<Scored> = list.iter().map(|&x| Scored(vectors.score(base, x), x)).collect();
+                cands.sort_by(|a, b| b.cmp(a));
+                graph.select(vectors, &cands, cap)
+            })
+        };
+        for (group, list) in groups.iter().zip(&lists) {
+            self.set_neighbours(group[0].1, group[0].0, list);
+        }
+        for &(node, level) in &batch {
+            if level > self.max_level {
+                self.max_level = level;
+                self.entry = node;
+            }
+        }
+    }
+
+    /// The links a batch node chooses at each of its layers (its top layer first): from a
+    /// walk of the graph as it stood before the batch, and from the batch's earlier nodes.
+    fn plan(&self, vectors: &Vectors<'_>, node: u32, level: u8, batch: &[(u32, u8)]) -> Vec<Vec<u32>> {
+        let q = vectors.get(node);
+        let mut ep = Scored(dot(q, vectors.get(self.entry)), self.entry);
+        let mut layer = self.max_level;
+        while layer > level {
+            ep = self.greedy(vectors, q, ep, layer);
+            layer -= 1;
+        }
+        let mut eps = vec![ep];
+        let mut plan = Vec::with_capacity(level as usize + 1);
+        for layer in (0..=level).rev() {
+            let mut found = if layer <= self.max_level {
+                let found = self.search_layer(vectors, q, &eps, self.ef_construction, layer, |_| true);
+                eps.clone_from(&found);
+                found
+            } else {
+                Vec::new()
+            };
+            let earlier = batch.iter().take_while(|b| b.0 < node).filter(|b| b.1 >= layer);
+            found.extend(earlier.map(|b| Scored(vectors.score(q, b.0), b.0)));
+            found.sort_by(|a, b| b.cmp(a));
+            found.truncate(self.ef_construction);
+            plan.push(self.select(vectors, &found, self.m));
+        }
+        plan
+    }
+
     /// The neighbour-selection heuristic: keep a candidate only if it is closer to the base
     /// than to every neighbour already kept (spreads links across directions).
     fn select(&self, vectors: &Vectors<'_>, sorted: &[Scored], m: usize) -> Vec<u32> {
@@ -252,7 +351,7 @@ impl Graph {
                 break;
             }
             let cv = vectors.get(c.1);
-            if kept.iter().all(|&k| dot(cv, vectors.get(k)) < c.0) {
+            if kept.iter().all(|&k| vectors.score(cv, k) < c.0) {
                 kept.push(c.1);
             }
         }
@@ -458,6 +557,20 @@ impl<'a, F: Fn(u32) -> bool> Walk<'a, F> {
         out.sort_by(by_score);
         out
     }
+}
+
+/// `f` over `items` on up to `threads` scoped threads (contiguous shares), in order.
+fn parallel_map<T: Sync, R: Send>(items: &[T], threads: usize, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    if threads <= 1 || items.len() < 16 {
+        return items.iter().map(f).collect();
+    }
+    let share = items.len().div_ceil(threads);
+    std::thread::scope(|s| {
+        let f = &f;
+        let workers: Vec<_> =
+            items.chunks(share).map(|part| s.spawn(move || part.iter().map(f).collect::<Vec<R>>())).collect();
+        workers.into_iter().flat_map(|w| w.join().expect("an index worker panicked")).collect()
+    })
 }
 
 /// Asks the CPU to start loading a vector the walk is about to score (its first lines; the

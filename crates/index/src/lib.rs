@@ -52,6 +52,36 @@ const CROWD_SLACK: usize = 16;
 /// Live points up to which [`IndexParams::ef_search`] is used as it is.
 pub const EF_SCALES_ABOVE: usize = 50_000;
 
+/// Graphs of this many nodes and more link new nodes in batches (`Graph::insert_batch`):
+/// each batch searches the graph on every core, with the compact copy. Below it, nodes are
+/// linked one by one in f32, as they always were (the stores MTRAG and SciFact measure stay
+/// below it, and keep their graphs).
+pub const BATCH_FROM: usize = 50_000;
+
+/// Nodes linked together at most, once the graph holds [`BATCH_FROM`]: they search the graph
+/// as it stood before them (0.1–1% of it) and see each other by direct scoring.
+pub const BATCH: usize = 512;
+
+/// A point to upsert ([`VectorIndex::upsert_many`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Point<'a> {
+    pub chunk_id: &'a str,
+    pub document_id: &'a str,
+    pub weight: f32,
+    pub metadata: &'a Metadata,
+    pub vector: &'a [f32],
+}
+
+/// The copy walks score with: the int8 copy of a large index, the binary16 copy when every
+/// vector fits it, else f32.
+fn compact_of<'a>(int8: Option<&'a Int8Copy>, half_ok: bool, halves: &'a [u16]) -> Compact<'a> {
+    match int8 {
+        Some(c) => Compact::Int8(&c.codes, &c.scales),
+        None if half_ok => Compact::Half(halves),
+        None => Compact::F32,
+    }
+}
+
 /// Graph and planning parameters.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct IndexParams {
@@ -284,6 +314,51 @@ impl VectorIndex {
         metadata: &Metadata,
         vector: &[f32],
     ) -> bool {
+        let (is_new, node) = self.stage(&Point { chunk_id, document_id, weight, metadata, vector });
+        if let Some(node) = node {
+            self.link(node, 1);
+        }
+        is_new
+    }
+
+    /// [`VectorIndex::upsert_with`] of many points, in order; returns how many ids were new.
+    /// Once the graph holds [`BATCH_FROM`] nodes, new nodes are linked in batches of up to
+    /// [`BATCH`] that search the graph on every core (`hnsw.rs`, `Graph::insert_batch`).
+    pub fn upsert_many<'p>(&mut self, points: impl IntoIterator<Item = Point<'p>>) -> usize {
+        let mut new = 0;
+        let mut first = None;
+        for p in points {
+            let (is_new, node) = self.stage(&p);
+            new += usize::from(is_new);
+            if let Some(node) = node {
+                let from = *first.get_or_insert(node);
+                if (node - from) as usize + 1 >= BATCH {
+                    self.link(from, BATCH);
+                    first = None;
+                }
+            }
+        }
+        if let Some(from) = first {
+            self.link(from, self.nodes() - from as usize);
+        }
+        new
+    }
+
+    /// [`VectorIndex::upsert_many`] of chunks with their vectors.
+    pub fn upsert_chunks(&mut self, chunks: &[ragctx_core::EmbeddedChunk]) -> usize {
+        self.upsert_many(chunks.iter().map(|c| Point {
+            chunk_id: c.chunk.id.as_str(),
+            document_id: c.chunk.document_id.as_str(),
+            weight: c.chunk.weight,
+            metadata: &c.chunk.metadata,
+            vector: &c.vector,
+        }))
+    }
+
+    /// Everything of an upsert but the graph's links: returns whether the id was new and the
+    /// node appended for it (none when only its weight, document or nothing changed).
+    fn stage(&mut self, p: &Point<'_>) -> (bool, Option<u32>) {
+        let Point { chunk_id, document_id, weight, metadata, vector } = *p;
         assert_eq!(vector.len(), self.dim, "vector dimension");
         let digest = metadata.digest();
         self.revision = next_revision();
@@ -306,7 +381,7 @@ impl VectorIndex {
                     self.doc_of[old as usize] = doc;
                     self.doc_nodes[doc as usize].push(old);
                 }
-                return false;
+                return (false, None);
             }
             self.retired.set(old as usize);
             let prev = self.doc_of[old as usize] as usize;
@@ -323,9 +398,29 @@ impl VectorIndex {
         self.meta_digest.push(digest);
         self.vectors.push(vector);
         self.push_compact(node);
-        let vectors = Vectors::of(&self.vectors, self.dim, Compact::F32);
-        self.graph.insert(&vectors, node);
-        is_new
+        (is_new, Some(node))
+    }
+
+    /// Links the `count` staged nodes from `first` into the graph: one by one in f32 while it
+    /// holds fewer than [`BATCH_FROM`] nodes (the graphs of small stores are built as they
+    /// always were), then as one batch scored with the compact copy.
+    fn link(&mut self, first: u32, count: usize) {
+        let end = first + count as u32;
+        let mut node = first;
+        while node < end && self.graph.len() < BATCH_FROM {
+            self.graph.insert(&Vectors::of(&self.vectors, self.dim, Compact::F32), node);
+            node += 1;
+        }
+        if node < end {
+            let compact = compact_of(self.int8.as_ref(), self.half_ok, &self.halves);
+            let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+            self.graph.insert_batch(
+                &Vectors::of(&self.vectors, self.dim, compact),
+                node,
+                (end - node) as usize,
+                threads,
+            );
+        }
     }
 
     /// Appends the compact copy of a node's vector (nodes are added in order): binary16, or
@@ -391,18 +486,19 @@ impl VectorIndex {
         let mut fresh = VectorIndex::new(self.dim, self.params);
         let mut map = vec![None; self.nodes()];
         let empty = Metadata::default();
-        for node in 0..self.nodes() as u32 {
-            if !self.retired.get(node as usize) {
-                map[node as usize] = Some(fresh.nodes() as u32);
-                fresh.upsert_with(
-                    self.chunk_id(node),
-                    self.document_id(node),
-                    self.weights[node as usize],
-                    &empty,
-                    self.vector(node),
-                );
-                *fresh.meta_digest.last_mut().expect("pushed") = self.meta_digest[node as usize];
-            }
+        let live: Vec<u32> = (0..self.nodes() as u32).filter(|&n| !self.retired.get(n as usize)).collect();
+        for (to, &node) in live.iter().enumerate() {
+            map[node as usize] = Some(to as u32);
+        }
+        fresh.upsert_many(live.iter().map(|&node| Point {
+            chunk_id: self.chunk_id(node),
+            document_id: self.document_id(node),
+            weight: self.weights[node as usize],
+            metadata: &empty,
+            vector: self.vector(node),
+        }));
+        for (to, &node) in live.iter().enumerate() {
+            fresh.meta_digest[to] = self.meta_digest[node as usize];
         }
         fresh.meta = self.meta.remapped(&map, fresh.nodes());
         fresh

@@ -527,3 +527,75 @@ fn an_int8_index_answers_exactly_on_the_exact_path_and_walks_as_well() {
     }
     assert!(same_walk * 100 >= walks * 95, "{same_walk} of {walks} results as the f32 index's walk");
 }
+
+/// Walk recall@10 of `graph` at `ef` over `queries` (f32 brute force as the truth).
+fn walk_recall(graph: &hnsw::Graph, vectors: &Vectors<'_>, n: usize, queries: &[Vec<f32>], ef: usize) -> f64 {
+    let mut hit = 0;
+    for q in queries {
+        let mut truth: Vec<(f32, u32)> = (0..n as u32).map(|i| (distance::dot(q, vectors.get(i)), i)).collect();
+        truth.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let entry = graph.entry_for(vectors, q).expect("entry");
+        let mut walk = Walk::new(graph, vectors, q, 0, &[entry], |_| true);
+        walk.run(ef);
+        let got: Vec<u32> = walk.results(10).iter().map(|s| s.1).collect();
+        hit += truth[..10].iter().filter(|t| got.contains(&t.1)).count();
+    }
+    hit as f64 / (10 * queries.len()) as f64
+}
+
+#[test]
+fn a_graph_linked_in_batches_finds_what_one_linked_node_by_node_finds() {
+    let data = corpus(700, 4, 24, 11);
+    let ix = build(&data, 0);
+    let n = data.len();
+    let vectors = ix.search_vectors();
+    assert!(matches!(vectors.compact, hnsw::Compact::Half(_)), "batches score with the compact copy");
+    let batched = |threads: usize| {
+        let mut g = hnsw::Graph::new(16, 128);
+        g.insert_batch(&vectors, 0, 150, threads);
+        let mut node = 150;
+        for size in [1, 7, 256, 300, 512].iter().cycle() {
+            let size = (*size).min(n - node);
+            g.insert_batch(&vectors, node as u32, size, threads);
+            node += size;
+            if node == n {
+                break;
+            }
+        }
+        g
+    };
+    let (one, three) = (batched(1), batched(3));
+    // The same graph whatever the threads.
+    assert_eq!(
+        (one.layer0.clone(), one.entry, one.levels.clone()),
+        (three.layer0.clone(), three.entry, three.levels.clone())
+    );
+    let mut upper: Vec<_> = one.upper.iter().collect();
+    let mut upper3: Vec<_> = three.upper.iter().collect();
+    upper.sort();
+    upper3.sort();
+    assert_eq!(upper, upper3);
+    // Well formed: no node links to itself or twice to one node, and every node is linked to.
+    let m0 = 32;
+    let mut linked = vec![false; n];
+    for node in 0..n {
+        let list: Vec<u32> =
+            one.layer0[node * m0..(node + 1) * m0].iter().copied().filter(|&x| x != hnsw::EMPTY).collect();
+        assert!(!list.contains(&(node as u32)), "node {node} links to itself");
+        let mut sorted = list.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted.len(), list.len(), "node {node} links twice to one node");
+        list.iter().for_each(|&x| linked[x as usize] = true);
+    }
+    assert!(linked.iter().filter(|l| !**l).count() <= 1, "nodes no link reaches");
+    // As good as one node at a time.
+    let queries: Vec<Vec<f32>> = (0..60)
+        .map(|i| {
+            normalise(data[(i * 37) % n].2.iter().zip(&data[(i * 53 + 5) % n].2).map(|(a, b)| a + 0.3 * b).collect())
+        })
+        .collect();
+    let node_by_node = walk_recall(&ix.graph, &vectors, n, &queries, 40);
+    let in_batches = walk_recall(&one, &vectors, n, &queries, 40);
+    assert!(in_batches >= 0.95 && in_batches >= node_by_node - 0.02, "batches {in_batches}, one by one {node_by_node}");
+}

@@ -170,9 +170,7 @@ impl EmbeddedVectorStore {
         };
         ragctx_index::failpoint::pause("chunks.before-commit");
         tx.commit().map_err(Error::storage)?;
-        for c in chunks {
-            ix.upsert_chunk(&c.chunk, &c.vector);
-        }
+        ix.upsert_chunks(chunks);
         for id in &stale {
             ix.remove(id);
         }

@@ -1,5 +1,5 @@
 use crate::{EmbeddedSessionStore, EmbeddedVectorStore};
-use ragctx_core::{Error, Result};
+use ragctx_core::{EmbeddedChunk, Error, Result};
 use ragctx_index::{IndexParams, ResolvedCache, VectorIndex};
 use redb::{Database, DatabaseError, ReadableTable, ReadableTableMetadata, TableDefinition};
 use sha2::{Digest, Sha256};
@@ -311,6 +311,9 @@ pub(crate) fn generation(db: &Database) -> Result<u64> {
     Ok(meta.get("generation").map_err(Error::storage)?.map(|v| v.value()).unwrap_or(0))
 }
 
+/// Chunks read from the store before a rebuild links them into the index.
+const REBUILD_BATCH: usize = 4096;
+
 /// The vector index at the store's generation, with the chunks changed since `index.bin`
 /// was written: the file as it is, or brought forward by the changes recorded since its
 /// generation (rewritten if they pass an eighth of it), or rebuilt from the store when it is
@@ -324,10 +327,12 @@ fn load_or_rebuild_index(db: &Database, dir: &Path, dim: usize, params: IndexPar
             let rx = db.begin_read().map_err(Error::storage)?;
             match crate::changes::touched_since(&rx, g, want)? {
                 Some(ids) => {
+                    // The ids are distinct: removals and upserts commute.
+                    let mut upserts = Vec::new();
                     for (id, now) in ids.iter().zip(crate::changes::current(&rx, &ids)?) {
                         match now {
                             Some((chunk, vector)) if vector.len() == dim => {
-                                ix.upsert_chunk(&chunk, &vector);
+                                upserts.push(EmbeddedChunk { chunk, vector });
                             }
                             Some(_) => return Err(Error::inconsistent(format!("chunk {id}: stored vector dimension"))),
                             None => {
@@ -335,6 +340,7 @@ fn load_or_rebuild_index(db: &Database, dir: &Path, dim: usize, params: IndexPar
                             }
                         }
                     }
+                    ix.upsert_chunks(&upserts);
                     // Every later open would apply these again: past the rule, write them down
                     // now. A file that cannot be written costs only that.
                     if ragctx_lexical::rewrite_due(ids.len(), ix.len()) {
@@ -356,14 +362,21 @@ fn load_or_rebuild_index(db: &Database, dir: &Path, dim: usize, params: IndexPar
     let rx = db.begin_read().map_err(Error::storage)?;
     let chunks = rx.open_table(CHUNKS).map_err(Error::storage)?;
     let vectors = rx.open_table(VECTORS).map_err(Error::storage)?;
+    // In batches: a large index links each batch on every core.
+    let mut batch = Vec::with_capacity(REBUILD_BATCH);
     for row in vectors.iter().map_err(Error::storage)? {
         let (id, v) = row.map_err(Error::storage)?;
         let chunk: ragctx_core::Chunk = match chunks.get(id.value()).map_err(Error::storage)? {
             Some(c) => serde_json::from_slice(c.value()).map_err(Error::storage)?,
             None => continue,
         };
-        ix.upsert_chunk(&chunk, &bytes_to_f32s(v.value()));
+        batch.push(EmbeddedChunk { chunk, vector: bytes_to_f32s(v.value()) });
+        if batch.len() == REBUILD_BATCH {
+            ix.upsert_chunks(&batch);
+            batch.clear();
+        }
     }
+    ix.upsert_chunks(&batch);
     if want > 0 {
         ix.save_and_map(&path, want).map_err(Error::storage)?;
     }
