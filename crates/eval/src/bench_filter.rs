@@ -56,8 +56,8 @@ fn cluster_field(s: f64) -> String {
     format!("cluster_{s}")
 }
 
-/// Adds the synthetic metadata to a copy of `index` built from `vectors` (node order: node
-/// `i` of the copy is node `i` of `source`, which must hold no retired nodes).
+/// A copy of `source` (the same graph) carrying the synthetic metadata: node `i` of the copy
+/// is node `i` of `source`, which must hold no retired nodes.
 pub(crate) fn with_metadata(
     source: &VectorIndex,
     selectivities: &[f64],
@@ -71,7 +71,7 @@ pub(crate) fn with_metadata(
     }
     let mut values =
         NodeValues { bucket: Vec::with_capacity(n), clusters: vec![Vec::with_capacity(n); centroids.len()] };
-    let mut ix = VectorIndex::new(source.dimension(), source.params());
+    let mut metadata = Vec::with_capacity(n);
     for node in 0..n as u32 {
         let v = source.vector(node);
         let mut m = Metadata::default();
@@ -83,10 +83,10 @@ pub(crate) fn with_metadata(
             values.clusters[i].push(c as u32);
             m.insert(&cluster_field(*s), MetaValue::String(c.to_string())).expect("valid");
         }
-        ix.upsert_with(source.chunk_id(node), source.document_id(node), 1.0, &m, v);
-        assert_eq!(ix.nodes(), node as usize + 1, "the filtered copy keeps the source's node numbers");
+        metadata.push(m);
     }
-    (ix, centroids, values)
+    // The same graph, the fields attached: node `i` of the copy is node `i` of `source`.
+    (source.with_metadata(&metadata), centroids, values)
 }
 
 fn nearest(centroids: &[Vec<f32>], v: &[f32]) -> usize {

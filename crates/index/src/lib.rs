@@ -504,6 +504,24 @@ impl VectorIndex {
         fresh
     }
 
+    /// A copy whose nodes carry `metadata` (one per node, in node order) in place of their
+    /// own, with the same graph: metadata never shapes the graph, so the benchmarks attach
+    /// their synthetic fields to a million points without linking them again.
+    ///
+    /// Panics unless `metadata` holds one entry per node.
+    pub fn with_metadata(&self, metadata: &[Metadata]) -> VectorIndex {
+        assert_eq!(metadata.len(), self.nodes(), "one metadata per node");
+        let mut out = self.clone();
+        out.revision = next_revision();
+        out.meta = MetadataIndex::default();
+        out.meta_digest.clear();
+        for (node, m) in metadata.iter().enumerate() {
+            out.meta.push(node as u32, tenant_of(self.chunk_id(node as u32)), m);
+            out.meta_digest.push(m.digest());
+        }
+        out
+    }
+
     /// Live chunks of `tenant`.
     pub fn tenant_len(&self, tenant: &str) -> usize {
         self.meta.tenant_positions(tenant).iter().filter(|&&n| !self.retired.get(n as usize)).count()
