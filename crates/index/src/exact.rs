@@ -137,8 +137,28 @@ impl VectorIndex {
     /// Scores every node `ex` does not block, in node order, with [`VectorIndex::search_vectors`].
     #[inline]
     fn scan(&self, q: &[f32], ex: &ResolvedExclusion, mut each: impl FnMut(Scored)) {
+        match &self.int8 {
+            // The int8 copy is scanned with the query in 16-bit fixed point: integer sums,
+            // twice the codes per instruction (`int8::QueryI16`; its error is in the bound).
+            Some(c) if self.dim <= crate::int8::I16_DIM_MAX => {
+                let q16 = crate::int8::QueryI16::of(q);
+                self.scan_open(ex, |n| {
+                    let at = n as usize * self.dim;
+                    let s = c.scales[n as usize] * q16.scale * q16.dot(&c.codes[at..at + self.dim]) as f32;
+                    each(Scored(s, n))
+                })
+            }
+            _ => {
+                let vectors = self.search_vectors();
+                self.scan_open(ex, |n| each(Scored(vectors.score(q, n), n)))
+            }
+        }
+    }
+
+    /// Every node `ex` does not block, in node order.
+    #[inline]
+    fn scan_open(&self, ex: &ResolvedExclusion, mut each: impl FnMut(u32)) {
         let nodes = self.nodes();
-        let vectors = self.search_vectors();
         for (w, &word) in ex.blocked.words().iter().enumerate() {
             let mut open = !word;
             while open != 0 {
@@ -147,7 +167,7 @@ impl VectorIndex {
                 if n >= nodes {
                     return;
                 }
-                each(Scored(vectors.score(q, n as u32), n as u32));
+                each(n as u32);
             }
         }
     }

@@ -104,9 +104,9 @@ impl<'a> Vectors<'a> {
     fn prefetch(&self, node: u32) {
         let i = node as usize * self.dim;
         match self.compact {
-            Compact::Half(h) => prefetch(h[i..].as_ptr() as *const i8),
-            Compact::Int8(c, _) => prefetch(c[i..].as_ptr()),
-            Compact::F32 => prefetch(self.get(node).as_ptr() as *const i8),
+            Compact::Half(h) => prefetch(h[i..].as_ptr() as *const i8, 2 * self.dim),
+            Compact::Int8(c, _) => prefetch(c[i..].as_ptr(), self.dim),
+            Compact::F32 => prefetch(self.get(node).as_ptr() as *const i8, 4 * self.dim),
         }
     }
 }
@@ -573,22 +573,25 @@ fn parallel_map<T: Sync, R: Send>(items: &[T], threads: usize, f: impl Fn(&T) ->
     })
 }
 
-/// Asks the CPU to start loading a vector the walk is about to score (its first lines; the
-/// hardware prefetcher follows the rest).
+/// Asks the CPU to start loading the `bytes` from `p` (a vector the walk is about to
+/// score), a cache line at a time: a compact vector spans a few lines (384 int8 codes: six),
+/// and a walk scores a node's unvisited neighbours right after asking for all of them.
 #[inline(always)]
-fn prefetch(p: *const i8) {
+fn prefetch(p: *const i8, bytes: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        // SAFETY: prefetching is a hint that never faults; `p` and `p + 64` lie inside or
-        // one line past the slice (vectors hold at least 16 floats in practice, and a
-        // prefetch of any address is allowed).
-        #[allow(unused_unsafe)]
-        unsafe {
-            _mm_prefetch(p, _MM_HINT_T0);
-            _mm_prefetch(p.wrapping_add(64), _MM_HINT_T0);
+        let mut at = 0;
+        while at < bytes {
+            // SAFETY: prefetching is a hint that never faults, whatever the address (here
+            // inside the vector or one line past it).
+            #[allow(unused_unsafe)]
+            unsafe {
+                _mm_prefetch(p.wrapping_add(at), _MM_HINT_T0)
+            };
+            at += 64;
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
+    let _ = (p, bytes);
 }

@@ -35,7 +35,135 @@ pub(crate) fn error_bound(q: &[f32], max_norm: f32, max_residual: f32) -> f32 {
     // The codes' products are exact in f32 (|c| ≤ 127, q in f32: one rounding each), the
     // sums round as in any f32 dot; `scale · c` has norm ≤ ‖y‖ + ‖r‖.
     let sums = gamma * (2.0 * max_norm + max_residual) * 1.01;
-    qn * (max_residual + sums) * 1.001 + f32::MIN_POSITIVE
+    // The scan's 16-bit query (`QueryI16`): each element off by at most half its scale (and
+    // the division's rounding), against codes of norm ≤ ‖y‖ + ‖r‖.
+    let qmax = q.iter().fold(0f32, |m, x| m.max(x.abs()));
+    let query = (qmax / 32767.0 / 2.0 * d.sqrt() * 1.01 + qn * u * 2.0) * (max_norm + max_residual);
+    (qn * (max_residual + sums) + query) * 1.001 + f32::MIN_POSITIVE
+}
+
+/// The query in 16-bit fixed point, for the scan ([`QueryI16::dot`]): `q ≈ scale · codes`.
+/// Its products with the int8 codes are summed exactly in integers, twice the codes per
+/// instruction of the f32 path; what the rounding leaves out of `q` enters the bound
+/// ([`error_bound`]'s query term).
+pub(crate) struct QueryI16 {
+    codes: Vec<i16>,
+    pub scale: f32,
+}
+
+/// Above this dimension the integer sums could overflow (|q| ≤ 32,767, |c| ≤ 127 per
+/// product): the scan keeps the f32 path.
+pub(crate) const I16_DIM_MAX: usize = 8192;
+
+impl QueryI16 {
+    pub fn of(q: &[f32]) -> QueryI16 {
+        let max = q.iter().fold(0f32, |m, x| m.max(x.abs()));
+        let scale = if max > 0.0 && max.is_finite() { max / 32767.0 } else { 1.0 };
+        let codes = q.iter().map(|&x| (x / scale).round().clamp(-32767.0, 32767.0) as i16).collect();
+        QueryI16 { codes, scale }
+    }
+
+    /// `Σ codes_i · c_i`, exact (the caller multiplies by both scales).
+    #[inline]
+    pub fn dot(&self, c: &[i8]) -> i32 {
+        debug_assert!(self.codes.len() <= I16_DIM_MAX && self.codes.len() == c.len());
+        #[cfg(target_arch = "x86_64")]
+        {
+            if has_avx512bw() {
+                // SAFETY: the CPU supports avx512f and avx512bw (checked above).
+                return unsafe { dot_i16_avx512(&self.codes, c) };
+            }
+            if crate::distance::has_avx2_fma() {
+                // SAFETY: the CPU supports avx2 (checked above).
+                return unsafe { dot_i16_avx2(&self.codes, c) };
+            }
+        }
+        dot_i16_scalar(&self.codes, c)
+    }
+}
+
+fn dot_i16_scalar(q: &[i16], c: &[i8]) -> i32 {
+    q.iter().zip(c).map(|(&a, &b)| a as i32 * b as i32).sum()
+}
+
+#[cfg(target_arch = "x86_64")]
+fn has_avx512bw() -> bool {
+    use std::sync::OnceLock;
+    static HAS: OnceLock<bool> = OnceLock::new();
+    *HAS.get_or_init(|| is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bw"))
+}
+
+/// 32 codes widened to i16 and multiplied in pairs into 16 i32 lanes per step.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn dot_i16_avx512(q: &[i16], c: &[i8]) -> i32 {
+    use std::arch::x86_64::*;
+    // SAFETY (all loads): `i + 32 <= n` keeps every load (32 i16, or 32 codes) inside both
+    // slices; unaligned loads need no alignment.
+    unsafe {
+        let n = q.len().min(c.len());
+        let (pq, pc) = (q.as_ptr(), c.as_ptr());
+        let mut acc = [_mm512_setzero_si512(); 2];
+        let mut i = 0;
+        while i + 64 <= n {
+            for (j, acc) in acc.iter_mut().enumerate() {
+                let codes = _mm512_cvtepi8_epi16(_mm256_loadu_si256(pc.add(i + 32 * j) as *const __m256i));
+                let prod = _mm512_madd_epi16(_mm512_loadu_si512(pq.add(i + 32 * j) as *const _), codes);
+                *acc = _mm512_add_epi32(*acc, prod);
+            }
+            i += 64;
+        }
+        while i + 32 <= n {
+            let codes = _mm512_cvtepi8_epi16(_mm256_loadu_si256(pc.add(i) as *const __m256i));
+            acc[0] = _mm512_add_epi32(acc[0], _mm512_madd_epi16(_mm512_loadu_si512(pq.add(i) as *const _), codes));
+            i += 32;
+        }
+        let mut s = _mm512_reduce_add_epi32(_mm512_add_epi32(acc[0], acc[1]));
+        while i < n {
+            s += q[i] as i32 * c[i] as i32;
+            i += 1;
+        }
+        s
+    }
+}
+
+/// 16 codes widened to i16 and multiplied in pairs into 8 i32 lanes per step.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn dot_i16_avx2(q: &[i16], c: &[i8]) -> i32 {
+    use std::arch::x86_64::*;
+    // SAFETY (all loads): `i + 16 <= n` keeps every load (16 i16, or 16 codes) inside both
+    // slices; unaligned loads need no alignment.
+    unsafe {
+        let n = q.len().min(c.len());
+        let (pq, pc) = (q.as_ptr(), c.as_ptr());
+        let mut acc = [_mm256_setzero_si256(); 2];
+        let mut i = 0;
+        while i + 32 <= n {
+            for (j, acc) in acc.iter_mut().enumerate() {
+                let codes = _mm256_cvtepi8_epi16(_mm_loadu_si128(pc.add(i + 16 * j) as *const __m128i));
+                let prod = _mm256_madd_epi16(_mm256_loadu_si256(pq.add(i + 16 * j) as *const __m256i), codes);
+                *acc = _mm256_add_epi32(*acc, prod);
+            }
+            i += 32;
+        }
+        while i + 16 <= n {
+            let codes = _mm256_cvtepi8_epi16(_mm_loadu_si128(pc.add(i) as *const __m128i));
+            acc[0] =
+                _mm256_add_epi32(acc[0], _mm256_madd_epi16(_mm256_loadu_si256(pq.add(i) as *const __m256i), codes));
+            i += 16;
+        }
+        let sum = _mm256_add_epi32(acc[0], acc[1]);
+        let half = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256::<1>(sum));
+        let half = _mm_add_epi32(half, _mm_shuffle_epi32::<0b01_00_11_10>(half));
+        let half = _mm_add_epi32(half, _mm_shuffle_epi32::<0b10_11_00_01>(half));
+        let mut s = _mm_cvtsi128_si32(half);
+        while i < n {
+            s += q[i] as i32 * c[i] as i32;
+            i += 1;
+        }
+        s
+    }
 }
 
 /// `q · c` (the caller multiplies by the scale); AVX2 + FMA where the running CPU has them.
@@ -44,12 +172,57 @@ pub(crate) fn dot_i8(q: &[f32], c: &[i8]) -> f32 {
     debug_assert_eq!(q.len(), c.len());
     #[cfg(target_arch = "x86_64")]
     {
+        if has_avx512() {
+            // SAFETY: the CPU supports avx512f (checked above).
+            return unsafe { dot_i8_avx512(q, c) };
+        }
         if crate::distance::has_avx2_fma() {
             // SAFETY: the CPU supports avx2 and fma (checked above).
             return unsafe { dot_i8_avx2(q, c) };
         }
     }
     dot_i8_scalar(q, c)
+}
+
+#[cfg(target_arch = "x86_64")]
+fn has_avx512() -> bool {
+    use std::sync::OnceLock;
+    static HAS: OnceLock<bool> = OnceLock::new();
+    *HAS.get_or_init(|| is_x86_feature_detected!("avx512f"))
+}
+
+/// As [`dot_i8_avx2`], 16 lanes wide: a scan of a million 384-d codes is bound by the
+/// widening of codes to floats (two instructions per 8 codes with AVX2, per 16 here), not by
+/// the memory it reads.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn dot_i8_avx512(q: &[f32], c: &[i8]) -> f32 {
+    use std::arch::x86_64::*;
+    // SAFETY (all loads): `i + 64 <= n` / `i + 16 <= n` keep every load (16 floats, or 16
+    // codes = 16 bytes) inside both slices; unaligned loads need no alignment.
+    unsafe {
+        let n = q.len().min(c.len());
+        let (pq, pc) = (q.as_ptr(), c.as_ptr());
+        let codes = |at: usize| _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(pc.add(at) as *const __m128i)));
+        let mut acc = [_mm512_setzero_ps(); 4];
+        let mut i = 0;
+        while i + 64 <= n {
+            for (j, acc) in acc.iter_mut().enumerate() {
+                *acc = _mm512_fmadd_ps(_mm512_loadu_ps(pq.add(i + 16 * j)), codes(i + 16 * j), *acc);
+            }
+            i += 64;
+        }
+        while i + 16 <= n {
+            acc[0] = _mm512_fmadd_ps(_mm512_loadu_ps(pq.add(i)), codes(i), acc[0]);
+            i += 16;
+        }
+        let mut s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
+        while i < n {
+            s += q[i] * c[i] as f32;
+            i += 1;
+        }
+        s
+    }
 }
 
 fn dot_i8_scalar(q: &[f32], c: &[i8]) -> f32 {
@@ -99,10 +272,42 @@ mod tests {
             let (scale, residual) = quantize(&y, &mut codes);
             let exact: f64 = q.iter().zip(&y).map(|(a, b)| *a as f64 * *b as f64).sum();
             let norm = y.iter().map(|x| x * x).sum::<f32>().sqrt();
-            for got in [dot_i8(&q, &codes), dot_i8_scalar(&q, &codes)] {
+            let mut kernels = vec![dot_i8(&q, &codes), dot_i8_scalar(&q, &codes)];
+            #[cfg(target_arch = "x86_64")]
+            {
+                if crate::distance::has_avx2_fma() {
+                    // SAFETY: the CPU supports avx2 and fma (checked above).
+                    kernels.push(unsafe { dot_i8_avx2(&q, &codes) });
+                }
+                if has_avx512() {
+                    // SAFETY: the CPU supports avx512f (checked above).
+                    kernels.push(unsafe { dot_i8_avx512(&q, &codes) });
+                }
+            }
+            for got in kernels {
                 let got = (scale * got) as f64;
                 let bound = error_bound(&q, norm, residual) as f64;
                 assert!((got - exact).abs() <= bound, "len {len}: {got} vs {exact} (bound {bound})");
+            }
+            let q16 = QueryI16::of(&q);
+            let mut exact16 = vec![q16.dot(&codes), dot_i16_scalar(&q16.codes, &codes)];
+            #[cfg(target_arch = "x86_64")]
+            {
+                if crate::distance::has_avx2_fma() {
+                    // SAFETY: the CPU supports avx2 (checked above).
+                    exact16.push(unsafe { dot_i16_avx2(&q16.codes, &codes) });
+                }
+                if has_avx512bw() {
+                    // SAFETY: the CPU supports avx512f and avx512bw (checked above).
+                    exact16.push(unsafe { dot_i16_avx512(&q16.codes, &codes) });
+                }
+            }
+            let sum: i64 = q16.codes.iter().zip(&codes).map(|(&a, &b)| a as i64 * b as i64).sum();
+            for got in exact16 {
+                assert_eq!(got as i64, sum, "len {len}: the integer sum is exact");
+                let got = (q16.scale * scale * got as f32) as f64;
+                let bound = error_bound(&q, norm, residual) as f64;
+                assert!((got - exact).abs() <= bound, "len {len}, 16-bit query: {got} vs {exact} (bound {bound})");
             }
             // The bound is a bound, not noise: about the codes' own error.
             assert!(residual <= scale * (len as f32).sqrt() / 2.0 * 1.0001);

@@ -413,7 +413,8 @@ impl VectorIndex {
         }
         if node < end {
             let compact = compact_of(self.int8.as_ref(), self.half_ok, &self.halves);
-            let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+            static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+            let threads = *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
             self.graph.insert_batch(
                 &Vectors::of(&self.vectors, self.dim, compact),
                 node,

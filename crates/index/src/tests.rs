@@ -599,3 +599,42 @@ fn a_graph_linked_in_batches_finds_what_one_linked_node_by_node_finds() {
     let in_batches = walk_recall(&one, &vectors, n, &queries, 40);
     assert!(in_batches >= 0.95 && in_batches >= node_by_node - 0.02, "batches {in_batches}, one by one {node_by_node}");
 }
+
+#[test]
+fn above_50k_points_a_query_whose_nearest_are_excluded_is_scanned() {
+    let data = corpus(15_100, 4, 8, 19);
+    let mut ix = VectorIndex::new(8, IndexParams::default());
+    let none = Metadata::default();
+    ix.upsert_many(data.iter().map(|(c, d, v)| Point {
+        chunk_id: c,
+        document_id: d,
+        weight: 1.0,
+        metadata: &none,
+        vector: v,
+    }));
+    assert!(ix.len() > EF_SCALES_ABOVE);
+    let q = normalise(data[123].2.iter().map(|x| x + 0.01).collect());
+    let mut by_score: Vec<(f32, usize)> = data.iter().enumerate().map(|(i, d)| (distance::dot(&q, &d.2), i)).collect();
+    by_score.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let nearest = |skip: usize, n: usize| -> ExclusionSet {
+        let mut ex = ExclusionSet::default();
+        for &(_, i) in &by_score[skip..skip + n] {
+            ex.chunks.insert(data[i].0.as_str().into());
+        }
+        ex
+    };
+    // The query's own 150 nearest excluded: scanned, and exact.
+    let req = request(&q, 10, None, nearest(0, 150));
+    let got = ix.search(&req);
+    assert_eq!(got.path, SearchPath::Exact, "{}", got.reason);
+    assert!(got.reason.contains("nearest points are excluded"), "{}", got.reason);
+    let truth: Vec<String> = by_score[150..160].iter().map(|&(_, i)| data[i].0.clone()).collect();
+    assert_eq!(ids(&ix, &got), truth);
+    // As many excluded far from the query, or a few near it: the walk.
+    for ex in [nearest(30_000, 150), nearest(0, 5)] {
+        let got = ix.search(&request(&q, 10, None, ex));
+        assert_eq!(got.path, SearchPath::Graph, "{}", got.reason);
+    }
+    // A forced walk still walks.
+    assert_eq!(ix.search_with(&req, Some(ForcePath::Graph)).path, SearchPath::Graph);
+}
