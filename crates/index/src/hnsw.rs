@@ -541,6 +541,11 @@ impl<'a, F: Fn(u32) -> bool> Walk<'a, F> {
         }
     }
 
+    /// Nodes of the frontier that `pred` holds for.
+    pub fn frontier_count(&self, pred: impl Fn(u32) -> bool) -> usize {
+        self.frontier.iter().filter(|w| pred(w.0 .1)).count()
+    }
+
     /// Whether the walk ran out of graph before its frontier filled.
     pub fn exhausted(&self) -> bool {
         self.frontier.len() < self.ef

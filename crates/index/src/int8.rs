@@ -37,8 +37,7 @@ pub(crate) fn error_bound(q: &[f32], max_norm: f32, max_residual: f32) -> f32 {
     let sums = gamma * (2.0 * max_norm + max_residual) * 1.01;
     // The scan's 16-bit query (`QueryI16`): each element off by at most half its scale (and
     // the division's rounding), against codes of norm ≤ ‖y‖ + ‖r‖.
-    let qmax = q.iter().fold(0f32, |m, x| m.max(x.abs()));
-    let query = (qmax / 32767.0 / 2.0 * d.sqrt() * 1.01 + qn * u * 2.0) * (max_norm + max_residual);
+    let query = (query_scale(q) / 2.0 * d.sqrt() * 1.01 + qn * u * 2.0) * (max_norm + max_residual);
     (qn * (max_residual + sums) + query) * 1.001 + f32::MIN_POSITIVE
 }
 
@@ -51,14 +50,27 @@ pub(crate) struct QueryI16 {
     pub scale: f32,
 }
 
-/// Above this dimension the integer sums could overflow (|q| ≤ 32,767, |c| ≤ 127 per
-/// product): the scan keeps the f32 path.
+/// Above this dimension the scan keeps the f32 path ([`query_scale`] would leave a query
+/// few bits each).
 pub(crate) const I16_DIM_MAX: usize = 8192;
+
+/// The scale of a query's 16-bit codes: its largest element at 32,767, or coarser when its
+/// codes times 127 (the largest code) could sum past `i32::MAX` (long, flat queries): every
+/// partial sum of [`QueryI16::dot`] then fits, since `Σ|codes| ≤ Σ|q| / scale + d / 2`.
+pub(crate) fn query_scale(q: &[f32]) -> f32 {
+    let max = q.iter().fold(0f32, |m, x| m.max(x.abs()));
+    if !(max > 0.0 && max.is_finite()) {
+        return 1.0;
+    }
+    let sum: f64 = q.iter().map(|x| x.abs() as f64).sum();
+    let room = i32::MAX as f64 / 127.0 - q.len() as f64 / 2.0 - 1.0;
+    let fits = if room > 0.0 { (sum / room * 1.001) as f32 } else { f32::INFINITY };
+    (max / 32767.0).max(fits)
+}
 
 impl QueryI16 {
     pub fn of(q: &[f32]) -> QueryI16 {
-        let max = q.iter().fold(0f32, |m, x| m.max(x.abs()));
-        let scale = if max > 0.0 && max.is_finite() { max / 32767.0 } else { 1.0 };
+        let scale = query_scale(q);
         let codes = q.iter().map(|&x| (x / scale).round().clamp(-32767.0, 32767.0) as i16).collect();
         QueryI16 { codes, scale }
     }
@@ -266,7 +278,18 @@ mod tests {
 
     #[test]
     fn int8_products_stay_within_the_bound() {
-        for (q, y) in crate::distance::random_pairs(23) {
+        let mut pairs = crate::distance::random_pairs(23);
+        // A length whose tail takes AVX2's 16-wide step, and long flat vectors whose 16-bit
+        // sums would pass i32 at the finest scale (3,072 × 32,767 × 127).
+        pairs.push((
+            (0..48).map(|i| (i as f32 * 0.37).sin()).collect(),
+            (0..48).map(|i| (i as f32 * 0.11).cos() * 0.2).collect(),
+        ));
+        for len in [1536, 3072] {
+            pairs.push((vec![1.0; len], vec![0.5; len]));
+            pairs.push((vec![-0.02; len], vec![-0.02; len]));
+        }
+        for (q, y) in pairs {
             let len = q.len();
             let mut codes = Vec::new();
             let (scale, residual) = quantize(&y, &mut codes);

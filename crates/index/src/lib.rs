@@ -324,7 +324,12 @@ impl VectorIndex {
     /// [`VectorIndex::upsert_with`] of many points, in order; returns how many ids were new.
     /// Once the graph holds [`BATCH_FROM`] nodes, new nodes are linked in batches of up to
     /// [`BATCH`] that search the graph on every core (`hnsw.rs`, `Graph::insert_batch`).
+    ///
+    /// Panics, before changing anything, if a vector's length is not `dimension()`.
     pub fn upsert_many<'p>(&mut self, points: impl IntoIterator<Item = Point<'p>>) -> usize {
+        let points: Vec<Point<'p>> = points.into_iter().collect();
+        // Checked first: a panic between staging and linking would leave nodes unlinked.
+        assert!(points.iter().all(|p| p.vector.len() == self.dim), "vector dimension");
         let mut new = 0;
         let mut first = None;
         for p in points {

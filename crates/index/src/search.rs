@@ -101,20 +101,31 @@ impl VectorIndex {
             let exhausted = walk.exhausted();
             let near = walk.allowed_near();
             // Exclusions crowd the query's neighbourhood (the consumed ids of a session are the
-            // nearest neighbours of its next question): widen the walk to see past them.
-            // A first walk that finds fewer than `CROWDED_BELOW` (40%) of its `ef` nearest points
-            // allowed is crowded; once widening, the walk goes on until it holds `ef0` allowed
-            // points.
-            let want = if rounds == 1 { first_round_wants(ef, ef0, allowed_share, live) } else { ef0 };
+            // nearest neighbours of its next question). Above 50k points a walk past them finds
+            // the ranks behind them poorly, however wide (`crowded_by_exclusion`): scan. The
+            // crowd counts the request's exclusions only (retired nodes — a replaced chunk's
+            // old node sits by its new one — are not the neighbourhood taken), and a planner
+            // told never to scan on cost (`scan_ratio` 0) or forced to walk widens instead.
+            let crowded = rounds == 1
+                && !exhausted
+                && live > EF_SCALES_ABOVE
+                && crowded_by_exclusion(
+                    ef,
+                    walk.frontier_count(|n| ex.blocks(n) && !self.retired.get(n as usize)),
+                    ex.excluded_live as f64 / live as f64,
+                    live,
+                );
+            if crowded && force.is_none() && ratio > 0 {
+                let why = format!("{reason}; the query's nearest points are excluded: exact scan");
+                return scan(why, 2, walk.visits);
+            }
+            // A first walk that finds fewer than `CROWDED_BELOW` (40%) of its `ef` nearest
+            // points allowed (or a crowd it may not scan past) widens; once widening, the walk
+            // goes on until it holds `ef0` allowed points.
+            let want = if rounds == 1 && !crowded { first_round_wants(ef0) } else { ef0 };
             // Widening ends by itself: each round grows `ef`, and a walk that would cost more
             // than a scan is not run.
             if !exhausted && near < want {
-                // Above 50k points a walk past the query's own nearest points finds the ranks
-                // behind them poorly, however wide (`crowded_by_exclusion`): scan.
-                if rounds == 1 && force.is_none() && crowded_by_exclusion(ef, near, allowed_share, live) {
-                    let why = format!("{reason}; the query's nearest points are excluded: exact scan");
-                    return scan(why, 2, walk.visits);
-                }
                 let excluded_near = ef - near;
                 ef += 2 * excluded_near + ef0.saturating_sub(near);
                 // The crowd is at most the whole exclusion set: when even that bound leaves the
@@ -195,48 +206,31 @@ impl VectorIndex {
     }
 }
 
-/// The allowed points a first walk of frontier `ef` must hold not to widen, in an index of
-/// `live` points.
-///
-/// Up to [`EF_SCALES_ABOVE`] points, 40% of `ef0` ([`CROWDED_BELOW`]): a walk ranks its
-/// whole frontier well there (the 37.5k MTRAG vectors, 50 of the query's nearest excluded:
-/// recall@10 0.967 without widening, 0.994 widened at 2.1× the time).
-///
-/// Above it, a frontier with more excluded points than chance explains is crowded
-/// ([`crowded_by_exclusion`]: the search scans instead). The 40% rule still holds as a floor
-/// (a filter or tenant keeping a small share: chance leaves no room there), and such a walk
-/// widens until it holds `ef0` allowed points.
-fn first_round_wants(ef: usize, ef0: usize, allowed_share: f64, live: usize) -> usize {
-    let share_rule = (ef0 as f64 * CROWDED_BELOW) as usize;
-    match chance_floor(ef, allowed_share, live) {
-        None => share_rule,
-        Some(floor) => floor.max(share_rule).min(ef0),
-    }
+/// The allowed points a first walk of frontier `ef` must hold not to widen: 40% of `ef0`
+/// ([`CROWDED_BELOW`]). Up to [`EF_SCALES_ABOVE`] points a walk ranks its whole frontier well
+/// (the 37.5k MTRAG vectors, 50 of the query's nearest excluded: recall@10 0.967 without
+/// widening, 0.994 widened at 2.1× the time). Above it a frontier crowded by the request's
+/// exclusions is scanned first ([`crowded_by_exclusion`]); the 40% rule still widens a walk
+/// that a filter or tenant keeping a small share leaves with few allowed points.
+fn first_round_wants(ef0: usize) -> usize {
+    (ef0 as f64 * CROWDED_BELOW) as usize
 }
 
-/// Above [`EF_SCALES_ABOVE`] points, the allowed points a frontier of `ef` holds at least
-/// when exclusions fall on it by chance. Exclusions scattered at random (a share
-/// `1 − allowed_share` of the index) put about that share of the frontier out; more than
-/// twice that (plus [`CROWD_SLACK`]) means the query's own neighbourhood is excluded, as a
-/// session's consumed chunks are. A filter or tenant that keeps a small share leaves chance
-/// no room: 0 then.
-fn chance_floor(ef: usize, allowed_share: f64, live: usize) -> Option<usize> {
+/// Whether a first walk's frontier of `ef` holds `excluded` of the request's excluded live
+/// points (filtered out, excluded by id or document, another tenant's) where chance puts
+/// `ef × excluded_share` there, in an index above [`EF_SCALES_ABOVE`] points: more than
+/// twice that plus [`CROWD_SLACK`] means the query's own neighbourhood is excluded, as a
+/// session's consumed chunks are, and the search scans. Past such a crowd the results are
+/// ranks a few hundred deep, which a walk of a large graph finds poorly however far it widens.
+/// Measured on 1M fitted points with 100 held-out passages as queries (bench/README.md, "A
+/// million points"): the widened walk holds recall@10 0.930 with the query's 50 nearest
+/// excluded, 0.849 with 200 and 0.700 with 1,000 (4× the breadth: 0.900 at 200); FAISS HNSW
+/// needs efSearch 6,880 (47 ms) to reach 0.95 at 200 and does not at 1,000; the int8 scan is
+/// exact in 40–50 ms.
+fn crowded_by_exclusion(ef: usize, excluded: usize, excluded_share: f64, live: usize) -> bool {
     if live <= EF_SCALES_ABOVE {
-        return None;
+        return false;
     }
-    let by_chance = ef as f64 * (1.0 - allowed_share);
-    let crowded_above = 2.0 * by_chance + CROWD_SLACK as f64;
-    Some((ef as f64 - crowded_above).max(0.0) as usize)
-}
-
-/// Whether a first walk found the query's own nearest points excluded (fewer allowed in its
-/// frontier than [`chance_floor`]) in an index above [`EF_SCALES_ABOVE`] points: the search
-/// scans then. Past such a crowd the results are ranks a few hundred deep, which a walk of a
-/// large graph finds poorly however far it widens. Measured on 1M fitted points with 100
-/// held-out passages as queries (bench/README.md, "a million points"): the widened walk
-/// holds recall@10 0.930 with the query's 50 nearest excluded, 0.849 with 200 and 0.700 with
-/// 1,000 (4× the breadth: 0.900 at 200); FAISS HNSW needs efSearch 6,880 (51 ms) to reach 0.95
-/// at 200 and does not at 1,000; the int8 scan is exact.
-fn crowded_by_exclusion(ef: usize, near: usize, allowed_share: f64, live: usize) -> bool {
-    chance_floor(ef, allowed_share, live).is_some_and(|floor| near < floor)
+    let by_chance = ef as f64 * excluded_share;
+    excluded as f64 > 2.0 * by_chance + CROWD_SLACK as f64
 }

@@ -637,4 +637,16 @@ fn above_50k_points_a_query_whose_nearest_are_excluded_is_scanned() {
     }
     // A forced walk still walks.
     assert_eq!(ix.search_with(&req, Some(ForcePath::Graph)).path, SearchPath::Graph);
+    // Retired nodes are no crowd: the query's 100 nearest given new metadata leave their old
+    // nodes retired beside them, and a search excluding nothing still walks.
+    let mut tagged = Metadata::default();
+    tagged.insert("tag", ragctx_core::MetaValue::String("new".into())).expect("valid");
+    for &(_, i) in &by_score[..100] {
+        ix.upsert_with(&data[i].0, &data[i].1, 1.0, &tagged, &data[i].2);
+    }
+    assert_eq!(ix.nodes(), ix.len() + 100, "100 retired twins");
+    let got = ix.search(&request(&q, 10, None, ExclusionSet::default()));
+    assert_eq!(got.path, SearchPath::Graph, "{}", got.reason);
+    let truth: Vec<String> = by_score[..10].iter().map(|&(_, i)| data[i].0.clone()).collect();
+    assert_eq!(ids(&ix, &got), truth);
 }
