@@ -202,13 +202,8 @@ impl Graph {
             return;
         }
         let q = vectors.get(node);
-        let mut ep = Scored(dot(q, vectors.get(self.entry)), self.entry);
-        let mut layer = self.max_level;
-        while layer > level {
-            ep = self.greedy(vectors, q, ep, layer);
-            layer -= 1;
-        }
-        let mut eps = vec![ep];
+        let mut eps = vec![self.descend(vectors, q, level)];
+        let mut layer = self.max_level.min(level);
         loop {
             let found = self.search_layer(vectors, q, &eps, self.ef_construction, layer, |_| true);
             let cap = if layer == 0 { self.m0() } else { self.m };
@@ -317,13 +312,7 @@ impl Graph {
     /// walk of the graph as it stood before the batch, and from the batch's earlier nodes.
     fn plan(&self, vectors: &Vectors<'_>, node: u32, level: u8, batch: &[(u32, u8)]) -> Vec<Vec<u32>> {
         let q = vectors.get(node);
-        let mut ep = Scored(dot(q, vectors.get(self.entry)), self.entry);
-        let mut layer = self.max_level;
-        while layer > level {
-            ep = self.greedy(vectors, q, ep, layer);
-            layer -= 1;
-        }
-        let mut eps = vec![ep];
+        let mut eps = vec![self.descend(vectors, q, level)];
         let mut plan = Vec::with_capacity(level as usize + 1);
         for layer in (0..=level).rev() {
             let mut found = if layer <= self.max_level {
@@ -395,13 +384,19 @@ impl Graph {
         if self.entry == EMPTY {
             return None;
         }
+        Some(self.descend(vectors, q, 0))
+    }
+
+    /// Greedy descent from the entry point through the layers above `to`: the node a walk of
+    /// layer `to` (or of the node's top layer, when it is below the graph's) starts from.
+    fn descend(&self, vectors: &Vectors<'_>, q: &[f32], to: u8) -> Scored {
         let mut ep = Scored(dot(q, vectors.get(self.entry)), self.entry);
         let mut layer = self.max_level;
-        while layer > 0 {
+        while layer > to {
             ep = self.greedy(vectors, q, ep, layer);
             layer -= 1;
         }
-        Some(ep)
+        ep
     }
 }
 
