@@ -106,8 +106,11 @@ impl VectorIndex {
             // crowd counts the request's exclusions only (retired nodes — a replaced chunk's
             // old node sits by its new one — are not the neighbourhood taken), and a planner
             // told never to scan on cost (`scan_ratio` 0) or forced to walk widens instead.
+            // Not for one tenant of a store that holds others: their points would decide its
+            // path and reason (docs/filters.md); its walk widens as before.
             let crowded = rounds == 1
                 && !exhausted
+                && ex.scope_live.is_none()
                 && live > EF_SCALES_ABOVE
                 && crowded_by_exclusion(
                     ef,

@@ -650,3 +650,32 @@ fn above_50k_points_a_query_whose_nearest_are_excluded_is_scanned() {
     let truth: Vec<String> = by_score[..10].iter().map(|&(_, i)| data[i].0.clone()).collect();
     assert_eq!(ids(&ix, &got), truth);
 }
+
+/// One tenant of a store above 50k points is not scanned for another tenant's points near
+/// its query: they would decide its path and reason (docs/filters.md).
+#[test]
+fn another_tenants_points_near_the_query_are_no_crowd() {
+    let qualify = |t: &str, c: &str| ragctx_core::Tenant::parse(t).unwrap().qualify_unchecked(c);
+    let data = corpus(15_100, 4, 8, 19);
+    let mut ix = VectorIndex::new(8, IndexParams::default());
+    let none = Metadata::default();
+    let ids_a: Vec<(String, String)> = data.iter().map(|(c, d, _)| (qualify("a", c), qualify("a", d))).collect();
+    ix.upsert_many(data.iter().zip(&ids_a).map(|((_, _, v), (c, d))| Point {
+        chunk_id: c,
+        document_id: d,
+        weight: 1.0,
+        metadata: &none,
+        vector: v,
+    }));
+    let q = normalise(data[123].2.iter().map(|x| x + 0.01).collect());
+    // Tenant b's 200 points sit right on the query.
+    for i in 0..200 {
+        let v = normalise(q.iter().enumerate().map(|(j, x)| x + 0.001 * ((i * 7 + j) % 5) as f32).collect());
+        ix.upsert(&qualify("b", &format!("near#{i}")), &qualify("b", "near"), 1.0, &v);
+    }
+    let mut req = request(&q, 10, None, ExclusionSet::default());
+    req.tenant = Some("a".into());
+    let got = ix.search(&req);
+    assert_eq!(got.path, SearchPath::Graph, "{}", got.reason);
+    assert!(!got.reason.contains("nearest points are excluded"), "{}", got.reason);
+}
