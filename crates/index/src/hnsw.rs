@@ -99,6 +99,44 @@ impl<'a> Vectors<'a> {
         }
     }
 
+    /// `q` as [`Vectors::score_query`] reads it: with its 16-bit codes when the compact copy
+    /// is int8, so that the walk's products are integer sums (twice the codes per
+    /// instruction of the f32 × int8 path). Only the ranking changes, by the query's
+    /// rounding (under 1/65,534 of its largest element per element); callers re-score in f32.
+    pub fn prepare<'q>(&self, q: &'q [f32]) -> Query<'q> {
+        let i16 = match self.compact {
+            Compact::Int8(..) if q.len() <= crate::int8::I16_DIM_MAX => Some(crate::int8::QueryI16::of(q)),
+            _ => None,
+        };
+        Query { v: q, i16 }
+    }
+
+    /// [`Vectors::score`] of a prepared query.
+    #[inline]
+    pub fn score_query(&self, q: &Query<'_>, node: u32) -> f32 {
+        match (&q.i16, self.compact) {
+            (Some(q16), Compact::Int8(c, s)) => {
+                let i = node as usize * self.dim;
+                s[node as usize] * q16.scale * q16.dot(&c[i..i + self.dim]) as f32
+            }
+            _ => self.score(q.v, node),
+        }
+    }
+
+    /// The similarity of two stored nodes as neighbour selection ranks it: from both int8
+    /// codes when the compact copy is int8 (no f32 vector is read), else `a`'s f32 vector
+    /// against `b` as [`Vectors::score`] reads it.
+    #[inline]
+    pub fn between(&self, a: u32, b: u32) -> f32 {
+        match self.compact {
+            Compact::Int8(c, s) if self.dim <= crate::int8::I16_DIM_MAX => {
+                let (i, j) = (a as usize * self.dim, b as usize * self.dim);
+                s[a as usize] * s[b as usize] * crate::int8::dot_codes(&c[i..i + self.dim], &c[j..j + self.dim]) as f32
+            }
+            _ => self.score(self.get(a), b),
+        }
+    }
+
     /// Asks the CPU to start loading what [`Vectors::score`] will read of `node`.
     #[inline(always)]
     fn prefetch(&self, node: u32) {
@@ -109,6 +147,12 @@ impl<'a> Vectors<'a> {
             Compact::F32 => prefetch(self.get(node).as_ptr() as *const i8, 4 * self.dim),
         }
     }
+}
+
+/// A query prepared for [`Vectors::score_query`].
+pub(crate) struct Query<'q> {
+    pub v: &'q [f32],
+    i16: Option<crate::int8::QueryI16>,
 }
 
 /// A reusable bitset of visited nodes.
@@ -149,6 +193,7 @@ impl Graph {
         self.levels.len()
     }
 
+    #[inline]
     fn neighbours(&self, node: u32, layer: u8) -> &[u32] {
         let list = if layer == 0 {
             let m0 = self.m0();
@@ -291,8 +336,7 @@ impl Graph {
                 if list.len() <= cap {
                     return list;
                 }
-                let base = vectors.get(nb);
-                let mut cands: Vec<Scored> = list.iter().map(|&x| Scored(vectors.score(base, x), x)).collect();
+                let mut cands: Vec<Scored> = list.iter().map(|&x| Scored(vectors.between(nb, x), x)).collect();
                 cands.sort_by(|a, b| b.cmp(a));
                 graph.select(vectors, &cands, cap)
             })
@@ -312,6 +356,7 @@ impl Graph {
     /// walk of the graph as it stood before the batch, and from the batch's earlier nodes.
     fn plan(&self, vectors: &Vectors<'_>, node: u32, level: u8, batch: &[(u32, u8)]) -> Vec<Vec<u32>> {
         let q = vectors.get(node);
+        let prepared = vectors.prepare(q);
         let mut eps = vec![self.descend(vectors, q, level)];
         let mut plan = Vec::with_capacity(level as usize + 1);
         for layer in (0..=level).rev() {
@@ -323,7 +368,7 @@ impl Graph {
                 Vec::new()
             };
             let earlier = batch.iter().take_while(|b| b.0 < node).filter(|b| b.1 >= layer);
-            found.extend(earlier.map(|b| Scored(vectors.score(q, b.0), b.0)));
+            found.extend(earlier.map(|b| Scored(vectors.score_query(&prepared, b.0), b.0)));
             found.sort_by(|a, b| b.cmp(a));
             found.truncate(self.ef_construction);
             plan.push(self.select(vectors, &found, self.m));
@@ -339,8 +384,7 @@ impl Graph {
             if kept.len() >= m {
                 break;
             }
-            let cv = vectors.get(c.1);
-            if kept.iter().all(|&k| vectors.score(cv, k) < c.0) {
+            if kept.iter().all(|&k| vectors.between(c.1, k) < c.0) {
                 kept.push(c.1);
             }
         }
@@ -412,7 +456,7 @@ impl Graph {
 pub(crate) struct Walk<'a, F> {
     graph: &'a Graph,
     vectors: &'a Vectors<'a>,
-    q: &'a [f32],
+    q: Query<'a>,
     layer: u8,
     allowed: F,
     visited: Visited,
@@ -445,7 +489,7 @@ impl<'a, F: Fn(u32) -> bool> Walk<'a, F> {
         let mut walk = Walk {
             graph,
             vectors,
-            q,
+            q: vectors.prepare(q),
             layer,
             allowed,
             visited: Visited::new(graph.len()),
@@ -495,7 +539,7 @@ impl<'a, F: Fn(u32) -> bool> Walk<'a, F> {
             }
             self.visits += fresh.len();
             for &nb in &fresh {
-                self.offer(Scored(self.vectors.score(self.q, nb), nb));
+                self.offer(Scored(self.vectors.score_query(&self.q, nb), nb));
             }
             self.fresh = fresh;
         }

@@ -178,6 +178,83 @@ unsafe fn dot_i16_avx2(q: &[i16], c: &[i8]) -> i32 {
     }
 }
 
+/// `Σ a_i · b_i` of two vectors' codes, exact for up to [`I16_DIM_MAX`] codes (each product
+/// is at most 127², so sums stay far inside i32): the similarity neighbour selection ranks
+/// stored nodes by, times both scales. The codes are widened to i16 and multiplied in pairs.
+#[inline]
+pub(crate) fn dot_codes(a: &[i8], b: &[i8]) -> i32 {
+    debug_assert!(a.len() == b.len() && a.len() <= I16_DIM_MAX);
+    #[cfg(target_arch = "x86_64")]
+    {
+        if has_avx512bw() {
+            // SAFETY: the CPU supports avx512f and avx512bw (checked above).
+            return unsafe { dot_codes_avx512(a, b) };
+        }
+        if crate::distance::has_avx2_fma() {
+            // SAFETY: the CPU supports avx2 (checked above).
+            return unsafe { dot_codes_avx2(a, b) };
+        }
+    }
+    dot_codes_scalar(a, b)
+}
+
+fn dot_codes_scalar(a: &[i8], b: &[i8]) -> i32 {
+    a.iter().zip(b).map(|(&x, &y)| x as i32 * y as i32).sum()
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn dot_codes_avx512(a: &[i8], b: &[i8]) -> i32 {
+    use std::arch::x86_64::*;
+    // SAFETY (all loads): `i + 32 <= n` keeps every load (32 codes) inside both slices;
+    // unaligned loads need no alignment.
+    unsafe {
+        let n = a.len().min(b.len());
+        let (pa, pb) = (a.as_ptr(), b.as_ptr());
+        let wide = |p: *const i8| _mm512_cvtepi8_epi16(_mm256_loadu_si256(p as *const __m256i));
+        let mut acc = _mm512_setzero_si512();
+        let mut i = 0;
+        while i + 32 <= n {
+            acc = _mm512_add_epi32(acc, _mm512_madd_epi16(wide(pa.add(i)), wide(pb.add(i))));
+            i += 32;
+        }
+        let mut s = _mm512_reduce_add_epi32(acc);
+        while i < n {
+            s += a[i] as i32 * b[i] as i32;
+            i += 1;
+        }
+        s
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn dot_codes_avx2(a: &[i8], b: &[i8]) -> i32 {
+    use std::arch::x86_64::*;
+    // SAFETY (all loads): `i + 16 <= n` keeps every load (16 codes) inside both slices;
+    // unaligned loads need no alignment.
+    unsafe {
+        let n = a.len().min(b.len());
+        let (pa, pb) = (a.as_ptr(), b.as_ptr());
+        let wide = |p: *const i8| _mm256_cvtepi8_epi16(_mm_loadu_si128(p as *const __m128i));
+        let mut acc = _mm256_setzero_si256();
+        let mut i = 0;
+        while i + 16 <= n {
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(wide(pa.add(i)), wide(pb.add(i))));
+            i += 16;
+        }
+        let half = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256::<1>(acc));
+        let half = _mm_add_epi32(half, _mm_shuffle_epi32::<0b01_00_11_10>(half));
+        let half = _mm_add_epi32(half, _mm_shuffle_epi32::<0b10_11_00_01>(half));
+        let mut s = _mm_cvtsi128_si32(half);
+        while i < n {
+            s += a[i] as i32 * b[i] as i32;
+            i += 1;
+        }
+        s
+    }
+}
+
 /// `q · c` (the caller multiplies by the scale); AVX2 + FMA where the running CPU has them.
 #[inline]
 pub(crate) fn dot_i8(q: &[f32], c: &[i8]) -> f32 {
@@ -338,5 +415,40 @@ mod tests {
         let mut codes = Vec::new();
         assert_eq!(quantize(&[0.0, 0.0], &mut codes), (1.0, 0.0), "a zero vector");
         assert_eq!(codes, [0, 0]);
+    }
+
+    #[test]
+    fn two_nodes_codes_sum_exactly_in_every_kernel() {
+        // Lengths through every tail of the 32- and 16-wide steps, and the longest allowed,
+        // at the extreme codes (±127, ±127 · −127 summed over 8,192) and mixed ones.
+        let mut seed = 7u64;
+        let mut next = || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((seed >> 33) % 255) as i32 - 127
+        };
+        let mut cases: Vec<(Vec<i8>, Vec<i8>)> = Vec::new();
+        for len in (0..=70).chain([384, 385, 1536, I16_DIM_MAX]) {
+            cases.push(((0..len).map(|_| next() as i8).collect(), (0..len).map(|_| next() as i8).collect()));
+        }
+        cases.push((vec![127; I16_DIM_MAX], vec![127; I16_DIM_MAX]));
+        cases.push((vec![-127; I16_DIM_MAX], vec![127; I16_DIM_MAX]));
+        for (a, b) in cases {
+            let want: i64 = a.iter().zip(&b).map(|(&x, &y)| x as i64 * y as i64).sum();
+            let mut got = vec![dot_codes(&a, &b), dot_codes_scalar(&a, &b)];
+            #[cfg(target_arch = "x86_64")]
+            {
+                if crate::distance::has_avx2_fma() {
+                    // SAFETY: the CPU supports avx2 (checked above).
+                    got.push(unsafe { dot_codes_avx2(&a, &b) });
+                }
+                if has_avx512bw() {
+                    // SAFETY: the CPU supports avx512f and avx512bw (checked above).
+                    got.push(unsafe { dot_codes_avx512(&a, &b) });
+                }
+            }
+            for g in got {
+                assert_eq!(g as i64, want, "length {}", a.len());
+            }
+        }
     }
 }
