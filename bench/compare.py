@@ -3,7 +3,7 @@
 vectors, the same queries, the same exclusion sets, and prints one table with ragctx's
 numbers beside FAISS (HNSW with an ID-exclusion selector, and exact flat) and Milvus Lite.
 
-    bench/compare.py DIR [--milvus http://127.0.0.1:19530] [--json]
+    bench/compare.py DIR [--milvus http://127.0.0.1:19530] [--sq8] [--hnsw-file F] [--json]
 
 Recall@k of every engine is measured against FAISS's exact flat search with the same
 exclusion. Latency is per query, one thread, client side (FAISS through its Python binding:
@@ -169,6 +169,18 @@ def measure(res, rr, specs, Q, k, ef, flat, hnsw, milvus, n, sq8=None):
             res[key] = {"engine": e, "p50_ms": p50, "ratio": p50 / rr["p50_ms"] if rr["p50_ms"] > 0 else None}
 
 
+def read_hnsw(path, X, m):
+    """The FAISS HNSW graph in `path` when it was built over exactly `X` with `m` links, else
+    None (and a note why): every vector is compared, so an index of other vectors is never used."""
+    ix = faiss.read_index(path)
+    same = ix.ntotal == len(X) and ix.d == X.shape[1] and ix.hnsw.nb_neighbors(1) == m
+    same = same and np.array_equal(ix.reconstruct_n(0, ix.ntotal), X)
+    if not same:
+        print(f"{path}: built over other vectors or parameters; building again", file=sys.stderr)
+        return None
+    return ix
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("dir")
@@ -176,6 +188,10 @@ def main():
     ap.add_argument("--ef", type=int, default=None, help="efSearch for the HNSW peers (default: ragctx's)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--sq8", action="store_true", help="also FAISS IndexHNSWSQ (8-bit scalar quantizer)")
+    ap.add_argument("--hnsw-file", default=None,
+                    help="keep the FAISS HNSW graph in this file: read it when it holds these vectors, "
+                         "else build it and write it (a second run over the same vectors, e.g. the "
+                         "filtered rows of an index whose exclusion rows were run, skips the build)")
     a = ap.parse_args()
     # Built on every core (as ragctx builds a large index); searched on one.
     build_threads = os.cpu_count() or 1
@@ -199,11 +215,18 @@ def main():
     flat.add(X)
     t = time.time()
     faiss.omp_set_num_threads(build_threads)
-    hnsw = faiss.IndexHNSWFlat(dim, m, faiss.METRIC_INNER_PRODUCT)
-    hnsw.hnsw.efConstruction = 128
-    hnsw.add(X)
-    build = {"faiss_hnsw": time.time() - t}
-    log(f"faiss HNSW built in {build['faiss_hnsw']:.1f}s over {len(X)} vectors ({build_threads} threads)")
+    hnsw = read_hnsw(a.hnsw_file, X, m) if a.hnsw_file and os.path.exists(a.hnsw_file) else None
+    if hnsw is None:
+        hnsw = faiss.IndexHNSWFlat(dim, m, faiss.METRIC_INNER_PRODUCT)
+        hnsw.hnsw.efConstruction = 128
+        hnsw.add(X)
+        build = {"faiss_hnsw": time.time() - t}
+        log(f"faiss HNSW built in {build['faiss_hnsw']:.1f}s over {len(X)} vectors ({build_threads} threads)")
+        if a.hnsw_file:
+            faiss.write_index(hnsw, a.hnsw_file)
+    else:
+        build = {"faiss_hnsw": None}
+        log(f"faiss HNSW read from {a.hnsw_file} (its build time is that run's)")
     sq8 = None
     if a.sq8:
         t = time.time()
@@ -297,7 +320,7 @@ def main():
         f" | fastest peer at recall ≥ {RECALL_BAR} (same ef) | its p50 ÷ ragctx" + \
         f" | fastest peer at recall ≥ {RECALL_BAR} (FAISS ef tuned) | its p50 ÷ ragctx |"
     print(f"{len(X)} vectors × {dim}, {len(Q)} queries, k={k}, HNSW M={m} ef={ef}; build s: "
-          + ", ".join(f"{e} {s:.1f}" for e, s in build.items()) + f", ragctx {rag.get('build_secs')}")
+          + ", ".join(f"{e} {s:.1f}" if s is not None else f"{e} (read from --hnsw-file)" for e, s in build.items()) + f", ragctx {rag.get('build_secs')}")
     print(head)
     print("|" + "---|" * (9 + 3 * len(engines) + (2 if filter_mode else 0) + (1 if sq8 is not None else 0)))
     for r in out:
