@@ -221,7 +221,8 @@ pub struct SearchOptions {
     pub held_out: usize,
     /// Save the index built into DIR/index.bin, drop it and search the copy read back (its
     /// f32 vectors mapped from the file, as a data dir's index is), reporting the peak RSS of
-    /// the search alone
+    /// the search alone. A build past 2M points also saves there every 2M points and goes on
+    /// with the vectors so far mapped from the file (how 10M fit in memory)
     #[arg(long)]
     pub mapped: Option<PathBuf>,
     /// Search DIR/index.bin (as `--mapped` saved it) instead of building one: the same
@@ -279,6 +280,10 @@ fn write_f32s(path: &std::path::Path, rows: &mut dyn Iterator<Item = &[f32]>) ->
     w.flush().map_err(failed)
 }
 
+/// With `--mapped`, a build moves its f32 vectors to the file's map every this many
+/// generated points.
+const MAP_EVERY: usize = 2_000_000;
+
 pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
     let (queries, k, scale, questions, json, seed) = (o.queries, o.k, o.scale, o.questions.as_ref(), o.json, o.seed);
     let store = app.data("bench search")?.vector_store();
@@ -290,6 +295,17 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
     let mut params = store.with_index(|ix| ix.params());
     params.m = o.m.unwrap_or(params.m);
     params.ef_construction = o.ef_construction.unwrap_or(params.ef_construction);
+    // Checked before a build that may take an hour.
+    let map_path = match &o.mapped {
+        Some(dir) => {
+            if ragctx_store::holds_store(dir) {
+                bail!("--mapped {}: that is a data dir; name an empty directory", dir.display());
+            }
+            std::fs::create_dir_all(dir).map_err(|source| Error::Write { path: dir.to_path_buf(), source })?;
+            Some(dir.join("index.bin"))
+        }
+        None => None,
+    };
     let started = Instant::now();
     // Held out: stored passages taken out of the index (and out of what generates the rest)
     // to be the queries — real vectors no parameter was chosen on.
@@ -351,6 +367,15 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
                 vector: v,
             }));
             i = end;
+            // With `--mapped`, the f32 vectors built so far move to the file's map every
+            // `MAP_EVERY` points (the page cache holds them, not the process): ten million
+            // 384-d vectors are 15.4 GB, which the build could not also hold in memory.
+            if let Some(path) = map_path.as_deref().filter(|_| end % MAP_EVERY == 0 && i < extra) {
+                ix.save_and_map(path, 0).map_err(ragctx_core::Error::storage)?;
+                if !json {
+                    eprintln!("mapped {} vectors from {}", ix.nodes(), path.display());
+                }
+            }
             if !json {
                 eprintln!("built {} of {scale} ({:.0} s)", all.len() + i, started.elapsed().as_secs_f64());
             }
@@ -363,16 +388,11 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
     let build_secs = if built { started.elapsed().as_secs_f64() } else { 0.0 };
     // Node ids double as the dense ids of the export: no retired nodes.
     let index = if index.dead_share() > 0.0 { index.compacted() } else { index };
-    let mut index = match &o.mapped {
-        Some(dir) => {
-            if ragctx_store::holds_store(dir) {
-                bail!("--mapped {}: that is a data dir; name an empty directory", dir.display());
-            }
-            std::fs::create_dir_all(dir).map_err(|source| Error::Write { path: dir.to_path_buf(), source })?;
-            let path = dir.join("index.bin");
-            index.save(&path, 0).map_err(ragctx_core::Error::storage)?;
+    let mut index = match &map_path {
+        Some(path) => {
+            index.save(path, 0).map_err(ragctx_core::Error::storage)?;
             drop(index);
-            VectorIndex::load(&path).map_err(ragctx_core::Error::storage)?.0
+            VectorIndex::load(path).map_err(ragctx_core::Error::storage)?.0
         }
         None => index,
     };
