@@ -1385,6 +1385,57 @@ fn a_question_before_any_ingest_names_the_command_that_fills_the_store() {
     env.ok(&["--tenant", "other", "ask", "--session", "s", "hello"]);
 }
 
+/// `bench search --mapped` with saves during the build (`--map-every`: the vectors so far
+/// move to the file's map and the build goes on) gives the index the build in memory gives:
+/// the same recall in every row, searched from the file it left.
+#[test]
+fn bench_search_mapped_during_the_build_finds_what_the_build_in_memory_finds() {
+    let env = Env::new();
+    let path = corpus(&env, 40);
+    env.ok(&["ingest", path.to_str().unwrap()]);
+    let dir = env.dir.path().join("mapped");
+    let args = ["bench", "search", "--scale", "25000", "--queries", "20", "--rows", "random:0,random:100", "--json"];
+    let plain: Value = serde_json::from_str(&env.ok(&args)).unwrap();
+    let mut with_map = args.to_vec();
+    with_map.extend(["--mapped", dir.to_str().unwrap(), "--map-every", "10000"]);
+    let out = env.run(&with_map);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    // Saved at 10,000 and 20,000 generated points besides the stored chunks (not at the
+    // end: that is the final save).
+    let saved: Vec<usize> =
+        err.lines().filter_map(|l| l.split("and mapped its ").nth(1)?.split(' ').next()?.parse().ok()).collect();
+    assert!(saved.len() == 2 && saved[1] - saved[0] == 10_000 && saved[0] > 10_000, "{err}");
+    let mapped: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(mapped["mapped"], true, "{mapped}");
+    assert_eq!(plain["mapped"], false, "{plain}");
+    assert_eq!(mapped["vectors"], 25000, "{mapped}");
+    let recall = |r: &Value| r["rows"].as_array().unwrap().iter().map(|x| x["recall@10"].clone()).collect::<Vec<_>>();
+    assert_eq!(recall(&mapped), recall(&plain), "{mapped}\n{plain}");
+    // Two rows, each a recall (clusters of ~600 near-copies of 40 passages: a hard set, so
+    // only its being measured is checked; equality above is the point).
+    assert_eq!(recall(&plain).len(), 2, "{plain}");
+    assert!(recall(&plain).iter().all(|r| r.as_f64().is_some_and(|x| x > 0.0)), "{plain}");
+    // The file it left is the whole index.
+    let loaded: Value = serde_json::from_str(&env.ok(&[
+        "bench",
+        "search",
+        "--load",
+        dir.to_str().unwrap(),
+        "--queries",
+        "20",
+        "--rows",
+        "random:0",
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(loaded["vectors"], 25000, "{loaded}");
+    let bad =
+        env.run(&["bench", "search", "--scale", "25000", "--mapped", dir.to_str().unwrap(), "--map-every", "15000"]);
+    assert_eq!(bad.status.code(), Some(2), "{}", String::from_utf8_lossy(&bad.stderr));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--map-every 15000"));
+}
+
 /// `bench ingest` times small writes into the store and leaves it as it found it: each
 /// write is found by the first searches after it and gone after its delete (the command
 /// fails otherwise), and the store holds the same chunks at the end.

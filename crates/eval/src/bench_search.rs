@@ -221,10 +221,13 @@ pub struct SearchOptions {
     pub held_out: usize,
     /// Save the index built into DIR/index.bin, drop it and search the copy read back (its
     /// f32 vectors mapped from the file, as a data dir's index is), reporting the peak RSS of
-    /// the search alone. A build past 2M points also saves there every 2M points and goes on
-    /// with the vectors so far mapped from the file (how 10M fit in memory)
+    /// the search alone. A build past `--map-every` generated points also saves there every
+    /// so many and goes on with the vectors so far mapped from the file (how 10M fit in memory)
     #[arg(long)]
     pub mapped: Option<PathBuf>,
+    /// With `--mapped`: generated points between those saves (a multiple of 10,000)
+    #[arg(long, default_value_t = 2_000_000, requires = "mapped")]
+    pub map_every: usize,
     /// Search DIR/index.bin (as `--mapped` saved it) instead of building one: the same
     /// `--held-out` and `--seed` give the same queries, without the build's wait
     #[arg(long, conflicts_with_all = ["mapped", "scale"])]
@@ -280,10 +283,6 @@ fn write_f32s(path: &std::path::Path, rows: &mut dyn Iterator<Item = &[f32]>) ->
     w.flush().map_err(failed)
 }
 
-/// With `--mapped`, a build moves its f32 vectors to the file's map every this many
-/// generated points.
-const MAP_EVERY: usize = 2_000_000;
-
 pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
     let (queries, k, scale, questions, json, seed) = (o.queries, o.k, o.scale, o.questions.as_ref(), o.json, o.seed);
     let store = app.data("bench search")?.vector_store();
@@ -296,6 +295,9 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
     params.m = o.m.unwrap_or(params.m);
     params.ef_construction = o.ef_construction.unwrap_or(params.ef_construction);
     // Checked before a build that may take an hour.
+    if o.map_every == 0 || o.map_every % 10_000 != 0 {
+        bail!("--map-every {}: use a positive multiple of 10,000 (points are generated 10,000 at a time)", o.map_every);
+    }
     let map_path = match &o.mapped {
         Some(dir) => {
             if ragctx_store::holds_store(dir) {
@@ -368,13 +370,11 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
             }));
             i = end;
             // With `--mapped`, the f32 vectors built so far move to the file's map every
-            // `MAP_EVERY` points (the page cache holds them, not the process): ten million
+            // `--map-every` points (the page cache holds them, not the process): ten million
             // 384-d vectors are 15.4 GB, which the build could not also hold in memory.
-            if let Some(path) = map_path.as_deref().filter(|_| end % MAP_EVERY == 0 && i < extra) {
+            if let Some(path) = map_path.as_deref().filter(|_| end % o.map_every == 0 && i < extra) {
                 ix.save_and_map(path, 0).map_err(ragctx_core::Error::storage)?;
-                if !json {
-                    eprintln!("mapped {} vectors from {}", ix.nodes(), path.display());
-                }
+                eprintln!("saved {} and mapped its {} vectors", path.display(), ix.nodes());
             }
             if !json {
                 eprintln!("built {} of {scale} ({:.0} s)", all.len() + i, started.elapsed().as_secs_f64());
