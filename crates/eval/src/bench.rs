@@ -14,7 +14,7 @@ use std::time::Instant;
 #[derive(Subcommand)]
 pub enum BenchCommand {
     /// Search latency and recall@k against exact search, with random and correlated exclusion
-    Search(crate::bench_search::SearchOptions),
+    Search(Box<crate::bench_search::SearchOptions>),
     /// What a small write costs on this store: a new document of a few chunks ingested (its
     /// embeddings cached), the first vector and BM25 searches after it, and its delete
     Ingest(crate::bench_ingest::IngestOptions),

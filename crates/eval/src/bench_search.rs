@@ -295,7 +295,7 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
     params.m = o.m.unwrap_or(params.m);
     params.ef_construction = o.ef_construction.unwrap_or(params.ef_construction);
     // Checked before a build that may take an hour.
-    if o.map_every == 0 || o.map_every % 10_000 != 0 {
+    if o.map_every == 0 || !o.map_every.is_multiple_of(10_000) {
         bail!("--map-every {}: use a positive multiple of 10,000 (points are generated 10,000 at a time)", o.map_every);
     }
     let map_path = match &o.mapped {
