@@ -170,11 +170,19 @@ def measure(res, rr, specs, Q, k, ef, flat, hnsw, milvus, n, sq8=None):
 
 
 def read_hnsw(path, X, m):
-    """The FAISS HNSW graph in `path` when it was built over exactly `X` with `m` links, else
-    None (and a note why): every vector is compared, so an index of other vectors is never used."""
-    ix = faiss.read_index(path)
-    same = ix.ntotal == len(X) and ix.d == X.shape[1] and ix.hnsw.nb_neighbors(1) == m
-    same = same and np.array_equal(ix.reconstruct_n(0, ix.ntotal), X)
+    """The FAISS HNSW graph in `path` when it was built as this script builds it (inner
+    product, M `m`, efConstruction 128) over exactly `X`, else None (and a note why): every
+    vector is compared, so an index of other vectors is never used."""
+    try:
+        ix = faiss.read_index(path)
+        same = (ix.metric_type == faiss.METRIC_INNER_PRODUCT and ix.ntotal == len(X) and ix.d == X.shape[1]
+                and ix.hnsw.nb_neighbors(1) == m and ix.hnsw.efConstruction == 128)
+    except (RuntimeError, AttributeError) as e:  # not a FAISS file, or not an HNSW index
+        print(f"{path}: not a FAISS HNSW index ({e}); building again", file=sys.stderr)
+        return None
+    step = 100_000
+    same = same and all(np.array_equal(ix.reconstruct_n(i, min(step, len(X) - i)), X[i:i + step])
+                        for i in range(0, len(X), step))
     if not same:
         print(f"{path}: built over other vectors or parameters; building again", file=sys.stderr)
         return None

@@ -374,6 +374,13 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
             // 384-d vectors are 15.4 GB, which the build could not also hold in memory.
             if let Some(path) = map_path.as_deref().filter(|_| end % o.map_every == 0 && i < extra) {
                 ix.save_and_map(path, 0).map_err(ragctx_core::Error::storage)?;
+                if !ix.is_mapped() {
+                    // The build would go on holding every vector: say why before memory runs out.
+                    return Err(Error::Failed(format!(
+                        "--mapped {}: saved, but its vectors could not be mapped from it",
+                        path.display()
+                    )));
+                }
                 eprintln!("saved {} and mapped its {} vectors", path.display(), ix.nodes());
             }
             if !json {

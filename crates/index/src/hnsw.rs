@@ -102,7 +102,8 @@ impl<'a> Vectors<'a> {
     /// `q` as [`Vectors::score_query`] reads it: with its 16-bit codes when the compact copy
     /// is int8, so that the walk's products are integer sums (twice the codes per
     /// instruction of the f32 × int8 path). Only the ranking changes, by the query's
-    /// rounding (under 1/65,534 of its largest element per element); callers re-score in f32.
+    /// rounding (at most half the query's scale per element, which `int8::error_bound`
+    /// holds); callers re-score in f32.
     pub fn prepare<'q>(&self, q: &'q [f32]) -> Query<'q> {
         let i16 = match self.compact {
             Compact::Int8(..) if q.len() <= crate::int8::I16_DIM_MAX => Some(crate::int8::QueryI16::of(q)),
