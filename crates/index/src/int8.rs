@@ -139,6 +139,17 @@ unsafe fn dot_i16_avx512(q: &[i16], c: &[i8]) -> i32 {
     }
 }
 
+/// The sum of an AVX2 register's eight i32 lanes (the 16-bit and the codes' kernels end here).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn sum_lanes_avx2(v: std::arch::x86_64::__m256i) -> i32 {
+    use std::arch::x86_64::*;
+    let half = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+    let half = _mm_add_epi32(half, _mm_shuffle_epi32::<0b01_00_11_10>(half));
+    let half = _mm_add_epi32(half, _mm_shuffle_epi32::<0b10_11_00_01>(half));
+    _mm_cvtsi128_si32(half)
+}
+
 /// 16 codes widened to i16 and multiplied in pairs into 8 i32 lanes per step.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
@@ -166,10 +177,7 @@ unsafe fn dot_i16_avx2(q: &[i16], c: &[i8]) -> i32 {
             i += 16;
         }
         let sum = _mm256_add_epi32(acc[0], acc[1]);
-        let half = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256::<1>(sum));
-        let half = _mm_add_epi32(half, _mm_shuffle_epi32::<0b01_00_11_10>(half));
-        let half = _mm_add_epi32(half, _mm_shuffle_epi32::<0b10_11_00_01>(half));
-        let mut s = _mm_cvtsi128_si32(half);
+        let mut s = sum_lanes_avx2(sum);
         while i < n {
             s += q[i] as i32 * c[i] as i32;
             i += 1;
@@ -243,10 +251,7 @@ unsafe fn dot_codes_avx2(a: &[i8], b: &[i8]) -> i32 {
             acc = _mm256_add_epi32(acc, _mm256_madd_epi16(wide(pa.add(i)), wide(pb.add(i))));
             i += 16;
         }
-        let half = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256::<1>(acc));
-        let half = _mm_add_epi32(half, _mm_shuffle_epi32::<0b01_00_11_10>(half));
-        let half = _mm_add_epi32(half, _mm_shuffle_epi32::<0b10_11_00_01>(half));
-        let mut s = _mm_cvtsi128_si32(half);
+        let mut s = sum_lanes_avx2(acc);
         while i < n {
             s += a[i] as i32 * b[i] as i32;
             i += 1;
