@@ -8,7 +8,7 @@
 //! resolve the filter to bits (outside `p50_ms`, as FAISS builds its selector outside), the
 //! 5th-percentile query's recall, and queries that got fewer than k hits though k passed.
 
-use crate::stats::{percentile, Rng};
+use crate::stats::{held, percentile, Rng, HELD_AT};
 use ragctx_core::{ExclusionSet, Filter, MetaValue, Metadata, SearchPath};
 use ragctx_index::{ForcePath, VectorIndex};
 use serde::Serialize;
@@ -29,6 +29,8 @@ pub(crate) struct FilterRow {
     recall: f64,
     /// The 5th-percentile query's recall.
     recall_p5: f64,
+    /// The share of queries whose own recall is at least [`HELD_AT`].
+    held_share: f64,
     /// Queries with fewer than k hits although k chunks passed.
     short: usize,
     path: &'static str,
@@ -260,6 +262,7 @@ pub(crate) fn rows(
                 p99_ms: percentile(&lat, 0.99),
                 recall: mean_recall,
                 recall_p5: percentile(&recalls, 0.05),
+                held_share: held(&recalls),
                 short,
                 path: if graph * 2 >= queries.len() { "graph" } else { "exact" },
                 graph_share: graph as f64 / qn,
@@ -314,11 +317,11 @@ pub(crate) fn print(rows: &[FilterRow], k: usize, metadata_bytes: usize, vector_
         100.0 * metadata_bytes as f64 / vector_bytes.max(1) as f64,
         vector_bytes as f64 / 1e6
     );
-    println!("| filter | selectivity | passing | excluded | p50 ms | p99 ms | recall@{k} | p5 recall | short | path | exact p50 ms | other path p50 ms (recall) | resolve p50 ms | planner ≤1.25× best |");
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---:|---:|");
+    println!("| filter | selectivity | passing | excluded | p50 ms | p99 ms | recall@{k} | p5 recall | queries ≥ {HELD_AT} | short | path | exact p50 ms | other path p50 ms (recall) | resolve p50 ms | planner ≤1.25× best |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---:|---:|");
     for r in rows {
         println!(
-            "| {} | {} | {:.0} | {} | {:.3} | {:.3} | {:.3} | {:.2} | {} | {} ({:.0}% graph) | {:.3} | {:.3} ({:.3}) | {:.3} | {:.0}% |",
+            "| {} | {} | {:.0} | {} | {:.3} | {:.3} | {:.3} | {:.2} | {:.0}% | {} | {} ({:.0}% graph) | {:.3} | {:.3} ({:.3}) | {:.3} | {:.0}% |",
             r.filter,
             r.selectivity,
             r.passing,
@@ -327,6 +330,7 @@ pub(crate) fn print(rows: &[FilterRow], k: usize, metadata_bytes: usize, vector_
             r.p99_ms,
             r.recall,
             r.recall_p5,
+            100.0 * r.held_share,
             r.short,
             r.path,
             100.0 * r.graph_share,

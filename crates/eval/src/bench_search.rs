@@ -3,7 +3,7 @@
 
 use crate::data::read_questions;
 use crate::error::{bail, write_file, Error, Result};
-use crate::stats::{noisy, percentile, Rng};
+use crate::stats::{held, noisy, percentile, Rng, HELD_AT};
 use ragctx_app::app::App;
 use ragctx_core::{ExclusionSet, SearchPath, SearchRequest, VectorStore};
 use ragctx_index::{ForcePath, IndexParams, VectorIndex};
@@ -176,6 +176,9 @@ struct SearchRow {
     recall_at_10: f64,
     /// The 5th percentile of the queries' own recall.
     recall_p5: f64,
+    /// The share of queries whose own recall is at least [`HELD_AT`] (a path holds the row
+    /// when 95% do).
+    held_share: f64,
     path: &'static str,
     graph_share: f64,
     exact_p50_ms: f64,
@@ -192,6 +195,7 @@ struct SearchRow {
     alt_path: &'static str,
     alt_path_p50_ms: f64,
     alt_path_recall: f64,
+    alt_path_held_share: f64,
 }
 
 /// Options of `bench search`, as its flags give them.
@@ -257,6 +261,10 @@ pub struct SearchOptions {
     /// Build breadth of a graph this run builds (default: the store's)
     #[arg(long)]
     pub ef_construction: Option<usize>,
+    /// Above this many points a graph this run builds walks and scans an int8 copy
+    /// (IndexParams::quantize_above; default: the store's, 200,000)
+    #[arg(long)]
+    pub quantize_above: Option<usize>,
     /// Only these rows, e.g. `--rows correlated:1000` (for profiling one path)
     #[arg(long, value_delimiter = ',')]
     pub rows: Vec<String>,
@@ -294,6 +302,7 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
     let mut params = store.with_index(|ix| ix.params());
     params.m = o.m.unwrap_or(params.m);
     params.ef_construction = o.ef_construction.unwrap_or(params.ef_construction);
+    params.quantize_above = o.quantize_above.unwrap_or(params.quantize_above);
     // Checked before a build that may take an hour.
     if o.map_every == 0 || !o.map_every.is_multiple_of(10_000) {
         bail!("--map-every {}: use a positive multiple of 10,000 (points are generated 10,000 at a time)", o.map_every);
@@ -508,6 +517,7 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
         }
         let mut alt_lat = Vec::new();
         let mut alt_recall = 0.0;
+        let mut alt_per_query = Vec::with_capacity(query_vectors.len());
         let mut recall = 0.0;
         let mut graph = 0usize;
         let mut per_query = Vec::with_capacity(query_vectors.len());
@@ -572,6 +582,7 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
             let other = index.search_resolved(q, k, None, &resolved, Some(alt));
             alt_lat.push(t.elapsed().as_secs_f64() * 1e3);
             alt_recall += recall_of(&other.hits);
+            alt_per_query.push(recall_of(&other.hits));
             recall += recall_of(&got.hits);
             per_query.push(recall_of(&got.hits));
         }
@@ -592,6 +603,7 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
             p99_ms: percentile(&lat, 0.99),
             recall_at_10: recall / qn,
             recall_p5: percentile(&per_query, 0.05),
+            held_share: held(&per_query),
             path: if graph * 2 >= query_vectors.len() { "graph" } else { "exact" },
             graph_share: graph as f64 / qn,
             exact_p50_ms: percentile(&exact_lat, 0.5),
@@ -600,6 +612,7 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
             alt_path: if graph * 2 >= query_vectors.len() { "exact" } else { "graph" },
             alt_path_p50_ms: percentile(&alt_lat, 0.5),
             alt_path_recall: alt_recall / qn,
+            alt_path_held_share: held(&alt_per_query),
         });
     }
     let summary = serde_json::json!({ "vectors": n, "queries": query_vectors.len(), "k": k, "ef_search": index.ef_for(n), "ef_configured": index.params().ef_search, "m": index.params().m, "mapped": index.is_mapped(), "loaded": o.load.is_some(), "rss_before_search_mb": rss_before_search, "search_peak_rss_mb": search_peak(), "rss_split_mb_after": crate::stats::rss_split_mb(), "generator": if scale > all.len() { o.generator.as_str() } else { "none" }, "queries_from": if o.held_out > 0 { "held-out passages" } else if questions.is_some() { "questions" } else { "noisy copies" }, "build_secs": build_secs, "rows": rows });
@@ -635,23 +648,25 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
         );
     }
     println!(
-        "| exclusion | excluded | p50 ms | p99 ms | recall@{k} | 5th pct recall | path | other path: p50 ms (recall) | resolve p50 ms | next turn's resolve (+10 ids) p50 ms |"
+        "| exclusion | excluded | p50 ms | p99 ms | recall@{k} | 5th pct recall | queries ≥ {HELD_AT} | path | other path: p50 ms (recall; queries ≥ {HELD_AT}) | resolve p50 ms | next turn's resolve (+10 ids) p50 ms |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---|---|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---|---|---:|---:|");
     for r in &rows {
         println!(
-            "| {} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {} ({:.0}% graph) | {} {:.3} ({:.3}) | {:.3} | {:.3} |",
+            "| {} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.0}% | {} ({:.0}% graph) | {} {:.3} ({:.3}; {:.0}%) | {:.3} | {:.3} |",
             r.exclusion,
             r.excluded,
             r.p50_ms,
             r.p99_ms,
             r.recall_at_10,
             r.recall_p5,
+            100.0 * r.held_share,
             r.path,
             100.0 * r.graph_share,
             r.alt_path,
             r.alt_path_p50_ms,
             r.alt_path_recall,
+            100.0 * r.alt_path_held_share,
             r.resolve_p50_ms,
             r.next_turn_resolve_p50_ms
         );

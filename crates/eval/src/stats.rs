@@ -70,6 +70,18 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[i.min(sorted.len() - 1)]
 }
 
+/// The recall a query must reach to count as held: a path holds a row of `bench search`
+/// when [`held`] is at least 0.95 (issue 41's bar: recall ≥ 0.95 for ≥ 95% of queries).
+pub const HELD_AT: f64 = 0.95;
+
+/// The share of `recalls` (one per query) at or above [`HELD_AT`]; 1 when empty.
+pub fn held(recalls: &[f64]) -> f64 {
+    if recalls.is_empty() {
+        return 1.0;
+    }
+    recalls.iter().filter(|&&r| r >= HELD_AT - 1e-9).count() as f64 / recalls.len() as f64
+}
+
 /// The real vectors' distribution, fitted: their mean and covariance (every principal
 /// component at its own variance), sampled as `mean + L z` (`L` the covariance's Cholesky
 /// factor, `z` standard normal) and normalised. `bench search --scale N --generator fitted`
