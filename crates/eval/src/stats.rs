@@ -187,3 +187,18 @@ mod fitted_tests {
         assert!((s.iter().map(|x| x * x).sum::<f32>() - 1.0).abs() < 1e-5, "normalised");
     }
 }
+
+#[cfg(test)]
+mod held_tests {
+    use super::*;
+
+    /// A query holds at 0.95 and above (recall@10 comes in tenths: 0.9 does not hold), and
+    /// no queries hold trivially.
+    #[test]
+    fn the_held_share_counts_queries_at_or_above_the_bar() {
+        assert_eq!(held(&[1.0, 0.9, 0.95, 0.8]), 0.5);
+        assert_eq!(held(&[1.0; 19].iter().copied().chain([0.9]).collect::<Vec<_>>()), 0.95);
+        assert_eq!(held(&[0.94999]), 0.0);
+        assert_eq!(held(&[]), 1.0);
+    }
+}
