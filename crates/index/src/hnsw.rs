@@ -173,8 +173,9 @@ thread_local! {
 impl Visited {
     /// A clear bitset of at least `n` bits.
     fn take(n: usize) -> Self {
-        let mut v =
-            VISITED_POOL.with(|p| p.borrow_mut().pop()).unwrap_or(Visited { bits: Vec::new(), touched: Vec::new() });
+        // `try_with`: a thread tearing down its locals walks with a bitset of its own.
+        let pooled = VISITED_POOL.try_with(|p| p.borrow_mut().pop()).ok().flatten();
+        let mut v = pooled.unwrap_or(Visited { bits: Vec::new(), touched: Vec::new() });
         let words = n.div_ceil(64);
         if v.bits.len() < words {
             v.bits.resize(words, 0);
@@ -188,10 +189,10 @@ impl Visited {
             self.bits[w as usize] = 0;
         }
         self.touched.clear();
-        VISITED_POOL.with(|p| {
+        // A thread runs one walk at a time, but a caller may hold a few at once: keep a
+        // handful, drop the rest (and drop it once the thread's locals are gone).
+        let _ = VISITED_POOL.try_with(|p| {
             let mut pool = p.borrow_mut();
-            // A thread runs one walk at a time, but a caller may hold a few (a test, a
-            // widened search beside a construction walk): keep a handful, drop the rest.
             if pool.len() < 4 {
                 pool.push(self);
             }
