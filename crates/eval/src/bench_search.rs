@@ -462,7 +462,7 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
         let (ix, centroids, values) = crate::bench_filter::with_metadata(&index, &o.filter_selectivity, &mut rng);
         let (rows, plans) = crate::bench_filter::rows(&ix, &centroids, &query_vectors, k, &mut rng, o.export.is_some());
         let summary = serde_json::json!({ "vectors": n, "queries": query_vectors.len(), "k": k,
-            "ef_search": ix.params().ef_search, "m": ix.params().m, "rows": rows });
+            "ef_search": ix.ef_for(n), "ef_configured": ix.params().ef_search, "m": ix.params().m, "rows": rows });
         if let Some(dir) = &o.export {
             // The filtered copy has the node numbers of `index`: its vectors are the export's.
             std::fs::create_dir_all(dir).map_err(|source| Error::Write { path: dir.to_path_buf(), source })?;
@@ -516,9 +516,7 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
             cache.get(&index, &other);
         }
         let mut alt_lat = Vec::new();
-        let mut alt_recall = 0.0;
         let mut alt_per_query = Vec::with_capacity(query_vectors.len());
-        let mut recall = 0.0;
         let mut graph = 0usize;
         let mut per_query = Vec::with_capacity(query_vectors.len());
         for q in &query_vectors {
@@ -581,9 +579,7 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
             let t = Instant::now();
             let other = index.search_resolved(q, k, None, &resolved, Some(alt));
             alt_lat.push(t.elapsed().as_secs_f64() * 1e3);
-            alt_recall += recall_of(&other.hits);
             alt_per_query.push(recall_of(&other.hits));
-            recall += recall_of(&got.hits);
             per_query.push(recall_of(&got.hits));
         }
         per_query.sort_by(f64::total_cmp);
@@ -601,7 +597,7 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
             excluded,
             p50_ms: percentile(&lat, 0.5),
             p99_ms: percentile(&lat, 0.99),
-            recall_at_10: recall / qn,
+            recall_at_10: per_query.iter().sum::<f64>() / qn,
             recall_p5: percentile(&per_query, 0.05),
             held_share: held(&per_query),
             path: if graph * 2 >= query_vectors.len() { "graph" } else { "exact" },
@@ -611,7 +607,7 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
             next_turn_resolve_p50_ms: percentile(&next_lat, 0.5),
             alt_path: if graph * 2 >= query_vectors.len() { "exact" } else { "graph" },
             alt_path_p50_ms: percentile(&alt_lat, 0.5),
-            alt_path_recall: alt_recall / qn,
+            alt_path_recall: alt_per_query.iter().sum::<f64>() / qn,
             alt_path_held_share: held(&alt_per_query),
         });
     }

@@ -192,8 +192,8 @@ mod fitted_tests {
 mod held_tests {
     use super::*;
 
-    /// A query holds at 0.95 and above (recall@10 comes in tenths: 0.9 does not hold), and
-    /// no queries hold trivially.
+    /// A query holds at 0.95 and above (recall@10 comes in tenths: 0.9 does not hold); a row
+    /// without queries has none that miss.
     #[test]
     fn the_held_share_counts_queries_at_or_above_the_bar() {
         assert_eq!(held(&[1.0, 0.9, 0.95, 0.8]), 0.5);

@@ -160,6 +160,7 @@ pub(crate) struct Query<'q> {
 /// handed back cleared word by word (only the words the walk set), so a walk costs what it
 /// visits, not the graph's size. A fresh bitset per walk was 1.25 MB to zero at ten million
 /// nodes, for a build walk that visits a few thousand.
+#[derive(Default)]
 struct Visited {
     bits: Vec<u64>,
     /// The words this walk set from zero: what [`Visited::give_back`] clears.
@@ -175,7 +176,7 @@ impl Visited {
     fn take(n: usize) -> Self {
         // `try_with`: a thread tearing down its locals walks with a bitset of its own.
         let pooled = VISITED_POOL.try_with(|p| p.borrow_mut().pop()).ok().flatten();
-        let mut v = pooled.unwrap_or(Visited { bits: Vec::new(), touched: Vec::new() });
+        let mut v = pooled.unwrap_or_default();
         let words = n.div_ceil(64);
         if v.bits.len() < words {
             v.bits.resize(words, 0);
@@ -523,7 +524,7 @@ pub(crate) struct Walk<'a, F> {
 
 impl<F> Drop for Walk<'_, F> {
     fn drop(&mut self) {
-        std::mem::replace(&mut self.visited, Visited { bits: Vec::new(), touched: Vec::new() }).give_back();
+        std::mem::take(&mut self.visited).give_back();
     }
 }
 
