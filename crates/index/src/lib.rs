@@ -97,7 +97,8 @@ pub struct IndexParams {
     /// every corpus under about `ef_search × scan_ratio` (9,600) points.
     pub exact_below: usize,
     /// A graph walk with a given `ef` costs about as much as a scan of `scan_ratio × ef`
-    /// points; the planner scans whenever the walk it would need costs more. Measured with
+    /// points; the planner scans whenever the walk it would need costs more than the scan of
+    /// the points the request allows (priced in `search.rs`, `SCATTERED_SCAN`). Measured with
     /// `bench search` on the 37.5k MTRAG MiniLM vectors, one core: a walk at ef 96 ≈ 0.22 ms
     /// and the half-precision scan ≈ 0.84 ms put the break-even near 100 (at 100k: 0.26 vs
     /// 2.4 ms; 2026-11-30, walk in f32). The break-even depends on the machine: on 2026-12-01's
