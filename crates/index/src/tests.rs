@@ -739,3 +739,30 @@ fn planner_prices_a_filtered_scan_at_the_points_it_lets_through() {
     let half = path(r#"{"bucket":{"lt":50}}"#);
     assert_eq!(half.path, SearchPath::Graph, "{}", half.reason);
 }
+
+/// Up to 50k points a walk whose frontier is crowded by the query's own neighbours excluded
+/// widens past them (it is not scanned, and not left at the first frontier's depth); a few
+/// excluded, or as many far away, leave the first walk as it was.
+#[test]
+fn a_walk_crowded_by_the_querys_neighbours_widens_under_50k_points() {
+    let data = corpus(6000, 5, 16, 23);
+    let ix = build_with(&data, IndexParams::default());
+    assert!(ix.len() <= EF_SCALES_ABOVE);
+    let q = normalise(data[321].2.iter().map(|x| x + 0.01).collect());
+    let mut by_score: Vec<(f32, usize)> = data.iter().enumerate().map(|(i, d)| (distance::dot(&q, &d.2), i)).collect();
+    by_score.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let nearest = |skip: usize, n: usize| -> ExclusionSet {
+        let mut ex = ExclusionSet::default();
+        for &(_, i) in &by_score[skip..skip + n] {
+            ex.chunks.insert(data[i].0.as_str().into());
+        }
+        ex
+    };
+    let got = ix.search(&request(&q, 10, None, nearest(0, 45)));
+    assert_eq!(got.path, SearchPath::Graph, "{}", got.reason);
+    assert!(got.rounds > 1 && got.reason.contains("widened"), "{} ({} rounds)", got.reason, got.rounds);
+    for ex in [nearest(0, 5), nearest(20_000, 45)] {
+        let got = ix.search(&request(&q, 10, None, ex));
+        assert_eq!((got.path, got.rounds), (SearchPath::Graph, 1), "{}", got.reason);
+    }
+}
