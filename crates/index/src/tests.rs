@@ -46,6 +46,22 @@ fn request(v: &[f32], limit: usize, grouping: Option<Grouping>, exclusion: Exclu
     SearchRequest { vector: v.to_vec(), limit, grouping, exclusion, ..Default::default() }
 }
 
+/// The positions of `data`, nearest `q` first.
+fn nearest_first(data: &[(String, String, Vec<f32>)], q: &[f32]) -> Vec<usize> {
+    let mut by_score: Vec<(f32, usize)> = data.iter().enumerate().map(|(i, d)| (distance::dot(q, &d.2), i)).collect();
+    by_score.sort_by(|a, b| b.0.total_cmp(&a.0));
+    by_score.into_iter().map(|(_, i)| i).collect()
+}
+
+/// The chunks at `positions` of `data`, excluded by id.
+fn excluding(data: &[(String, String, Vec<f32>)], positions: &[usize]) -> ExclusionSet {
+    let mut ex = ExclusionSet::default();
+    for &i in positions {
+        ex.chunks.insert(data[i].0.as_str().into());
+    }
+    ex
+}
+
 fn ids(ix: &VectorIndex, hits: &IndexHits) -> Vec<String> {
     hits.hits.iter().map(|&(n, _)| ix.chunk_id(n).to_string()).collect()
 }
@@ -646,21 +662,14 @@ fn above_50k_points_a_query_whose_nearest_are_excluded_is_scanned() {
     }));
     assert!(ix.len() > EF_SCALES_ABOVE);
     let q = normalise(data[123].2.iter().map(|x| x + 0.01).collect());
-    let mut by_score: Vec<(f32, usize)> = data.iter().enumerate().map(|(i, d)| (distance::dot(&q, &d.2), i)).collect();
-    by_score.sort_by(|a, b| b.0.total_cmp(&a.0));
-    let nearest = |skip: usize, n: usize| -> ExclusionSet {
-        let mut ex = ExclusionSet::default();
-        for &(_, i) in &by_score[skip..skip + n] {
-            ex.chunks.insert(data[i].0.as_str().into());
-        }
-        ex
-    };
+    let by_score = nearest_first(&data, &q);
+    let nearest = |skip: usize, n: usize| excluding(&data, &by_score[skip..skip + n]);
     // The query's own 150 nearest excluded: scanned, and exact.
     let req = request(&q, 10, None, nearest(0, 150));
     let got = ix.search(&req);
     assert_eq!(got.path, SearchPath::Exact, "{}", got.reason);
     assert!(got.reason.contains("nearest points are excluded"), "{}", got.reason);
-    let truth: Vec<String> = by_score[150..160].iter().map(|&(_, i)| data[i].0.clone()).collect();
+    let truth: Vec<String> = by_score[150..160].iter().map(|&i| data[i].0.clone()).collect();
     assert_eq!(ids(&ix, &got), truth);
     // As many excluded far from the query, or a few near it: the walk.
     for ex in [nearest(30_000, 150), nearest(0, 5)] {
@@ -673,13 +682,13 @@ fn above_50k_points_a_query_whose_nearest_are_excluded_is_scanned() {
     // nodes retired beside them, and a search excluding nothing still walks.
     let mut tagged = Metadata::default();
     tagged.insert("tag", ragctx_core::MetaValue::String("new".into())).expect("valid");
-    for &(_, i) in &by_score[..100] {
+    for &i in &by_score[..100] {
         ix.upsert_with(&data[i].0, &data[i].1, 1.0, &tagged, &data[i].2);
     }
     assert_eq!(ix.nodes(), ix.len() + 100, "100 retired twins");
     let got = ix.search(&request(&q, 10, None, ExclusionSet::default()));
     assert_eq!(got.path, SearchPath::Graph, "{}", got.reason);
-    let truth: Vec<String> = by_score[..10].iter().map(|&(_, i)| data[i].0.clone()).collect();
+    let truth: Vec<String> = by_score[..10].iter().map(|&i| data[i].0.clone()).collect();
     assert_eq!(ids(&ix, &got), truth);
 }
 
@@ -749,15 +758,8 @@ fn a_walk_crowded_by_the_querys_neighbours_widens_under_50k_points() {
     let ix = build_with(&data, IndexParams::default());
     assert!(ix.len() <= EF_SCALES_ABOVE);
     let q = normalise(data[321].2.iter().map(|x| x + 0.01).collect());
-    let mut by_score: Vec<(f32, usize)> = data.iter().enumerate().map(|(i, d)| (distance::dot(&q, &d.2), i)).collect();
-    by_score.sort_by(|a, b| b.0.total_cmp(&a.0));
-    let nearest = |skip: usize, n: usize| -> ExclusionSet {
-        let mut ex = ExclusionSet::default();
-        for &(_, i) in &by_score[skip..skip + n] {
-            ex.chunks.insert(data[i].0.as_str().into());
-        }
-        ex
-    };
+    let by_score = nearest_first(&data, &q);
+    let nearest = |skip: usize, n: usize| excluding(&data, &by_score[skip..skip + n]);
     let got = ix.search(&request(&q, 10, None, nearest(0, 45)));
     assert_eq!(got.path, SearchPath::Graph, "{}", got.reason);
     assert!(got.rounds > 1 && got.reason.contains("widened"), "{} ({} rounds)", got.reason, got.rounds);
