@@ -217,7 +217,9 @@ impl VectorIndex {
 /// among blocked ones each costs more than in a contiguous pass (no run to stream through).
 /// Measured on 1M fitted points, int8, one core (bench/README.md, "A slower machine"): a scan
 /// keeping 50% took 1.03× the full scan's time, 10% 0.38×, 1% 0.058×, 0.1% 0.0037×: about
-/// `min(1, 4 × share)`.
+/// `min(1, 4 × share)`. On a faster machine (the "fifth part"): 1.84×, 0.55×, 0.024×,
+/// 0.0042×. Half the points scattered cost more than all of them, but there the walk is
+/// cheaper by far either way; the price matters near 10%, where both machines put it at 4–5.5.
 const SCATTERED_SCAN: usize = 4;
 
 /// The allowed points a first walk of frontier `ef` must hold not to widen: 40% of `ef0`
