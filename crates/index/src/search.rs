@@ -113,9 +113,12 @@ impl VectorIndex {
             // 0) or forced to walk widens instead. Not for one tenant of a store that holds
             // others: their points would decide its path and reason (docs/filters.md); its
             // walk widens as before.
+            // A crowd is more than `CROWD_SLACK` excluded points in the frontier: a request
+            // excluding no more than that (most turns' first search) skips the frontier pass.
             let crowded = rounds == 1
                 && !exhausted
                 && ex.scope_live.is_none()
+                && ex.excluded_live > CROWD_SLACK
                 && crowded_by_exclusion(
                     ef,
                     walk.frontier_count(|n| ex.blocks(n) && !self.retired.get(n as usize)),
@@ -219,7 +222,8 @@ impl VectorIndex {
 /// keeping 50% took 1.03× the full scan's time, 10% 0.38×, 1% 0.058×, 0.1% 0.0037×: about
 /// `min(1, 4 × share)`. On a faster machine (the "fifth part"): 1.84×, 0.55×, 0.024×,
 /// 0.0042×. Half the points scattered cost more than all of them, but there the walk is
-/// cheaper by far either way; the price matters near 10%, where both machines put it at 4–5.5.
+/// cheaper by far either way; the price matters near 10%, where the two machines put it at 3.8
+/// and 5.5.
 const SCATTERED_SCAN: usize = 4;
 
 /// The allowed points a first walk of frontier `ef` must hold not to widen: 40% of `ef0`
