@@ -142,15 +142,30 @@ impl VectorIndex {
             // twice the codes per instruction (`int8::QueryI16`; its error is in the bound).
             Some(c) if self.dim <= crate::int8::I16_DIM_MAX => {
                 let q16 = crate::int8::QueryI16::of(q);
+                let dim = self.dim;
+                let score = |n: u32| {
+                    let at = n as usize * dim;
+                    Scored(c.scales[n as usize] * q16.scale * q16.dot(&c.codes[at..at + dim]) as f32, n)
+                };
+                let mut ahead = Ahead::default();
                 self.scan_open(ex, |n| {
-                    let at = n as usize * self.dim;
-                    let s = c.scales[n as usize] * q16.scale * q16.dot(&c.codes[at..at + self.dim]) as f32;
-                    each(Scored(s, n))
-                })
+                    crate::hnsw::prefetch(c.codes[n as usize * dim..].as_ptr(), dim);
+                    if let Some(due) = ahead.push(n) {
+                        each(score(due))
+                    }
+                });
+                ahead.drain().for_each(|n| each(score(n)));
             }
             _ => {
                 let vectors = self.search_vectors();
-                self.scan_open(ex, |n| each(Scored(vectors.score(q, n), n)))
+                let mut ahead = Ahead::default();
+                self.scan_open(ex, |n| {
+                    vectors.prefetch(n);
+                    if let Some(due) = ahead.push(n) {
+                        each(Scored(vectors.score(q, due), due))
+                    }
+                });
+                ahead.drain().for_each(|n| each(Scored(vectors.score(q, n), n)));
             }
         }
     }
@@ -169,6 +184,54 @@ impl VectorIndex {
                 }
                 each(n as u32);
             }
+        }
+    }
+}
+
+/// Nodes a scan has asked the CPU to load but not scored yet: a node is scored [`AHEAD`]
+/// nodes after its prefetch, so that scattered nodes (a filter's passing ones) arrive from
+/// memory while the nodes before them are scored. A contiguous scan streams without it.
+#[derive(Default)]
+struct Ahead {
+    ring: [u32; AHEAD],
+    head: usize,
+    len: usize,
+}
+
+const AHEAD: usize = 8;
+
+impl Ahead {
+    /// Queues `n`; returns the node queued [`AHEAD`] pushes before, now due.
+    #[inline]
+    fn push(&mut self, n: u32) -> Option<u32> {
+        if self.len < AHEAD {
+            self.ring[(self.head + self.len) % AHEAD] = n;
+            self.len += 1;
+            return None;
+        }
+        let due = std::mem::replace(&mut self.ring[self.head], n);
+        self.head = (self.head + 1) % AHEAD;
+        Some(due)
+    }
+
+    /// The nodes still queued, oldest first.
+    fn drain(self) -> impl Iterator<Item = u32> {
+        (0..self.len).map(move |i| self.ring[(self.head + i) % AHEAD])
+    }
+}
+
+#[cfg(test)]
+mod ahead_tests {
+    use super::{Ahead, AHEAD};
+
+    #[test]
+    fn every_node_queued_comes_out_once_in_order() {
+        for n in [0, 1, AHEAD - 1, AHEAD, AHEAD + 1, 100] {
+            let mut ahead = Ahead::default();
+            let mut out: Vec<u32> = (0..n as u32).filter_map(|i| ahead.push(i)).collect();
+            assert_eq!(out.len(), n.saturating_sub(AHEAD), "due before the drain, {n} queued");
+            out.extend(ahead.drain());
+            assert_eq!(out, (0..n as u32).collect::<Vec<_>>(), "{n} queued");
         }
     }
 }

@@ -140,7 +140,7 @@ impl<'a> Vectors<'a> {
 
     /// Asks the CPU to start loading what [`Vectors::score`] will read of `node`.
     #[inline(always)]
-    fn prefetch(&self, node: u32) {
+    pub(crate) fn prefetch(&self, node: u32) {
         let i = node as usize * self.dim;
         match self.compact {
             Compact::Half(h) => prefetch(h[i..].as_ptr() as *const i8, 2 * self.dim),
@@ -297,7 +297,7 @@ impl Graph {
         loop {
             let found = self.search_layer(vectors, q, &eps, self.ef_construction, layer, |_| true);
             let cap = if layer == 0 { self.m0() } else { self.m };
-            let chosen = self.select(vectors, &found, self.m);
+            let chosen = self.select(vectors, &found, self.m, 0);
             self.set_neighbours(node, layer, &chosen);
             for &nb in &chosen {
                 let mut list: Vec<u32> = self.neighbours(nb, layer).to_vec();
@@ -312,7 +312,7 @@ impl Graph {
                         .map(|&x| Scored(dot(base, vectors.get(x)), x))
                         .collect();
                     cands.sort_by(|a, b| b.cmp(a));
-                    let kept = self.select(vectors, &cands, cap);
+                    let kept = self.select(vectors, &cands, cap, 0);
                     self.set_neighbours(nb, layer, &kept);
                 }
             }
@@ -383,7 +383,7 @@ impl Graph {
                 }
                 let mut cands: Vec<Scored> = list.iter().map(|&x| Scored(vectors.between(nb, x), x)).collect();
                 cands.sort_by(|a, b| b.cmp(a));
-                graph.select(vectors, &cands, cap)
+                graph.select(vectors, &cands, cap, graph.m)
             })
         };
         for (group, list) in groups.iter().zip(&lists) {
@@ -416,14 +416,24 @@ impl Graph {
             found.extend(earlier.map(|b| Scored(vectors.score_query(&prepared, b.0), b.0)));
             found.sort_by(|a, b| b.cmp(a));
             found.truncate(self.ef_construction);
-            plan.push(self.select(vectors, &found, self.m));
+            plan.push(self.select(vectors, &found, self.m, self.m));
         }
         plan
     }
 
     /// The neighbour-selection heuristic: keep a candidate only if it is closer to the base
-    /// than to every neighbour already kept (spreads links across directions).
-    fn select(&self, vectors: &Vectors<'_>, sorted: &[Scored], m: usize) -> Vec<u32> {
+    /// than to every neighbour already kept (spreads links across directions); then, while
+    /// fewer than `fill_to` are kept, the nearest candidates it passed over (Malkov &
+    /// Yashunin's "keepPrunedConnections").
+    ///
+    /// Batches fill to `m`; one-by-one inserts (graphs under [`crate::BATCH_FROM`] nodes) fill
+    /// nothing, as they always did. Among near-copies every candidate is about as close to
+    /// a kept one as to the base, so the heuristic alone keeps a link or two: the 1M
+    /// jittered-copies graph had a mean of 4.6 layer-0 links, a median of 3, and 21,788 nodes
+    /// that no link reached (a walk can never return them); its 5th-percentile query recall
+    /// was 0.70. Filled to `m`: at least 16 links, 74 unreached, p5 0.90 at the same search
+    /// time (bench/README.md, "issue 41, sixth part").
+    fn select(&self, vectors: &Vectors<'_>, sorted: &[Scored], m: usize, fill_to: usize) -> Vec<u32> {
         let mut kept: Vec<u32> = Vec::with_capacity(m);
         for c in sorted {
             if kept.len() >= m {
@@ -432,6 +442,12 @@ impl Graph {
             if kept.iter().all(|&k| vectors.between(c.1, k) < c.0) {
                 kept.push(c.1);
             }
+        }
+        let fill_to = fill_to.min(m);
+        if kept.len() < fill_to {
+            let pruned: Vec<u32> =
+                sorted.iter().map(|c| c.1).filter(|n| !kept.contains(n)).take(fill_to - kept.len()).collect();
+            kept.extend(pruned);
         }
         kept
     }
@@ -672,7 +688,7 @@ fn parallel_map<T: Sync, R: Send>(items: &[T], threads: usize, f: impl Fn(&T) ->
 /// score), a cache line at a time: a compact vector spans a few lines (384 int8 codes: six),
 /// and a walk scores a node's unvisited neighbours right after asking for all of them.
 #[inline(always)]
-fn prefetch(p: *const i8, bytes: usize) {
+pub(crate) fn prefetch(p: *const i8, bytes: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};

@@ -768,3 +768,52 @@ fn a_walk_crowded_by_the_querys_neighbours_widens_under_50k_points() {
         assert_eq!((got.path, got.rounds), (SearchPath::Graph, 1), "{}", got.reason);
     }
 }
+
+/// Near-copies (20 jittered copies of each of 100 vectors, as `bench search --generator
+/// copies` makes at 1M) linked in batches: every node keeps at least `m` layer-0 links and
+/// nearly every node is linked to, so a walk reaches them. The selection heuristic alone
+/// keeps a link or two among near-copies (`Graph::select`).
+#[test]
+fn batches_of_near_copies_keep_m_links_per_node() {
+    let (centres, copies, dim) = (100, 20, 24);
+    let base = corpus(centres, 1, dim, 29);
+    let mut rng = 0x2545_F491u64;
+    let mut jitter = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        ((rng >> 11) as f32 / (1u64 << 53) as f32 * 2.0 - 1.0) * 0.02
+    };
+    let mut data = Vec::new();
+    for (c, (_, _, v)) in base.iter().enumerate() {
+        for k in 0..copies {
+            data.push((format!("c{c}#{k}"), format!("c{c}"), normalise(v.iter().map(|x| x + jitter()).collect())));
+        }
+    }
+    let n = data.len();
+    let ix = build(&data, 0);
+    let vectors = ix.search_vectors();
+    let mut g = hnsw::Graph::new(16, 128);
+    let mut node = 0;
+    while node < n {
+        let size = 256.min(n - node);
+        g.insert_batch(&vectors, node as u32, size, 2);
+        node += size;
+    }
+    let m0 = 32;
+    let mut linked_to = vec![0usize; n];
+    let mut fewest = usize::MAX;
+    for node in 0..n {
+        let list: Vec<u32> =
+            g.layer0[node * m0..(node + 1) * m0].iter().copied().filter(|&x| x != hnsw::EMPTY).collect();
+        fewest = fewest.min(list.len());
+        list.iter().for_each(|&x| linked_to[x as usize] += 1);
+    }
+    assert!(fewest >= 16, "a node kept {fewest} layer-0 links");
+    let unreached = linked_to.iter().filter(|&&c| c == 0).count();
+    assert!(unreached * 100 <= n, "{unreached} of {n} nodes no link reaches");
+    let queries: Vec<Vec<f32>> =
+        (0..50).map(|i| normalise(data[(i * 41) % n].2.iter().map(|x| x + jitter()).collect())).collect();
+    let recall = walk_recall(&g, &vectors, n, &queries, 40);
+    assert!(recall >= 0.9, "walk recall@10 {recall}");
+}
