@@ -223,7 +223,8 @@ impl VectorIndex {
 /// `min(1, 4 × share)`. On a faster machine (the "fifth part"): 1.84×, 0.55×, 0.024×,
 /// 0.0042×. Half the points scattered cost more than all of them, but there the walk is
 /// cheaper by far either way; the price matters near 10%, where the two machines put it at 3.8
-/// and 5.5.
+/// and 5.5. Since the scan prefetches the points it is about to score (`exact.rs`, `Ahead`),
+/// a third machine put it at 2.8 (10%) and 3.5 (1%) (the "sixth part").
 const SCATTERED_SCAN: usize = 4;
 
 /// The allowed points a first walk of frontier `ef` must hold not to widen: 40% of `ef0`
