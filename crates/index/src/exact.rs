@@ -142,49 +142,46 @@ impl VectorIndex {
             // twice the codes per instruction (`int8::QueryI16`; its error is in the bound).
             Some(c) if self.dim <= crate::int8::I16_DIM_MAX => {
                 let q16 = crate::int8::QueryI16::of(q);
-                let dim = self.dim;
-                let score = |n: u32| {
-                    let at = n as usize * dim;
-                    Scored(c.scales[n as usize] * q16.scale * q16.dot(&c.codes[at..at + dim]) as f32, n)
-                };
-                let mut ahead = Ahead::default();
-                self.scan_open(ex, |n| {
-                    crate::hnsw::prefetch(c.codes[n as usize * dim..].as_ptr(), dim);
-                    if let Some(due) = ahead.push(n) {
-                        each(score(due))
-                    }
-                });
-                ahead.drain().for_each(|n| each(score(n)));
+                let vectors = self.search_vectors();
+                self.scan_open(
+                    ex,
+                    |n| vectors.prefetch(n),
+                    |n| {
+                        let at = n as usize * self.dim;
+                        let s = c.scales[n as usize] * q16.scale * q16.dot(&c.codes[at..at + self.dim]) as f32;
+                        each(Scored(s, n))
+                    },
+                )
             }
             _ => {
                 let vectors = self.search_vectors();
-                let mut ahead = Ahead::default();
-                self.scan_open(ex, |n| {
-                    vectors.prefetch(n);
-                    if let Some(due) = ahead.push(n) {
-                        each(Scored(vectors.score(q, due), due))
-                    }
-                });
-                ahead.drain().for_each(|n| each(Scored(vectors.score(q, n), n)));
+                self.scan_open(ex, |n| vectors.prefetch(n), |n| each(Scored(vectors.score(q, n), n)))
             }
         }
     }
 
-    /// Every node `ex` does not block, in node order.
+    /// Every node `ex` does not block, in node order: `prefetch` is called on each when it is
+    /// reached and `each` [`AHEAD`] nodes later ([`Ahead`]), so a scattered node's vector is
+    /// on its way from memory while the nodes before it are scored.
     #[inline]
-    fn scan_open(&self, ex: &ResolvedExclusion, mut each: impl FnMut(u32)) {
+    fn scan_open(&self, ex: &ResolvedExclusion, prefetch: impl Fn(u32), mut each: impl FnMut(u32)) {
         let nodes = self.nodes();
-        for (w, &word) in ex.blocked.words().iter().enumerate() {
+        let mut ahead = Ahead::default();
+        'words: for (w, &word) in ex.blocked.words().iter().enumerate() {
             let mut open = !word;
             while open != 0 {
                 let n = w * 64 + open.trailing_zeros() as usize;
                 open &= open - 1;
                 if n >= nodes {
-                    return;
+                    break 'words;
                 }
-                each(n as u32);
+                prefetch(n as u32);
+                if let Some(due) = ahead.push(n as u32) {
+                    each(due);
+                }
             }
         }
+        ahead.drain().for_each(each);
     }
 }
 

@@ -239,7 +239,7 @@ impl Graph {
     }
 
     #[inline]
-    fn neighbours(&self, node: u32, layer: u8) -> &[u32] {
+    pub(crate) fn neighbours(&self, node: u32, layer: u8) -> &[u32] {
         let list = if layer == 0 {
             let m0 = self.m0();
             &self.layer0[node as usize * m0..(node as usize + 1) * m0]
@@ -688,7 +688,7 @@ fn parallel_map<T: Sync, R: Send>(items: &[T], threads: usize, f: impl Fn(&T) ->
 /// score), a cache line at a time: a compact vector spans a few lines (384 int8 codes: six),
 /// and a walk scores a node's unvisited neighbours right after asking for all of them.
 #[inline(always)]
-pub(crate) fn prefetch(p: *const i8, bytes: usize) {
+fn prefetch(p: *const i8, bytes: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};

@@ -5,13 +5,7 @@ use std::collections::HashMap;
 /// Deterministic clustered unit vectors: `docs` documents of `per_doc` chunks each, chunks
 /// of a document close to the document's centre.
 fn corpus(docs: usize, per_doc: usize, dim: usize, seed: u64) -> Vec<(String, String, Vec<f32>)> {
-    let mut rng = seed;
-    let mut next = move || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        (rng >> 11) as f32 / (1u64 << 53) as f32 * 2.0 - 1.0
-    };
+    let mut next = uniform(seed);
     let mut out = Vec::new();
     for d in 0..docs {
         let centre: Vec<f32> = (0..dim).map(|_| next()).collect();
@@ -21,6 +15,17 @@ fn corpus(docs: usize, per_doc: usize, dim: usize, seed: u64) -> Vec<(String, St
         }
     }
     out
+}
+
+/// Deterministic uniform draws in [-1, 1) (xorshift).
+fn uniform(seed: u64) -> impl FnMut() -> f32 {
+    let mut rng = seed;
+    move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        (rng >> 11) as f32 / (1u64 << 53) as f32 * 2.0 - 1.0
+    }
 }
 
 fn normalise(mut v: Vec<f32>) -> Vec<f32> {
@@ -778,13 +783,8 @@ fn a_walk_crowded_by_the_querys_neighbours_widens_under_50k_points() {
 fn batches_of_near_copies_keep_m_links_per_node() {
     let (centres, copies, dim) = (100, 20, 24);
     let base = corpus(centres, 1, dim, 29);
-    let mut rng = 0x2545_F491u64;
-    let mut jitter = move || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        ((rng >> 11) as f32 / (1u64 << 53) as f32 * 2.0 - 1.0) * 0.02
-    };
+    let mut draw = uniform(0x2545_F491);
+    let mut jitter = move || draw() * 0.02;
     let mut data = Vec::new();
     for (c, (_, _, v)) in base.iter().enumerate() {
         for k in 0..copies {
@@ -801,12 +801,10 @@ fn batches_of_near_copies_keep_m_links_per_node() {
         g.insert_batch(&vectors, node as u32, size, 2);
         node += size;
     }
-    let m0 = 32;
     let mut linked_to = vec![0usize; n];
     let mut fewest = usize::MAX;
-    for node in 0..n {
-        let list: Vec<u32> =
-            g.layer0[node * m0..(node + 1) * m0].iter().copied().filter(|&x| x != hnsw::EMPTY).collect();
+    for node in 0..n as u32 {
+        let list = g.neighbours(node, 0);
         fewest = fewest.min(list.len());
         list.iter().for_each(|&x| linked_to[x as usize] += 1);
     }
