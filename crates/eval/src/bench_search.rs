@@ -337,6 +337,10 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
     } else {
         Vec::new()
     };
+    // Time spent making the points, not linking them: kept out of the build's time (a
+    // peer's build is timed on the exported vectors).
+    let mut generating = std::time::Duration::ZERO;
+    let fitting = Instant::now();
     let fitted = match o.generator.as_str() {
         "copies" => None,
         "fitted" => Some(
@@ -345,6 +349,7 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
         ),
         other => bail!("--generator {other}: use copies or fitted"),
     };
+    generating += fitting.elapsed();
     let loaded = match &o.load {
         Some(dir) => Some(VectorIndex::load(&dir.join("index.bin")).map_err(ragctx_core::Error::storage)?.0),
         None => None,
@@ -360,6 +365,7 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
         let mut i = 0;
         while i < extra {
             let end = (i + 10_000).min(extra);
+            let making = Instant::now();
             let batch: Vec<(String, String, Vec<f32>)> = (i..end)
                 .map(|i| {
                     let src = &all[rng.below(all.len())];
@@ -370,6 +376,7 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
                     (format!("{}~copy{i}", src.chunk.id), format!("{}~copy{i}", src.chunk.document_id), v)
                 })
                 .collect();
+            generating += making.elapsed();
             ix.upsert_many(batch.iter().map(|(id, doc, v)| ragctx_index::Point {
                 chunk_id: id,
                 document_id: doc,
@@ -393,7 +400,12 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
                 eprintln!("saved {} and mapped its {} vectors", path.display(), ix.nodes());
             }
             if !json {
-                eprintln!("built {} of {scale} ({:.0} s)", all.len() + i, started.elapsed().as_secs_f64());
+                eprintln!(
+                    "built {} of {scale} ({:.0} s, of which {:.0} s generating)",
+                    all.len() + i,
+                    started.elapsed().as_secs_f64(),
+                    generating.as_secs_f64()
+                );
             }
         }
         ix
@@ -401,7 +413,8 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
         store.with_index(|ix| ix.clone())
     };
     let built = o.load.is_none() && (scale > all.len() || o.held_out > 0);
-    let build_secs = if built { started.elapsed().as_secs_f64() } else { 0.0 };
+    let build_secs = if built { (started.elapsed() - generating).as_secs_f64() } else { 0.0 };
+    let generate_secs = generating.as_secs_f64();
     // Node ids double as the dense ids of the export: no retired nodes.
     let index = if index.dead_share() > 0.0 { index.compacted() } else { index };
     let mut index = match &map_path {
@@ -611,7 +624,7 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
             alt_path_held_share: held(&alt_per_query),
         });
     }
-    let summary = serde_json::json!({ "vectors": n, "queries": query_vectors.len(), "k": k, "ef_search": index.ef_for(n), "ef_configured": index.params().ef_search, "m": index.params().m, "mapped": index.is_mapped(), "loaded": o.load.is_some(), "rss_before_search_mb": rss_before_search, "search_peak_rss_mb": search_peak(), "rss_split_mb_after": crate::stats::rss_split_mb(), "generator": if scale > all.len() { o.generator.as_str() } else { "none" }, "queries_from": if o.held_out > 0 { "held-out passages" } else if questions.is_some() { "questions" } else { "noisy copies" }, "build_secs": build_secs, "rows": rows });
+    let summary = serde_json::json!({ "vectors": n, "queries": query_vectors.len(), "k": k, "ef_search": index.ef_for(n), "ef_configured": index.params().ef_search, "m": index.params().m, "mapped": index.is_mapped(), "loaded": o.load.is_some(), "rss_before_search_mb": rss_before_search, "search_peak_rss_mb": search_peak(), "rss_split_mb_after": crate::stats::rss_split_mb(), "generator": if scale > all.len() { o.generator.as_str() } else { "none" }, "queries_from": if o.held_out > 0 { "held-out passages" } else if questions.is_some() { "questions" } else { "noisy copies" }, "build_secs": build_secs, "generate_secs": generate_secs, "rows": rows });
     if let Some(dir) = &o.export {
         std::fs::create_dir_all(dir).map_err(|source| Error::Write { path: dir.to_path_buf(), source })?;
         write_f32s(&dir.join("vectors.f32"), &mut (0..index.nodes() as u32).map(|i| index.vector(i)))?;
@@ -633,7 +646,11 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
         query_vectors.len(),
         index.params().m,
         index.ef_for(n),
-        if build_secs > 0.0 { format!(", graph built in {build_secs:.0}s") } else { String::new() }
+        if build_secs > 0.0 {
+            format!(", graph built in {build_secs:.0}s (and {generate_secs:.0}s generating the points)")
+        } else {
+            String::new()
+        }
     );
     if let (Some(before), Some(peak), Some((anon, file))) =
         (rss_before_search, search_peak(), crate::stats::rss_split_mb())

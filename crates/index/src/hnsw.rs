@@ -292,7 +292,7 @@ impl Graph {
             return;
         }
         let q = vectors.get(node);
-        let mut eps = vec![self.descend(vectors, q, level)];
+        let mut eps = vec![self.descend(|n| dot(q, vectors.get(n)), level)];
         let mut layer = self.max_level.min(level);
         loop {
             let found = self.search_layer(vectors, q, &eps, self.ef_construction, layer, |_| true);
@@ -402,7 +402,9 @@ impl Graph {
     fn plan(&self, vectors: &Vectors<'_>, node: u32, level: u8, batch: &[(u32, u8)]) -> Vec<Vec<u32>> {
         let q = vectors.get(node);
         let prepared = vectors.prepare(q);
-        let mut eps = vec![self.descend(vectors, q, level)];
+        // Descended with the scores the walk then compares the entry point with (the compact
+        // copy's), not f32 ones: one scale for every node the plan ranks.
+        let mut eps = vec![self.descend(|n| vectors.score_query(&prepared, n), level)];
         let mut plan = Vec::with_capacity(level as usize + 1);
         for layer in (0..=level).rev() {
             let mut found = if layer <= self.max_level {
@@ -452,11 +454,11 @@ impl Graph {
         kept
     }
 
-    fn greedy(&self, vectors: &Vectors<'_>, q: &[f32], mut ep: Scored, layer: u8) -> Scored {
+    fn greedy(&self, score: &impl Fn(u32) -> f32, mut ep: Scored, layer: u8) -> Scored {
         loop {
             let mut moved = false;
             for &nb in self.neighbours(ep.1, layer) {
-                let s = Scored(dot(q, vectors.get(nb)), nb);
+                let s = Scored(score(nb), nb);
                 if s > ep {
                     ep = s;
                     moved = true;
@@ -489,16 +491,17 @@ impl Graph {
         if self.entry == EMPTY {
             return None;
         }
-        Some(self.descend(vectors, q, 0))
+        Some(self.descend(|n| dot(q, vectors.get(n)), 0))
     }
 
     /// Greedy descent from the entry point through the layers above `to`: the node a walk of
     /// layer `to` (or of the node's top layer, when it is below the graph's) starts from.
-    fn descend(&self, vectors: &Vectors<'_>, q: &[f32], to: u8) -> Scored {
-        let mut ep = Scored(dot(q, vectors.get(self.entry)), self.entry);
+    /// `score` gives a node's similarity to the query.
+    fn descend(&self, score: impl Fn(u32) -> f32, to: u8) -> Scored {
+        let mut ep = Scored(score(self.entry), self.entry);
         let mut layer = self.max_level;
         while layer > to {
-            ep = self.greedy(vectors, q, ep, layer);
+            ep = self.greedy(&score, ep, layer);
             layer -= 1;
         }
         ep
