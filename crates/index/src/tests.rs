@@ -816,3 +816,38 @@ fn batches_of_near_copies_keep_m_links_per_node() {
     let recall = walk_recall(&g, &vectors, n, &queries, 40);
     assert!(recall >= 0.9, "walk recall@10 {recall}");
 }
+
+#[test]
+fn a_full_list_admits_a_new_link_by_the_heuristic_and_drops_what_it_covers() {
+    // Node 0 is the base; 1-3 are its links already, 4 and 5 the batch's new ones. Scores to
+    // the base: 4 (0.911) > 1 (0.894) = 2 (0.894) > 5 (0.854) > 3 (0.707).
+    let v = |x: [f32; 4]| normalise(x.to_vec());
+    let data: Vec<(String, String, Vec<f32>)> = [
+        v([1.0, 0.0, 0.0, 0.0]),
+        v([1.0, 0.5, 0.0, 0.0]),
+        v([1.0, 0.0, 0.5, 0.0]),
+        v([1.0, 0.0, 0.0, 1.0]),
+        // New, nearer the base than 1, and nearer 1 than the base is: 1 goes.
+        v([1.0, 0.45, 0.05, 0.0]),
+        // New, nearer 2 than the base is: it does not come in.
+        v([1.0, 0.1, 0.6, 0.0]),
+    ]
+    .into_iter()
+    .enumerate()
+    .map(|(i, x)| (format!("c{i}"), format!("d{i}"), x))
+    .collect();
+    let ix = build(&data, 0);
+    let vectors = Vectors::of(&ix.vectors, ix.dim, hnsw::Compact::F32);
+    let g = hnsw::Graph::new(2, 8);
+    assert_eq!(g.admit(&vectors, 0, &[1, 2, 3, 4, 5], 3, 3), vec![4, 2, 3]);
+    // Over the cap, the farthest go.
+    assert_eq!(g.admit(&vectors, 0, &[1, 2, 3, 4, 5], 3, 2), vec![4, 2]);
+    // Old links are not checked against each other again: 4 covers 1, and both stay (a
+    // full re-selection would drop 1). The new link 2 comes in; 3 stays.
+    assert_eq!(g.admit(&vectors, 0, &[1, 4, 3, 2], 3, 4), vec![4, 1, 2, 3]);
+    // An old link a new one covers goes: 2 covers 5.
+    assert_eq!(g.admit(&vectors, 0, &[4, 5, 1, 2], 2, 4), vec![4, 2]);
+    // Fewer than `m` kept: the nearest dropped fill back in.
+    let g = hnsw::Graph::new(3, 8);
+    assert_eq!(g.admit(&vectors, 0, &[4, 5, 1, 2], 2, 4), vec![4, 2, 1]);
+}
