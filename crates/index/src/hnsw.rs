@@ -466,7 +466,7 @@ impl Graph {
     pub(crate) fn admit(&self, vectors: &Vectors<'_>, nb: u32, list: &[u32], old: usize, cap: usize) -> Vec<u32> {
         let mut cands: Vec<(Scored, bool)> =
             list.iter().enumerate().map(|(i, &x)| (Scored(vectors.between(nb, x), x), i >= old)).collect();
-        cands.sort_by(|a, b| b.0.cmp(&a.0));
+        cands.sort_by_key(|c| std::cmp::Reverse(c.0));
         let mut kept: Vec<(Scored, bool)> = Vec::with_capacity(cands.len());
         let mut dropped: Vec<u32> = Vec::new();
         for &(c, new) in &cands {
