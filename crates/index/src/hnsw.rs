@@ -403,10 +403,11 @@ impl Graph {
     /// The walk goes half the construction breadth first, and widens to all of it (going on
     /// from where it stopped) only when the heuristic keeps fewer than `m / 4` of what it
     /// found: a node whose candidates all lie in one direction, as among near-copies, where
-    /// a narrow walk finds only the node's own cluster. Elsewhere the narrow walk's links are
-    /// as good: at 300k fitted points the build took 50 s against 77 s at full breadth, with
-    /// recall@10 0.999 against 0.998; at 300k jittered copies 77% of nodes widened
-    /// (bench/README.md, "issue 41, eighth part").
+    /// a narrow walk finds only the node's own cluster (the copies generator's 1M graph at
+    /// breadth 64 throughout held a 5th-percentile recall of 0.40). With [`Graph::admit`], a
+    /// 1M fitted build linked in 156 s against 277 s, recall@10 0.986 → 0.988; on 1M
+    /// jittered copies 125 → 132 s, p5 0.90 → 1.00. The price: 3,374 fitted nodes no link
+    /// reaches, against 692 (bench/README.md, "issue 41, eighth part").
     fn plan(&self, vectors: &Vectors<'_>, node: u32, level: u8, batch: &[(u32, u8)]) -> Vec<Vec<u32>> {
         let q = vectors.get(node);
         let prepared = vectors.prepare(q);
@@ -458,11 +459,10 @@ impl Graph {
     /// stays unless a kept new link is closer to it than `nb` is; over `cap`, the farthest go;
     /// under `m`, the nearest dropped ones fill back in.
     ///
-    /// The old links are not checked against each other again: they were when they came in.
-    /// Re-running the heuristic over the whole list instead compared every pair: at 300k
-    /// fitted points it scored 610 million pairs, more than the walks scored (733 million),
-    /// against 109 million this way; the build took 64 s against 77 s, at recall@10 0.998
-    /// against 0.997 (bench/README.md, "issue 41, eighth part").
+    /// The old links are not compared with each other again (one appended while the list had
+    /// room never was). Re-running the heuristic over the whole list compared every pair: at
+    /// 300k fitted points 610 million pairs, more than the walks scored (733 million), against
+    /// 109 million this way (an instrumented build; bench/README.md, "issue 41, eighth part").
     pub(crate) fn admit(&self, vectors: &Vectors<'_>, nb: u32, list: &[u32], old: usize, cap: usize) -> Vec<u32> {
         let mut cands: Vec<(Scored, bool)> =
             list.iter().enumerate().map(|(i, &x)| (Scored(vectors.between(nb, x), x), i >= old)).collect();
@@ -735,8 +735,9 @@ impl<'a, F: Fn(u32) -> bool> Walk<'a, F> {
 }
 
 /// `f` over `items` on up to `threads` scoped threads, in order. Each thread takes the next
-/// few items as it finishes its last, so that one slow share does not leave a core idle
-/// (contiguous halves of a batch did: a 1M build kept its 2 cores 171% busy).
+/// few items as it finishes its last, so that one slow share does not leave a core idle. With
+/// contiguous halves a 1M fitted build used 154–160% of 2 cores (its generator's one-core
+/// share included), 167–172% this way; linking took 156 s against 164 s.
 fn parallel_map<T: Sync, R: Send>(items: &[T], threads: usize, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
     if threads <= 1 || items.len() < 16 {
         return items.iter().map(f).collect();
