@@ -297,7 +297,7 @@ impl Graph {
         loop {
             let found = self.search_layer(vectors, q, &eps, self.ef_construction, layer, |_| true);
             let cap = if layer == 0 { self.m0() } else { self.m };
-            let (chosen, _) = self.select(vectors, &found, self.m, 0);
+            let (chosen, _) = self.select(vectors, &found, self.m, 0, |_, _| true);
             self.set_neighbours(node, layer, &chosen);
             for &nb in &chosen {
                 let mut list: Vec<u32> = self.neighbours(nb, layer).to_vec();
@@ -312,7 +312,7 @@ impl Graph {
                         .map(|&x| Scored(dot(base, vectors.get(x)), x))
                         .collect();
                     cands.sort_by(|a, b| b.cmp(a));
-                    let (kept, _) = self.select(vectors, &cands, cap, 0);
+                    let (kept, _) = self.select(vectors, &cands, cap, 0, |_, _| true);
                     self.set_neighbours(nb, layer, &kept);
                 }
             }
@@ -437,7 +437,7 @@ impl Graph {
                 found.extend(earlier.iter().copied());
                 found.sort_by(|a, b| b.cmp(a));
                 found.truncate(breadth);
-                let (chosen, diverse) = self.select(vectors, &found, self.m, self.m);
+                let (chosen, diverse) = self.select(vectors, &found, self.m, self.m, |_, _| true);
                 if diverse >= self.m / 4 || breadth >= self.ef_construction {
                     if walk.is_some() {
                         // The next layer's walk starts from the graph's nodes only: the
@@ -454,39 +454,28 @@ impl Graph {
     }
 
     /// The links `nb` keeps when `list` (its `old` links, then the batch's new ones) holds
-    /// more than `cap`: the heuristic of [`Graph::select`] applied to what changed. A new
-    /// link is kept if `nb` is closer to it than every kept link nearer `nb` is; an old link
-    /// stays unless a kept new link is closer to it than `nb` is; over `cap`, the farthest go;
-    /// under `m`, the nearest dropped ones fill back in.
+    /// more than `cap`: [`Graph::select`] with only the comparisons a new link takes part in.
+    /// A new link is kept if `nb` is closer to it than every kept link nearer `nb` is; an old
+    /// link stays unless a kept new link is closer to it than `nb` is; over `cap`, the
+    /// farthest go; under `m`, the nearest passed over fill back in.
     ///
     /// The old links are not compared with each other again (one appended while the list had
     /// room never was). Re-running the heuristic over the whole list compared every pair: at
     /// 300k fitted points 610 million pairs, more than the walks scored (733 million), against
     /// 109 million this way (an instrumented build; bench/README.md, "issue 41, eighth part").
     pub(crate) fn admit(&self, vectors: &Vectors<'_>, nb: u32, list: &[u32], old: usize, cap: usize) -> Vec<u32> {
-        let mut cands: Vec<(Scored, bool)> =
-            list.iter().enumerate().map(|(i, &x)| (Scored(vectors.between(nb, x), x), i >= old)).collect();
-        cands.sort_by_key(|c| std::cmp::Reverse(c.0));
-        let mut kept: Vec<(Scored, bool)> = Vec::with_capacity(cands.len());
-        let mut dropped: Vec<u32> = Vec::new();
-        for &(c, new) in &cands {
-            if kept.iter().filter(|k| new || k.1).all(|k| vectors.between(c.1, k.0 .1) < c.0) {
-                kept.push((c, new));
-            } else {
-                dropped.push(c.1);
-            }
-        }
-        let mut links: Vec<u32> = kept.iter().map(|k| k.0 .1).take(cap).collect();
-        let short = self.m.saturating_sub(links.len());
-        links.extend(dropped.iter().take(short));
-        links
+        let mut cands: Vec<Scored> = list.iter().map(|&x| Scored(vectors.between(nb, x), x)).collect();
+        cands.sort_by(|a, b| b.cmp(a));
+        let is_new = |x: u32| list[old..].contains(&x);
+        self.select(vectors, &cands, cap, self.m, |c, k| is_new(c) || is_new(k)).0
     }
 
     /// The neighbour-selection heuristic: keep a candidate only if it is closer to the base
     /// than to every neighbour already kept (spreads links across directions); then, while
     /// fewer than `fill_to` are kept, the nearest candidates it passed over (Malkov &
-    /// Yashunin's "keepPrunedConnections"). Returns the links and how many the heuristic
-    /// kept before the fill.
+    /// Yashunin's "keepPrunedConnections"). A candidate is compared only with the kept links
+    /// `compared(candidate, kept)` names (every one, but in [`Graph::admit`]). Returns the
+    /// links and how many the heuristic kept before the fill.
     ///
     /// Batches fill to `m`; one-by-one inserts (graphs under [`crate::BATCH_FROM`] nodes) fill
     /// nothing, as they always did. Among near-copies every candidate is about as close to
@@ -495,13 +484,20 @@ impl Graph {
     /// that no link reached (a walk can never return them); its 5th-percentile query recall
     /// was 0.70. Filled to `m`: at least 16 links, 74 unreached, p5 0.90 at the same search
     /// time (bench/README.md, "issue 41, sixth part").
-    fn select(&self, vectors: &Vectors<'_>, sorted: &[Scored], m: usize, fill_to: usize) -> (Vec<u32>, usize) {
+    fn select(
+        &self,
+        vectors: &Vectors<'_>,
+        sorted: &[Scored],
+        m: usize,
+        fill_to: usize,
+        compared: impl Fn(u32, u32) -> bool,
+    ) -> (Vec<u32>, usize) {
         let mut kept: Vec<u32> = Vec::with_capacity(m);
         for c in sorted {
             if kept.len() >= m {
                 break;
             }
-            if kept.iter().all(|&k| vectors.between(c.1, k) < c.0) {
+            if kept.iter().filter(|&&k| compared(c.1, k)).all(|&k| vectors.between(c.1, k) < c.0) {
                 kept.push(c.1);
             }
         }
