@@ -397,6 +397,64 @@ impl Graph {
         }
     }
 
+    /// Gives every layer-0 node that no layer-0 link reaches (but the entry point and nodes
+    /// `retired` names) a way in, and returns how many it linked. The way in is a slot in the
+    /// list of the node's nearest own link: a free one, or else the slot of a link that
+    /// keeps another way in after losing it, chosen among those the orphan itself links to
+    /// when it can (the host then still reaches that link through the orphan, one step
+    /// further), else the one with the most ways in.
+    ///
+    /// Batches admit new links by a heuristic that may drop a node from every list that
+    /// held it (`Graph::admit`): at 1M fitted points 3,374 nodes were left unreachable (a
+    /// walk could never return them, only a scan). Free slots alone left 2,875 of them,
+    /// whose neighbours' lists were full ("issue 41, eighth part"); this pass leaves none, in
+    /// 23–33 ms per pass at 577k nodes (bench/README.md, "issue 41, ninth part").
+    pub(crate) fn reach_unreached(&mut self, vectors: &Vectors<'_>, retired: impl Fn(u32) -> bool) -> usize {
+        let n = self.len();
+        let m0 = self.m0();
+        // Counted up to 255 (a byte a node: the count stays in cache): only 0, 1 and more
+        // matter here.
+        let mut ways_in = vec![0u8; n];
+        for &x in &self.layer0 {
+            if x != EMPTY {
+                let w = &mut ways_in[x as usize];
+                *w = w.saturating_add(1);
+            }
+        }
+        let mut linked = 0;
+        for node in 0..n as u32 {
+            if ways_in[node as usize] > 0 || node == self.entry || retired(node) {
+                continue;
+            }
+            let own = self.neighbours(node, 0);
+            let Some(host) = own
+                .iter()
+                .copied()
+                .max_by(|&a, &b| Scored(vectors.between(node, a), a).cmp(&Scored(vectors.between(node, b), b)))
+            else {
+                continue;
+            };
+            let mut list = self.neighbours(host, 0).to_vec();
+            if list.len() < m0 {
+                list.push(node);
+            } else {
+                let spare = |t: &&u32| ways_in[**t as usize] >= 2;
+                let through_node = list.iter().filter(spare).filter(|t| own.contains(t)).last().copied();
+                let most = list.iter().filter(spare).max_by_key(|t| (ways_in[**t as usize], std::cmp::Reverse(**t)));
+                let Some(out) = through_node.or(most.copied()) else {
+                    continue;
+                };
+                let slot = list.iter().position(|&t| t == out).expect("a link of the list");
+                list[slot] = node;
+                ways_in[out as usize] -= 1;
+            }
+            ways_in[node as usize] += 1;
+            self.set_neighbours(host, 0, &list);
+            linked += 1;
+        }
+        linked
+    }
+
     /// The links a batch node chooses at each of its layers (its top layer first): from a
     /// walk of the graph as it stood before the batch, and from the batch's earlier nodes.
     ///
@@ -406,8 +464,9 @@ impl Graph {
     /// a narrow walk finds only the node's own cluster (the copies generator's 1M graph at
     /// breadth 64 throughout held a 5th-percentile recall of 0.40). With [`Graph::admit`], a
     /// 1M fitted build linked in 156 s against 277 s, recall@10 0.986 → 0.988; on 1M
-    /// jittered copies 125 → 132 s, p5 0.90 → 1.00. The price: 3,374 fitted nodes no link
-    /// reaches, against 692 (bench/README.md, "issue 41, eighth part").
+    /// jittered copies 125 → 132 s, p5 0.90 → 1.00. It left 3,374 fitted nodes that no link
+    /// reached, against 692 (bench/README.md, "issue 41, eighth part"), which
+    /// [`Graph::reach_unreached`] now links.
     fn plan(&self, vectors: &Vectors<'_>, node: u32, level: u8, batch: &[(u32, u8)]) -> Vec<Vec<u32>> {
         let q = vectors.get(node);
         let prepared = vectors.prepare(q);

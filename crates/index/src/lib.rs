@@ -333,6 +333,7 @@ impl VectorIndex {
         assert!(points.iter().all(|p| p.vector.len() == self.dim), "vector dimension");
         let mut new = 0;
         let mut first = None;
+        let before = self.nodes();
         for p in points {
             let (is_new, node) = self.stage(&p);
             new += usize::from(is_new);
@@ -346,6 +347,15 @@ impl VectorIndex {
         }
         if let Some(from) = first {
             self.link(from, self.nodes() - from as usize);
+        }
+        // A call that linked a batch or more gives the nodes its batches left unreachable a
+        // way in (`Graph::reach_unreached`): one pass over the layer-0 links, which a
+        // one-document ingest does not pay.
+        let linked = self.nodes() - before;
+        if linked >= BATCH && self.graph.len() > BATCH_FROM {
+            let compact = compact_of(self.int8.as_ref(), self.half_ok, &self.halves);
+            let retired = &self.retired;
+            self.graph.reach_unreached(&Vectors::of(&self.vectors, self.dim, compact), |n| retired.get(n as usize));
         }
         new
     }

@@ -851,3 +851,89 @@ fn a_full_list_admits_a_new_link_by_the_heuristic_and_drops_what_it_covers() {
     let g = hnsw::Graph::new(3, 8);
     assert_eq!(g.admit(&vectors, 0, &[4, 5, 1, 2], 2, 4), vec![4, 2, 1]);
 }
+
+#[test]
+fn an_unreached_node_takes_a_free_slot_or_one_whose_link_keeps_another_way_in() {
+    let v = |x: [f32; 4]| normalise(x.to_vec());
+    let data: Vec<(String, String, Vec<f32>)> = [
+        v([1.0, 0.0, 0.0, 0.0]),
+        v([0.0, 1.0, 0.0, 0.0]),
+        v([0.0, 0.0, 1.0, 0.0]),
+        v([0.0, 0.0, 0.0, 1.0]),
+        v([1.0, 0.0, 1.0, 0.0]),
+        v([1.0, 0.0, 0.0, 1.0]),
+        // Nearer 1 than 4.
+        v([0.2, 1.0, 0.0, 0.0]),
+    ]
+    .into_iter()
+    .enumerate()
+    .map(|(i, x)| (format!("c{i}"), format!("d{i}"), x))
+    .collect();
+    let ix = build(&data, 0);
+    let vectors = Vectors::of(&ix.vectors, ix.dim, hnsw::Compact::F32);
+    // m 2: four layer-0 slots per node.
+    let graph = |lists: &[&[u32]]| {
+        let mut g = hnsw::Graph::new(2, 8);
+        g.levels = vec![0; lists.len()];
+        g.layer0 = vec![hnsw::EMPTY; lists.len() * 4];
+        for (node, list) in lists.iter().enumerate() {
+            g.layer0[node * 4..node * 4 + list.len()].copy_from_slice(list);
+        }
+        g.entry = 0;
+        g
+    };
+    let none = |_: u32| false;
+
+    // A free slot in the nearest own link's list (6 links to 1 and 2; 1 is nearer).
+    let mut g = graph(&[&[1], &[0], &[], &[], &[], &[], &[1, 2]]);
+    assert_eq!(g.reach_unreached(&vectors, none), 1);
+    assert_eq!(g.neighbours(1, 0), &[0, 6]);
+
+    // Full lists. 5 (linked only to 0) takes the slot of 0's link with the most ways in (1,
+    // with five); 6 takes, in 1's list, the slot of 4 (three ways in), not of 2 (four): 6
+    // links to 4 itself.
+    let mut g = graph(&[&[3, 2, 1, 4], &[0, 2, 3, 4], &[1], &[1, 2], &[1, 2], &[0], &[1, 4]]);
+    assert_eq!(g.reach_unreached(&vectors, none), 2);
+    assert_eq!(g.neighbours(0, 0), &[3, 2, 5, 4]);
+    assert_eq!(g.neighbours(1, 0), &[0, 2, 3, 6]);
+
+    // No link of the full list keeps another way in: nothing is taken. A retired node and
+    // the entry point are left as they are.
+    let lists: &[&[u32]] = &[&[1, 2, 3, 4], &[0], &[0], &[0], &[0], &[0], &[0]];
+    let mut g = graph(lists);
+    assert_eq!(g.reach_unreached(&vectors, |n| n == 6), 0);
+    assert_eq!(g.layer0, graph(lists).layer0);
+}
+
+#[test]
+fn batches_leave_no_node_unreached_once_reach_unreached_ran() {
+    // Near-copies (±0.02 per component) of a few centres, linked in batches as a large index
+    // is: among near-copies the heuristic drops nodes from every list.
+    let mut next = uniform(5);
+    let centres: Vec<Vec<f32>> = (0..60).map(|_| (0..16).map(|_| next()).collect()).collect();
+    let data: Vec<(String, String, Vec<f32>)> = (0..3_000)
+        .map(|i| {
+            let v = centres[i % centres.len()].iter().map(|x| x + 0.02 * next()).collect();
+            (format!("c{i}"), format!("d{i}"), normalise(v))
+        })
+        .collect();
+    let ix = build_with(&data, IndexParams { quantize_above: 100, ..IndexParams::default() });
+    let vectors = ix.search_vectors();
+    let mut g = hnsw::Graph::new(16, 128);
+    g.insert_batch(&vectors, 0, 1, 1);
+    let mut node = 1;
+    while node < data.len() {
+        let size = 512.min(data.len() - node);
+        g.insert_batch(&vectors, node as u32, size, 2);
+        node += size;
+    }
+    let unreached = |g: &hnsw::Graph| {
+        let mut reached = vec![false; g.len()];
+        g.layer0.iter().filter(|&&x| x != hnsw::EMPTY).for_each(|&x| reached[x as usize] = true);
+        (0..g.len() as u32).filter(|&n| !reached[n as usize] && n != g.entry).count()
+    };
+    let before = unreached(&g);
+    assert!(before > 0, "the batches left every node reached: the corpus tests nothing");
+    assert_eq!(g.reach_unreached(&vectors, |_| false), before);
+    assert_eq!(unreached(&g), 0);
+}
