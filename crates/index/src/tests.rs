@@ -817,26 +817,27 @@ fn batches_of_near_copies_keep_m_links_per_node() {
     assert!(recall >= 0.9, "walk recall@10 {recall}");
 }
 
+/// An index of hand-placed 4-d points (normalised), chunk `c{i}` of document `d{i}` each.
+fn hand_placed(points: &[[f32; 4]]) -> VectorIndex {
+    let data: Vec<(String, String, Vec<f32>)> =
+        points.iter().enumerate().map(|(i, x)| (format!("c{i}"), format!("d{i}"), normalise(x.to_vec()))).collect();
+    build(&data, 0)
+}
+
 #[test]
 fn a_full_list_admits_a_new_link_by_the_heuristic_and_drops_what_it_covers() {
     // Node 0 is the base; 1-3 are its links already, 4 and 5 the batch's new ones. Scores to
     // the base: 4 (0.911) > 1 (0.894) = 2 (0.894) > 5 (0.854) > 3 (0.707).
-    let v = |x: [f32; 4]| normalise(x.to_vec());
-    let data: Vec<(String, String, Vec<f32>)> = [
-        v([1.0, 0.0, 0.0, 0.0]),
-        v([1.0, 0.5, 0.0, 0.0]),
-        v([1.0, 0.0, 0.5, 0.0]),
-        v([1.0, 0.0, 0.0, 1.0]),
+    let ix = hand_placed(&[
+        [1.0, 0.0, 0.0, 0.0],
+        [1.0, 0.5, 0.0, 0.0],
+        [1.0, 0.0, 0.5, 0.0],
+        [1.0, 0.0, 0.0, 1.0],
         // New, nearer the base than 1, and nearer 1 than the base is: 1 goes.
-        v([1.0, 0.45, 0.05, 0.0]),
+        [1.0, 0.45, 0.05, 0.0],
         // New, nearer 2 than the base is: it does not come in.
-        v([1.0, 0.1, 0.6, 0.0]),
-    ]
-    .into_iter()
-    .enumerate()
-    .map(|(i, x)| (format!("c{i}"), format!("d{i}"), x))
-    .collect();
-    let ix = build(&data, 0);
+        [1.0, 0.1, 0.6, 0.0],
+    ]);
     let vectors = Vectors::of(&ix.vectors, ix.dim, hnsw::Compact::F32);
     let g = hnsw::Graph::new(2, 8);
     assert_eq!(g.admit(&vectors, 0, &[1, 2, 3, 4, 5], 3, 3), vec![4, 2, 3]);
@@ -854,22 +855,16 @@ fn a_full_list_admits_a_new_link_by_the_heuristic_and_drops_what_it_covers() {
 
 #[test]
 fn an_unreached_node_takes_a_free_slot_or_one_whose_link_keeps_another_way_in() {
-    let v = |x: [f32; 4]| normalise(x.to_vec());
-    let data: Vec<(String, String, Vec<f32>)> = [
-        v([1.0, 0.0, 0.0, 0.0]),
-        v([0.0, 1.0, 0.0, 0.0]),
-        v([0.0, 0.0, 1.0, 0.0]),
-        v([0.0, 0.0, 0.0, 1.0]),
-        v([1.0, 0.0, 1.0, 0.0]),
-        v([1.0, 0.0, 0.0, 1.0]),
+    let ix = hand_placed(&[
+        [1.0, 0.0, 0.0, 0.0],
+        [0.0, 1.0, 0.0, 0.0],
+        [0.0, 0.0, 1.0, 0.0],
+        [0.0, 0.0, 0.0, 1.0],
+        [1.0, 0.0, 1.0, 0.0],
+        [1.0, 0.0, 0.0, 1.0],
         // Nearer 1 than 4.
-        v([0.2, 1.0, 0.0, 0.0]),
-    ]
-    .into_iter()
-    .enumerate()
-    .map(|(i, x)| (format!("c{i}"), format!("d{i}"), x))
-    .collect();
-    let ix = build(&data, 0);
+        [0.2, 1.0, 0.0, 0.0],
+    ]);
     let vectors = Vectors::of(&ix.vectors, ix.dim, hnsw::Compact::F32);
     // m 2: four layer-0 slots per node.
     let graph = |lists: &[&[u32]]| {
