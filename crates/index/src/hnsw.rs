@@ -439,7 +439,7 @@ impl Graph {
                 list.push(node);
             } else {
                 let spare = |t: &&u32| ways_in[**t as usize] >= 2;
-                let through_node = list.iter().filter(spare).filter(|t| own.contains(t)).last().copied();
+                let through_node = list.iter().rev().filter(spare).find(|t| own.contains(t)).copied();
                 let most = list.iter().filter(spare).max_by_key(|t| (ways_in[**t as usize], std::cmp::Reverse(**t)));
                 let Some(out) = through_node.or(most.copied()) else {
                     continue;
