@@ -408,7 +408,7 @@ impl Graph {
     /// held it (`Graph::admit`): at 1M fitted points 3,374 nodes were left unreachable (a
     /// walk could never return them, only a scan). Free slots alone left 2,875 of them,
     /// whose neighbours' lists were full ("issue 41, eighth part"); this pass leaves none, in
-    /// 23–33 ms per pass at 577k nodes (bench/README.md, "issue 41, ninth part").
+    /// 23–33 ms per pass at 567k–577k nodes (bench/README.md, "issue 41, ninth part").
     pub(crate) fn reach_unreached(&mut self, vectors: &Vectors<'_>, retired: impl Fn(u32) -> bool) -> usize {
         let n = self.len();
         let m0 = self.m0();
@@ -438,13 +438,17 @@ impl Graph {
             if list.len() < m0 {
                 list.push(node);
             } else {
-                let spare = |t: &&u32| ways_in[**t as usize] >= 2;
-                let through_node = list.iter().rev().filter(spare).find(|t| own.contains(t)).copied();
-                let most = list.iter().filter(spare).max_by_key(|t| (ways_in[**t as usize], std::cmp::Reverse(**t)));
-                let Some(out) = through_node.or(most.copied()) else {
+                let spare = |(_, t): &(usize, &u32)| ways_in[**t as usize] >= 2;
+                let through_node = || list.iter().enumerate().rev().filter(spare).find(|(_, t)| own.contains(t));
+                let most = || {
+                    list.iter()
+                        .enumerate()
+                        .filter(spare)
+                        .max_by_key(|(_, t)| (ways_in[**t as usize], std::cmp::Reverse(**t)))
+                };
+                let Some((slot, &out)) = through_node().or_else(most) else {
                     continue;
                 };
-                let slot = list.iter().position(|&t| t == out).expect("a link of the list");
                 list[slot] = node;
                 ways_in[out as usize] -= 1;
             }
