@@ -415,6 +415,11 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
     let built = o.load.is_none() && (scale > all.len() || o.held_out > 0);
     let build_secs = if built { (started.elapsed() - generating).as_secs_f64() } else { 0.0 };
     let generate_secs = generating.as_secs_f64();
+    // Read before a compaction or a reload resets them.
+    let reach = index.reach_stats();
+    let counting = Instant::now();
+    let unreached = index.unreached();
+    let unreached_count_ms = counting.elapsed().as_secs_f64() * 1e3;
     // Node ids double as the dense ids of the export: no retired nodes.
     let index = if index.dead_share() > 0.0 { index.compacted() } else { index };
     let mut index = match &map_path {
@@ -624,7 +629,7 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
             alt_path_held_share: held(&alt_per_query),
         });
     }
-    let summary = serde_json::json!({ "vectors": n, "queries": query_vectors.len(), "k": k, "ef_search": index.ef_for(n), "ef_configured": index.params().ef_search, "m": index.params().m, "mapped": index.is_mapped(), "loaded": o.load.is_some(), "rss_before_search_mb": rss_before_search, "search_peak_rss_mb": search_peak(), "rss_split_mb_after": crate::stats::rss_split_mb(), "generator": if scale > all.len() { o.generator.as_str() } else { "none" }, "queries_from": if o.held_out > 0 { "held-out passages" } else if questions.is_some() { "questions" } else { "noisy copies" }, "build_secs": build_secs, "generate_secs": generate_secs, "rows": rows });
+    let summary = serde_json::json!({ "vectors": n, "queries": query_vectors.len(), "k": k, "ef_search": index.ef_for(n), "ef_configured": index.params().ef_search, "m": index.params().m, "mapped": index.is_mapped(), "loaded": o.load.is_some(), "rss_before_search_mb": rss_before_search, "search_peak_rss_mb": search_peak(), "rss_split_mb_after": crate::stats::rss_split_mb(), "generator": if scale > all.len() { o.generator.as_str() } else { "none" }, "queries_from": if o.held_out > 0 { "held-out passages" } else if questions.is_some() { "questions" } else { "noisy copies" }, "build_secs": build_secs, "generate_secs": generate_secs, "unreached": unreached, "unreached_count_ms": unreached_count_ms, "reach_passes": reach.passes, "reach_examined": reach.examined, "reach_linked": reach.linked, "reach_secs": reach.seconds, "rows": rows });
     if let Some(dir) = &o.export {
         std::fs::create_dir_all(dir).map_err(|source| Error::Write { path: dir.to_path_buf(), source })?;
         write_f32s(&dir.join("vectors.f32"), &mut (0..index.nodes() as u32).map(|i| index.vector(i)))?;
@@ -648,6 +653,17 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
         index.ef_for(n),
         if build_secs > 0.0 {
             format!(", graph built in {build_secs:.0}s (and {generate_secs:.0}s generating the points)")
+        } else {
+            String::new()
+        }
+    );
+    println!(
+        "{unreached} nodes no layer-0 link reaches (counted over every link in {unreached_count_ms:.1} ms){}",
+        if reach.passes > 0 {
+            format!(
+                "; the build's {} passes giving such nodes a way in looked at {} nodes, linked {}, in {:.2} s",
+                reach.passes, reach.examined, reach.linked, reach.seconds
+            )
         } else {
             String::new()
         }

@@ -55,6 +55,29 @@ pub(crate) struct Graph {
     pub entry: u32,
     pub max_level: u8,
     pub rng: u64,
+    /// How many layer-0 lists hold each node, kept from the first
+    /// [`Graph::reach_unreached`] on (`None` before it, and after a load: the pass counts
+    /// them then). Writes to `layer0` other than through `set_neighbours` must leave it
+    /// `None`.
+    pub ways_in: Option<Vec<u32>>,
+    /// The nodes added, or left in no list, since the last pass (while `ways_in` is kept):
+    /// the only ones the next pass need look at.
+    emptied: Vec<u32>,
+    /// What the passes did so far.
+    pub reach: ReachStats,
+}
+
+/// What [`Graph::reach_unreached`] did over a graph's life in this process.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ReachStats {
+    /// Passes run.
+    pub passes: usize,
+    /// Nodes they gave a way in.
+    pub linked: usize,
+    /// Nodes they looked at (every node of the graph for a pass that counted the ways in).
+    pub examined: usize,
+    /// Time they took, in seconds.
+    pub seconds: f64,
 }
 
 pub(crate) struct Vectors<'a> {
@@ -227,6 +250,9 @@ impl Graph {
             entry: EMPTY,
             max_level: 0,
             rng: 0x9E37_79B9_7F4A_7C15,
+            ways_in: None,
+            emptied: Vec::new(),
+            reach: ReachStats::default(),
         }
     }
 
@@ -255,7 +281,18 @@ impl Graph {
     fn set_neighbours(&mut self, node: u32, layer: u8, list: &[u32]) {
         let slots = if layer == 0 {
             let m0 = self.m0();
-            &mut self.layer0[node as usize * m0..(node as usize + 1) * m0]
+            let slots = &mut self.layer0[node as usize * m0..(node as usize + 1) * m0];
+            if let Some(ways_in) = &mut self.ways_in {
+                // New links first: a node in both lists never reads as emptied.
+                list.iter().for_each(|&x| ways_in[x as usize] += 1);
+                for &x in slots.iter().take_while(|&&x| x != EMPTY) {
+                    ways_in[x as usize] -= 1;
+                    if ways_in[x as usize] == 0 {
+                        self.emptied.push(x);
+                    }
+                }
+            }
+            slots
         } else {
             let m = self.m;
             let up = self.upper.get_mut(&node).expect("node reaches this layer");
@@ -264,6 +301,32 @@ impl Graph {
         };
         slots.fill(EMPTY);
         slots[..list.len()].copy_from_slice(list);
+    }
+
+    /// Counts a node just appended (in no list yet) while the ways in are kept.
+    fn added(&mut self, node: u32) {
+        if let Some(ways_in) = &mut self.ways_in {
+            ways_in.push(0);
+            self.emptied.push(node);
+        }
+    }
+
+    /// How many layer-0 lists hold each node, counted from the lists.
+    pub(crate) fn count_ways_in(&self) -> Vec<u32> {
+        let mut ways_in = vec![0u32; self.len()];
+        for &x in &self.layer0 {
+            if x != EMPTY {
+                ways_in[x as usize] += 1;
+            }
+        }
+        ways_in
+    }
+
+    /// Nodes that no layer-0 list holds, but the entry point and those `retired` names:
+    /// only a scan can return them. Counted afresh from the lists.
+    pub(crate) fn unreached(&self, retired: impl Fn(u32) -> bool) -> usize {
+        let ways_in = self.count_ways_in();
+        (0..self.len() as u32).filter(|&n| ways_in[n as usize] == 0 && n != self.entry && !retired(n)).count()
     }
 
     fn random_level(&mut self) -> u8 {
@@ -283,6 +346,7 @@ impl Graph {
         let level = self.random_level();
         self.levels.push(level);
         self.layer0.extend(std::iter::repeat_n(EMPTY, self.m0()));
+        self.added(node);
         if level > 0 {
             self.upper.insert(node, vec![EMPTY; level as usize * self.m]);
         }
@@ -352,6 +416,7 @@ impl Graph {
         for &(node, level) in &batch {
             self.levels.push(level);
             self.layer0.extend(std::iter::repeat_n(EMPTY, self.m0()));
+            self.added(node);
             if level > 0 {
                 self.upper.insert(node, vec![EMPTY; level as usize * self.m]);
             }
@@ -399,63 +464,74 @@ impl Graph {
 
     /// Gives every layer-0 node that no layer-0 link reaches (but the entry point and nodes
     /// `retired` names) a way in, and returns how many it linked. The way in is a slot in the
-    /// list of the node's nearest own link: a free one, or else the slot of a link that
-    /// keeps another way in after losing it, chosen among those the orphan itself links to
-    /// when it can (the host then still reaches that link through the orphan, one step
-    /// further), else the one with the most ways in.
+    /// list of one of the node's own links, the nearest that has one to give: a free slot,
+    /// or else the slot of a link that keeps another way in after losing it, chosen among
+    /// those the orphan itself links to when it can (the host then still reaches that link
+    /// through the orphan, one step further), else the one with the most ways in.
     ///
     /// Batches admit new links by a heuristic that may drop a node from every list that
     /// held it (`Graph::admit`): at 1M fitted points 3,374 nodes were left unreachable (a
     /// walk could never return them, only a scan). Free slots alone left 2,875 of them,
-    /// whose neighbours' lists were full ("issue 41, eighth part"); this pass leaves none, in
-    /// 23–33 ms per pass at 567k–577k nodes (bench/README.md, "issue 41, ninth part").
+    /// whose neighbours' lists were full ("issue 41, eighth part"); this pass leaves none
+    /// (bench/README.md, "issue 41, ninth part").
+    ///
+    /// The first pass counts every node's ways in (23–33 ms at 567k–577k nodes, "ninth
+    /// part"); the graph keeps the counts from then on, so a later pass looks only at the
+    /// nodes added or left in no list since the one before (`ReachStats::examined`).
     pub(crate) fn reach_unreached(&mut self, vectors: &Vectors<'_>, retired: impl Fn(u32) -> bool) -> usize {
-        let n = self.len();
+        let started = std::time::Instant::now();
         let m0 = self.m0();
-        // Counted up to 255 (a byte a node: the count stays in cache): only 0, 1 and more
-        // matter here.
-        let mut ways_in = vec![0u8; n];
-        for &x in &self.layer0 {
-            if x != EMPTY {
-                let w = &mut ways_in[x as usize];
-                *w = w.saturating_add(1);
+        let emptied = std::mem::take(&mut self.emptied);
+        // Taken out while the pass writes lists: it counts its own changes below.
+        let (mut ways_in, mut candidates) = match self.ways_in.take() {
+            Some(ways_in) => (ways_in, emptied),
+            None => {
+                let ways_in = self.count_ways_in();
+                let none = (0..self.len() as u32).filter(|&n| ways_in[n as usize] == 0).collect();
+                (ways_in, none)
             }
-        }
+        };
+        // In node order, as a pass over every node would take them.
+        candidates.sort_unstable();
+        candidates.dedup();
         let mut linked = 0;
-        for node in 0..n as u32 {
+        for &node in &candidates {
             if ways_in[node as usize] > 0 || node == self.entry || retired(node) {
                 continue;
             }
             let own = self.neighbours(node, 0);
-            let Some(host) = own
-                .iter()
-                .copied()
-                .max_by(|&a, &b| Scored(vectors.between(node, a), a).cmp(&Scored(vectors.between(node, b), b)))
-            else {
-                continue;
-            };
-            let mut list = self.neighbours(host, 0).to_vec();
-            if list.len() < m0 {
-                list.push(node);
-            } else {
-                let spare = |(_, t): &(usize, &u32)| ways_in[**t as usize] >= 2;
-                let through_node = || list.iter().enumerate().rev().filter(spare).find(|(_, t)| own.contains(t));
-                let most = || {
-                    list.iter()
-                        .enumerate()
-                        .filter(spare)
-                        .max_by_key(|(_, t)| (ways_in[**t as usize], std::cmp::Reverse(**t)))
-                };
-                let Some((slot, &out)) = through_node().or_else(most) else {
-                    continue;
-                };
-                list[slot] = node;
-                ways_in[out as usize] -= 1;
+            let mut hosts: Vec<Scored> = own.iter().map(|&h| Scored(vectors.between(node, h), h)).collect();
+            hosts.sort_unstable_by(|a, b| b.cmp(a));
+            for &Scored(_, host) in &hosts {
+                let mut list = self.neighbours(host, 0).to_vec();
+                if list.len() < m0 {
+                    list.push(node);
+                } else {
+                    let spare = |(_, t): &(usize, &u32)| ways_in[**t as usize] >= 2;
+                    let through_node = || list.iter().enumerate().rev().filter(spare).find(|(_, t)| own.contains(t));
+                    let most = || {
+                        list.iter()
+                            .enumerate()
+                            .filter(spare)
+                            .max_by_key(|(_, t)| (ways_in[**t as usize], std::cmp::Reverse(**t)))
+                    };
+                    let Some((slot, &out)) = through_node().or_else(most) else {
+                        continue;
+                    };
+                    list[slot] = node;
+                    ways_in[out as usize] -= 1;
+                }
+                ways_in[node as usize] += 1;
+                self.set_neighbours(host, 0, &list);
+                linked += 1;
+                break;
             }
-            ways_in[node as usize] += 1;
-            self.set_neighbours(host, 0, &list);
-            linked += 1;
         }
+        self.ways_in = Some(ways_in);
+        self.reach.passes += 1;
+        self.reach.linked += linked;
+        self.reach.examined += candidates.len();
+        self.reach.seconds += started.elapsed().as_secs_f64();
         linked
     }
 

@@ -33,6 +33,7 @@ mod search;
 pub use distance::dot;
 pub use exclusion::{ResolvedCache, ResolvedExclusion};
 pub use filter_index::{DocumentPositions, MetadataIndex, PositionBits};
+pub use hnsw::ReachStats;
 pub use persist::IndexError;
 pub use prepared::PreparedExclusions;
 
@@ -282,6 +283,18 @@ impl VectorIndex {
         self.vectors.is_mapped()
     }
 
+    /// Nodes that no layer-0 link reaches (the entry point and retired nodes aside): a walk
+    /// can never return them, only a scan. Counted afresh, over every link.
+    pub fn unreached(&self) -> usize {
+        self.graph.unreached(|n| self.retired.get(n as usize))
+    }
+
+    /// What the passes that give unreached nodes a way in did in this process
+    /// (`VectorIndex::upsert_many`).
+    pub fn reach_stats(&self) -> ReachStats {
+        self.graph.reach
+    }
+
     /// Share of nodes that are replaced (dead) but still in the graph.
     pub fn dead_share(&self) -> f64 {
         if self.nodes() == 0 {
@@ -349,8 +362,9 @@ impl VectorIndex {
             self.link(from, self.nodes() - from as usize);
         }
         // A call that linked a batch or more gives the nodes its batches left unreachable a
-        // way in (`Graph::reach_unreached`): one pass over the layer-0 links, which a
-        // one-document ingest does not pay.
+        // way in (`Graph::reach_unreached`): the first such call in a process counts every
+        // node's ways in, later ones look only at what changed. A one-document ingest does
+        // not run it.
         let linked = self.nodes() - before;
         if linked >= BATCH && self.graph.len() > BATCH_FROM {
             let compact = compact_of(self.int8.as_ref(), self.half_ok, &self.halves);

@@ -892,6 +892,13 @@ fn an_unreached_node_takes_a_free_slot_or_one_whose_link_keeps_another_way_in() 
     assert_eq!(g.neighbours(0, 0), &[3, 2, 5, 4]);
     assert_eq!(g.neighbours(1, 0), &[0, 2, 3, 6]);
 
+    // The nearest own link's list is full and none of its links keeps another way in: the
+    // next nearest (4) gives a free slot.
+    let mut g = graph(&[&[1], &[0, 2, 3, 5], &[], &[], &[], &[], &[1, 4]]);
+    assert_eq!(g.reach_unreached(&vectors, none), 1);
+    assert_eq!(g.neighbours(1, 0), &[0, 2, 3, 5]);
+    assert_eq!(g.neighbours(4, 0), &[6]);
+
     // No link of the full list keeps another way in: nothing is taken. A retired node and
     // the entry point are left as they are.
     let lists: &[&[u32]] = &[&[1, 2, 3, 4], &[0], &[0], &[0], &[0], &[0], &[0]];
@@ -931,4 +938,45 @@ fn batches_leave_no_node_unreached_once_reach_unreached_ran() {
     assert!(before > 0, "the batches left every node reached: the corpus tests nothing");
     assert_eq!(g.reach_unreached(&vectors, |_| false), before);
     assert_eq!(unreached(&g), 0);
+}
+
+#[test]
+fn a_pass_after_each_batch_looks_only_at_what_changed_and_links_as_a_full_pass_would() {
+    // As `VectorIndex::upsert_many` runs it: a pass after every batch. Near-copies, so that
+    // batches after the first leave nodes unreached too.
+    let mut next = uniform(11);
+    let centres: Vec<Vec<f32>> = (0..40).map(|_| (0..16).map(|_| next()).collect()).collect();
+    let data: Vec<(String, String, Vec<f32>)> = (0..4_000)
+        .map(|i| {
+            let v = centres[i % centres.len()].iter().map(|x| x + 0.02 * next()).collect();
+            (format!("c{i}"), format!("d{i}"), normalise(v))
+        })
+        .collect();
+    let ix = build_with(&data, IndexParams { quantize_above: 100, ..IndexParams::default() });
+    let vectors = ix.search_vectors();
+    let mut g = hnsw::Graph::new(16, 128);
+    g.insert_batch(&vectors, 0, 1, 1);
+    let mut node = 1;
+    let mut linked_later = 0;
+    while node < data.len() {
+        let size = 512.min(data.len() - node);
+        g.insert_batch(&vectors, node as u32, size, 2);
+        node += size;
+        // The same graph with its counts forgotten: its pass counts and looks at every node.
+        let mut full = g.clone();
+        full.ways_in = None;
+        let examined = g.reach.examined;
+        let linked = g.reach_unreached(&vectors, |_| false);
+        assert_eq!(full.reach_unreached(&vectors, |_| false), linked);
+        assert_eq!(g.layer0, full.layer0, "after {node} nodes");
+        assert_eq!(g.ways_in.as_deref(), Some(g.count_ways_in().as_slice()), "kept counts after {node} nodes");
+        assert_eq!(g.unreached(|_| false), 0);
+        if g.reach.passes > 1 {
+            linked_later += linked;
+            // Only the batch's nodes and those it left in no list.
+            assert!(g.reach.examined - examined < size * 2, "looked at {} nodes", g.reach.examined - examined);
+        }
+    }
+    assert!(linked_later > 0, "no pass after the first linked anything: the corpus tests nothing");
+    assert_eq!(g.reach.passes, 8);
 }
