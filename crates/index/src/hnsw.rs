@@ -477,23 +477,28 @@ impl Graph {
     ///
     /// The first pass counts every node's ways in (23–33 ms at 567k–577k nodes, "ninth
     /// part"); the graph keeps the counts from then on, so a later pass looks only at the
-    /// nodes added or left in no list since the one before (`ReachStats::examined`).
+    /// nodes added or left in no list since the one before, and at those it could not link
+    /// (`ReachStats::examined`).
     pub(crate) fn reach_unreached(&mut self, vectors: &Vectors<'_>, retired: impl Fn(u32) -> bool) -> usize {
         let started = std::time::Instant::now();
         let m0 = self.m0();
         let emptied = std::mem::take(&mut self.emptied);
         // Taken out while the pass writes lists: it counts its own changes below.
-        let (mut ways_in, mut candidates) = match self.ways_in.take() {
-            Some(ways_in) => (ways_in, emptied),
+        let (mut ways_in, candidates, examined) = match self.ways_in.take() {
+            Some(ways_in) => {
+                let mut candidates = emptied;
+                // In node order, as a pass over every node would take them.
+                candidates.sort_unstable();
+                candidates.dedup();
+                let examined = candidates.len();
+                (ways_in, candidates, examined)
+            }
             None => {
                 let ways_in = self.count_ways_in();
                 let none = (0..self.len() as u32).filter(|&n| ways_in[n as usize] == 0).collect();
-                (ways_in, none)
+                (ways_in, none, self.len())
             }
         };
-        // In node order, as a pass over every node would take them.
-        candidates.sort_unstable();
-        candidates.dedup();
         let mut linked = 0;
         for &node in &candidates {
             if ways_in[node as usize] > 0 || node == self.entry || retired(node) {
@@ -527,10 +532,14 @@ impl Graph {
                 break;
             }
         }
+        // Those still unreached (no own link had a slot to give, or the entry point, which a
+        // later node may replace) are looked at again next time, as a pass over every node
+        // would.
+        self.emptied.extend(candidates.iter().filter(|&&n| ways_in[n as usize] == 0 && !retired(n)));
         self.ways_in = Some(ways_in);
         self.reach.passes += 1;
         self.reach.linked += linked;
-        self.reach.examined += candidates.len();
+        self.reach.examined += examined;
         self.reach.seconds += started.elapsed().as_secs_f64();
         linked
     }

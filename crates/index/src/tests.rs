@@ -905,6 +905,11 @@ fn an_unreached_node_takes_a_free_slot_or_one_whose_link_keeps_another_way_in() 
     let mut g = graph(lists);
     assert_eq!(g.reach_unreached(&vectors, |n| n == 6), 0);
     assert_eq!(g.layer0, graph(lists).layer0);
+    // The next pass looks at the node left unreached again (and only at it), as a pass
+    // over every node would; not at the retired one.
+    assert_eq!((g.reach.passes, g.reach.examined), (1, 7));
+    assert_eq!(g.reach_unreached(&vectors, |n| n == 6), 0);
+    assert_eq!((g.reach.passes, g.reach.examined), (2, 8));
 }
 
 #[test]
