@@ -912,25 +912,32 @@ fn an_unreached_node_takes_a_free_slot_or_one_whose_link_keeps_another_way_in() 
     assert_eq!((g.reach.passes, g.reach.examined), (2, 8));
 }
 
-#[test]
-fn batches_leave_no_node_unreached_once_reach_unreached_ran() {
-    // Near-copies (±0.02 per component) of a few centres, linked in batches as a large index
-    // is: among near-copies the heuristic drops nodes from every list.
-    let mut next = uniform(5);
-    let centres: Vec<Vec<f32>> = (0..60).map(|_| (0..16).map(|_| next()).collect()).collect();
-    let data: Vec<(String, String, Vec<f32>)> = (0..3_000)
+/// `count` near-copies (±0.02 per component) of `centres` random 16-d centres, in an index
+/// whose compact copy is int8.
+fn near_copies(seed: u64, centres: usize, count: usize) -> VectorIndex {
+    let mut next = uniform(seed);
+    let centres: Vec<Vec<f32>> = (0..centres).map(|_| (0..16).map(|_| next()).collect()).collect();
+    let data: Vec<(String, String, Vec<f32>)> = (0..count)
         .map(|i| {
             let v = centres[i % centres.len()].iter().map(|x| x + 0.02 * next()).collect();
             (format!("c{i}"), format!("d{i}"), normalise(v))
         })
         .collect();
-    let ix = build_with(&data, IndexParams { quantize_above: 100, ..IndexParams::default() });
+    build_with(&data, IndexParams { quantize_above: 100, ..IndexParams::default() })
+}
+
+#[test]
+fn batches_leave_no_node_unreached_once_reach_unreached_ran() {
+    // Linked in batches as a large index is: among near-copies the heuristic drops nodes
+    // from every list.
+    let ix = near_copies(5, 60, 3_000);
+    let count = ix.nodes();
     let vectors = ix.search_vectors();
     let mut g = hnsw::Graph::new(16, 128);
     g.insert_batch(&vectors, 0, 1, 1);
     let mut node = 1;
-    while node < data.len() {
-        let size = 512.min(data.len() - node);
+    while node < count {
+        let size = 512.min(count - node);
         g.insert_batch(&vectors, node as u32, size, 2);
         node += size;
     }
@@ -949,22 +956,15 @@ fn batches_leave_no_node_unreached_once_reach_unreached_ran() {
 fn a_pass_after_each_batch_looks_only_at_what_changed_and_links_as_a_full_pass_would() {
     // As `VectorIndex::upsert_many` runs it: a pass after every batch. Near-copies, so that
     // batches after the first leave nodes unreached too.
-    let mut next = uniform(11);
-    let centres: Vec<Vec<f32>> = (0..40).map(|_| (0..16).map(|_| next()).collect()).collect();
-    let data: Vec<(String, String, Vec<f32>)> = (0..4_000)
-        .map(|i| {
-            let v = centres[i % centres.len()].iter().map(|x| x + 0.02 * next()).collect();
-            (format!("c{i}"), format!("d{i}"), normalise(v))
-        })
-        .collect();
-    let ix = build_with(&data, IndexParams { quantize_above: 100, ..IndexParams::default() });
+    let ix = near_copies(11, 40, 4_000);
+    let count = ix.nodes();
     let vectors = ix.search_vectors();
     let mut g = hnsw::Graph::new(16, 128);
     g.insert_batch(&vectors, 0, 1, 1);
     let mut node = 1;
     let mut linked_later = 0;
-    while node < data.len() {
-        let size = 512.min(data.len() - node);
+    while node < count {
+        let size = 512.min(count - node);
         g.insert_batch(&vectors, node as u32, size, 2);
         node += size;
         // The same graph with its counts forgotten: its pass counts and looks at every node.
