@@ -67,7 +67,8 @@ pub(crate) struct Graph {
     pub reach: ReachStats,
 }
 
-/// What [`Graph::reach_unreached`] did over a graph's life in this process.
+/// What the passes that give unreached nodes a way in (run by `VectorIndex::upsert_many`)
+/// did over a graph's life in this process.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ReachStats {
     /// Passes run.
