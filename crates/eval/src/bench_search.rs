@@ -181,6 +181,9 @@ struct SearchRow {
     held_share: f64,
     path: &'static str,
     graph_share: f64,
+    /// The share of queries the planner's walk answered after widening (past exclusions, or
+    /// unsettled: `IndexParams::settle`).
+    widened_share: f64,
     exact_p50_ms: f64,
     /// Resolving the excluded ids into node numbers, once per set (outside `p50_ms`, as
     /// FAISS builds its ID selector outside its search).
@@ -254,6 +257,10 @@ pub struct SearchOptions {
     /// HNSW search breadth to run with (default: the index's own)
     #[arg(long)]
     pub ef: Option<usize>,
+    /// Walk at `ef` as it is, without widening a walk whose best results were still changing
+    /// near its end (IndexParams::settle off)
+    #[arg(long)]
+    pub no_settle: bool,
     /// Links per node of a graph this run builds (`--scale`, `--held-out`; default: the
     /// store's)
     #[arg(long)]
@@ -437,6 +444,9 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
     if let Some(ef) = o.ef {
         p.ef_search = ef;
     }
+    if o.no_settle {
+        p.settle = false;
+    }
     index.set_search_params(p);
     let query_vectors: Vec<Vec<f32>> = match questions {
         None if !held_out.is_empty() => held_out,
@@ -536,6 +546,7 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
         let mut alt_lat = Vec::new();
         let mut alt_per_query = Vec::with_capacity(query_vectors.len());
         let mut graph = 0usize;
+        let mut widened = 0usize;
         let mut per_query = Vec::with_capacity(query_vectors.len());
         for q in &query_vectors {
             // Exclusion sets are drawn as node numbers (exported as they are) and handed to the
@@ -590,6 +601,7 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
             };
             let alt = if got.path == SearchPath::Graph {
                 graph += 1;
+                widened += usize::from(got.rounds > 1);
                 ForcePath::Exact
             } else {
                 ForcePath::Graph
@@ -620,6 +632,7 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
             held_share: held(&per_query),
             path: if graph * 2 >= query_vectors.len() { "graph" } else { "exact" },
             graph_share: graph as f64 / qn,
+            widened_share: widened as f64 / qn,
             exact_p50_ms: percentile(&exact_lat, 0.5),
             resolve_p50_ms: percentile(&resolve_lat, 0.5),
             next_turn_resolve_p50_ms: percentile(&next_lat, 0.5),
@@ -682,7 +695,7 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
     println!("|---|---:|---:|---:|---:|---:|---:|---|---|---:|---:|");
     for r in &rows {
         println!(
-            "| {} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.0}% | {} ({:.0}% graph) | {} {:.3} ({:.3}; {:.0}%) | {:.3} | {:.3} |",
+            "| {} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.0}% | {} ({:.0}% graph, {:.0}% widened) | {} {:.3} ({:.3}; {:.0}%) | {:.3} | {:.3} |",
             r.exclusion,
             r.excluded,
             r.p50_ms,
@@ -692,6 +705,7 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
             100.0 * r.held_share,
             r.path,
             100.0 * r.graph_share,
+            100.0 * r.widened_share,
             r.alt_path,
             r.alt_path_p50_ms,
             r.alt_path_recall,

@@ -745,6 +745,12 @@ pub(crate) struct Walk<'a, F> {
     ef: usize,
     /// Similarity computations done.
     pub visits: usize,
+    /// How many best allowed nodes [`Walk::settled`] watches (0: none).
+    watch: usize,
+    /// The best `watch` allowed nodes taken so far, worst on top.
+    best: BinaryHeap<Worst>,
+    /// `visits` when one of them was last replaced or added.
+    last_gain: usize,
 }
 
 impl<F> Drop for Walk<'_, F> {
@@ -777,6 +783,9 @@ impl<'a, F: Fn(u32) -> bool> Walk<'a, F> {
             fresh: Vec::new(),
             ef: 0,
             visits: 0,
+            watch: 0,
+            best: BinaryHeap::new(),
+            last_gain: 0,
         };
         for &e in entry {
             if walk.visited.insert(e.1) {
@@ -832,6 +841,13 @@ impl<'a, F: Fn(u32) -> bool> Walk<'a, F> {
         self.candidates.push(s);
         if (self.allowed)(s.1) {
             self.found.push(s);
+            if self.watch > 0 && (self.best.len() < self.watch || self.best.peek().is_some_and(|w| s > w.0)) {
+                self.best.push(Worst(s));
+                if self.best.len() > self.watch {
+                    self.best.pop();
+                }
+                self.last_gain = self.visits;
+            }
         }
         self.keep(s);
     }
@@ -845,6 +861,20 @@ impl<'a, F: Fn(u32) -> bool> Walk<'a, F> {
             let out = self.frontier.pop().expect("non-empty").0;
             self.evicted.push(out);
         }
+    }
+
+    /// Watches the best `k` allowed nodes for [`Walk::settled`]; call before the first run.
+    pub fn watch(&mut self, k: usize) {
+        debug_assert_eq!(self.visits, 0, "watch before the walk runs");
+        self.watch = k;
+    }
+
+    /// Whether the watched best nodes stopped changing before the last `1 - settled_by` of
+    /// the walk's scoring: a walk that still found better results near its end stopped in a
+    /// crowd of near-equal points, and a wider run finds more of them
+    /// (`search.rs`, `SETTLED_BY`).
+    pub fn settled(&self, settled_by: f64) -> bool {
+        self.last_gain as f64 <= settled_by * self.visits as f64
     }
 
     /// Allowed nodes among the frontier: how much of the query's neighbourhood the walk may

@@ -113,6 +113,10 @@ pub struct IndexParams {
     /// re-scored in f32 either way. An index crossing it converts once; one read from a file
     /// keeps the copy it was written with.
     pub quantize_above: usize,
+    /// Widen a graph walk whose best results were still changing near its end (a query in a
+    /// crowd of near-equal points: `search.rs`, `SETTLED_BY`), until they settle or a scan
+    /// costs less. `false` walks at `ef` as it is (as FAISS's `efSearch` does).
+    pub settle: bool,
 }
 
 impl Default for IndexParams {
@@ -124,6 +128,7 @@ impl Default for IndexParams {
             exact_below: 2_000,
             scan_ratio: 100,
             quantize_above: 200_000,
+            settle: true,
         }
     }
 }
@@ -224,13 +229,15 @@ impl VectorIndex {
         self.params.ef_search = ef.max(1);
     }
 
-    /// Applies the search-time parameters (`ef_search`, `exact_below`, `scan_ratio`) of `p`;
-    /// the graph's build parameters stay those it was built with.
+    /// Applies the search-time parameters (`ef_search`, `exact_below`, `scan_ratio`,
+    /// `quantize_above`, `settle`) of `p`; the graph's build parameters stay those it was
+    /// built with.
     pub fn set_search_params(&mut self, p: IndexParams) {
         self.params.ef_search = p.ef_search.max(1);
         self.params.exact_below = p.exact_below;
         self.params.scan_ratio = p.scan_ratio;
         self.params.quantize_above = p.quantize_above;
+        self.params.settle = p.settle;
     }
 
     /// Whether the walk and the scan read the int8 copy.

@@ -97,8 +97,12 @@ impl VectorIndex {
             return scan("no graph entry point".into(), 1, 0);
         };
         let mut walk = Walk::new(&self.graph, &vectors, vector, 0, &[entry], |n| !ex.blocks(n));
+        if self.params.settle {
+            walk.watch(need);
+        }
         let mut ef = ef0;
         let mut rounds = 0;
+        let mut unsettled = 0;
         loop {
             rounds += 1;
             walk.run(ef);
@@ -145,6 +149,21 @@ impl VectorIndex {
                     return scan(why, rounds + 1, walk.visits);
                 }
                 continue;
+            }
+            // Best results still changing near the walk's end: it stopped in a crowd of
+            // near-equal points, and a wider run finds more of them. Each doubling costs only
+            // the extra ground; one that would cost more than a scan scans, and a walk that
+            // may not scan stops after `SETTLE_ROUNDS`.
+            if self.params.settle && !exhausted && !walk.settled(SETTLED_BY) {
+                if walk_costs_more(2.0 * ef as f64) {
+                    let why = format!("{reason}; the walk had not settled: exact scan");
+                    return scan(why, rounds + 1, walk.visits);
+                }
+                if unsettled < SETTLE_ROUNDS {
+                    unsettled += 1;
+                    ef *= 2;
+                    continue;
+                }
             }
             let found = self.walk_hits_in_f32(vector, walk.results(usize::MAX), grouping.is_some(), limit);
             let hits = match grouping {
@@ -226,6 +245,14 @@ impl VectorIndex {
 /// and 5.5. Since the scan prefetches the points it is about to score (`exact.rs`, `Ahead`),
 /// a third machine put it at 2.8 (10%) and 3.5 (1%) (the "sixth part").
 const SCATTERED_SCAN: usize = 4;
+
+/// A walk has settled when its best results last changed within this share of its scoring
+/// (`Walk::settled`); otherwise it doubles its breadth.
+const SETTLED_BY: f64 = 0.75;
+
+/// Doublings an unsettled walk may take when it may not scan instead (forced to walk, or
+/// `scan_ratio` 0): 16 times its breadth.
+const SETTLE_ROUNDS: u32 = 4;
 
 /// The allowed points a first walk of frontier `ef` must hold not to widen: 40% of `ef0`
 /// ([`CROWDED_BELOW`]), unless its frontier is crowded by the request's exclusions
