@@ -182,7 +182,7 @@ struct SearchRow {
     path: &'static str,
     graph_share: f64,
     /// The share of queries the planner's walk answered after widening (past exclusions, or
-    /// unsettled: `IndexParams::settle`).
+    /// unsettled: `IndexParams::settle_above`).
     widened_share: f64,
     exact_p50_ms: f64,
     /// Resolving the excluded ids into node numbers, once per set (outside `p50_ms`, as
@@ -258,7 +258,7 @@ pub struct SearchOptions {
     #[arg(long)]
     pub ef: Option<usize>,
     /// Walk at `ef` as it is, without widening a walk whose best results were still changing
-    /// near its end (IndexParams::settle off)
+    /// in the second half of its scoring (IndexParams::settle_above at its maximum)
     #[arg(long)]
     pub no_settle: bool,
     /// Links per node of a graph this run builds (`--scale`, `--held-out`; default: the
@@ -445,7 +445,7 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
         p.ef_search = ef;
     }
     if o.no_settle {
-        p.settle = false;
+        p.settle_above = usize::MAX;
     }
     index.set_search_params(p);
     let query_vectors: Vec<Vec<f32>> = match questions {

@@ -869,10 +869,9 @@ impl<'a, F: Fn(u32) -> bool> Walk<'a, F> {
         self.watch = k;
     }
 
-    /// Whether the watched best nodes stopped changing before the last `1 - settled_by` of
-    /// the walk's scoring: a walk that still found better results near its end stopped in a
-    /// crowd of near-equal points, and a wider run finds more of them
-    /// (`search.rs`, `SETTLED_BY`).
+    /// Whether the watched best nodes last changed within the first `settled_by` of the
+    /// walk's scoring: a walk that still found better results later stopped in a crowd of
+    /// near-equal points, and a wider run finds more of them (`search.rs`, `SETTLED_BY`).
     pub fn settled(&self, settled_by: f64) -> bool {
         self.last_gain as f64 <= settled_by * self.visits as f64
     }

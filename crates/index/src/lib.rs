@@ -113,10 +113,15 @@ pub struct IndexParams {
     /// re-scored in f32 either way. An index crossing it converts once; one read from a file
     /// keeps the copy it was written with.
     pub quantize_above: usize,
-    /// Widen a graph walk whose best results were still changing near its end (a query in a
-    /// crowd of near-equal points: `search.rs`, `SETTLED_BY`), until they settle or a scan
-    /// costs less. `false` walks at `ef` as it is (as FAISS's `efSearch` does).
-    pub settle: bool,
+    /// In an index of more than this many live points, a graph walk whose best results were
+    /// still changing in the second half of its scoring (a query in a crowd of near-equal
+    /// points: `search.rs`, `SETTLED_BY`) widens until they settle, up to 8 times its
+    /// breadth, or scans when that costs less. Smaller indexes, and every index at
+    /// `usize::MAX`, walk at `ef` as it is (as FAISS's `efSearch` does). Default
+    /// [`EF_SCALES_ABOVE`]: on the 37.5k MTRAG store the walk already holds recall@10 0.999,
+    /// and settling there widened 9% of the queries for none, sending 2% to a scan (p99
+    /// 0.28 → 1.64 ms; bench/README.md, "issue 41, eleventh part").
+    pub settle_above: usize,
 }
 
 impl Default for IndexParams {
@@ -128,7 +133,7 @@ impl Default for IndexParams {
             exact_below: 2_000,
             scan_ratio: 100,
             quantize_above: 200_000,
-            settle: true,
+            settle_above: EF_SCALES_ABOVE,
         }
     }
 }
@@ -230,14 +235,14 @@ impl VectorIndex {
     }
 
     /// Applies the search-time parameters (`ef_search`, `exact_below`, `scan_ratio`,
-    /// `quantize_above`, `settle`) of `p`; the graph's build parameters stay those it was
+    /// `quantize_above`, `settle_above`) of `p`; the graph's build parameters stay those it was
     /// built with.
     pub fn set_search_params(&mut self, p: IndexParams) {
         self.params.ef_search = p.ef_search.max(1);
         self.params.exact_below = p.exact_below;
         self.params.scan_ratio = p.scan_ratio;
         self.params.quantize_above = p.quantize_above;
-        self.params.settle = p.settle;
+        self.params.settle_above = p.settle_above;
     }
 
     /// Whether the walk and the scan read the int8 copy.

@@ -988,7 +988,7 @@ fn a_pass_after_each_batch_looks_only_at_what_changed_and_links_as_a_full_pass_w
 
 /// Queries among near-equal points (uniform draws in 48 dimensions: the nearest points are
 /// about as far as the hundredth) still find better results near the end of a narrow walk.
-/// With `settle` such a walk widens until its best results stop changing, and finds more of
+/// Settling (here at any size) such a walk widens until its best results stop changing, and finds more of
 /// the true nearest; a walk whose best results settled early is returned as it is.
 #[test]
 fn a_walk_still_finding_better_results_near_its_end_widens_until_they_settle() {
@@ -1002,11 +1002,12 @@ fn a_walk_still_finding_better_results_near_its_end_widens_until_they_settle() {
         ef_search: 10,
         exact_below: 0,
         scan_ratio: 0,
+        settle_above: 0,
         ..IndexParams::default()
     };
     let settling = build_with(&data, params);
     let mut as_is = settling.clone();
-    as_is.set_search_params(IndexParams { settle: false, ..params });
+    as_is.set_search_params(IndexParams { settle_above: usize::MAX, ..params });
     // Recall@10 over the queries, and how many walks widened.
     let run = |ix: &VectorIndex| {
         let (mut recall, mut widened) = (0.0, 0);
