@@ -986,10 +986,10 @@ fn a_pass_after_each_batch_looks_only_at_what_changed_and_links_as_a_full_pass_w
     assert_eq!(g.reach.passes, 8);
 }
 
-/// Queries among near-equal points (uniform draws in 48 dimensions: the nearest points are
-/// about as far as the hundredth) still find better results near the end of a narrow walk.
-/// Settling (here at any size) such a walk widens until its best results stop changing, and finds more of
-/// the true nearest; a walk whose best results settled early is returned as it is.
+/// Queries among near-equal points (uniform draws in 48 dimensions) still find better results
+/// late in a narrow walk: settling (here at any size) widens such walks until their best
+/// results stop changing, and they find more of the true nearest. Queries whose nearest sit
+/// in a tight cluster mostly settle early and are returned as they are.
 #[test]
 fn a_walk_still_finding_better_results_near_its_end_widens_until_they_settle() {
     let mut next = uniform(0x5e77_1e);
@@ -1023,6 +1023,13 @@ fn a_walk_still_finding_better_results_near_its_end_widens_until_they_settle() {
     let (plain, plain_widened) = run(&as_is);
     let (settled, widened) = run(&settling);
     assert_eq!(plain_widened, 0, "a walk that does not settle never widens here");
-    assert!(widened > 0 && widened < queries.len(), "{widened} of {} walks widened", queries.len());
-    assert!(settled >= plain + 0.05, "recall@10 {settled:.3} settling against {plain:.3} as it is");
+    assert!(widened > queries.len() / 2, "{widened} of {} walks widened", queries.len());
+    assert!(settled >= plain + 0.2, "recall@10 {settled:.3} settling against {plain:.3} as it is");
+    // 300 tight clusters of 20, queried with their own points: fewer walks widen.
+    let clustered = corpus(300, 20, 48, 0xc105);
+    let easy = build_with(&clustered, params);
+    let easy_widened = (0..60)
+        .filter(|i| easy.search(&request(&clustered[i * 97].2, 10, None, ExclusionSet::default())).rounds > 1)
+        .count();
+    assert!(easy_widened < widened / 2, "{easy_widened} of 60 clustered walks widened, {widened} uniform ones");
 }
