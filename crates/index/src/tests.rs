@@ -992,7 +992,7 @@ fn a_pass_after_each_batch_looks_only_at_what_changed_and_links_as_a_full_pass_w
 /// in a tight cluster mostly settle early and are returned as they are.
 #[test]
 fn a_walk_still_finding_better_results_near_its_end_widens_until_they_settle() {
-    let mut next = uniform(0x5e77_1e);
+    let mut next = uniform(0x005e_771e);
     let mut point = || normalise((0..48).map(|_| next()).collect());
     let data: Vec<_> = (0..6_000).map(|i| (format!("c{i}"), format!("d{i}"), point())).collect();
     let queries: Vec<Vec<f32>> = (0..60).map(|_| point()).collect();
