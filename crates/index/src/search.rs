@@ -153,18 +153,16 @@ impl VectorIndex {
             }
             // Best results still changing late in the walk: it stopped in a crowd of
             // near-equal points, and a wider run finds more of them. Each doubling costs only
-            // the extra ground; one that would cost more than a scan scans, and the walk
-            // stops widening after `SETTLE_ROUNDS`.
-            if settle && !exhausted && !walk.settled(SETTLED_BY) {
+            // the extra ground; one that would cost more than a scan scans instead. After
+            // `SETTLE_ROUNDS` doublings the walk's results stand.
+            if settle && unsettled < SETTLE_ROUNDS && !exhausted && !walk.settled(SETTLED_BY) {
                 if walk_costs_more(2.0 * ef as f64) {
                     let why = format!("{reason}; the walk had not settled: exact scan");
                     return scan(why, rounds + 1, walk.visits);
                 }
-                if unsettled < SETTLE_ROUNDS {
-                    unsettled += 1;
-                    ef *= 2;
-                    continue;
-                }
+                unsettled += 1;
+                ef *= 2;
+                continue;
             }
             let found = self.walk_hits_in_f32(vector, walk.results(usize::MAX), grouping.is_some(), limit);
             let hits = match grouping {
