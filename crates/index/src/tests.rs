@@ -1033,3 +1033,51 @@ fn a_walk_still_finding_better_results_near_its_end_widens_until_they_settle() {
         .count();
     assert!(easy_widened < widened / 2, "{easy_widened} of 60 clustered walks widened, {widened} uniform ones");
 }
+
+/// Watching more of a walk's best results than are asked for flags walks whose tenth result
+/// is still at risk although the best ten have stopped changing: among near-equal points the
+/// ranks just behind the tenth still move when a better point lies ahead. Widened, such walks
+/// find more of the true nearest ten. The search watches [`search::SETTLE_WATCH`] times the
+/// results asked for, at most half its first breadth.
+#[test]
+fn watching_three_times_the_results_asked_for_flags_walks_the_best_ten_call_settled() {
+    let mut next = uniform(0x005e_7720);
+    let mut point = || normalise((0..48).map(|_| next()).collect());
+    let data: Vec<_> = (0..6_000).map(|i| (format!("c{i}"), format!("d{i}"), point())).collect();
+    let queries: Vec<Vec<f32>> = (0..200).map(|_| point()).collect();
+    let params = IndexParams { m: 8, ef_construction: 64, exact_below: 0, ..IndexParams::default() };
+    let ix = build_with(&data, params);
+    let vectors = Vectors::of(&ix.vectors, ix.dim, hnsw::Compact::F32);
+    let recall = |found: Vec<Scored>, q: &[f32]| {
+        let truth = &nearest_first(&data, q)[..10];
+        found.iter().take(10).filter(|s| truth.contains(&(s.1 as usize))).count() as f64 / 10.0
+    };
+    let (mut flagged, mut narrow, mut wide) = (0, 0.0, 0.0);
+    for q in &queries {
+        let entry = ix.graph.entry_for(&vectors, q).expect("entry");
+        let watched = |k: usize| {
+            let mut walk = Walk::new(&ix.graph, &vectors, q, 0, &[entry], |_| true);
+            walk.watch(k);
+            walk.run(60);
+            walk
+        };
+        let (ten, thirty) = (watched(10), watched(search::settle_watch(10, 60)));
+        assert_eq!(ten.visits, thirty.visits, "watching costs the walk nothing");
+        let (ten_settled, thirty_settled) = (ten.settled(0.5), thirty.settled(0.5));
+        // The best ten are among the best thirty: a walk the thirty call settled, the ten do.
+        assert!(!thirty_settled || ten_settled);
+        if ten_settled && !thirty_settled {
+            flagged += 1;
+            narrow += recall(ten.results(10), q);
+            let mut widened = thirty;
+            widened.run(480);
+            wide += recall(widened.results(10), q);
+        }
+    }
+    assert!(flagged >= 5, "{flagged} of {} walks flagged: the corpus tests nothing", queries.len());
+    assert!(wide > narrow, "widening the flagged walks: recall@10 {narrow} -> {wide} (summed over {flagged})");
+    assert_eq!(
+        (search::settle_watch(10, 430), search::settle_watch(10, 40), search::settle_watch(200, 400)),
+        (30, 20, 200)
+    );
+}
