@@ -253,9 +253,9 @@ const SCATTERED_SCAN: usize = 4;
 /// 5th percentile of 0.50: the queries sit among many near-equal points. Of the 20 queries
 /// below 0.9, 15 had still found one of their best 10 in the last half of their scoring.
 /// Settling at 0.5 with 3 doublings, watching the ten asked for (before [`SETTLE_WATCH`]),
-/// gave 0.963 (p5 0.80) for p50 2.54 ms against 2.31 ms and p99 14.9 ms against 2.6 ms (the scan: 41 ms); at 0.75, 0.942 (p5 0.70); at 0.5 with 4
-/// doublings, 0.968 for p99 68 ms. Measured on other queries and corpora in bench/README.md
-/// ("issue 41, eleventh part").
+/// gave 0.963 (p5 0.80) for p50 2.54 ms against 2.31 ms and p99 14.9 ms against 2.6 ms (the
+/// scan: 41 ms); at 0.75, 0.942 (p5 0.70); at 0.5 with 4 doublings, 0.968 for p99 68 ms.
+/// Measured on other queries and corpora in bench/README.md ("issue 41, eleventh part").
 const SETTLED_BY: f64 = 0.5;
 
 /// Doublings an unsettled walk takes at most (8 times its breadth), fewer when a scan would
