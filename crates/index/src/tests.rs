@@ -986,16 +986,26 @@ fn a_pass_after_each_batch_looks_only_at_what_changed_and_links_as_a_full_pass_w
     assert_eq!(g.reach.passes, 8);
 }
 
+/// Chunks as the tests index them: chunk id, document id, vector.
+type Chunks = Vec<(String, String, Vec<f32>)>;
+
+/// 6,000 uniform draws in 48 dimensions (chunks `c0`.., one document each) and `queries`
+/// more: points among many near-equal ones.
+fn near_equal(seed: u64, queries: usize) -> (Chunks, Vec<Vec<f32>>) {
+    let mut next = uniform(seed);
+    let mut point = || normalise((0..48).map(|_| next()).collect());
+    let data = (0..6_000).map(|i| (format!("c{i}"), format!("d{i}"), point())).collect();
+    let queries = (0..queries).map(|_| point()).collect();
+    (data, queries)
+}
+
 /// Queries among near-equal points (uniform draws in 48 dimensions) still find better results
 /// late in a narrow walk: settling (here at any size) widens such walks until their best
 /// results stop changing, and they find more of the true nearest. Queries whose nearest sit
 /// in a tight cluster mostly settle early and are returned as they are.
 #[test]
 fn a_walk_still_finding_better_results_near_its_end_widens_until_they_settle() {
-    let mut next = uniform(0x005e_771e);
-    let mut point = || normalise((0..48).map(|_| next()).collect());
-    let data: Vec<_> = (0..6_000).map(|i| (format!("c{i}"), format!("d{i}"), point())).collect();
-    let queries: Vec<Vec<f32>> = (0..60).map(|_| point()).collect();
+    let (data, queries) = near_equal(0x005e_771e, 60);
     let params = IndexParams {
         m: 8,
         ef_construction: 64,
@@ -1041,10 +1051,7 @@ fn a_walk_still_finding_better_results_near_its_end_widens_until_they_settle() {
 /// results asked for, at most half its first breadth.
 #[test]
 fn watching_three_times_the_results_asked_for_flags_walks_the_best_ten_call_settled() {
-    let mut next = uniform(0x005e_7720);
-    let mut point = || normalise((0..48).map(|_| next()).collect());
-    let data: Vec<_> = (0..6_000).map(|i| (format!("c{i}"), format!("d{i}"), point())).collect();
-    let queries: Vec<Vec<f32>> = (0..200).map(|_| point()).collect();
+    let (data, queries) = near_equal(0x005e_7720, 200);
     let params = IndexParams { m: 8, ef_construction: 64, exact_below: 0, ..IndexParams::default() };
     let ix = build_with(&data, params);
     let vectors = Vectors::of(&ix.vectors, ix.dim, hnsw::Compact::F32);
