@@ -118,10 +118,9 @@ pub struct IndexParams {
     /// second half of its scoring (a query in a crowd of near-equal points: `SETTLED_BY`)
     /// widens until they settle, up to 8 times its breadth, or scans when that costs less.
     /// Smaller indexes, and every index at `usize::MAX`, walk at `ef` as it is (as FAISS's
-    /// `efSearch` does). Default
-    /// [`EF_SCALES_ABOVE`]: on the 37.5k MTRAG store the walk already holds recall@10 0.999,
-    /// and settling there widened 9% of the queries for none, sending 2% to a scan (p99
-    /// 0.28 → 1.64 ms; bench/README.md, "issue 41, eleventh part").
+    /// `efSearch` does). Default [`EF_SCALES_ABOVE`]: on the 37.5k MTRAG store the walk
+    /// already holds recall@10 0.999, and settling there widened 9% of the queries for none,
+    /// sending 2% to a scan (p99 0.28 → 1.64 ms; bench/README.md, "issue 41, eleventh part").
     pub settle_above: usize,
 }
 

@@ -279,9 +279,10 @@ pub(crate) const SETTLE_WATCH: usize = 3;
 
 /// The best results a settling walk watches: [`SETTLE_WATCH`] times those asked for, but no
 /// more than half its first breadth (a walk watching more than its frontier holds would never
-/// settle), and never fewer than those asked for.
+/// settle). The search's first breadth is at least twice `need`, so the walk always watches
+/// at least what it was asked for.
 pub(crate) fn settle_watch(need: usize, ef0: usize) -> usize {
-    (need * SETTLE_WATCH).min(ef0 / 2).max(need)
+    (need * SETTLE_WATCH).min(ef0 / 2)
 }
 
 /// The allowed points a first walk of frontier `ef` must hold not to widen: 40% of `ef0`

@@ -1048,13 +1048,25 @@ fn a_walk_still_finding_better_results_near_its_end_widens_until_they_settle() {
 /// is still at risk although the best ten have stopped changing: among near-equal points the
 /// ranks just behind the tenth still move when a better point lies ahead. Widened, such walks
 /// find more of the true nearest ten. The search watches [`search::SETTLE_WATCH`] times the
-/// results asked for, at most half its first breadth.
+/// results asked for, at most half its first breadth: its first walk widens exactly when the
+/// walk watching thirty has not settled.
 #[test]
 fn watching_three_times_the_results_asked_for_flags_walks_the_best_ten_call_settled() {
     let (data, queries) = near_equal(0x005e_7720, 200);
-    let params = IndexParams { m: 8, ef_construction: 64, exact_below: 0, ..IndexParams::default() };
+    // Breadth 60 (the search's first walk too: 60 ≥ twice the 10 asked for); settling at any
+    // size; never a scan, so a walk left unsettled widens.
+    let params = IndexParams {
+        m: 8,
+        ef_construction: 64,
+        ef_search: 60,
+        exact_below: 0,
+        scan_ratio: 0,
+        settle_above: 0,
+        ..IndexParams::default()
+    };
     let ix = build_with(&data, params);
-    let vectors = Vectors::of(&ix.vectors, ix.dim, hnsw::Compact::F32);
+    // The copy the search walks, so that these walks are its first walk.
+    let vectors = ix.search_vectors();
     let recall = |found: Vec<Scored>, q: &[f32]| {
         let truth = &nearest_first(&data, q)[..10];
         found.iter().take(10).filter(|s| truth.contains(&(s.1 as usize))).count() as f64 / 10.0
@@ -1073,6 +1085,8 @@ fn watching_three_times_the_results_asked_for_flags_walks_the_best_ten_call_sett
         let (ten_settled, thirty_settled) = (ten.settled(0.5), thirty.settled(0.5));
         // The best ten are among the best thirty: a walk the thirty call settled, the ten do.
         assert!(!thirty_settled || ten_settled);
+        let searched = ix.search(&request(q, 10, None, ExclusionSet::default()));
+        assert_eq!(searched.rounds > 1, !thirty_settled, "the search watches thirty: {}", searched.reason);
         if ten_settled && !thirty_settled {
             flagged += 1;
             narrow += recall(ten.results(10), q);
@@ -1085,6 +1099,6 @@ fn watching_three_times_the_results_asked_for_flags_walks_the_best_ten_call_sett
     assert!(wide > narrow, "widening the flagged walks: recall@10 {narrow} -> {wide} (summed over {flagged})");
     assert_eq!(
         (search::settle_watch(10, 430), search::settle_watch(10, 40), search::settle_watch(200, 400)),
-        (30, 20, 200)
+        (30, 20, 200),
     );
 }
