@@ -168,7 +168,12 @@ impl<'a> Vectors<'a> {
         let i = node as usize * self.dim;
         match self.compact {
             Compact::Half(h) => prefetch(h[i..].as_ptr() as *const i8, 2 * self.dim),
-            Compact::Int8(c, _) => prefetch(c[i..].as_ptr(), self.dim),
+            Compact::Int8(c, s) => {
+                // The scale too: it lies apart from the codes, and a miss on it stalls the
+                // score as long as one on the codes would.
+                prefetch(s[node as usize..].as_ptr() as *const i8, 1);
+                prefetch(c[i..].as_ptr(), self.dim)
+            }
             Compact::F32 => prefetch(self.get(node).as_ptr() as *const i8, 4 * self.dim),
         }
     }
@@ -277,6 +282,15 @@ impl Graph {
         };
         let end = list.iter().position(|&x| x == EMPTY).unwrap_or(list.len());
         &list[..end]
+    }
+
+    /// Asks the CPU to start loading `node`'s layer-0 list (upper layers: nothing).
+    #[inline(always)]
+    fn prefetch_neighbours(&self, node: u32, layer: u8) {
+        if layer == 0 {
+            let m0 = self.m0();
+            prefetch(self.layer0[node as usize * m0..].as_ptr() as *const i8, 4 * m0);
+        }
     }
 
     fn set_neighbours(&mut self, node: u32, layer: u8, list: &[u32]) {
@@ -823,6 +837,11 @@ impl<'a, F: Fn(u32) -> bool> Walk<'a, F> {
                 }
             }
             self.visits += fresh.len();
+            // The list the next expansion most likely reads (unless a fresh node beats it),
+            // loading while these are scored.
+            if let Some(next) = self.candidates.peek() {
+                graph.prefetch_neighbours(next.1, self.layer);
+            }
             for &nb in &fresh {
                 self.offer(Scored(self.vectors.score_query(&self.q, nb), nb));
             }
