@@ -983,10 +983,13 @@ fn prefetch(p: *const i8, bytes: usize) {
     let _ = (p, bytes);
 }
 
+// Read only where `prefetch` does anything (and by the tests).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 const CACHE_LINE: usize = 64;
 
 /// The cache lines that hold `bytes` bytes from address `at`: how far `at` lies into the
 /// first, and how many lines.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 #[inline(always)]
 fn lines_of(at: usize, bytes: usize) -> (usize, usize) {
     let skip = at % CACHE_LINE;
