@@ -999,6 +999,20 @@ fn near_equal(seed: u64, queries: usize) -> (Chunks, Vec<Vec<f32>>) {
     (data, queries)
 }
 
+/// A small graph (`m` 8) searched by walks of breadth `ef_search` that settle at any size and
+/// never scan, so that a walk left unsettled widens.
+fn settling_at_any_size(ef_search: usize) -> IndexParams {
+    IndexParams {
+        m: 8,
+        ef_construction: 64,
+        ef_search,
+        exact_below: 0,
+        scan_ratio: 0,
+        settle_above: 0,
+        ..IndexParams::default()
+    }
+}
+
 /// Queries among near-equal points (uniform draws in 48 dimensions) still find better results
 /// late in a narrow walk: settling (here at any size) widens such walks until their best
 /// results stop changing, and they find more of the true nearest. Queries whose nearest sit
@@ -1006,15 +1020,7 @@ fn near_equal(seed: u64, queries: usize) -> (Chunks, Vec<Vec<f32>>) {
 #[test]
 fn a_walk_still_finding_better_results_near_its_end_widens_until_they_settle() {
     let (data, queries) = near_equal(0x005e_771e, 60);
-    let params = IndexParams {
-        m: 8,
-        ef_construction: 64,
-        ef_search: 10,
-        exact_below: 0,
-        scan_ratio: 0,
-        settle_above: 0,
-        ..IndexParams::default()
-    };
+    let params = settling_at_any_size(10);
     let settling = build_with(&data, params);
     let mut as_is = settling.clone();
     as_is.set_search_params(IndexParams { settle_above: usize::MAX, ..params });
@@ -1053,17 +1059,8 @@ fn a_walk_still_finding_better_results_near_its_end_widens_until_they_settle() {
 #[test]
 fn watching_three_times_the_results_asked_for_flags_walks_the_best_ten_call_settled() {
     let (data, queries) = near_equal(0x005e_7720, 200);
-    // Breadth 60 (the search's first walk too: 60 ≥ twice the 10 asked for); settling at any
-    // size; never a scan, so a walk left unsettled widens.
-    let params = IndexParams {
-        m: 8,
-        ef_construction: 64,
-        ef_search: 60,
-        exact_below: 0,
-        scan_ratio: 0,
-        settle_above: 0,
-        ..IndexParams::default()
-    };
+    // Breadth 60: the search's first walk too (60 ≥ twice the 10 asked for).
+    let params = settling_at_any_size(60);
     let ix = build_with(&data, params);
     // The copy the search walks, so that these walks are its first walk.
     let vectors = ix.search_vectors();
