@@ -261,6 +261,10 @@ pub struct SearchOptions {
     /// in the second half of its scoring (IndexParams::settle_above at its maximum)
     #[arg(long)]
     pub no_settle: bool,
+    /// Settle walks in an index of more than this many live points (IndexParams::settle_above;
+    /// default: the index's own, 50,000)
+    #[arg(long, conflicts_with = "no_settle")]
+    pub settle_above: Option<usize>,
     /// Links per node of a graph this run builds (`--scale`, `--held-out`; default: the
     /// store's)
     #[arg(long)]
@@ -446,6 +450,9 @@ pub(crate) fn search(app: &App, o: &SearchOptions) -> Result<()> {
     }
     if o.no_settle {
         p.settle_above = usize::MAX;
+    }
+    if let Some(n) = o.settle_above {
+        p.settle_above = n;
     }
     index.set_search_params(p);
     let query_vectors: Vec<Vec<f32>> = match questions {
