@@ -123,9 +123,9 @@ pub struct IndexParams {
     /// sending 2% to a scan (p99 0.28 → 1.64 ms; bench/README.md, "issue 41, eleventh part").
     /// Watching three times the results (the twelfth part), settling at 37.5k on a second
     /// held-out set raises the rows a walk held for 92–94% of queries (the query's 10 or 50
-    /// nearest excluded) to 100%, at p50 0.17 → 0.30 ms and p99 0.31 → 1.6 ms, and moves `eval
-    /// mtrag`'s default evidence recall 0.6227 → 0.6215: not the default ("issue 41, closing
-    /// part"; `bench search --settle-above 0`).
+    /// nearest excluded) to 100%, at p50 0.17 → 0.30 and 0.29 → 0.72 ms (p99 to 1.6–2.3 ms),
+    /// and moves `eval mtrag`'s default evidence recall 0.6227 → 0.6215: not the default
+    /// ("issue 41, closing part"; `bench search --settle-above 0`).
     pub settle_above: usize,
 }
 
