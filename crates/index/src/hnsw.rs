@@ -169,8 +169,8 @@ impl<'a> Vectors<'a> {
         match self.compact {
             Compact::Half(h) => prefetch(h[i..].as_ptr() as *const i8, 2 * self.dim),
             Compact::Int8(c, s) => {
-                // The scale too: it lies apart from the codes, and a miss on it stalls the
-                // score as long as one on the codes would.
+                // The scale too: it lies in its own array, apart from the codes, and the score
+                // needs it as much as them.
                 prefetch(s[node as usize..].as_ptr() as *const i8, 1);
                 prefetch(c[i..].as_ptr(), self.dim)
             }
@@ -273,8 +273,7 @@ impl Graph {
     #[inline]
     pub(crate) fn neighbours(&self, node: u32, layer: u8) -> &[u32] {
         let list = if layer == 0 {
-            let m0 = self.m0();
-            &self.layer0[node as usize * m0..(node as usize + 1) * m0]
+            &self.layer0[self.layer0_slots(node)]
         } else {
             let up = &self.upper[&node];
             let s = (layer as usize - 1) * self.m;
@@ -284,19 +283,26 @@ impl Graph {
         &list[..end]
     }
 
+    /// Where `node`'s layer-0 list lies in `layer0` (`m0` slots, unused ones `EMPTY`).
+    #[inline(always)]
+    fn layer0_slots(&self, node: u32) -> std::ops::Range<usize> {
+        let m0 = self.m0();
+        node as usize * m0..(node as usize + 1) * m0
+    }
+
     /// Asks the CPU to start loading `node`'s layer-0 list (upper layers: nothing).
     #[inline(always)]
     fn prefetch_neighbours(&self, node: u32, layer: u8) {
         if layer == 0 {
-            let m0 = self.m0();
-            prefetch(self.layer0[node as usize * m0..].as_ptr() as *const i8, 4 * m0);
+            let slots = &self.layer0[self.layer0_slots(node)];
+            prefetch(slots.as_ptr() as *const i8, std::mem::size_of_val(slots));
         }
     }
 
     fn set_neighbours(&mut self, node: u32, layer: u8, list: &[u32]) {
         let slots = if layer == 0 {
-            let m0 = self.m0();
-            let slots = &mut self.layer0[node as usize * m0..(node as usize + 1) * m0];
+            let range = self.layer0_slots(node);
+            let slots = &mut self.layer0[range];
             if let Some(ways_in) = &mut self.ways_in {
                 // New links first: a node in both lists never reads as emptied.
                 list.iter().for_each(|&x| ways_in[x as usize] += 1);
