@@ -6,16 +6,17 @@ use ragctx_engine::Engine;
 use ragctx_index::IndexParams;
 use ragctx_models::{Cl100kCounter, ExtractiveGenerator, MiniLmEmbedder, OpenAiGenerator, RemoteEmbedder};
 use ragctx_redis::RedisSessionStore;
-use ragctx_store::DataDir;
+use ragctx_store::{DataDir, SharedDir};
 use std::sync::Arc;
 
 /// An opened ragctx: its settings, the backends they name and the engine over them.
 pub struct App {
     /// The settings it was opened with.
     pub settings: Settings,
-    /// The data dir, when a backend lives there; `None` with Milvus and Redis (production):
-    /// nothing local is opened or locked, so any number of processes run side by side.
-    pub data: Option<DataDir>,
+    /// The data dir, when a backend lives there: held by this process (and served to the
+    /// others that open it) or reached through the process that holds it (design §10).
+    /// `None` with Milvus and Redis (production): nothing local is opened.
+    pub data: Option<SharedDir>,
     /// The embedder the settings name, shared with the engine.
     pub embedder: Arc<dyn Embedder>,
     /// The same embedder when it runs in process (for what only it can tell: its tokens).
@@ -50,7 +51,7 @@ fn embedders(settings: &Settings) -> Result<Embedders> {
 }
 
 /// Ties the data dir to the embedder's model (refused when it holds another model's vectors).
-pub fn bind_model(settings: &Settings, data: &DataDir, embedder: &dyn Embedder) -> Result<()> {
+pub fn bind_model(settings: &Settings, data: &SharedDir, embedder: &dyn Embedder) -> Result<()> {
     data.bind_model(embedder.model_id(), settings.embedder.is_unrecorded_default())
 }
 
@@ -136,15 +137,24 @@ impl App {
         Ok(App { settings, data, embedder, local, engine, unscoped })
     }
 
-    /// The data dir, for commands that work on the embedded store only.
-    pub fn data(&self, what: &str) -> Result<&DataDir> {
-        self.data
+    /// The data dir held by this process, for commands that work on the embedded store's
+    /// index itself (benchmarks): refused while another process holds it.
+    pub fn data(&self, what: &str) -> Result<Arc<DataDir>> {
+        let shared = self
+            .data
             .as_ref()
-            .ok_or_else(|| Error::InvalidInput(format!("{what} needs the embedded backend (--backend embedded)")))
+            .ok_or_else(|| Error::InvalidInput(format!("{what} needs the embedded backend (--backend embedded)")))?;
+        shared.held().ok_or_else(|| Error::Unavailable {
+            backend: "embedded store".into(),
+            message: format!(
+                "{what} works on the index itself and needs {} to itself: another ragctx process holds it",
+                shared.path().display()
+            ),
+        })
     }
 }
 
-fn data_dir(data: Option<&DataDir>) -> Result<&DataDir> {
+fn data_dir(data: Option<&SharedDir>) -> Result<&SharedDir> {
     data.ok_or_else(|| Error::InvalidInput("the data dir was not opened for an embedded backend".into()))
 }
 
@@ -152,12 +162,12 @@ fn data_dir(data: Option<&DataDir>) -> Result<&DataDir> {
 /// for `model`'s vectors, or checked to hold them; `None` for commands that embed nothing).
 pub fn vector_store(
     settings: &Settings,
-    data: Option<&DataDir>,
+    data: Option<&SharedDir>,
     dimension: usize,
     model: Option<&str>,
 ) -> Result<Arc<dyn VectorStore>> {
     Ok(match &settings.backend {
-        Backend::Embedded => Arc::new(data_dir(data)?.vector_store()),
+        Backend::Embedded => Arc::new(data_dir(data)?.clone()),
         Backend::Milvus(m) => milvus_store(m, dimension, model, settings.embedder.is_unrecorded_default())?,
     })
 }
@@ -187,18 +197,18 @@ fn milvus_store(_: &MilvusSettings, _: usize, _: Option<&str>, _: bool) -> Resul
 }
 
 /// The session store the settings name: the data dir's, or Redis (one server or a cluster).
-pub fn session_store(settings: &Settings, data: Option<&DataDir>) -> Result<Arc<dyn SessionStore>> {
+pub fn session_store(settings: &Settings, data: Option<&SharedDir>) -> Result<Arc<dyn SessionStore>> {
     Ok(if settings.sessions == "embedded" {
-        Arc::new(data_dir(data)?.session_store())
+        Arc::new(data_dir(data)?.clone())
     } else {
         Arc::new(RedisSessionStore::connect(&settings.sessions)?)
     })
 }
 
-/// The data dir of the settings; `dim: None` takes the stored dimension (commands that
-/// embed nothing).
-pub fn open_data(settings: &Settings, dim: Option<usize>) -> Result<DataDir> {
-    DataDir::open_with(&settings.data_dir, dim, index_params(settings))
+/// The data dir of the settings, held or reached through its holder; `dim: None` takes the
+/// stored dimension (commands that embed nothing).
+pub fn open_data(settings: &Settings, dim: Option<usize>) -> Result<SharedDir> {
+    SharedDir::open(&settings.data_dir, dim, index_params(settings))
 }
 
 /// The session store alone, for commands that embed nothing (trace, session): the data dir
@@ -221,7 +231,7 @@ fn unscoped_vectors(settings: &Settings) -> Result<Arc<dyn VectorStore>> {
     match &settings.backend {
         Backend::Embedded => {
             let data = open_data(settings, None)?;
-            let dim = data.vector_store().dimension();
+            let dim = data.dimension();
             vector_store(settings, Some(&data), dim, None)
         }
         Backend::Milvus(_) => {

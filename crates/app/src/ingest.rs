@@ -4,6 +4,7 @@
 //! Python package alike; `ragctx serve` and the evaluations use the same path.
 
 use crate::config::{Backend, Settings};
+use ragctx_core::EmbeddingCache;
 use ragctx_core::Metadata;
 use ragctx_core::{Error, Result};
 pub use ragctx_engine::ingest::IngestProgress;
@@ -270,10 +271,10 @@ impl crate::App {
     /// The data dir's embedding cache, unscoped (every tenant's entries; an ingest reads it
     /// through its tenant, [`ScopedEmbeddingCache`]): through the data dir this app holds
     /// open, or opened for each access (a Milvus backend with Redis sessions holds none).
-    pub fn embedding_cache(&self) -> DataDirCache {
+    pub fn embedding_cache(&self) -> Arc<dyn EmbeddingCache> {
         match &self.data {
-            Some(d) => d.embedding_cache(),
-            None => DataDirCache::At(self.settings.data_dir.clone()),
+            Some(d) => Arc::new(d.clone()),
+            None => Arc::new(DataDirCache::At(self.settings.data_dir.clone())),
         }
     }
 
@@ -281,7 +282,7 @@ impl crate::App {
         if let (Backend::Embedded, Some(data)) = (&self.settings.backend, &self.data) {
             crate::app::bind_model(&self.settings, data, self.embedder.as_ref())?;
         }
-        let cache = ScopedEmbeddingCache::new(Arc::new(self.embedding_cache()), self.settings.tenant().clone());
+        let cache = ScopedEmbeddingCache::new(self.embedding_cache(), self.settings.tenant().clone());
         let chunks = std::mem::take(&mut read.chunks);
         // A library's ingest (Python's, an embedding app's) draws nothing on the caller's
         // terminal: its progress goes to the log, as the server's does.

@@ -28,7 +28,7 @@ pub fn run(app: App, addr: &str) -> Result<()> {
         app.settings.turn().clone(),
         keys,
         app.settings.turn_timeout(),
-        Some(Arc::new(app.embedding_cache())),
+        Some(app.embedding_cache()),
     ));
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {

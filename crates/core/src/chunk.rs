@@ -77,7 +77,7 @@ impl Chunk {
 }
 
 /// A chunk with its embedding, as handed to [`crate::VectorStore::upsert`].
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EmbeddedChunk {
     /// The chunk as it will be stored.
     pub chunk: Chunk,

@@ -29,7 +29,7 @@ impl ExclusionSet {
 
 /// Group results by document: at most `group_size` chunks per document unless `quotas`
 /// (or a chunk's weight) raises it for a document.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Grouping {
     /// Chunks each document may place in the result, before quotas and source weights.
     pub group_size: usize,
@@ -52,7 +52,7 @@ impl Grouping {
 }
 
 /// One vector search.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct SearchRequest {
     /// L2-normalised query vector.
     pub vector: Vec<f32>,
@@ -96,7 +96,7 @@ pub enum SearchPath {
 
 /// One lexical (BM25) search, under the same exclusion and grouping contract as
 /// [`SearchRequest`].
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct LexicalRequest {
     /// The text matched against titles and texts (in a turn, the question alone).
     pub query: String,
@@ -143,7 +143,7 @@ named!(Retrieval, "retrieval", Dense = "dense", Lexical = "lexical", Hybrid = "h
 named!(Fusion, "fusion", Rrf = "rrf", Weighted = "weighted", Rescore = "rescore");
 
 /// Hits sorted by score, best first, and how they were found.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SearchOutcome {
     /// Best first; never an excluded chunk.
     pub hits: Vec<Hit>,

@@ -149,7 +149,7 @@ pub struct Retention {
 }
 
 /// Everything one turn writes, applied atomically by [`crate::SessionStore::commit_turn`].
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TurnCommit {
     /// The [`SessionState::version`] the turn was planned against: the commit lands only if
     /// the session is still there, else it fails with [`crate::Error::Conflict`] and writes

@@ -24,8 +24,12 @@ pub(crate) fn bytes_to_f32s(b: &[u8]) -> Vec<f32> {
     b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
 }
 
-/// An open data directory. Cheap to share: the stores it hands out hold `Arc`s.
+/// A data directory this process holds. Cheap to share: the stores it hands out hold
+/// `Arc`s. While it is open it serves its stores to other processes that open the data dir
+/// ([`crate::SharedDir`]); dropped, it finishes the calls it is answering first.
 pub struct DataDir {
+    /// Declared first, dropped first: no call is answered after the rest is gone.
+    server: Option<crate::share::Server>,
     path: PathBuf,
     db: Arc<Database>,
     index: Arc<RwLock<VectorIndex>>,
@@ -50,6 +54,20 @@ impl DataDir {
         std::fs::create_dir_all(path)
             .map_err(|e| Error::storage_in(format!("cannot create data dir {}", path.display()), e))?;
         let db = open_db(path)?;
+        Self::opened(path, db, dim, params)
+    }
+
+    /// Opens the data dir if no other process holds it, without waiting.
+    pub(crate) fn try_open_with(path: &Path, dim: Option<usize>, params: IndexParams) -> Result<OpenOutcome> {
+        std::fs::create_dir_all(path)
+            .map_err(|e| Error::storage_in(format!("cannot create data dir {}", path.display()), e))?;
+        match try_db(path)? {
+            Some(db) => Ok(OpenOutcome::Opened(Self::opened(path, db, dim, params)?)),
+            None => Ok(OpenOutcome::Held),
+        }
+    }
+
+    fn opened(path: &Path, db: Database, dim: Option<usize>, params: IndexParams) -> Result<DataDir> {
         let tx = db.begin_write().map_err(Error::storage)?;
         let stored_dim = {
             let mut meta = tx.open_table(META).map_err(Error::storage)?;
@@ -73,7 +91,8 @@ impl DataDir {
         };
         let db = Arc::new(db);
         let (index, unsaved) = load_or_rebuild_index(&db, path, dim, params)?;
-        Ok(DataDir {
+        let mut data = DataDir {
+            server: None,
             path: path.to_owned(),
             db,
             index: Arc::new(RwLock::new(index)),
@@ -81,7 +100,29 @@ impl DataDir {
             lexical: Arc::new(ragctx_lexical::Cached::with_file(&path.join("lexical.bin"))),
             unsaved: Arc::new(Mutex::new(unsaved)),
             dim,
-        })
+        };
+        let served = crate::share::Served {
+            vectors: data.vector_store(),
+            sessions: data.session_store(),
+            cache: data.embedding_cache(),
+            db: data.db.clone(),
+            dim,
+        };
+        // A holder that cannot serve still works alone; the others wait for it, as before.
+        match crate::share::Server::start(path, served) {
+            Ok(server) => data.server = Some(server),
+            Err(e) => eprintln!(
+                "ragctx: other processes cannot share {} while this one holds it: its socket {}: {e}",
+                path.display(),
+                crate::wire::socket_path(path).display()
+            ),
+        }
+        Ok(data)
+    }
+
+    /// The length of the vectors the store holds.
+    pub fn dimension(&self) -> usize {
+        self.dim
     }
 
     pub fn path(&self) -> &Path {
@@ -96,13 +137,7 @@ impl DataDir {
 
     /// The embedding model whose vectors the store holds, when one was recorded.
     pub fn embedding_model(&self) -> Result<Option<String>> {
-        let rx = self.db.begin_read().map_err(Error::storage)?;
-        let t = match rx.open_table(EMBEDDING_MODEL) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
-            Err(e) => return Err(Error::storage(e)),
-        };
-        Ok(t.get("model").map_err(Error::storage)?.map(|v| v.value().to_owned()))
+        embedding_model(&self.db)
     }
 
     /// Ties the store to the embedding model `model_id` (a [`Embedder::model_id`]): recorded
@@ -119,7 +154,14 @@ impl DataDir {
     /// [`DataDir::bind_model`] opening only the database, and only while it checks (a
     /// long ingest checks before it embeds, without holding the data dir meanwhile).
     pub fn bind_model_at(dir: &Path, model_id: &str, local: bool) -> Result<()> {
-        bind_model(&open_tables(dir)?, model_id, local)
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::storage_in(format!("cannot create data dir {}", dir.display()), e))?;
+        crate::share::briefly(
+            dir,
+            |db| bind_model(db, model_id, local),
+            || crate::wire::Call::BindModel { model: model_id.into(), local },
+            |r| matches!(r, crate::wire::Reply::Done).then_some(()),
+        )
     }
 
     pub fn vector_store(&self) -> EmbeddedVectorStore {
@@ -159,14 +201,30 @@ impl ragctx_core::EmbeddingCache for DataDirCache {
         match self {
             DataDirCache::Open { db, .. } => cached_embeddings(db, model_id, texts),
             DataDirCache::At(dir) if !holds_store(dir) => Ok(vec![None; texts.len()]),
-            DataDirCache::At(dir) => cached_embeddings(&open_tables(dir)?, model_id, texts),
+            DataDirCache::At(dir) => crate::share::briefly(
+                dir,
+                |db| cached_embeddings(db, model_id, texts),
+                || crate::wire::Call::CacheGet {
+                    model: model_id.into(),
+                    texts: texts.iter().map(|t| (*t).to_owned()).collect(),
+                },
+                |r| if let crate::wire::Reply::Vectors(v) = r { Some(v) } else { None },
+            ),
         }
     }
 
     fn put(&self, model_id: &str, items: &[(&str, &[f32])]) -> Result<()> {
         match self {
             DataDirCache::Open { db, .. } => cache_embeddings(db, model_id, items),
-            DataDirCache::At(dir) => cache_embeddings(&open_tables(dir)?, model_id, items),
+            DataDirCache::At(dir) => crate::share::briefly(
+                dir,
+                |db| cache_embeddings(db, model_id, items),
+                || crate::wire::Call::CachePut {
+                    model: model_id.into(),
+                    items: items.iter().map(|(t, v)| ((*t).to_owned(), v.to_vec())).collect(),
+                },
+                |r| matches!(r, crate::wire::Reply::Done).then_some(()),
+            ),
         }
     }
 
@@ -177,7 +235,17 @@ impl ragctx_core::EmbeddingCache for DataDirCache {
     }
 }
 
-fn bind_model(db: &Database, model_id: &str, local: bool) -> Result<()> {
+pub(crate) fn embedding_model(db: &Database) -> Result<Option<String>> {
+    let rx = db.begin_read().map_err(Error::storage)?;
+    let t = match rx.open_table(EMBEDDING_MODEL) {
+        Ok(t) => t,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+        Err(e) => return Err(Error::storage(e)),
+    };
+    Ok(t.get("model").map_err(Error::storage)?.map(|v| v.value().to_owned()))
+}
+
+pub(crate) fn bind_model(db: &Database, model_id: &str, local: bool) -> Result<()> {
     let tx = db.begin_write().map_err(Error::storage)?;
     {
         let mut t = tx.open_table(EMBEDDING_MODEL).map_err(Error::storage)?;
@@ -200,14 +268,28 @@ fn bind_model(db: &Database, model_id: &str, local: bool) -> Result<()> {
     tx.commit().map_err(Error::storage)
 }
 
-fn open_tables(dir: &Path) -> Result<Database> {
-    std::fs::create_dir_all(dir)
-        .map_err(|e| Error::storage_in(format!("cannot create data dir {}", dir.display()), e))?;
-    let db = open_db(dir)?;
-    let tx = db.begin_write().map_err(Error::storage)?;
-    tx.open_table(EMBED_CACHE).map_err(Error::storage)?;
-    tx.commit().map_err(Error::storage)?;
-    Ok(db)
+/// The database of `dir` if no process holds it, without waiting; `None` when one does.
+pub(crate) fn try_db(dir: &Path) -> Result<Option<Database>> {
+    let db_path = dir.join(DATABASE_FILE);
+    match Database::create(&db_path) {
+        Ok(db) => {
+            let tx = db.begin_write().map_err(Error::storage)?;
+            tx.open_table(EMBED_CACHE).map_err(Error::storage)?;
+            tx.open_table(EMBEDDING_MODEL).map_err(Error::storage)?;
+            tx.commit().map_err(Error::storage)?;
+            Ok(Some(db))
+        }
+        Err(DatabaseError::DatabaseAlreadyOpen) => Ok(None),
+        Err(e) => Err(Error::storage_in(format!("cannot open {}", db_path.display()), e)),
+    }
+}
+
+/// What [`DataDir::try_open_with`] found.
+pub(crate) enum OpenOutcome {
+    /// The data dir, now held by this process.
+    Opened(DataDir),
+    /// Another process holds it.
+    Held,
 }
 
 /// How long a process waits for the data dir held by others: `RAGCTX_LOCK_WAIT_SECS`,
@@ -220,7 +302,7 @@ pub fn holds_store(dir: &Path) -> bool {
     dir.join(DATABASE_FILE).is_file()
 }
 
-fn lock_wait() -> Duration {
+pub(crate) fn lock_wait() -> Duration {
     let secs = std::env::var("RAGCTX_LOCK_WAIT_SECS").ok().and_then(|v| v.parse().ok()).unwrap_or(60);
     Duration::from_secs(secs)
 }

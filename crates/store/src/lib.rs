@@ -22,8 +22,11 @@ mod chunks;
 mod db;
 mod memory;
 mod sessions;
+mod share;
+mod wire;
 
 pub use chunks::EmbeddedVectorStore;
 pub use db::{holds_store, DataDir, DataDirCache};
 pub use memory::MemoryVectorStore;
 pub use sessions::EmbeddedSessionStore;
+pub use share::SharedDir;

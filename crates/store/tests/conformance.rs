@@ -304,3 +304,48 @@ fn small_writes_leave_the_index_files_and_every_search_sees_them() {
     assert_eq!(nearest(&store, &many[59].vector), "bulk59#0");
     assert_eq!(nearest(&store, &chunk("x", "x", 1005).vector), "new5#0");
 }
+
+/// A process that opens a data dir another holds is the holder's client (design §10): the
+/// same suites through the socket, the holder being a second open in this process (a
+/// holder's lock is its open file's, so this process's own second open is turned away).
+#[test]
+fn a_client_of_the_holder_conforms() {
+    let holders = Mutex::new(Vec::new());
+    ragctx_testkit::vector_store_conformance(&|| {
+        let dir = tempfile::tempdir().unwrap();
+        let holder = open(dir.path(), 0);
+        let client = ragctx_store::SharedDir::open(dir.path(), Some(8), IndexParams::default()).unwrap();
+        assert!(!client.holds(), "the second open is a client");
+        holders.lock().unwrap().push((dir, holder));
+        Box::new(client) as Box<dyn VectorStore>
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let holder = open(dir.path(), 0);
+    let client = ragctx_store::SharedDir::open(dir.path(), Some(8), IndexParams::default()).unwrap();
+    ragctx_testkit::session_store_conformance(Arc::new(client.clone()), "shared");
+    ragctx_testkit::lexical_conformance(&client, 8);
+    drop(holder);
+}
+
+/// When the holder goes, its client's next call takes the data dir over and finds
+/// everything the holder acknowledged; a client asking for another dimension is refused.
+#[test]
+fn a_client_takes_the_data_dir_over_when_its_holder_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let holder = open(dir.path(), 0);
+    let client = ragctx_store::SharedDir::open(dir.path(), Some(8), IndexParams::default()).unwrap();
+    let wrong = ragctx_store::SharedDir::open(dir.path(), Some(16), IndexParams::default());
+    assert!(matches!(wrong, Err(ragctx_core::Error::WrongDimension { expected: 8, got: 16 })), "{:?}", wrong.err());
+    let mut v = vec![0.0f32; 8];
+    v[0] = 1.0;
+    let chunk =
+        ragctx_core::EmbeddedChunk { chunk: ragctx_core::Chunk::new("c1", "d1", "T", "text one"), vector: v.clone() };
+    assert_eq!(client.upsert(&[chunk]).unwrap(), 1);
+    assert_eq!(holder.vector_store().len().unwrap(), 1, "the holder saw the client's write at once");
+    drop(holder);
+    assert!(!client.holds());
+    assert_eq!(client.len().unwrap(), 1, "after the holder ended");
+    assert!(client.holds(), "the client took the data dir over");
+    let found = client.search(&ragctx_core::SearchRequest { vector: v, limit: 1, ..Default::default() }).unwrap();
+    assert_eq!(found.hits[0].chunk.id.as_str(), "c1");
+}

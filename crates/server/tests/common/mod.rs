@@ -45,7 +45,7 @@ pub fn state_with(keys: Keys, dir: &std::path::Path, turn_timeout: Duration) -> 
         app.settings.turn().clone(),
         keys,
         turn_timeout,
-        Some(Arc::new(app.embedding_cache())),
+        Some(app.embedding_cache()),
     ))
 }
 
