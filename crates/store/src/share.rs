@@ -246,7 +246,7 @@ impl SharedDir {
     /// (`RAGCTX_LOCK_WAIT_SECS`, default 60 s) only while a holder is starting (loading its
     /// index) or ending. `dim: None` takes the stored dimension.
     pub fn open(path: &Path, dim: Option<usize>, params: IndexParams) -> Result<SharedDir> {
-        let role = join(path, dim, params.clone(), 0)?;
+        let role = join(path, dim, params, 0)?;
         Ok(SharedDir {
             inner: Arc::new(Inner {
                 path: path.to_owned(),
@@ -340,7 +340,7 @@ impl SharedDir {
         if let Role::Client(c) = &*role {
             if c.epoch == epoch {
                 let next = self.inner.epochs.fetch_add(1, Ordering::AcqRel) as u64 + 1;
-                *role = join(&self.inner.path, self.inner.want_dim, self.inner.params.clone(), next)?;
+                *role = join(&self.inner.path, self.inner.want_dim, self.inner.params, next)?;
             }
         }
         Ok(())
@@ -360,7 +360,7 @@ fn join(path: &Path, dim: Option<usize>, params: IndexParams, epoch: u64) -> Res
     let started = Instant::now();
     let wait = lock_wait();
     loop {
-        match DataDir::try_open_with(path, dim, params.clone())? {
+        match DataDir::try_open_with(path, dim, params)? {
             OpenOutcome::Opened(data) => return Ok(Role::Holder(Arc::new(data))),
             OpenOutcome::Held => {}
         }
