@@ -137,3 +137,32 @@ fn bare_keys_keep_sessions_apart_and_keyless_mcp_refuses_a_foreign_host() {
     let foreign = ask("evil.example");
     assert!((400..500).contains(&foreign), "a foreign Host is refused, got {foreign}");
 }
+
+/// Several processes on one data dir at once (design §10): two `ragctx mcp` hosts through the
+/// official SDK's stdio client, `ragctx serve` through its streamable HTTP client, and the CLI
+/// (`ingest`, `trace`, `documents list`). The checks are `mcp_client.py shared`'s: the CLI's
+/// new file found by every agent's next search, no chunk sent to a session twice, the holder
+/// SIGKILLed inside a session write losing nothing acknowledged, the others answering on.
+#[test]
+fn hosts_serve_and_the_cli_share_one_data_dir() {
+    let env = Env::new();
+    let corpus = env.govt(120);
+    env.ok(&["ingest", corpus.to_str().unwrap()]);
+    let doc = env.write(
+        "lantern-boats.md",
+        "# Lantern boat permits\n\nThe quillfeather ordinance permits lantern boats on the river after dusk, \
+         with a permit from the harbour office that costs twelve dollars a season.\n",
+    );
+    let work = tempfile::tempdir().unwrap();
+    let model = repo().join("models/all-MiniLM-L6-v2");
+    let r = client(&[
+        "shared",
+        env!("CARGO_BIN_EXE_ragctx"),
+        env.data().to_str().unwrap(),
+        model.to_str().unwrap(),
+        doc.to_str().unwrap(),
+        work.path().to_str().unwrap(),
+    ]);
+    assert!(r["killed_after"].as_u64().unwrap() >= 2, "{r}");
+    eprintln!("shared data dir: {r}");
+}

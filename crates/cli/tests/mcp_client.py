@@ -5,6 +5,9 @@ with bench/.venv's Python: the official MCP Python SDK `mcp`, and `fastmcp`'s cl
     mcp_client.py http URL KEY_A KEY_B           the same tools over `serve`'s /mcp, two tenants
     mcp_client.py fastmcp URL KEY                fastmcp's client over HTTP
     mcp_client.py barekeys URL KEY_1 KEY_2       two bare keys: the same session name, two sessions
+    mcp_client.py shared BIN DATA_DIR MODEL_DIR NEW_DOC WORK_DIR
+                                                 two `ragctx mcp` hosts, `ragctx serve` and the CLI on
+                                                 one data dir at once; the holder killed mid-write
 
 Each mode asserts what it checks and prints one JSON line of what it saw; a failed check exits
 non-zero with the reason. The questions are ours, written for the fixture corpus's
@@ -211,7 +214,116 @@ async def barekeys(url, key_1, key_2):
     print(json.dumps({"key_1": [len(b1), len(p1b)], "key_2": [len(b2), len(p2)]}))
 
 
+def cli(bin_path, data_dir, model_dir, *args):
+    import subprocess
+    out = subprocess.run([bin_path, "--data-dir", data_dir, "--model-dir", model_dir, *args],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, f"ragctx {args}: exit {out.returncode}: {out.stderr[-2000:]}"
+    return out.stdout
+
+
+class Agent:
+    """One agent's session: checks that no chunk ever comes back to it twice in full."""
+
+    def __init__(self, name, s):
+        self.name, self.s, self.seen, self.steps = name, s, set(), 0
+
+    async def search(self, query):
+        r = await self.s.call_tool("search", {"session": self.name, "query": query, "budget": 1200})
+        assert not r.is_error, f"{self.name}: {text_of(r)}"
+        blocks, pointers = held(r)
+        again = self.seen.intersection(blocks)
+        assert not again, f"{self.name}: {query!r}: chunks sent twice: {again}"
+        self.seen.update(blocks)
+        self.steps += 1
+        return r.structured_content
+
+
+def documents_of(found):
+    return {b["document_id"] for b in found["blocks"]} | {p["document_id"] for p in found["pointers"]}
+
+
+async def shared(bin_path, data_dir, model_dir, new_doc, work):
+    """Two `ragctx mcp` hosts (the first holds the data dir and serves it to the others),
+    `ragctx serve` and the CLI on one data dir at once: a document the CLI ingests is found by
+    every agent's next search; the holder, SIGKILLed while it is inside a session's write
+    transaction (its failpoint paused there, seen on its stderr), loses nothing it
+    acknowledged, and the others keep answering."""
+    import contextlib
+    import signal
+    import subprocess
+    import time
+    from mcp.client.streamable_http import streamable_http_client
+
+    pidfile = os.path.join(work, "holder.pid")
+    errpath = os.path.join(work, "holder.err")
+    flags = ["--data-dir", data_dir, "--model-dir", model_dir, "mcp"]
+    holder = StdioServerParameters(
+        command="sh", args=["-c", 'echo $$ > "$0"; exec "$@"', pidfile, bin_path, *flags],
+        # Every session commit the holder runs pauses here for 1.5 s: the kill below lands
+        # inside one, as the failpoint's line on its stderr proves.
+        env={"RAGCTX_FAILPOINTS": "sessions.before-commit=1500", "RAGCTX_LOCK_WAIT_SECS": "60"})
+    second = StdioServerParameters(command=bin_path, args=flags, env={"RAGCTX_LOCK_WAIT_SECS": "60"})
+    paused = lambda: open(errpath).read().count("failpoint sessions.before-commit: paused")
+    out = {}
+    async with contextlib.AsyncExitStack() as stack:
+        errlog = stack.enter_context(open(errpath, "w"))
+        ra, wa = await stack.enter_async_context(stdio_client(holder, errlog=errlog))
+        a = Agent("host-a", await stack.enter_async_context(ClientSession(ra, wa)))
+        await a.s.initialize()  # the first process: it holds the data dir
+        rb, wb = await stack.enter_async_context(stdio_client(second))
+        b = Agent("host-b", await stack.enter_async_context(ClientSession(rb, wb)))
+        await b.s.initialize()  # a second host on the same knowledge base, at the same time
+        serve = subprocess.Popen([bin_path, "--data-dir", data_dir, "--model-dir", model_dir, "serve",
+                                  "--addr", "127.0.0.1:0"], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+        stack.callback(lambda: (serve.kill(), serve.wait()))
+        banner = serve.stderr.readline()
+        url = "http://" + banner.split("http://")[1].split()[0] + "/mcp"
+        rc, wc, *_ = await stack.enter_async_context(streamable_http_client(url))
+        c = Agent("web-c", await stack.enter_async_context(ClientSession(rc, wc)))
+        await c.s.initialize()
+        for agent in (a, b, c):
+            assert (await agent.search(QUESTIONS[0]))["blocks"], agent.name
+        # The CLI ingests a new file while all three are open; each one's next search finds it.
+        started = time.monotonic()
+        cli(bin_path, data_dir, model_dir, "ingest", new_doc)
+        out["cli_ingest_s"] = round(time.monotonic() - started, 2)
+        new_id = os.path.basename(new_doc)
+        for agent in (a, b, c):
+            found = await agent.search("quillfeather ordinance permits for lantern boats")
+            assert new_id in documents_of(found), f"{agent.name} did not find the new file: {documents_of(found)}"
+        traces = json.loads(cli(bin_path, data_dir, model_dir, "trace", "--session", "host-a", "--json"))
+        assert len(traces) == a.steps, f"the CLI reads host-a's {a.steps} steps: {len(traces)}"
+        acknowledged = a.steps
+        # Host A's next search is killed inside its session's write transaction.
+        before = paused()
+        call = asyncio.ensure_future(a.s.call_tool("search", {"session": "host-a", "query": QUESTIONS[1]}))
+        deadline = time.monotonic() + 60
+        while paused() == before:
+            assert time.monotonic() < deadline and not call.done(), "the holder never reached its write"
+            await asyncio.sleep(0.02)
+        os.kill(int(open(pidfile).read()), signal.SIGKILL)
+        call.cancel()
+        # The others keep answering: one of them takes the data dir over.
+        started = time.monotonic()
+        for agent in (b, c):
+            assert (await agent.search(QUESTIONS[2]))["step"] >= 1
+        out["takeover_s"] = round(time.monotonic() - started, 2)
+        for agent in (b, c):
+            await agent.search(QUESTIONS[0])  # asked again: pointers, never a chunk twice
+        traces = json.loads(cli(bin_path, data_dir, model_dir, "trace", "--session", "host-a", "--json"))
+        assert len(traces) == acknowledged, f"host-a: {acknowledged} steps acknowledged, {len(traces)} stored"
+        listed = cli(bin_path, data_dir, model_dir, "documents", "list")
+        assert new_id in listed, "the CLI's acknowledged ingest is kept"
+        out.update({"steps": {x.name: x.steps for x in (a, b, c)}, "killed_after": acknowledged,
+                    "chunks_seen": {x.name: len(x.seen) for x in (a, b, c)}})
+        # Host A's stdio pipe is dead: close the others first, then let the stack unwind.
+        with contextlib.suppress(Exception):
+            await stack.aclose()
+    print(json.dumps(out))
+
+
 if __name__ == "__main__":
     mode, *args = sys.argv[1:]
-    run = {"stdio": stdio, "http": http, "fastmcp": with_fastmcp, "barekeys": barekeys}[mode]
+    run = {"stdio": stdio, "http": http, "fastmcp": with_fastmcp, "barekeys": barekeys, "shared": shared}[mode]
     asyncio.run(run(*args))
