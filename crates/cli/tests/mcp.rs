@@ -40,15 +40,17 @@ fn an_agent_over_stdio_never_gets_a_chunk_twice_and_its_steps_are_traced() {
     let calls = r["calls"].as_array().unwrap();
     assert_eq!(calls.len(), 4);
     assert!(calls[3]["pointers"].as_u64().unwrap() > 0, "{r}");
-    // Every call a step of the session's one history: the searches, the open, the forget,
+    // Every call a step of the session's one history: the searches, the two opens, the forget,
     // the search after it, and the bad inputs' none (nothing was recorded for them).
     let traces: Vec<Value> = serde_json::from_str(&env.ok(&["trace", "--session", session, "--json"])).unwrap();
     let questions: Vec<&str> = traces.iter().map(|t| t["question"].as_str().unwrap()).collect();
-    assert_eq!(questions.len(), 8, "{questions:?}");
-    assert!(questions[5].starts_with("open "), "{questions:?}");
+    assert_eq!(questions.len(), 9, "{questions:?}");
+    assert!(questions[5].starts_with("open [1."), "a passage's handle: {questions:?}");
+    assert!(questions[6].starts_with("open "), "{questions:?}");
     assert_eq!(traces[5]["trace"]["intent"], "reshow", "open is a re-show");
-    assert!(questions[6].starts_with("forget"), "{questions:?}");
-    assert_eq!(traces[6]["trace"]["forgotten"].as_array().unwrap().len(), 1);
+    assert_eq!(traces[5]["context"].as_array().unwrap().len(), 1, "a handle opens one passage");
+    assert!(questions[7].starts_with("forget"), "{questions:?}");
+    assert_eq!(traces[7]["trace"]["forgotten"].as_array().unwrap().len(), 1);
     for t in &traces {
         assert_eq!(t["answer"], "", "retrieve-only: no answer generated");
         assert_eq!(t["trace"]["memory"], "client");

@@ -57,6 +57,11 @@ def check_schemas(tools):
     for t in by_name.values():
         assert t.output_schema is not None and t.output_schema.get("type") == "object", (t.name, t.output_schema)
         assert t.description, t.name
+    for name in ("search", "open", "forget"):
+        assert by_name[name].input_schema["properties"]["session"]["pattern"], name
+    a = {n: t.annotations for n, t in by_name.items()}
+    assert a["search"].read_only_hint and a["open"].read_only_hint and a["documents"].read_only_hint, a
+    assert a["forget"].destructive_hint and not a["forget"].read_only_hint, a
     out = by_name["search"].output_schema
     assert {"blocks", "pointers", "step", "tokens"} <= set(out["properties"]), out
 
@@ -95,11 +100,17 @@ async def agent_session(s, session):
     r = await s.call_tool("search", {"session": session, "query": QUESTIONS[0], "budget": 1500})
     blocks, pointers = held(r)
     assert top["chunk_ids"][0] in pointers and top["chunk_ids"][0] not in blocks, (top["chunk_ids"], blocks, pointers)
-    marker = [p for p in r.structured_content["pointers"] if top["chunk_ids"][0] in p["chunk_ids"]][0]["marker"]
-    opened = await s.call_tool("open", {"session": session, "ref": f"[{marker}]"})
+    pointer = [p for p in r.structured_content["pointers"] if top["chunk_ids"][0] in p["chunk_ids"]][0]
+    handle = pointer["handles"][pointer["chunk_ids"].index(top["chunk_ids"][0])]
+    assert f"[{handle}]" in text_of(r), f"the pointer's handle is in the text the model reads: {text_of(r)[:300]}"
+    # The pointer's handle opens that passage alone; the document's marker opens all it holds.
+    opened = await s.call_tool("open", {"session": session, "ref": f"[{handle}]"})
     assert not opened.is_error, text_of(opened)
     o_blocks, _ = held(opened)
-    assert top["chunk_ids"][0] in o_blocks, (top["chunk_ids"], o_blocks)
+    assert o_blocks == [top["chunk_ids"][0]], (handle, top["chunk_ids"], o_blocks)
+    whole = await s.call_tool("open", {"session": session, "ref": f"[{pointer['marker']}]"})
+    assert not whole.is_error and "whole document" in whole.structured_content["opened"], whole.structured_content
+    assert set(o_blocks) <= set(held(whole)[0]), "the document's marker opens every passage held of it"
     # (Its document's other held chunks may be merged around it: a piece from its middle.)
     middle = top["text"][len(top["text"]) // 2:][:60]
     assert middle in text_of(opened), f"open shows the text again: {middle!r}"

@@ -138,13 +138,14 @@ impl Scope {
         let settings = self.step_settings(Mode::New, layer)?;
         crate::validate_question(query).map_err(about("query"))?;
         let input = TurnInput::new(&id, query, &settings).retrieve_only().deadline(Instant::now() + self.timeout);
-        Ok(Found::of(session, &self.engine.run(input)?))
+        Found::of(session, &self.engine.run(input)?, &self.engine)
     }
 
-    /// Shows again, in full, what `reference` names in `session` — a marker (`[3]`, `3`), a
-    /// held chunk ID or a document ID with held chunks — within `budget` tokens (default
-    /// [`DEFAULT_OPEN_BUDGET`]): every chunk it names, bypassing exclusion, recorded as a
-    /// reshow step.
+    /// Shows again, in full, what `reference` names in `session` — one passage by its handle
+    /// (`[3.2]`, `3.2`, a range `[3.2–3.4]`) or chunk ID, or a whole document by its marker
+    /// (`[3]`, `3`) or ID (every chunk of it the session holds) — within `budget` tokens
+    /// (default [`DEFAULT_OPEN_BUDGET`]), bypassing exclusion, recorded as a reshow step.
+    /// [`Found::opened`] says what it named and what a whole document cost.
     pub fn open(&self, session: &str, reference: &str, budget: Option<usize>) -> Result<Found> {
         let id = self.session(session)?;
         let layer = TurnOverrides {
@@ -160,7 +161,19 @@ impl Scope {
             reshow: Some(&ids),
             ..TurnInput::new(&id, &question, &settings).retrieve_only().deadline(Instant::now() + self.timeout)
         };
-        Ok(Found::of(session, &self.engine.run(input).map_err(about("ref"))?))
+        let mut found = Found::of(session, &self.engine.run(input).map_err(about("ref"))?, &self.engine)?;
+        let bare = reference.trim().trim_start_matches('[').trim_end_matches(']');
+        let passage = parse_handle(reference).is_some_and(|(_, k)| k.is_some()) || ids.iter().any(|c| c.as_str() == bare);
+        found.opened = Some(if passage {
+            format!("{} passage(s) named by {reference}", ids.len())
+        } else {
+            format!(
+                "the whole document {reference}: all {} passage(s) you hold of it, {} tokens (open one passage by its handle, e.g. [n.k], to pay for that one only)",
+                ids.len(),
+                found.tokens
+            )
+        });
+        Ok(found)
     }
 
     /// Lets what `refs` name (markers, chunk IDs, document IDs; `None`: everything the session
@@ -206,8 +219,44 @@ impl Scope {
     }
 }
 
-/// The chunks of the session `refs` name: a marker (`[3]`, `3`), a held chunk, or a document
-/// with held chunks; a reference that names none of them is the caller's mistake.
+/// A handle as the model reads it: `[3]` / `3` (a document's marker), `[3.2]` / `3.2` (its
+/// passage 2), `[3.2–3.4]` / `3.2-4` (passages 2 to 4): the marker and the passages' range.
+fn parse_handle(r: &str) -> Option<(u32, Option<(u32, u32)>)> {
+    let r = r.trim().trim_start_matches('[').trim_end_matches(']');
+    let (marker, rest) = match r.split_once('.') {
+        Some((m, rest)) => (m.parse().ok()?, Some(rest)),
+        None => return Some((r.parse().ok()?, None)),
+    };
+    let rest = rest?;
+    let (a, b) = match rest.split_once(['–', '-']) {
+        Some((a, b)) => (a, b.rsplit('.').next()?),
+        None => (rest, rest),
+    };
+    let (a, b): (u32, u32) = (a.parse().ok()?, b.parse().ok()?);
+    (a >= 1 && b >= a).then_some((marker, Some((a, b))))
+}
+
+/// A chunk's handle in a session: `{marker}.{ordinal + 1}` when its position in the document
+/// is known, else its chunk ID.
+fn handle(marker: u32, ordinal: Option<u32>, id: &ChunkId) -> String {
+    match ordinal {
+        Some(o) => format!("{marker}.{}", o + 1),
+        None => id.as_str().to_owned(),
+    }
+}
+
+/// The handle of consecutive passages of one document: `3.4`, or `3.4–3.6`.
+fn span_handle(handles: &[String]) -> String {
+    match handles {
+        [] => String::new(),
+        [one] => one.clone(),
+        [first, .., last] => format!("{first}–{last}"),
+    }
+}
+
+/// The chunks of the session `refs` name: a passage handle (`[3.2]`), a document's marker
+/// (`[3]`, `3`: every chunk of it held), a held chunk, or a document with held chunks; a
+/// reference that names none of them is the caller's mistake.
 fn resolve_refs(engine: &Engine, session: &SessionId, refs: &[String]) -> Result<Vec<ChunkId>> {
     let state = engine.sessions.load(session)?.unwrap_or_default();
     let held: Vec<ChunkId> = {
@@ -219,19 +268,32 @@ fn resolve_refs(engine: &Engine, session: &SessionId, refs: &[String]) -> Result
     let mut out: Vec<ChunkId> = Vec::new();
     for r in refs {
         let r = r.trim();
-        let marker = r.trim_start_matches('[').trim_end_matches(']');
-        let by_marker =
-            marker.parse::<u32>().ok().and_then(|m| state.markers.iter().find(|(_, &v)| v == m)).map(|(d, _)| d);
+        // A handle as the text shows it, `[id]`, or bare.
+        let bare = r.strip_prefix('[').and_then(|x| x.strip_suffix(']')).unwrap_or(r);
+        let parsed = parse_handle(r);
+        let by_marker = parsed.and_then(|(m, _)| state.markers.iter().find(|(_, &v)| v == m)).map(|(d, _)| d);
         let found: Vec<ChunkId> = if let Some(doc) = by_marker {
-            chunks.iter().filter(|c| &c.document_id == doc).map(|c| c.id.clone()).collect()
-        } else if held.iter().any(|c| c.as_str() == r) {
-            vec![ChunkId::from(r)]
+            let range = parsed.and_then(|(_, k)| k);
+            chunks
+                .iter()
+                .filter(|c| &c.document_id == doc)
+                .filter(|c| match (range, c.ordinal) {
+                    (None, _) => true,
+                    (Some((a, b)), Some(o)) => (a..=b).contains(&(o + 1)),
+                    (Some(_), None) => false,
+                })
+                .map(|c| c.id.clone())
+                .collect()
+        } else if let Some(c) = held.iter().find(|c| c.as_str() == r || c.as_str() == bare) {
+            vec![c.clone()]
         } else {
-            chunks.iter().filter(|c| c.document_id.as_str() == r).map(|c| c.id.clone()).collect()
+            chunks.iter().filter(|c| c.document_id.as_str() == r || c.document_id.as_str() == bare).map(|c| c.id.clone()).collect()
         };
         if found.is_empty() {
+            let shown: String = r.chars().take(80).collect();
+            let more = if r.chars().count() > 80 { "…" } else { "" };
             return Err(Error::InvalidInput(format!(
-                "{r:?} names no marker, chunk ID or document ID this session holds (search first)"
+                "{shown:?}{more} names no passage handle ([n.k]), marker ([n]), chunk ID or document ID this session holds (search first)"
             )));
         }
         for c in found {
@@ -247,8 +309,13 @@ fn resolve_refs(engine: &Engine, session: &SessionId, refs: &[String]) -> Result
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct BlockOut {
-    /// Its marker, stable within the session: cite it as `[n]`.
+    /// Its document's marker, stable within the session (`open [n]` shows every passage of
+    /// the document the session holds).
     pub marker: u32,
+    /// The block's own handle, `n.k` (passage k of document n) or `n.k–n.m` for consecutive
+    /// passages, or a chunk ID where the document's order is unknown: cite it as `[n.k]`,
+    /// `open` it to see just this again.
+    pub handle: String,
     /// The chunks its text holds.
     pub chunk_ids: Vec<String>,
     /// The document they come from.
@@ -267,8 +334,11 @@ pub struct BlockOut {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PointerOut {
-    /// Its marker (the one it was first shown with).
+    /// Its document's marker (the one it was first shown with).
     pub marker: u32,
+    /// The handle of each held passage that ranks (`n.k`, or a chunk ID): `open` one to see
+    /// just that passage again.
+    pub handles: Vec<String>,
     /// The held chunks that rank for this query.
     pub chunk_ids: Vec<String>,
     /// Their document.
@@ -296,6 +366,9 @@ pub struct Found {
     /// Documents that ranked but did not fit the call's budget (ask again with a larger one,
     /// or `open` them).
     pub dropped_by_budget: Vec<String>,
+    /// `open` only: what the reference named (passages, or a whole document and its cost).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opened: Option<String>,
 }
 
 /// One document of `documents`.
@@ -331,13 +404,22 @@ pub struct Forgotten {
 }
 
 impl Found {
-    /// A step's result as the caller sees it (`session` as the caller named it).
-    pub fn of(session: &str, t: &Trace) -> Found {
+    /// A step's result as the caller sees it (`session` as the caller named it), each block
+    /// and pointer with its passages' handles (their positions read from `engine`'s store).
+    pub fn of(session: &str, t: &Trace, engine: &Engine) -> Result<Found> {
+        let mut ids: Vec<ChunkId> = t.context.iter().flat_map(|b| b.chunk_ids.iter().cloned()).collect();
+        ids.extend(t.pointers.iter().flat_map(|p| p.chunk_ids.iter().cloned()));
+        let ordinals: std::collections::HashMap<ChunkId, Option<u32>> =
+            engine.vectors.chunks(&ids)?.into_iter().map(|c| (c.id, c.ordinal)).collect();
+        let handles = |marker: u32, ids: &[ChunkId]| -> Vec<String> {
+            ids.iter().map(|c| handle(marker, ordinals.get(c).copied().flatten(), c)).collect()
+        };
         let blocks = t
             .context
             .iter()
             .map(|b| BlockOut {
                 marker: b.marker,
+                handle: span_handle(&handles(b.marker, &b.chunk_ids)),
                 chunk_ids: b.chunk_ids.iter().map(|c| c.as_str().to_owned()).collect(),
                 document_id: b.document_id.as_str().to_owned(),
                 title: b.title.clone(),
@@ -351,43 +433,64 @@ impl Found {
             .iter()
             .map(|p| PointerOut {
                 marker: p.marker,
+                handles: handles(p.marker, &p.chunk_ids),
                 chunk_ids: p.chunk_ids.iter().map(|c| c.as_str().to_owned()).collect(),
                 document_id: p.document_id.as_str().to_owned(),
                 title: p.title.clone(),
                 shown_in_step: p.shown_in_turn,
             })
             .collect();
-        Found {
+        Ok(Found {
             session: session.to_owned(),
             step: t.turn,
             blocks,
             pointers,
             tokens: t.trace.context_tokens,
             dropped_by_budget: t.trace.dropped_by_budget.iter().map(|d| d.as_str().to_owned()).collect(),
-        }
+            opened: None,
+        })
     }
 
-    /// The text a model reads: pointers first (one line each), then the new blocks in full,
-    /// then what did not fit.
+    /// The text a model reads: pointers first (one line each, with the handles that open
+    /// them), then the new blocks in full under `[n.k] Title › Section (document, p. 3)`, then
+    /// what did not fit — never "nothing found" when something ranked but did not fit.
     pub fn text(&self) -> String {
         let mut text = String::new();
+        if let Some(o) = &self.opened {
+            text.push_str(&format!("Opened {o}.\n"));
+        }
         for p in &self.pointers {
+            let handles: Vec<String> = p.handles.iter().map(|h| format!("[{h}]")).collect();
             text.push_str(&format!(
-                "[{}] {} ({}) — you already hold this (step {}); open it to see it again\n",
-                p.marker, p.title, p.document_id, p.shown_in_step
+                "{} {} ({}) — you already hold this (step {}); open {} to see it again\n",
+                handles.join(" "),
+                p.title,
+                p.document_id,
+                p.shown_in_step,
+                handles.first().map(String::as_str).unwrap_or("it")
             ));
         }
         for b in &self.blocks {
-            text.push_str(&format!("[{}] {} ({})\n{}\n\n", b.marker, b.title, b.document_id, b.text.trim_end()));
+            let metadata: ragctx_core::Metadata = serde_json::from_value(b.metadata.clone()).unwrap_or_default();
+            let title = ragctx_core::shown_title(&b.title, &metadata);
+            let pages = match ragctx_core::pages(&metadata) {
+                Some((a, z)) if a == z => format!(", p. {a}"),
+                Some((a, z)) => format!(", pp. {a}–{z}"),
+                None => String::new(),
+            };
+            text.push_str(&format!("[{}] {title} ({}{pages})\n{}\n\n", b.handle, b.document_id, b.text.trim_end()));
         }
-        if self.blocks.is_empty() && self.pointers.is_empty() {
+        let dropped = !self.dropped_by_budget.is_empty();
+        if self.blocks.is_empty() && self.pointers.is_empty() && !dropped {
             text.push_str("Nothing found that you do not already hold.\n");
-        } else if self.blocks.is_empty() {
+        } else if self.blocks.is_empty() && self.pointers.is_empty() {
+            text.push_str("Results ranked, but none fit this call's budget: call again with a larger budget.\n");
+        } else if self.blocks.is_empty() && !dropped {
             text.push_str("Nothing new: every result that ranks is one you already hold.\n");
         }
-        if !self.dropped_by_budget.is_empty() {
+        if dropped {
             text.push_str(&format!(
-                "Did not fit the budget ({} document(s)): {}\n",
+                "Did not fit the budget ({} document(s); a larger budget would bring them): {}\n",
                 self.dropped_by_budget.len(),
                 self.dropped_by_budget.join(", ")
             ));

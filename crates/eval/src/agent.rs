@@ -134,7 +134,7 @@ fn plain(
     };
     let id = ragctx_core::SessionId::parse(session)?;
     let t = engine.run(ragctx_engine::TurnInput::new(&id, query, &settings).retrieve_only())?;
-    Ok(Found::of(session, &t))
+    Ok(Found::of(session, &t, engine)?)
 }
 
 /// Replays the conversations through both tools and prints the side-by-side report.

@@ -49,7 +49,7 @@ fn plain(e: &Error) -> String {
 pub struct SearchArgs {
     /// Your session: one per task or conversation (1–128 characters: letters, digits, `.`,
     /// `_`, `:`, `-`). Chunks it already holds are never sent again.
-    #[schemars(length(min = 1, max = 128))]
+    #[schemars(length(min = 1, max = 128), regex(pattern = r"^[A-Za-z0-9._:-]{1,128}$"))]
     pub session: String,
     /// What to look for, in words (1–4000 characters).
     #[schemars(length(min = 1, max = 4000))]
@@ -71,10 +71,11 @@ pub struct SearchArgs {
 #[schemars(deny_unknown_fields)]
 pub struct OpenArgs {
     /// Your session.
-    #[schemars(length(min = 1, max = 128))]
+    #[schemars(length(min = 1, max = 128), regex(pattern = r"^[A-Za-z0-9._:-]{1,128}$"))]
     pub session: String,
-    /// What to show again: a marker from an earlier result (`[3]` or `3`), a chunk ID or a
-    /// document ID the session holds.
+    /// What to show again: one passage by its handle from an earlier result (`[3.2]` or
+    /// `3.2`; `[3.2–3.4]` for several) or chunk ID — or a whole document by its marker (`[3]`)
+    /// or ID, which returns every passage of it you hold (costs more).
     #[schemars(length(min = 1, max = 512))]
     pub r#ref: String,
     /// Tokens it may return (64–32000; default 4000).
@@ -96,9 +97,10 @@ pub struct DocumentsArgs {
 #[schemars(deny_unknown_fields)]
 pub struct ForgetArgs {
     /// Your session.
-    #[schemars(length(min = 1, max = 128))]
+    #[schemars(length(min = 1, max = 128), regex(pattern = r"^[A-Za-z0-9._:-]{1,128}$"))]
     pub session: String,
-    /// Markers, chunk IDs or document IDs your context no longer holds; absent: all of them.
+    /// Passage handles (`3.2`), markers (`3`: a whole document), chunk IDs or document IDs
+    /// your context no longer holds; absent: all of them.
     pub refs: Option<Vec<String>>,
 }
 
@@ -241,8 +243,9 @@ impl Tools {
     /// Searches the documents for `query`. New chunks come back whole; chunks your session
     /// already holds come back as one-line pointers (cite them by marker, or `open` them).
     #[tool(
-        description = "Search the knowledge base. Returns new passages in full, each with a marker [n] to cite, and one-line pointers to passages your session already holds (never re-sent). Use the same session for one task; call forget when your context drops earlier results.",
-        output_schema = schema_for_output::<Found>()
+        description = "Search the knowledge base. Returns new passages in full, each headed by its handle [n.k] (passage k of document n) to cite, and one-line pointers [n.k] to passages your session already holds (never re-sent; open [n.k] shows just that passage again). Use the same session for one task; call forget when your context drops earlier results.",
+        output_schema = schema_for_output::<Found>(),
+        annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn search(
         &self,
@@ -257,8 +260,9 @@ impl Tools {
 
     /// Shows what a marker, chunk ID or document ID of the session named, again, in full.
     #[tool(
-        description = "Show again, in full, passages your session already holds: by marker ([3] or 3), chunk ID or document ID. Use it when you need the text of a pointer.",
-        output_schema = schema_for_output::<Found>()
+        description = "Show again, in full, passages your session already holds. open [3.2] returns just passage 2 of document 3 (the handle on a pointer or block); open [3] or a document ID returns every passage of that document you hold, which costs more. Use it when you need the text of a pointer.",
+        output_schema = schema_for_output::<Found>(),
+        annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn open(
         &self,
@@ -274,7 +278,8 @@ impl Tools {
     /// Lists the documents that can be found.
     #[tool(
         description = "List the documents in the knowledge base: ID, title, chunks, metadata; optionally only those matching a metadata filter.",
-        output_schema = schema_for_output::<Documents>()
+        output_schema = schema_for_output::<Documents>(),
+        annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn documents(
         &self,
@@ -289,8 +294,9 @@ impl Tools {
 
     /// Lets chunks the agent's context dropped be sent again.
     #[tool(
-        description = "Tell the knowledge base your context no longer holds some results (after compaction or truncation), by marker, chunk ID or document ID, or all of them when refs is absent: a later search may send them again.",
-        output_schema = schema_for_output::<Forgotten>()
+        description = "Tell the knowledge base your context no longer holds some results (after compaction or truncation), by passage handle ([3.2]), marker ([3]: a whole document), chunk ID or document ID, or all of them when refs is absent: a later search may send them again.",
+        output_schema = schema_for_output::<Forgotten>(),
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false)
     )]
     async fn forget(
         &self,
