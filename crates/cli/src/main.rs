@@ -396,7 +396,27 @@ fn exit_code(e: &anyhow::Error) -> i32 {
     kind.exit_code()
 }
 
+/// A closed pipe (`ragctx documents list | head`) ends the command quietly, as it ends other
+/// Unix tools, instead of printing a panic with a backtrace: Rust ignores SIGPIPE, so
+/// `println!` panics with "failed printing to stdout" when the reader has gone.
+fn quiet_on_closed_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        default(info);
+    }));
+}
+
 fn main() {
+    quiet_on_closed_pipe();
     tune_allocator();
     let cli = Cli::parse();
     init_logs(matches!(cli.command, Command::Serve { .. }));

@@ -163,7 +163,8 @@ impl Scope {
         };
         let mut found = Found::of(session, &self.engine.run(input).map_err(about("ref"))?, &self.engine)?;
         let bare = reference.trim().trim_start_matches('[').trim_end_matches(']');
-        let passage = parse_handle(reference).is_some_and(|(_, k)| k.is_some()) || ids.iter().any(|c| c.as_str() == bare);
+        let passage =
+            parse_handle(reference).is_some_and(|(_, k)| k.is_some()) || ids.iter().any(|c| c.as_str() == bare);
         found.opened = Some(if passage {
             format!("{} passage(s) named by {reference}", ids.len())
         } else {
@@ -287,7 +288,11 @@ fn resolve_refs(engine: &Engine, session: &SessionId, refs: &[String]) -> Result
         } else if let Some(c) = held.iter().find(|c| c.as_str() == r || c.as_str() == bare) {
             vec![c.clone()]
         } else {
-            chunks.iter().filter(|c| c.document_id.as_str() == r || c.document_id.as_str() == bare).map(|c| c.id.clone()).collect()
+            chunks
+                .iter()
+                .filter(|c| c.document_id.as_str() == r || c.document_id.as_str() == bare)
+                .map(|c| c.id.clone())
+                .collect()
         };
         if found.is_empty() {
             let shown: String = r.chars().take(80).collect();

@@ -327,12 +327,7 @@ pub fn resolve(keys: &Keys, home: &Tenant, headers: &HeaderMap) -> Result<Caller
     if !keys.configured() {
         return Ok(Caller { tenant: named()?.unwrap_or_else(|| home.clone()), role: Role::Admin, ns: None });
     }
-    let given = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim)
-        .unwrap_or("");
+    let given = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer_token).unwrap_or("");
     let unauthorized = || {
         ApiError::new(
             StatusCode::UNAUTHORIZED,
@@ -359,9 +354,25 @@ pub fn resolve(keys: &Keys, home: &Tenant, headers: &HeaderMap) -> Result<Caller
     Ok(Caller { tenant, role, ns })
 }
 
+/// The token of an `Authorization: Bearer TOKEN` value; the scheme is case-insensitive
+/// (RFC 9110 §11.1), as `bearer` or `BEARER` from some clients.
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim_start().split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then_some(token.trim())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        for v in ["Bearer k1", "bearer k1", "BEARER  k1 "] {
+            assert_eq!(super::bearer_token(v), Some("k1"), "{v}");
+        }
+        assert_eq!(super::bearer_token("Basic k1"), None);
+        assert_eq!(super::bearer_token("Bearerk1"), None);
+    }
 
     #[test]
     fn the_file_format_and_its_errors() {

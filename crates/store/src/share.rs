@@ -295,7 +295,7 @@ impl SharedDir {
 
     /// One store call: run here when this process holds the data dir, else sent to the holder.
     /// A holder gone since the last call is replaced (this process takes the data dir over, or
-    /// joins the one that did) and the call is sent once more.
+    /// joins the one that did) and the call is sent again, until one answers.
     fn run<T>(
         &self,
         here: impl Fn(&DataDir) -> Result<T>,
@@ -303,7 +303,10 @@ impl SharedDir {
         back: impl Fn(Reply) -> Option<T>,
     ) -> Result<T> {
         let mut lost = None;
-        for _ in 0..2 {
+        let started = Instant::now();
+        // Short-lived holders (CLI commands) may end one after another: the call follows
+        // them for as long as a holder is waited for.
+        while started.elapsed() < lock_wait() {
             let epoch = {
                 let role = self.inner.role.read().unwrap_or_else(|p| p.into_inner());
                 match &*role {
@@ -326,8 +329,9 @@ impl SharedDir {
         Err(Error::Unavailable {
             backend: "embedded store".into(),
             message: format!(
-                "the process holding {} went away twice during one call ({})",
+                "the processes holding {} kept going away during one call for {} s ({})",
                 self.inner.path.display(),
+                lock_wait().as_secs(),
                 lost.map(|e| e.to_string()).unwrap_or_default()
             ),
         })
@@ -517,7 +521,7 @@ impl SessionStore for SharedDir {
         )
     }
 
-    /// Sent once more after its holder went away, like every call: a version-checked commit
+    /// Sent again after its holder went away, like every call: a version-checked commit
     /// that landed before the holder was killed answers the second time with a conflict.
     fn commit_turn(&self, id: &SessionId, commit: TurnCommit, retention: Retention) -> Result<u64> {
         self.run(
