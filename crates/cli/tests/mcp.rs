@@ -45,7 +45,8 @@ fn an_agent_over_stdio_never_gets_a_chunk_twice_and_its_steps_are_traced() {
     let traces: Vec<Value> = serde_json::from_str(&env.ok(&["trace", "--session", session, "--json"])).unwrap();
     let questions: Vec<&str> = traces.iter().map(|t| t["question"].as_str().unwrap()).collect();
     assert_eq!(questions.len(), 9, "{questions:?}");
-    assert!(questions[5].starts_with("open [1."), "a passage's handle: {questions:?}");
+    // The fixture's JSONL lines give no `ordinal`: a passage's handle is its chunk ID.
+    assert!(questions[5].starts_with("open [") && questions[5] != questions[6], "a passage's handle: {questions:?}");
     assert!(questions[6].starts_with("open "), "{questions:?}");
     assert_eq!(traces[5]["trace"]["intent"], "reshow", "open is a re-show");
     assert_eq!(traces[5]["context"].as_array().unwrap().len(), 1, "a handle opens one passage");
@@ -75,6 +76,24 @@ fn the_same_tools_over_http_behind_keys_and_tenants() {
     let (status, body) = http_post(&server.addr, "/mcp", init);
     assert_eq!(status, 401, "{body}");
     assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["code"], "unauthorized", "{body}");
+    // A foreign Origin is refused with keys too (the MCP transport's rule); a loopback one is
+    // let through to the protocol.
+    let origin = |o: &str| {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(&server.addr).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
+        let req = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {}\r\nOrigin: {o}\r\nAuthorization: Bearer a-write\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{init}",
+            server.addr,
+            init.len()
+        );
+        s.write_all(req.as_bytes()).unwrap();
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        out.split_whitespace().nth(1).and_then(|c| c.parse::<u16>().ok()).unwrap_or(0)
+    };
+    assert_eq!(origin("https://evil.example"), 403);
+    assert_eq!(origin("http://localhost:5173"), 200);
     let r = client(&["http", &url, "a-write", "b-read"]);
     assert!(r["documents_a"].as_u64().unwrap() > 0, "{r}");
     let f = client(&["fastmcp", &url, "b-read"]);

@@ -37,30 +37,7 @@ pub fn parse_jsonl(file: &str, bytes: &[u8]) -> Result<Vec<SourcedChunk>, InputE
         let l: Line = serde_json::from_str(text).map_err(|e| err(format!("invalid chunk: {e}")))?;
         out.push(l.into_chunk(file, Some(lineno)).map_err(err)?);
     }
-    number_passages(&mut out);
     Ok(out)
-}
-
-/// Gives the chunks of a document that names none of its chunks' `ordinal` their order:
-/// by `start` where every one has it, else as given. A passage's handle (`[3.2]`, what an
-/// agent's `open` takes) is its document's marker and its place.
-fn number_passages(chunks: &mut [SourcedChunk]) {
-    let mut by_doc: std::collections::HashMap<ragctx_core::DocumentId, Vec<usize>> = std::collections::HashMap::new();
-    for (i, c) in chunks.iter().enumerate() {
-        by_doc.entry(c.chunk.document_id.clone()).or_default().push(i);
-    }
-    for at in by_doc.into_values() {
-        if at.iter().any(|&i| chunks[i].chunk.ordinal.is_some()) {
-            continue;
-        }
-        let mut order = at;
-        if order.iter().all(|&i| chunks[i].chunk.start.is_some()) {
-            order.sort_by_key(|&i| (chunks[i].chunk.start, i));
-        }
-        for (k, i) in order.into_iter().enumerate() {
-            chunks[i].chunk.ordinal = Some(k as u32);
-        }
-    }
 }
 
 /// A JSON array of chunk objects, each as a JSONL line is read (duplicate and unknown keys
@@ -69,13 +46,11 @@ pub(crate) fn parse_array(file: &str, bytes: &[u8]) -> Result<Vec<SourcedChunk>,
     let err = |message: String| InputError { file: file.to_owned(), line: None, message };
     let lines: Vec<Line> =
         serde_json::from_slice(bytes).map_err(|e| err(format!("not a JSON array of chunks: {e}")))?;
-    let mut out = lines
+    lines
         .into_iter()
         .enumerate()
         .map(|(i, l)| l.into_chunk(file, None).map_err(|m| err(format!("element {i}: {m}"))))
-        .collect::<Result<Vec<_>, _>>()?;
-    number_passages(&mut out);
-    Ok(out)
+        .collect()
 }
 
 impl Line {

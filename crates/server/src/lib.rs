@@ -157,6 +157,20 @@ async fn mcp_scope(
     mut req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
+    // The MCP transport's rule: a server validates `Origin` (a browser page must not reach a
+    // local server's tools), with keys as without.
+    if let Some(origin) = req.headers().get(header::ORIGIN) {
+        let origin = origin.to_str().unwrap_or("");
+        if !origin_allowed(origin) {
+            let shown: String = origin.chars().take(80).collect();
+            return error::ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                format!("Origin {shown:?} may not use /mcp: only loopback origins, and those RAGCTX_MCP_ORIGINS lists (comma-separated, e.g. https://app.example.com)"),
+            )
+            .into_response();
+        }
+    }
     let who = match caller(&state, req.headers()).and_then(|w| w.require(Role::Read, "use the MCP tools").map(|_| w)) {
         Ok(w) => w,
         Err(e) => return e.into_response(),
@@ -169,6 +183,25 @@ async fn mcp_scope(
     };
     req.extensions_mut().insert(Arc::new(scope));
     next.run(req).await
+}
+
+/// Whether a browser's `Origin` may call `/mcp`: a loopback origin (`http://localhost:3000`,
+/// `http://127.0.0.1`, `http://[::1]`), or one `RAGCTX_MCP_ORIGINS` lists exactly.
+fn origin_allowed(origin: &str) -> bool {
+    let listed = std::env::var("RAGCTX_MCP_ORIGINS").unwrap_or_default();
+    if listed.split(',').map(str::trim).any(|o| !o.is_empty() && o.eq_ignore_ascii_case(origin)) {
+        return true;
+    }
+    let Some((scheme, rest)) = origin.split_once("://") else { return false };
+    if !matches!(scheme, "http" | "https") {
+        return false;
+    }
+    let host = if let Some(v6) = rest.strip_prefix('[') {
+        v6.split(']').next().unwrap_or("")
+    } else {
+        rest.split(':').next().unwrap_or("")
+    };
+    matches!(host, "localhost" | "127.0.0.1" | "::1")
 }
 
 /// Every request: an id (the `x-request-id` header, and the `request_id` of an internal
@@ -524,4 +557,17 @@ pub struct ApiDoc;
 #[utoipa::path(get, path = "/openapi.json", responses((status = 200, description = "this document", body = serde_json::Value)))]
 async fn openapi() -> Json<utoipa::openapi::OpenApi> {
     Json(<ApiDoc as utoipa::OpenApi>::openapi())
+}
+
+#[cfg(test)]
+mod origin_tests {
+    #[test]
+    fn loopback_origins_pass_and_foreign_ones_do_not() {
+        for ok in ["http://localhost:3000", "http://127.0.0.1", "https://[::1]:8443"] {
+            assert!(super::origin_allowed(ok), "{ok}");
+        }
+        for bad in ["https://evil.example", "null", "http://localhost.evil.example", "file://localhost"] {
+            assert!(!super::origin_allowed(bad), "{bad}");
+        }
+    }
 }
