@@ -270,6 +270,8 @@ pub(crate) fn bind_model(db: &Database, model_id: &str, local: bool) -> Result<(
 
 /// The database of `dir` if no process holds it, without waiting; `None` when one does.
 pub(crate) fn try_db(dir: &Path) -> Result<Option<Database>> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Error::storage_in(format!("cannot create data dir {}", dir.display()), e))?;
     let db_path = dir.join(DATABASE_FILE);
     match Database::create(&db_path) {
         Ok(db) => {
