@@ -95,7 +95,7 @@ pub use trace::{
 };
 pub use traits::{
     CondenseRequest, Condenser, Embedder, EmbeddingCache, GenerationRequest, Generator, Reranker, SessionStore,
-    TokenCounter, VectorStore,
+    TokenCounter, TurnLease, VectorStore,
 };
 pub use turn::{
     TurnSettings, DEFAULT_ENGAGED_PRIOR, DEFAULT_GROUP_MARGIN, DEFAULT_NEAR_DUPLICATE, DEFAULT_RELEVANCE_FLOOR,

@@ -85,7 +85,19 @@ pub trait SessionStore: Send + Sync {
     fn reset(&self, id: &SessionId) -> Result<bool>;
     /// Removes the session and its traces. False if unknown.
     fn delete(&self, id: &SessionId) -> Result<bool>;
+    /// Makes the turns of session `id` wait for each other across every process that shares
+    /// this store, waiting at most `wait` for the turn before: `Some(lease)`, held until
+    /// dropped; `None` where the store has no such lock, or the wait ran out (the version
+    /// check of [`SessionStore::commit_turn`] keeps turns race-free either way; the lease only
+    /// spares them planning again and again).
+    fn lease_turns(&self, id: &SessionId, wait: std::time::Duration) -> Result<Option<TurnLease>> {
+        let _ = (id, wait);
+        Ok(None)
+    }
 }
+
+/// A session's turn lease ([`SessionStore::lease_turns`]): the next turn goes when it drops.
+pub type TurnLease = Box<dyn Send>;
 
 /// Turns text into L2-normalised vectors.
 pub trait Embedder: Send + Sync {

@@ -129,12 +129,35 @@ impl Engine {
     }
 }
 
+/// How long a turn without a deadline waits for the turn of its session before it in
+/// another process ([`SessionStore::lease_turns`]) before it plans anyway.
+const LEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+impl Engine {
+    /// Runs `f` as the one turn of `session` at a time: behind the session's other turns in
+    /// this process ([`TurnLocks`]), then behind those of other processes that share the
+    /// session store (its lease, until `deadline` or [`LEASE_WAIT`]).
+    fn one_turn_at_a_time<T>(
+        &self,
+        session: &SessionId,
+        deadline: Option<Instant>,
+        f: impl FnOnce() -> Result<T>,
+    ) -> Result<T> {
+        self.turn_locks.with(session, || {
+            let wait = deadline.map_or(LEASE_WAIT, |d| d.saturating_duration_since(Instant::now()));
+            let _lease = self.sessions.lease_turns(session, wait)?;
+            f()
+        })
+    }
+}
+
 /// A session's lock, by its tenant (none for an unscoped engine) and id.
 type SessionLocks = HashMap<(Option<ragctx_core::Tenant>, SessionId), Arc<std::sync::Mutex<()>>>;
 
 /// Serialises the turns of one session inside a process: concurrent turns of a session wait
 /// here for each other instead of planning against the same session version and planning
-/// again. Across processes the session store's version check keeps turns race-free.
+/// again. Across processes the session store's lease does the same where it has one (a
+/// shared data dir), and its version check keeps turns race-free.
 #[derive(Clone, Default)]
 pub struct TurnLocks {
     sessions: Arc<std::sync::Mutex<SessionLocks>>,
@@ -190,7 +213,8 @@ impl Engine {
 
     /// Runs one turn — every way of asking one is a field of [`TurnInput`] — and commits it
     /// to the session atomically. Turns of one session queue behind each other in this
-    /// process; across processes the session store's version check makes a turn plan again.
+    /// process, and across processes where the session store leases turns; otherwise the
+    /// store's version check makes a turn plan again.
     pub fn run(&self, input: TurnInput<'_>) -> Result<Trace> {
         let started = Instant::now();
         input.settings.validate()?;
@@ -216,7 +240,8 @@ impl Engine {
         );
         let _in = span.enter();
         tracing::debug!(session = %session, "turn of session");
-        let out = self.turn_locks.with(session, || self.plan_and_commit(input, started))?;
+        let deadline = input.deadline;
+        let out = self.one_turn_at_a_time(session, deadline, || self.plan_and_commit(input, started))?;
         if !span.is_disabled() {
             let t = &out.trace;
             span.record("turn", out.turn)
@@ -300,7 +325,7 @@ impl Engine {
     /// session holds. Returns the step as recorded; when the session holds none of `chunks`,
     /// nothing is recorded (turn 0, `forgotten` empty).
     pub fn forget(&self, session: &SessionId, chunks: Option<Vec<ChunkId>>, settings: &TurnSettings) -> Result<Trace> {
-        self.turn_locks.with(session, || {
+        self.one_turn_at_a_time(session, None, || {
             for replans in 0..=MAX_REPLANS {
                 let state = self.sessions.load(session)?.unwrap_or_default();
                 let held = exclusion::first_shown(&state, 0);

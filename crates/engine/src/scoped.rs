@@ -206,6 +206,9 @@ impl SessionStore for ScopedSessionStore {
     fn delete(&self, id: &SessionId) -> Result<bool> {
         self.inner.delete(&self.id(id))
     }
+    fn lease_turns(&self, id: &SessionId, wait: std::time::Duration) -> Result<Option<ragctx_core::TurnLease>> {
+        self.inner.lease_turns(&self.id(id), wait)
+    }
 }
 
 /// An [`EmbeddingCache`](ragctx_core::EmbeddingCache) one tenant shares with nobody: its entries

@@ -30,6 +30,8 @@ pub(crate) fn bytes_to_f32s(b: &[u8]) -> Vec<f32> {
 pub struct DataDir {
     /// Declared first, dropped first: no call is answered after the rest is gone.
     server: Option<crate::share::Server>,
+    /// Its stores as it serves them, to itself and to the other processes.
+    served: Option<crate::share::Served>,
     path: PathBuf,
     db: Arc<Database>,
     index: Arc<RwLock<VectorIndex>>,
@@ -59,8 +61,6 @@ impl DataDir {
 
     /// Opens the data dir if no other process holds it, without waiting.
     pub(crate) fn try_open_with(path: &Path, dim: Option<usize>, params: IndexParams) -> Result<OpenOutcome> {
-        std::fs::create_dir_all(path)
-            .map_err(|e| Error::storage_in(format!("cannot create data dir {}", path.display()), e))?;
         match try_db(path)? {
             Some(db) => Ok(OpenOutcome::Opened(Self::opened(path, db, dim, params)?)),
             None => Ok(OpenOutcome::Held),
@@ -93,6 +93,7 @@ impl DataDir {
         let (index, unsaved) = load_or_rebuild_index(&db, path, dim, params)?;
         let mut data = DataDir {
             server: None,
+            served: None,
             path: path.to_owned(),
             db,
             index: Arc::new(RwLock::new(index)),
@@ -106,8 +107,10 @@ impl DataDir {
             sessions: data.session_store(),
             cache: data.embedding_cache(),
             db: data.db.clone(),
+            leases: Arc::default(),
             dim,
         };
+        data.served = Some(served.clone());
         // A holder that cannot serve still works alone; the others wait for it, as before.
         match crate::share::Server::start(path, served) {
             Ok(server) => data.server = Some(server),
@@ -123,6 +126,11 @@ impl DataDir {
     /// The length of the vectors the store holds.
     pub fn dimension(&self) -> usize {
         self.dim
+    }
+
+    /// Its stores as it serves them (set by every open).
+    pub(crate) fn served(&self) -> &crate::share::Served {
+        self.served.as_ref().expect("an opened data dir has its stores")
     }
 
     pub fn path(&self) -> &Path {
@@ -154,8 +162,6 @@ impl DataDir {
     /// [`DataDir::bind_model`] opening only the database, and only while it checks (a
     /// long ingest checks before it embeds, without holding the data dir meanwhile).
     pub fn bind_model_at(dir: &Path, model_id: &str, local: bool) -> Result<()> {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| Error::storage_in(format!("cannot create data dir {}", dir.display()), e))?;
         crate::share::briefly(
             dir,
             |db| bind_model(db, model_id, local),
@@ -274,13 +280,7 @@ pub(crate) fn try_db(dir: &Path) -> Result<Option<Database>> {
         .map_err(|e| Error::storage_in(format!("cannot create data dir {}", dir.display()), e))?;
     let db_path = dir.join(DATABASE_FILE);
     match Database::create(&db_path) {
-        Ok(db) => {
-            let tx = db.begin_write().map_err(Error::storage)?;
-            tx.open_table(EMBED_CACHE).map_err(Error::storage)?;
-            tx.open_table(EMBEDDING_MODEL).map_err(Error::storage)?;
-            tx.commit().map_err(Error::storage)?;
-            Ok(Some(db))
-        }
+        Ok(db) => Ok(Some(db)),
         Err(DatabaseError::DatabaseAlreadyOpen) => Ok(None),
         Err(e) => Err(Error::storage_in(format!("cannot open {}", db_path.display()), e)),
     }
@@ -361,7 +361,12 @@ fn open_db(dir: &Path) -> Result<Database> {
 
 fn cached_embeddings(db: &Database, model_id: &str, texts: &[&str]) -> Result<Vec<Option<Vec<f32>>>> {
     let rx = db.begin_read().map_err(Error::storage)?;
-    let t = rx.open_table(EMBED_CACHE).map_err(Error::storage)?;
+    let t = match rx.open_table(EMBED_CACHE) {
+        Ok(t) => t,
+        // A database no write has made the table in yet: nothing cached.
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(vec![None; texts.len()]),
+        Err(e) => return Err(Error::storage(e)),
+    };
     texts
         .iter()
         .map(|text| {

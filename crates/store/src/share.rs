@@ -21,6 +21,13 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+/// The value of one kind of [`Reply`], `None` for any other: what a call expects back.
+macro_rules! pick {
+    ($variant:ident) => {
+        |r| if let Reply::$variant(x) = r { Some(x) } else { None }
+    };
+}
+
 /// How long an idle connection of the holder's waits before it looks whether to stop.
 const IDLE_POLL: Duration = Duration::from_millis(50);
 
@@ -34,7 +41,47 @@ pub(crate) struct Served {
     pub(crate) sessions: EmbeddedSessionStore,
     pub(crate) cache: crate::DataDirCache,
     pub(crate) db: Arc<redb::Database>,
+    /// The sessions whose turn is being planned, in this process or another.
+    pub(crate) leases: Arc<Leases>,
     pub(crate) dim: usize,
+}
+
+/// Turn leases by session ([`SessionStore::lease_turns`]): one turn of a session plans at a
+/// time across every process on the data dir.
+#[derive(Default)]
+pub(crate) struct Leases {
+    held: Mutex<std::collections::HashSet<String>>,
+    freed: std::sync::Condvar,
+}
+
+/// A session's lease; dropped, the next turn of the session goes.
+pub(crate) struct Lease {
+    leases: Arc<Leases>,
+    session: String,
+}
+
+impl Leases {
+    /// The lease of `session`, waiting at most `wait` for the turn that holds it.
+    fn take(self: &Arc<Self>, session: &str, wait: Duration) -> Option<Lease> {
+        let until = Instant::now() + wait;
+        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        while held.contains(session) {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            held = self.freed.wait_timeout(held, left).unwrap_or_else(|p| p.into_inner()).0;
+        }
+        held.insert(session.to_owned());
+        Some(Lease { leases: self.clone(), session: session.to_owned() })
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.leases.held.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.session);
+        self.leases.freed.notify_all();
+    }
 }
 
 impl Served {
@@ -81,6 +128,9 @@ impl Served {
                 Reply::Done
             }
             Call::EmbeddingModel => Reply::Text(crate::db::embedding_model(&self.db)?),
+            Call::Lease { .. } => {
+                return Err(Error::InvalidInput("a turn lease is taken on a connection of its own".into()))
+            }
         })
     }
 }
@@ -159,17 +209,26 @@ impl Drop for Server {
 fn answer_calls(mut conn: UnixStream, served: &Served, stop: &AtomicBool) -> io::Result<()> {
     conn.set_read_timeout(Some(IDLE_POLL))?;
     let stopping = || stop.load(Ordering::Acquire);
+    // A turn lease this connection holds: kept until its next frame, or until it closes (its
+    // process ended or was killed).
+    let mut lease = None;
     while let Some(frame) = wire::read_frame(&mut conn, Some(&stopping))? {
+        lease = None;
         if stopping() {
             // Closed unanswered and not run: the client sends it again to the next holder.
             break;
         }
         let reply: std::result::Result<Reply, WireError> = match serde_json::from_slice::<Call>(&frame) {
+            Ok(Call::Lease { session, wait_ms }) => {
+                lease = served.leases.take(&session, Duration::from_millis(wait_ms));
+                Ok(Reply::Flag(lease.is_some()))
+            }
             Ok(call) => served.answer(call).map_err(WireError::from),
             Err(e) => Err(WireError::InvalidInput(format!("a call this holder cannot read: {e}"))),
         };
         wire::write_frame(&mut conn, &reply)?;
     }
+    drop(lease);
     Ok(())
 }
 
@@ -208,6 +267,20 @@ impl Client {
     }
 }
 
+impl Client {
+    /// A session's turn lease from the holder, on a connection of its own that holds it until
+    /// it closes; `None` when the wait ran out or the holder went away (the version check
+    /// still keeps the turn race-free).
+    fn lease(&self, session: &str, wait: Duration) -> Option<ragctx_core::TurnLease> {
+        let mut conn = UnixStream::connect(&self.socket).ok()?;
+        let call = Call::Lease { session: session.to_owned(), wait_ms: wait.as_millis() as u64 };
+        match exchange(&mut conn, &call) {
+            Ok(Ok(Reply::Flag(true))) => Some(Box::new(conn)),
+            _ => None,
+        }
+    }
+}
+
 fn exchange(conn: &mut UnixStream, call: &Call) -> io::Result<std::result::Result<Reply, WireError>> {
     wire::write_frame(conn, call)?;
     let frame = wire::read_frame(conn, None)?.ok_or(io::ErrorKind::UnexpectedEof)?;
@@ -219,7 +292,7 @@ fn unexpected(reply: &Reply) -> Error {
 }
 
 enum Role {
-    /// This process holds the database and serves it.
+    /// This process holds the database and serves it (to itself too: [`DataDir::served`]).
     Holder(Arc<DataDir>),
     Client(Client),
 }
@@ -278,7 +351,7 @@ impl SharedDir {
     /// Ties the store to an embedding model, as [`DataDir::bind_model`] does.
     pub fn bind_model(&self, model_id: &str, local: bool) -> Result<()> {
         self.run(
-            |d| d.bind_model(model_id, local),
+            |s| crate::db::bind_model(&s.db, model_id, local),
             || Call::BindModel { model: model_id.into(), local },
             |r| matches!(r, Reply::Done).then_some(()),
         )
@@ -286,11 +359,7 @@ impl SharedDir {
 
     /// The embedding model whose vectors the store holds, when one was recorded.
     pub fn embedding_model(&self) -> Result<Option<String>> {
-        self.run(
-            |d| d.embedding_model(),
-            || Call::EmbeddingModel,
-            |r| if let Reply::Text(t) = r { Some(t) } else { None },
-        )
+        self.run(|s| crate::db::embedding_model(&s.db), || Call::EmbeddingModel, pick!(Text))
     }
 
     /// One store call: run here when this process holds the data dir, else sent to the holder.
@@ -298,7 +367,7 @@ impl SharedDir {
     /// joins the one that did) and the call is sent again, until one answers.
     fn run<T>(
         &self,
-        here: impl Fn(&DataDir) -> Result<T>,
+        here: impl Fn(&Served) -> Result<T>,
         call: impl Fn() -> Call,
         back: impl Fn(Reply) -> Option<T>,
     ) -> Result<T> {
@@ -310,7 +379,7 @@ impl SharedDir {
             let epoch = {
                 let role = self.inner.role.read().unwrap_or_else(|p| p.into_inner());
                 match &*role {
-                    Role::Holder(d) => return here(d),
+                    Role::Holder(d) => return here(d.served()),
                     Role::Client(c) => match c.call(&call()) {
                         Ok(Ok(reply)) => {
                             return back(reply)
@@ -426,148 +495,115 @@ fn busy(path: &Path) -> Error {
     }
 }
 
-fn owned_ids(ids: &[ChunkId]) -> Vec<ChunkId> {
-    ids.to_vec()
-}
-
 impl VectorStore for SharedDir {
     fn dimension(&self) -> usize {
         self.dim()
     }
 
     fn upsert(&self, chunks: &[EmbeddedChunk]) -> Result<usize> {
-        self.run(
-            |d| d.vector_store().upsert(chunks),
-            || Call::Upsert(chunks.to_vec()),
-            |r| if let Reply::Count(n) = r { Some(n) } else { None },
-        )
+        self.run(|s| s.vectors.upsert(chunks), || Call::Upsert(chunks.to_vec()), pick!(Count))
     }
 
     fn replace_documents(&self, documents: &[DocumentId], chunks: &[EmbeddedChunk]) -> Result<Replaced> {
         self.run(
-            |d| d.vector_store().replace_documents(documents, chunks),
+            |s| s.vectors.replace_documents(documents, chunks),
             || Call::Replace { documents: documents.to_vec(), chunks: chunks.to_vec() },
-            |r| if let Reply::Replaced(x) = r { Some(x) } else { None },
+            pick!(Replaced),
         )
     }
 
     fn documents(&self) -> Result<Vec<DocumentSummary>> {
-        self.run(
-            |d| d.vector_store().documents(),
-            || Call::Documents,
-            |r| if let Reply::Documents(x) = r { Some(x) } else { None },
-        )
+        self.run(|s| s.vectors.documents(), || Call::Documents, pick!(Documents))
     }
 
     fn search(&self, request: &SearchRequest) -> Result<SearchOutcome> {
-        self.run(
-            |d| d.vector_store().search(request),
-            || Call::Search(request.clone()),
-            |r| if let Reply::Outcome(x) = r { Some(x) } else { None },
-        )
+        self.run(|s| s.vectors.search(request), || Call::Search(request.clone()), pick!(Outcome))
     }
 
     fn search_lexical(&self, request: &LexicalRequest) -> Result<Option<SearchOutcome>> {
-        self.run(
-            |d| d.vector_store().search_lexical(request),
-            || Call::Lexical(request.clone()),
-            |r| if let Reply::MaybeOutcome(x) = r { Some(x) } else { None },
-        )
+        self.run(|s| s.vectors.search_lexical(request), || Call::Lexical(request.clone()), pick!(MaybeOutcome))
     }
 
     fn prepare_lexical(&self) -> Result<Option<usize>> {
-        self.run(
-            |d| d.vector_store().prepare_lexical(),
-            || Call::PrepareLexical,
-            |r| if let Reply::MaybeCount(x) = r { Some(x) } else { None },
-        )
+        self.run(|s| s.vectors.prepare_lexical(), || Call::PrepareLexical, pick!(MaybeCount))
     }
 
     fn chunks(&self, ids: &[ChunkId]) -> Result<Vec<Chunk>> {
-        self.run(
-            |d| d.vector_store().chunks(ids),
-            || Call::Chunks(owned_ids(ids)),
-            |r| if let Reply::Chunks(x) = r { Some(x) } else { None },
-        )
+        self.run(|s| s.vectors.chunks(ids), || Call::Chunks(ids.to_vec()), pick!(Chunks))
     }
 
     fn vectors(&self, ids: &[ChunkId]) -> Result<Vec<Option<Vec<f32>>>> {
-        self.run(
-            |d| d.vector_store().vectors(ids),
-            || Call::Vectors(owned_ids(ids)),
-            |r| if let Reply::Vectors(x) = r { Some(x) } else { None },
-        )
+        self.run(|s| s.vectors.vectors(ids), || Call::Vectors(ids.to_vec()), pick!(Vectors))
     }
 
     fn len(&self) -> Result<usize> {
-        self.run(|d| d.vector_store().len(), || Call::Len, |r| if let Reply::Count(n) = r { Some(n) } else { None })
+        self.run(|s| s.vectors.len(), || Call::Len, pick!(Count))
     }
 
     fn tenant_len(&self, tenant: &str) -> Result<usize> {
-        self.run(
-            |d| d.vector_store().tenant_len(tenant),
-            || Call::TenantLen(tenant.into()),
-            |r| if let Reply::Count(n) = r { Some(n) } else { None },
-        )
+        self.run(|s| s.vectors.tenant_len(tenant), || Call::TenantLen(tenant.into()), pick!(Count))
     }
 }
 
 impl SessionStore for SharedDir {
     fn load(&self, id: &SessionId) -> Result<Option<SessionState>> {
-        self.run(
-            |d| d.session_store().load(id),
-            || Call::Load(id.clone()),
-            |r| if let Reply::Session(x) = r { Some(x) } else { None },
-        )
+        self.run(|s| s.sessions.load(id), || Call::Load(id.clone()), pick!(Session))
     }
 
     /// Sent again after its holder went away, like every call: a version-checked commit
     /// that landed before the holder was killed answers the second time with a conflict.
     fn commit_turn(&self, id: &SessionId, commit: TurnCommit, retention: Retention) -> Result<u64> {
+        // The holder's own turn commits without a copy of its record and trace.
+        if let Some(d) = self.held() {
+            return d.served().sessions.commit_turn(id, commit, retention);
+        }
         self.run(
-            |d| d.session_store().commit_turn(id, commit.clone(), retention),
+            |s| s.sessions.commit_turn(id, commit.clone(), retention),
             || Call::Commit { id: id.clone(), commit: Box::new(commit.clone()), retention },
-            |r| if let Reply::Number(n) = r { Some(n) } else { None },
+            pick!(Number),
         )
     }
 
     fn traces(&self, id: &SessionId) -> Result<Vec<Trace>> {
-        self.run(
-            |d| d.session_store().traces(id),
-            || Call::Traces(id.clone()),
-            |r| if let Reply::Traces(x) = r { Some(x) } else { None },
-        )
+        self.run(|s| s.sessions.traces(id), || Call::Traces(id.clone()), pick!(Traces))
     }
 
     fn reset(&self, id: &SessionId) -> Result<bool> {
-        self.run(
-            |d| d.session_store().reset(id),
-            || Call::Reset(id.clone()),
-            |r| if let Reply::Flag(x) = r { Some(x) } else { None },
-        )
+        self.run(|s| s.sessions.reset(id), || Call::Reset(id.clone()), pick!(Flag))
     }
 
     fn delete(&self, id: &SessionId) -> Result<bool> {
-        self.run(
-            |d| d.session_store().delete(id),
-            || Call::Delete(id.clone()),
-            |r| if let Reply::Flag(x) = r { Some(x) } else { None },
-        )
+        self.run(|s| s.sessions.delete(id), || Call::Delete(id.clone()), pick!(Flag))
+    }
+
+    /// The holder's lease of the session: its turns, from every process on the data dir, plan
+    /// one at a time.
+    fn lease_turns(&self, id: &SessionId, wait: Duration) -> Result<Option<ragctx_core::TurnLease>> {
+        Ok(self.lease(id, wait))
+    }
+}
+
+impl SharedDir {
+    fn lease(&self, id: &SessionId, wait: Duration) -> Option<ragctx_core::TurnLease> {
+        match &*self.inner.role.read().unwrap_or_else(|p| p.into_inner()) {
+            Role::Holder(d) => d.served().leases.take(id.as_str(), wait).map(|l| Box::new(l) as ragctx_core::TurnLease),
+            Role::Client(c) => c.lease(id.as_str(), wait),
+        }
     }
 }
 
 impl EmbeddingCache for SharedDir {
     fn get(&self, model_id: &str, texts: &[&str]) -> Result<Vec<Option<Vec<f32>>>> {
         self.run(
-            |d| d.embedding_cache().get(model_id, texts),
+            |s| s.cache.get(model_id, texts),
             || Call::CacheGet { model: model_id.into(), texts: texts.iter().map(|t| (*t).to_owned()).collect() },
-            |r| if let Reply::Vectors(x) = r { Some(x) } else { None },
+            pick!(Vectors),
         )
     }
 
     fn put(&self, model_id: &str, items: &[(&str, &[f32])]) -> Result<()> {
         self.run(
-            |d| d.embedding_cache().put(model_id, items),
+            |s| s.cache.put(model_id, items),
             || Call::CachePut {
                 model: model_id.into(),
                 items: items.iter().map(|(t, v)| ((*t).to_owned(), v.to_vec())).collect(),

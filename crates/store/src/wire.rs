@@ -28,9 +28,14 @@ const SOCKET_FILE: &str = "ragctx.sock";
 /// One call of a store's, as a client sends it.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) enum Call {
-    Hello { version: u32 },
+    Hello {
+        version: u32,
+    },
     Upsert(Vec<EmbeddedChunk>),
-    Replace { documents: Vec<DocumentId>, chunks: Vec<EmbeddedChunk> },
+    Replace {
+        documents: Vec<DocumentId>,
+        chunks: Vec<EmbeddedChunk>,
+    },
     Documents,
     Search(SearchRequest),
     Lexical(LexicalRequest),
@@ -40,14 +45,33 @@ pub(crate) enum Call {
     Len,
     TenantLen(String),
     Load(SessionId),
-    Commit { id: SessionId, commit: Box<TurnCommit>, retention: Retention },
+    Commit {
+        id: SessionId,
+        commit: Box<TurnCommit>,
+        retention: Retention,
+    },
     Traces(SessionId),
     Reset(SessionId),
     Delete(SessionId),
-    CacheGet { model: String, texts: Vec<String> },
-    CachePut { model: String, items: Vec<(String, Vec<f32>)> },
-    BindModel { model: String, local: bool },
+    CacheGet {
+        model: String,
+        texts: Vec<String>,
+    },
+    CachePut {
+        model: String,
+        items: Vec<(String, Vec<f32>)>,
+    },
+    BindModel {
+        model: String,
+        local: bool,
+    },
     EmbeddingModel,
+    /// A session's turn lease, held by the holder until this connection's next frame or its
+    /// end; answered `Flag(granted)` within `wait_ms`.
+    Lease {
+        session: String,
+        wait_ms: u64,
+    },
 }
 
 /// What the holder answers.

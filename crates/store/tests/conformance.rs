@@ -349,3 +349,34 @@ fn a_client_takes_the_data_dir_over_when_its_holder_ends() {
     let found = client.search(&ragctx_core::SearchRequest { vector: v, limit: 1, ..Default::default() }).unwrap();
     assert_eq!(found.hits[0].chunk.id.as_str(), "c1");
 }
+
+/// Turns of one session plan one at a time across processes (the holder's lease): a client's
+/// lease waits for the holder's, another session's does not, and a dropped lease (its
+/// process ended) frees the session.
+#[test]
+fn turn_leases_are_one_session_at_a_time_across_holder_and_client() {
+    use ragctx_core::{SessionId, SessionStore};
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let holder = ragctx_store::SharedDir::open(dir.path(), Some(8), IndexParams::default()).unwrap();
+    let client = ragctx_store::SharedDir::open(dir.path(), Some(8), IndexParams::default()).unwrap();
+    assert!(holder.holds() && !client.holds());
+    let s1 = SessionId::parse("s1").unwrap();
+    let first = holder.lease_turns(&s1, Duration::from_secs(1)).unwrap();
+    assert!(first.is_some(), "the holder leases its own turn");
+    let t = std::time::Instant::now();
+    assert!(client.lease_turns(&s1, Duration::from_millis(200)).unwrap().is_none(), "taken: the wait runs out");
+    assert!(t.elapsed() >= Duration::from_millis(190), "it waited its time");
+    let other = client.lease_turns(&SessionId::parse("s2").unwrap(), Duration::from_millis(200)).unwrap();
+    assert!(other.is_some(), "another session's turn does not wait");
+    let waiter = {
+        let client = client.clone();
+        let s1 = s1.clone();
+        std::thread::spawn(move || client.lease_turns(&s1, Duration::from_secs(10)).unwrap().is_some())
+    };
+    std::thread::sleep(Duration::from_millis(100));
+    drop(first);
+    assert!(waiter.join().unwrap(), "the client's turn goes once the holder's ends");
+    // The client's lease (its connection) dropped: the holder's next turn goes at once.
+    assert!(holder.lease_turns(&s1, Duration::from_millis(500)).unwrap().is_some());
+}
