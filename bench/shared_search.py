@@ -1,16 +1,21 @@
 """Per search call through the official MCP SDK's stdio client, one `ragctx mcp` process
 alone against the same while 3 others search the same data dir (design §10; issue 62):
 
-    bench/.venv/bin/python bench/shared_search.py BIN DATA_DIR MODEL_DIR [CALLS]
+    bench/.venv/bin/python bench/shared_search.py BIN DATA_DIR MODEL_DIR [CALLS [FLAG...]]
+
+(FLAGs go before `mcp`, e.g. `--embedder-precision int8` for a store made with it.)
 
 Two rounds: the measured process as the holder (started first) and as a client (started after
-another holder). Each process searches its own session with questions that rarely repeat, so
+another holder). With RAGCTX_BENCH_CONTROL_DIR set (a copy of DATA_DIR), a third round runs the
+3 busy agents on that copy instead: the same load on the cores, nothing shared, so the
+difference between it and the holder round is what sharing costs beyond CPU. Each process searches its own session with questions that rarely repeat, so
 each call embeds, searches and commits a step. Prints p50 / p99 in ms, alone and shared.
 """
 
 import asyncio
 import contextlib
 import json
+import os
 import sys
 import time
 
@@ -55,13 +60,14 @@ async def busy(s, session, stop):
     return i
 
 
-async def round_(bin_path, data, model, calls, holder):
-    params = StdioServerParameters(command=bin_path, args=["--data-dir", data, "--model-dir", model, "mcp"])
+async def round_(bin_path, data, model, calls, holder, flags, control=None):
+    def params(d):
+        return StdioServerParameters(command=bin_path, args=["--data-dir", d, "--model-dir", model, *flags, "mcp"])
     async with contextlib.AsyncExitStack() as stack:
-        first = await agent(stack, params)
-        others = [await agent(stack, params) for _ in range(3)]
+        first = await agent(stack, params(data))
+        others = [await agent(stack, params(control or data)) for _ in range(3)]
         measured, rest = (first, others) if holder else (others[0], [first] + others[1:])
-        tag = "holder" if holder else "client"
+        tag = "control" if control else "holder" if holder else "client"
         await timed(measured, f"warm-{tag}", 5, 0)
         alone = await timed(measured, f"alone-{tag}", calls, 10)
         stop = asyncio.Event()
@@ -74,9 +80,12 @@ async def round_(bin_path, data, model, calls, holder):
             "shared_p99_ms": round(pct(shared, 0.99), 2), "others_calls_meanwhile": others_calls}
 
 
-async def main(bin_path, data, model, calls="60"):
+async def main(bin_path, data, model, calls="60", *flags):
     for holder in (True, False):
-        print(json.dumps(await round_(bin_path, data, model, int(calls), holder)), flush=True)
+        print(json.dumps(await round_(bin_path, data, model, int(calls), holder, list(flags))), flush=True)
+    control = os.environ.get("RAGCTX_BENCH_CONTROL_DIR")
+    if control:
+        print(json.dumps(await round_(bin_path, data, model, int(calls), True, list(flags), control)), flush=True)
 
 
 if __name__ == "__main__":

@@ -155,17 +155,16 @@ impl Scope {
             ..Default::default()
         };
         let settings = self.step_settings(Mode::Reshow, layer)?;
-        let ids = resolve_refs(&self.engine, &id, std::slice::from_ref(&reference.to_owned())).map_err(about("ref"))?;
+        let named =
+            resolve_refs(&self.engine, &id, std::slice::from_ref(&reference.to_owned())).map_err(about("ref"))?;
+        let ids = named.chunks;
         let question = format!("open {reference}");
         let input = TurnInput {
             reshow: Some(&ids),
             ..TurnInput::new(&id, &question, &settings).retrieve_only().deadline(Instant::now() + self.timeout)
         };
         let mut found = Found::of(session, &self.engine.run(input).map_err(about("ref"))?, &self.engine)?;
-        let bare = reference.trim().trim_start_matches('[').trim_end_matches(']');
-        let passage =
-            parse_handle(reference).is_some_and(|(_, k)| k.is_some()) || ids.iter().any(|c| c.as_str() == bare);
-        found.opened = Some(if passage {
+        found.opened = Some(if named.whole_documents == 0 {
             format!("{} passage(s) named by {reference}", ids.len())
         } else {
             format!(
@@ -190,7 +189,7 @@ impl Scope {
         // Recorded as the agent's other steps are.
         let settings = self.step_settings(Mode::New, TurnOverrides::default())?;
         let chunks = match refs {
-            Some(r) => Some(resolve_refs(&self.engine, &id, r).map_err(about("refs"))?),
+            Some(r) => Some(resolve_refs(&self.engine, &id, r).map_err(about("refs"))?.chunks),
             None => None,
         };
         let t = self.engine.forget(&id, chunks, &settings)?;
@@ -223,7 +222,7 @@ impl Scope {
 /// A handle as the model reads it: `[3]` / `3` (a document's marker), `[3.2]` / `3.2` (its
 /// passage 2), `[3.2–3.4]` / `3.2-4` (passages 2 to 4): the marker and the passages' range.
 fn parse_handle(r: &str) -> Option<(u32, Option<(u32, u32)>)> {
-    let r = r.trim().trim_start_matches('[').trim_end_matches(']');
+    let r = bare(r);
     let (marker, rest) = match r.split_once('.') {
         Some((m, rest)) => (m.parse().ok()?, Some(rest)),
         None => return Some((r.parse().ok()?, None)),
@@ -246,19 +245,42 @@ fn handle(marker: u32, ordinal: Option<u32>, id: &ChunkId) -> String {
     }
 }
 
-/// The handle of consecutive passages of one document: `3.4`, or `3.4–3.6`.
-fn span_handle(handles: &[String]) -> String {
+/// How a block's handles head it: `[3.4]`, `[3.4–3.6]` for consecutive passages, or each
+/// (`[3.2] [3.7]`, chunk IDs) as `open` takes them.
+fn label(handles: &[String]) -> String {
+    let places: Option<Vec<(u32, u32)>> = handles
+        .iter()
+        .map(|h| match parse_handle(h) {
+            Some((m, Some((a, b)))) if a == b => Some((m, a)),
+            _ => None,
+        })
+        .collect();
+    let consecutive =
+        places.is_some_and(|p| p.len() > 1 && p.windows(2).all(|w| w[1].0 == w[0].0 && w[1].1 == w[0].1 + 1));
     match handles {
-        [] => String::new(),
-        [one] => one.clone(),
-        [first, .., last] => format!("{first}–{last}"),
+        [first, .., last] if consecutive => format!("[{first}–{last}]"),
+        _ => handles.iter().map(|h| format!("[{h}]")).collect::<Vec<_>>().join(" "),
     }
+}
+
+/// A reference without the brackets the text shows it in.
+fn bare(r: &str) -> &str {
+    let r = r.trim();
+    r.strip_prefix('[').and_then(|x| x.strip_suffix(']')).unwrap_or(r)
+}
+
+/// What references named: the chunks, and how many of the references named a whole
+/// document (a marker without a passage, or a document ID).
+#[derive(Default)]
+struct Resolved {
+    chunks: Vec<ChunkId>,
+    whole_documents: usize,
 }
 
 /// The chunks of the session `refs` name: a passage handle (`[3.2]`), a document's marker
 /// (`[3]`, `3`: every chunk of it held), a held chunk, or a document with held chunks; a
 /// reference that names none of them is the caller's mistake.
-fn resolve_refs(engine: &Engine, session: &SessionId, refs: &[String]) -> Result<Vec<ChunkId>> {
+fn resolve_refs(engine: &Engine, session: &SessionId, refs: &[String]) -> Result<Resolved> {
     let state = engine.sessions.load(session)?.unwrap_or_default();
     let held: Vec<ChunkId> = {
         let mut h: Vec<ChunkId> = exclusion::first_shown(&state, 0).into_keys().collect();
@@ -266,15 +288,15 @@ fn resolve_refs(engine: &Engine, session: &SessionId, refs: &[String]) -> Result
         h
     };
     let chunks = engine.vectors.chunks(&held)?;
-    let mut out: Vec<ChunkId> = Vec::new();
+    let mut out = Resolved::default();
     for r in refs {
         let r = r.trim();
-        // A handle as the text shows it, `[id]`, or bare.
-        let bare = r.strip_prefix('[').and_then(|x| x.strip_suffix(']')).unwrap_or(r);
+        let bare = bare(r);
         let parsed = parse_handle(r);
         let by_marker = parsed.and_then(|(m, _)| state.markers.iter().find(|(_, &v)| v == m)).map(|(d, _)| d);
         let found: Vec<ChunkId> = if let Some(doc) = by_marker {
             let range = parsed.and_then(|(_, k)| k);
+            out.whole_documents += usize::from(range.is_none());
             chunks
                 .iter()
                 .filter(|c| &c.document_id == doc)
@@ -288,6 +310,7 @@ fn resolve_refs(engine: &Engine, session: &SessionId, refs: &[String]) -> Result
         } else if let Some(c) = held.iter().find(|c| c.as_str() == r || c.as_str() == bare) {
             vec![c.clone()]
         } else {
+            out.whole_documents += 1;
             chunks
                 .iter()
                 .filter(|c| c.document_id.as_str() == r || c.document_id.as_str() == bare)
@@ -302,8 +325,8 @@ fn resolve_refs(engine: &Engine, session: &SessionId, refs: &[String]) -> Result
             )));
         }
         for c in found {
-            if !out.contains(&c) {
-                out.push(c);
+            if !out.chunks.contains(&c) {
+                out.chunks.push(c);
             }
         }
     }
@@ -317,10 +340,10 @@ pub struct BlockOut {
     /// Its document's marker, stable within the session (`open [n]` shows every passage of
     /// the document the session holds).
     pub marker: u32,
-    /// The block's own handle, `n.k` (passage k of document n) or `n.k–n.m` for consecutive
-    /// passages, or a chunk ID where the document's order is unknown: cite it as `[n.k]`,
-    /// `open` it to see just this again.
-    pub handle: String,
+    /// Each of its passages' handles, in order: `n.k` (passage k of document n), or a chunk ID
+    /// where the document's order is unknown. Cite one as `[n.k]`; `open` it to see just that
+    /// passage again (`[n.k–n.m]` for consecutive ones).
+    pub handles: Vec<String>,
     /// The chunks its text holds.
     pub chunk_ids: Vec<String>,
     /// The document they come from.
@@ -424,7 +447,7 @@ impl Found {
             .iter()
             .map(|b| BlockOut {
                 marker: b.marker,
-                handle: span_handle(&handles(b.marker, &b.chunk_ids)),
+                handles: handles(b.marker, &b.chunk_ids),
                 chunk_ids: b.chunk_ids.iter().map(|c| c.as_str().to_owned()).collect(),
                 document_id: b.document_id.as_str().to_owned(),
                 title: b.title.clone(),
@@ -483,7 +506,12 @@ impl Found {
                 Some((a, z)) => format!(", pp. {a}–{z}"),
                 None => String::new(),
             };
-            text.push_str(&format!("[{}] {title} ({}{pages})\n{}\n\n", b.handle, b.document_id, b.text.trim_end()));
+            text.push_str(&format!(
+                "{} {title} ({}{pages})\n{}\n\n",
+                label(&b.handles),
+                b.document_id,
+                b.text.trim_end()
+            ));
         }
         let dropped = !self.dropped_by_budget.is_empty();
         if self.blocks.is_empty() && self.pointers.is_empty() && !dropped {
@@ -519,5 +547,26 @@ impl Forgotten {
     /// The text a model reads.
     pub fn text(&self) -> String {
         format!("forgot {} chunk(s): a later search may send them again", self.forgotten.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{label, parse_handle};
+
+    #[test]
+    fn handles_parse_as_the_text_shows_them_and_label_blocks() {
+        assert_eq!(parse_handle("[3]"), Some((3, None)));
+        assert_eq!(parse_handle("3.2"), Some((3, Some((2, 2)))));
+        assert_eq!(parse_handle("[3.2–3.4]"), Some((3, Some((2, 4)))));
+        assert_eq!(parse_handle("3.2-4"), Some((3, Some((2, 4)))));
+        for no in ["3.0", "3.4-2", "d-1-0-10", "[a.b]", ""] {
+            assert_eq!(parse_handle(no), None, "{no}");
+        }
+        let h = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert_eq!(label(&h(&["3.4"])), "[3.4]");
+        assert_eq!(label(&h(&["3.4", "3.5", "3.6"])), "[3.4–3.6]");
+        assert_eq!(label(&h(&["3.4", "3.6"])), "[3.4] [3.6]");
+        assert_eq!(label(&h(&["d-0-10", "d-10-20"])), "[d-0-10] [d-10-20]");
     }
 }

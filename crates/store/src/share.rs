@@ -268,6 +268,15 @@ impl Client {
 }
 
 impl Client {
+    /// [`Client::call`], its reply read by `back` (the kind of reply the call expects) and its
+    /// error made ragctx's; an `Err` of I/O means the holder is gone.
+    fn ask<T>(&self, call: &Call, back: impl Fn(Reply) -> Option<T>) -> io::Result<Result<T>> {
+        Ok(match self.call(call)? {
+            Ok(reply) => back(reply).ok_or_else(|| Error::inconsistent("the data dir's holder answered another call")),
+            Err(e) => Err(e.into()),
+        })
+    }
+
     /// A session's turn lease from the holder, on a connection of its own that holds it until
     /// it closes; `None` when the wait ran out or the holder went away (the version check
     /// still keeps the turn race-free).
@@ -380,12 +389,8 @@ impl SharedDir {
                 let role = self.inner.role.read().unwrap_or_else(|p| p.into_inner());
                 match &*role {
                     Role::Holder(d) => return here(d.served()),
-                    Role::Client(c) => match c.call(&call()) {
-                        Ok(Ok(reply)) => {
-                            return back(reply)
-                                .ok_or_else(|| Error::inconsistent("the data dir's holder answered another call"))
-                        }
-                        Ok(Err(e)) => return Err(e.into()),
+                    Role::Client(c) => match c.ask(&call(), &back) {
+                        Ok(answer) => return answer,
                         Err(e) => {
                             lost = Some(e);
                             c.epoch
@@ -468,13 +473,8 @@ pub(crate) fn briefly<T>(
             return here(&db);
         }
         if let Ok(client) = Client::connect(dir, 0) {
-            match client?.call(&call()) {
-                Ok(Ok(reply)) => {
-                    return back(reply)
-                        .ok_or_else(|| Error::inconsistent("the data dir's holder answered another call"))
-                }
-                Ok(Err(e)) => return Err(e.into()),
-                Err(_) => {}
+            if let Ok(answer) = client?.ask(&call(), &back) {
+                return answer;
             }
         }
         if started.elapsed() >= lock_wait() {
