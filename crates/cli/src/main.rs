@@ -114,6 +114,10 @@ enum Command {
     Trace {
         #[arg(long)]
         session: String,
+        /// The bare API key (`RAGCTX_API_KEYS`) whose session this is: such a key's sessions
+        /// are stored apart under a digest of it, and only its holder can name them
+        #[arg(long, env = "RAGCTX_TRACE_KEY", hide_env_values = true)]
+        key: Option<String>,
         #[arg(long)]
         turn: Option<u64>,
         #[arg(long)]
@@ -226,6 +230,16 @@ fn require_documents(app: &app::App) -> Result<()> {
     Ok(())
 }
 
+/// The session `trace --session S [--key KEY]` reads: a bare API key's sessions are stored
+/// under its namespace.
+fn traced_session(session: &str, key: Option<&str>) -> Result<SessionId> {
+    let id = SessionId::parse(session)?;
+    Ok(match key {
+        Some(k) => ragctx_server::auth::bare_key_session(k, &id),
+        None => id,
+    })
+}
+
 /// `ingest --meta KEY=VALUE` pairs as metadata (values typed as [`MetaValue::from_text`](ragctx_core::MetaValue::from_text)).
 fn metadata_flags(pairs: &[String]) -> Result<ragctx_core::Metadata> {
     let mut m = ragctx_core::Metadata::default();
@@ -279,15 +293,15 @@ fn run(cli: Cli) -> Result<()> {
             let t = app.settings.turn().clone();
             turn::chat(&app, &id, &t)
         }
-        Command::Trace { session, turn: Some(n), json, replay: true, flags } => {
+        Command::Trace { session, turn: Some(n), json, replay: true, flags, key } => {
             let app = app::App::open(settings(&cli, Some(flags))?)?;
             // Only `--mode` forces a replay's intent (not a config's standing mode): with `auto`
             // the engine replays the intent the turn was recorded with.
-            turn::replay(&app, &SessionId::parse(session)?, *n, *json, flags.mode.unwrap_or_default())
+            turn::replay(&app, &traced_session(session, key.as_deref())?, *n, *json, flags.mode.unwrap_or_default())
         }
-        Command::Trace { session, turn, json, .. } => {
+        Command::Trace { session, turn, json, key, .. } => {
             let s = settings(&cli, None)?;
-            turn::trace(app::sessions_only(&s)?.as_ref(), &SessionId::parse(session)?, *turn, *json)
+            turn::trace(app::sessions_only(&s)?.as_ref(), &traced_session(session, key.as_deref())?, *turn, *json)
         }
         Command::Session { action, session } => {
             let s = settings(&cli, None)?;

@@ -63,6 +63,30 @@ pub fn print_turn(out: &Trace, json: bool) -> Result<()> {
     Ok(())
 }
 
+/// One line for an agent's `search` or `open`: what it returned and added, without a chat
+/// turn's fields (prompt, citations).
+fn step_summary(t: &Trace) -> String {
+    let s = &t.trace;
+    let added: usize = t.context.iter().map(|b| b.chunk_ids.len()).sum();
+    let dropped = if s.dropped_by_budget.is_empty() {
+        String::new()
+    } else {
+        format!(" · did not fit: {}", s.dropped_by_budget.iter().map(|d| d.as_str()).collect::<Vec<_>>().join(", "))
+    };
+    format!(
+        "{} candidates → {} blocks ({added} chunks {}) and {} pointers to held ones → {} tokens returned (budget {}) · excluded {} · search {:?} in {:.2} ms{dropped}",
+        s.candidates,
+        s.context_fragments,
+        if s.step_kind() == ragctx_core::StepKind::Open { "shown again" } else { "new to the session" },
+        s.pointers,
+        s.context_tokens,
+        s.settings.turn.budget,
+        s.excluded,
+        s.search_path,
+        s.timings_ms.get("search").copied().unwrap_or(0.0),
+    )
+}
+
 /// One line that says why the context looks the way it does.
 pub fn summary(turn: u64, t: &TraceStats) -> String {
     let dropped = if t.dropped_by_budget.is_empty() {
@@ -191,12 +215,20 @@ pub fn trace(sessions: &dyn SessionStore, session: &SessionId, turn: Option<u64>
         return Ok(());
     }
     for t in chosen {
-        println!("turn {}: {}", t.turn, t.question);
-        println!("  {}", summary(t.turn, &t.trace));
+        let kind = t.trace.step_kind();
+        println!("{} {}: {}", kind.as_str(), t.turn, t.question);
+        match kind {
+            ragctx_core::StepKind::Turn => println!("  {}", summary(t.turn, &t.trace)),
+            ragctx_core::StepKind::Forget => println!(
+                "  forgot {} chunk(s): {}",
+                t.trace.forgotten.len(),
+                t.trace.forgotten.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(", ")
+            ),
+            ragctx_core::StepKind::Search | ragctx_core::StepKind::Open => println!("  {}", step_summary(t)),
+        }
         for b in &t.context {
             let cited = t.citations.iter().any(|c| c.marker == b.marker);
-            let carried = b.carried_from.map(|n| format!(" — shown in turn {n}")).unwrap_or_default();
-            println!("  [{}] {} ({}){carried}{}", b.marker, b.title, b.document_id, if cited { "  cited" } else { "" });
+            println!("  {}{}", b.heading(), if cited { "  cited" } else { "" });
         }
         for p in &t.pointers {
             let cited = t.citations.iter().any(|c| c.marker == p.marker);

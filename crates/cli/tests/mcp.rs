@@ -35,7 +35,12 @@ fn an_agent_over_stdio_never_gets_a_chunk_twice_and_its_steps_are_traced() {
     let corpus = env.govt(120);
     env.ok(&["ingest", corpus.to_str().unwrap()]);
     let model = repo().join("models/all-MiniLM-L6-v2");
-    let r = client(&["stdio", env!("CARGO_BIN_EXE_ragctx"), env.data().to_str().unwrap(), model.to_str().unwrap()]);
+    // Launched as docs/agents.md's host configs launch it: a binary copied away from its
+    // build folder, the data dir and the model given by absolute paths.
+    let bin = env.dir.path().join("bin/ragctx");
+    std::fs::create_dir_all(bin.parent().unwrap()).unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_ragctx"), &bin).unwrap();
+    let r = client(&["stdio", bin.to_str().unwrap(), env.data().to_str().unwrap(), model.to_str().unwrap()]);
     let session = r["session"].as_str().unwrap();
     let calls = r["calls"].as_array().unwrap();
     assert_eq!(calls.len(), 4);
@@ -57,6 +62,15 @@ fn an_agent_over_stdio_never_gets_a_chunk_twice_and_its_steps_are_traced() {
         assert_eq!(t["trace"]["memory"], "client");
     }
     assert!(!traces[3]["pointers"].as_array().unwrap().is_empty(), "the repeat's pointers are traced");
+    // As a person reads it: each step named as what it was, with what it returned or forgot,
+    // and none of a chat turn's fields.
+    let human = env.ok(&["trace", "--session", session]);
+    for step in ["search 1: ", "open 6: ", "open 7: ", "forget 8: ", "search 9: "] {
+        assert!(human.contains(step), "{step:?} in {human}");
+    }
+    assert!(human.contains("forgot 1 chunk(s): "), "{human}");
+    assert!(human.contains("tokens returned (budget"), "{human}");
+    assert!(!human.contains("prompt ") && !human.contains("\nturn "), "no chat fields: {human}");
 }
 
 #[test]
@@ -137,6 +151,14 @@ fn bare_keys_keep_sessions_apart_and_keyless_mcp_refuses_a_foreign_host() {
     let server = Server::start(&env, &[], &[("RAGCTX_API_KEYS", "bare-one,bare-two")]);
     let r = client(&["barekeys", &format!("http://{}/mcp", server.addr), "bare-one", "bare-two"]);
     assert!(r["key_2"][0].as_u64().unwrap() > 0, "{r}");
+    // An operator who holds a bare key reads its sessions' steps (while `serve` holds the data
+    // dir); without the key the name finds nothing.
+    let steps = |key: &str| {
+        let out = env.ok(&["trace", "--session", "shared-name", "--key", key, "--json"]);
+        serde_json::from_str::<Value>(&out).unwrap().as_array().unwrap().len()
+    };
+    assert_eq!((steps("bare-one"), steps("bare-two")), (2, 1));
+    assert!(!env.run(&["trace", "--session", "shared-name"]).status.success(), "the bare name is no session");
     drop(server);
 
     let open = Server::start(&env, &[], &[]);

@@ -90,8 +90,8 @@ pub use search::{
 pub use session::{Intent, Memory, QuantizedVector, Retention, SessionState, TurnCommit, TurnRecord};
 pub use tenant::{tenant_of, Tenant, DEFAULT_TENANT, TENANT_SEPARATOR};
 pub use trace::{
-    Compressed, Condensed, Diversified, Duplicate, EffectiveSettings, Reranked, RetrievalTrace, Trace, TraceStats,
-    TRACE_VERSION,
+    Compressed, Condensed, Diversified, Duplicate, EffectiveSettings, Reranked, RetrievalTrace, StepKind, Trace,
+    TraceStats, TRACE_VERSION,
 };
 pub use traits::{
     CondenseRequest, Condenser, Embedder, EmbeddingCache, GenerationRequest, Generator, Reranker, SessionStore,

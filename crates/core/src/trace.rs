@@ -106,6 +106,9 @@ pub struct TraceStats {
     /// An agent's `forget` step: the chunks that left the working set (none for a turn).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub forgotten: Vec<ChunkId>,
+    /// No answer was generated: an agent's `search` (or, with intent `reshow`, its `open`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub retrieve_only: bool,
     /// The settings the turn ran with.
     pub settings: EffectiveSettings,
     /// Milliseconds per stage (`embed`, `search`, `dedupe`, `assemble`, `generate`); the turn's
@@ -113,7 +116,42 @@ pub struct TraceStats {
     pub timings_ms: BTreeMap<String, f64>,
 }
 
+/// What a step of a session was, as its trace tells it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StepKind {
+    /// A chat turn: a question answered.
+    Turn,
+    /// An agent's `search`.
+    Search,
+    /// An agent's `open`: held passages shown again.
+    Open,
+    /// An agent's `forget`.
+    Forget,
+}
+
+impl StepKind {
+    /// `turn`, `search`, `open` or `forget`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepKind::Turn => "turn",
+            StepKind::Search => "search",
+            StepKind::Open => "open",
+            StepKind::Forget => "forget",
+        }
+    }
+}
+
 impl TraceStats {
+    /// What the step was: a forget, an agent's open or search (retrieve-only), or a turn.
+    pub fn step_kind(&self) -> StepKind {
+        match (self.forgotten.is_empty(), self.retrieve_only, self.intent) {
+            (false, _, _) => StepKind::Forget,
+            (true, true, Intent::Reshow) => StepKind::Open,
+            (true, true, _) => StepKind::Search,
+            (true, false, _) => StepKind::Turn,
+        }
+    }
+
     /// The numbers of a turn before its stages have run: nothing found, nothing kept; each
     /// stage writes its own ([`TraceStats`] is the turn's record as it goes).
     pub fn starting(settings: EffectiveSettings) -> TraceStats {
@@ -147,6 +185,7 @@ impl TraceStats {
             compressed: None,
             diversified: None,
             forgotten: Vec::new(),
+            retrieve_only: false,
             settings,
             timings_ms: BTreeMap::new(),
         }

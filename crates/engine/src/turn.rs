@@ -206,7 +206,7 @@ impl<'a> Turn<'a> {
             exclusion: self.working.exclusion,
             invalid_markers: self.invalid_markers,
             at_unix_ms: now_ms(),
-            trace: self.stats,
+            trace: TraceStats { retrieve_only: self.retrieve_only, ..self.stats },
         };
         let record = memory::record_of(&trace);
         (trace, record, built.context.new_markers)

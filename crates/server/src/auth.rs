@@ -123,6 +123,19 @@ fn digest(key: &str) -> Digest32 {
     Sha256::digest(key.as_bytes()).into()
 }
 
+/// The namespace of a bare key's sessions (`RAGCTX_API_KEYS`): a short digest, never the key.
+fn namespace_of(d: &Digest32) -> String {
+    d[..6].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A bare API key's session `id` as it is stored ([`SessionId::private_to`] its namespace):
+/// what an operator who holds the key gives `ragctx trace --key`.
+///
+/// [`SessionId::private_to`]: ragctx_core::SessionId::private_to
+pub fn bare_key_session(key: &str, id: &ragctx_core::SessionId) -> ragctx_core::SessionId {
+    id.private_to(&namespace_of(&digest(key)))
+}
+
 fn from_hex(s: &str) -> Option<Digest32> {
     if s.len() != 64 || !s.is_ascii() {
         return None;
@@ -277,9 +290,7 @@ impl Keys {
             bare |= same(b, &d);
         }
         if bare && found.is_none() {
-            // Sessions private to the key, as before tenants: a short digest, never the key.
-            let ns: String = d[..6].iter().map(|b| format!("{b:02x}")).collect();
-            found = Some((Tenant::default(), Role::Write, Some(ns)));
+            found = Some((Tenant::default(), Role::Write, Some(namespace_of(&d))));
         }
         found
     }
