@@ -108,6 +108,12 @@ fn the_same_tools_over_http_behind_keys_and_tenants() {
     };
     assert_eq!(origin("https://evil.example"), 403);
     assert_eq!(origin("http://localhost:5173"), 200);
+    // Malformed JSON-RPC is answered in JSON-RPC's terms.
+    for (body, code) in [("{not json", -32700), (r#"{"hello":1}"#, -32600), ("[1,2]", -32600)] {
+        let (status, answer) = http_key(&server.addr, "a-write", "POST", "/mcp", body);
+        assert_eq!(status, 400, "{body}: {answer}");
+        assert_eq!(serde_json::from_str::<Value>(&answer).unwrap()["error"]["code"], code, "{body}: {answer}");
+    }
     let r = client(&["http", &url, "a-write", "b-read"]);
     assert!(r["documents_a"].as_u64().unwrap() > 0, "{r}");
     let f = client(&["fastmcp", &url, "b-read"]);
@@ -208,4 +214,49 @@ fn hosts_serve_and_the_cli_share_one_data_dir() {
     ]);
     assert!(r["killed_after"].as_u64().unwrap() >= 2, "{r}");
     eprintln!("shared data dir: {r}");
+}
+
+/// A stdio message over the limit, or a last one without its newline, gets an answer (an
+/// error with its id that names the limit) instead of leaving the client waiting; the server
+/// goes on answering the messages after an over-long one.
+#[test]
+fn an_oversize_or_unterminated_stdio_message_is_answered() {
+    use std::io::{BufRead, Write};
+    let env = Env::new();
+    let corpus = env.govt(20);
+    env.ok(&["ingest", corpus.to_str().unwrap()]);
+    let mut child = env
+        .cmd()
+        .arg("mcp")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let huge =
+        format!(r#"{{"jsonrpc":"2.0","id":99,"method":"tools/list","params":{{"pad":"{}"}}}}"#, "x".repeat(17 << 20));
+    let writer = std::thread::spawn(move || {
+        writeln!(stdin, "{init}").unwrap();
+        writeln!(stdin, r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#).unwrap();
+        writeln!(stdin, "{huge}").unwrap();
+        writeln!(stdin, r#"{{"jsonrpc":"2.0","id":2,"method":"tools/list"}}"#).unwrap();
+        write!(stdin, r#"{{"jsonrpc":"2.0","id":100,"method":"tools/list"}}"#).unwrap();
+        // Closing stdin ends the session after the answers.
+    });
+    let mut answers = std::collections::HashMap::new();
+    for line in stdout.lines() {
+        let v: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        answers.insert(v["id"].to_string(), v);
+    }
+    writer.join().unwrap();
+    let _ = child.wait();
+    assert!(answers["1"]["result"].is_object(), "{answers:?}");
+    let over = &answers["99"]["error"];
+    assert_eq!(over["code"], -32600, "{answers:?}");
+    assert!(over["message"].as_str().unwrap().contains("limit of 16777216 bytes"), "{over}");
+    assert!(answers["2"]["result"]["tools"].is_array(), "served on after it: {:?}", answers.get("2"));
+    assert!(answers["100"]["error"]["message"].as_str().unwrap().contains("newline"), "{answers:?}");
 }

@@ -321,13 +321,131 @@ impl ServerHandler for Tools {
     }
 }
 
+/// The largest stdio message `ragctx mcp` reads (a line of JSON): one over it is answered
+/// with an error that names this limit, never dropped in silence.
+pub const MAX_STDIO_MESSAGE: usize = 16 << 20;
+
 /// Serves `tools` over stdin and stdout until the client closes them (`ragctx mcp`).
+///
+/// Stdin is read here, line by line, before the protocol sees it: a message over
+/// [`MAX_STDIO_MESSAGE`] bytes, or a last one without its newline, is answered with a JSON-RPC
+/// error (-32600, its `id` when the first bytes give it) instead of leaving its caller waiting.
+/// Stdout has one writer, so those answers never cut into the protocol's own lines.
 pub async fn serve_stdio(tools: Tools) -> Result<(), Error> {
     use rmcp::ServiceExt;
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
     let unavailable = |e: String| Error::Unavailable { backend: "mcp stdio".into(), message: e };
-    let running = tools.serve(rmcp::transport::stdio()).await.map_err(|e| unavailable(e.to_string()))?;
-    running.waiting().await.map_err(|e| unavailable(e.to_string()))?;
-    Ok(())
+    let (mut to_protocol, protocol_in) = tokio::io::duplex(1 << 20);
+    let (protocol_out, from_protocol) = tokio::io::duplex(1 << 20);
+    let (lines, mut outbox) = tokio::sync::mpsc::channel::<Vec<u8>>(64);
+    // The one writer of stdout.
+    let writer = tokio::spawn(async move {
+        let mut stdout = tokio::io::stdout();
+        while let Some(line) = outbox.recv().await {
+            if stdout.write_all(&line).await.is_err() || stdout.flush().await.is_err() {
+                break;
+            }
+        }
+    });
+    let answers = lines.clone();
+    let forward = tokio::spawn(async move {
+        let mut from_protocol = tokio::io::BufReader::new(from_protocol);
+        loop {
+            let mut line = Vec::new();
+            match from_protocol.read_until(b'\n', &mut line).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    if answers.send(line).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+    });
+    // Stdin is pumped from the start: the protocol's handshake reads the first message.
+    let pump = tokio::spawn(async move {
+        let mut stdin = tokio::io::stdin();
+        let mut chunk = vec![0u8; 64 << 10];
+        let mut line: Vec<u8> = Vec::new();
+        // Bytes of an over-long message dropped so far (its first ones kept in `line` for its id).
+        let mut skipped = 0usize;
+        loop {
+            let n = match stdin.read(&mut chunk).await {
+                Ok(n) => n,
+                Err(_) => 0,
+            };
+            if n == 0 {
+                if !line.is_empty() || skipped > 0 {
+                    let id = id_of(&line);
+                    let _ =
+                        lines.send(rejected(id, "the last message has no newline: each message ends with one")).await;
+                }
+                break;
+            }
+            let mut rest = &chunk[..n];
+            while let Some(at) = rest.iter().position(|&b| b == b'\n') {
+                let (head, tail) = rest.split_at(at + 1);
+                if skipped > 0 || line.len() + head.len() > MAX_STDIO_MESSAGE + 1 {
+                    let message = format!(
+                        "a message of {} bytes is over the limit of {MAX_STDIO_MESSAGE} bytes",
+                        skipped + line.len() + head.len() - 1
+                    );
+                    let _ = lines.send(rejected(id_of(&line), &message)).await;
+                } else if line.is_empty() {
+                    if to_protocol.write_all(head).await.is_err() {
+                        break;
+                    }
+                } else {
+                    line.extend_from_slice(head);
+                    if to_protocol.write_all(&line).await.is_err() {
+                        break;
+                    }
+                }
+                line.clear();
+                skipped = 0;
+                rest = tail;
+            }
+            // A message that passes the limit keeps its first 4 kB (for its id) and drops the rest.
+            if skipped > 0 || line.len() + rest.len() > MAX_STDIO_MESSAGE {
+                let keep = 4096usize.saturating_sub(line.len()).min(rest.len());
+                line.extend_from_slice(&rest[..keep]);
+                skipped += rest.len() - keep;
+            } else {
+                line.extend_from_slice(rest);
+            }
+        }
+        drop(to_protocol);
+    });
+    let served = match tools.serve((protocol_in, protocol_out)).await {
+        Ok(running) => running.waiting().await.map(|_| ()).map_err(|e| unavailable(e.to_string())),
+        Err(e) => Err(unavailable(e.to_string())),
+    };
+    let _ = pump.await;
+    let _ = forward.await;
+    let _ = writer.await;
+    served
+}
+
+/// The JSON-RPC error answer to a message refused before it was read, as one line.
+fn rejected(id: serde_json::Value, message: &str) -> Vec<u8> {
+    let answer = serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32600, "message": message}});
+    let mut line = serde_json::to_vec(&answer).expect("a JSON value serialises");
+    line.push(b'\n');
+    line
+}
+
+/// The `id` a message's first bytes give (`"id": 7` or `"id": "a"`), else null: what its
+/// caller waits on.
+fn id_of(start: &[u8]) -> serde_json::Value {
+    let text = String::from_utf8_lossy(&start[..start.len().min(4096)]);
+    let Some(at) = text.find("\"id\"") else { return serde_json::Value::Null };
+    let after = text[at + 4..].trim_start();
+    let Some(value) = after.strip_prefix(':').map(str::trim_start) else { return serde_json::Value::Null };
+    if let Some(s) = value.strip_prefix('"') {
+        return s.split('"').next().map_or(serde_json::Value::Null, |s| serde_json::Value::from(s));
+    }
+    let number: String = value.chars().take_while(|c| c.is_ascii_digit() || *c == '-').collect();
+    number.parse::<i64>().map_or(serde_json::Value::Null, serde_json::Value::from)
 }
 
 /// The streamable HTTP service for `ragctx serve`'s `/mcp`: stateless (sessions are tool
@@ -351,4 +469,18 @@ pub fn http_service(
         config.with_allowed_hosts(allowed_hosts)
     };
     StreamableHttpService::new(|| Ok(Tools::per_request()), Default::default(), config)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_refused_message_is_answered_with_its_id() {
+        assert_eq!(super::id_of(br#"{"jsonrpc":"2.0","id": 7,"method":"tools/call","params":{"#), serde_json::json!(7));
+        assert_eq!(super::id_of(br#"{"id":"req-1","jsonrpc""#), serde_json::json!("req-1"));
+        assert_eq!(super::id_of(b"garbage"), serde_json::Value::Null);
+        let line = super::rejected(serde_json::json!(7), "too long");
+        let v: serde_json::Value = serde_json::from_slice(&line).unwrap();
+        assert_eq!((v["id"].clone(), v["error"]["code"].clone()), (serde_json::json!(7), serde_json::json!(-32600)));
+        assert!(line.ends_with(b"\n"));
+    }
 }

@@ -5,6 +5,8 @@
 //!   and after DNS rebinding its own name points at 127.0.0.1. So without keys: `Host` must be
 //!   a loopback name or an IP literal, a request whose `Origin` is not loopback is refused, and
 //!   a request with a body must say `Content-Type: application/json`.
+//! - **`/mcp` checks `Origin` with keys too** (the MCP transport's rule): a browser page of a
+//!   foreign origin is refused unless `RAGCTX_MCP_ORIGINS` lists it.
 //! - **Authentication first.** A request to a protected route (`/v1/…`, `/metrics`, `/mcp`)
 //!   without a known key gets 401 before its path or body is parsed.
 //! - **Errors in one shape.** Every 4xx and 5xx is `{"code","message"}` JSON, the router's
@@ -91,10 +93,31 @@ fn check(state: &AppState, method: &Method, path: &str, headers: &HeaderMap) -> 
             ));
         }
     }
+    if state.keys.configured() && (path == "/mcp" || path.starts_with("/mcp/")) {
+        if let Some(origin) = headers.get(header::ORIGIN) {
+            let origin = origin.to_str().unwrap_or("");
+            if !mcp_origin_ok(origin) {
+                let shown: String = origin.chars().take(80).collect();
+                return Err(ApiError::new(
+                    StatusCode::FORBIDDEN,
+                    "forbidden",
+                    format!("Origin {shown:?} may not use /mcp: only loopback origins, and those RAGCTX_MCP_ORIGINS lists (comma-separated, e.g. https://app.example.com)"),
+                ));
+            }
+        }
+    }
     if state.keys.configured() && protected(path) {
         caller(state, headers)?;
     }
     Ok(())
+}
+
+/// A browser's `Origin` that may call `/mcp` where keys are set: a loopback one, or one
+/// `RAGCTX_MCP_ORIGINS` lists exactly.
+fn mcp_origin_ok(origin: &str) -> bool {
+    let listed = std::env::var("RAGCTX_MCP_ORIGINS").unwrap_or_default();
+    listed.split(',').map(str::trim).any(|o| !o.is_empty() && o.eq_ignore_ascii_case(origin))
+        || origin_host(origin).is_some_and(|h| host_ok(h, false))
 }
 
 /// The error code of a status the router answered by itself.
@@ -184,6 +207,19 @@ mod tests {
         }
         for p in ["/", "/healthz", "/openapi.json", "/v1x", "/mcpx"] {
             assert!(!protected(p), "{p}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod mcp_origin_tests {
+    #[test]
+    fn loopback_origins_pass_and_foreign_ones_do_not() {
+        for ok in ["http://localhost:3000", "http://127.0.0.1", "https://[::1]:8443"] {
+            assert!(super::mcp_origin_ok(ok), "{ok}");
+        }
+        for bad in ["https://evil.example", "null", "http://localhost.evil.example"] {
+            assert!(!super::mcp_origin_ok(bad), "{bad}");
         }
     }
 }

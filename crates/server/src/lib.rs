@@ -157,20 +157,6 @@ async fn mcp_scope(
     mut req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
-    // The MCP transport's rule: a server validates `Origin` (a browser page must not reach a
-    // local server's tools), with keys as without.
-    if let Some(origin) = req.headers().get(header::ORIGIN) {
-        let origin = origin.to_str().unwrap_or("");
-        if !origin_allowed(origin) {
-            let shown: String = origin.chars().take(80).collect();
-            return error::ApiError::new(
-                StatusCode::FORBIDDEN,
-                "forbidden",
-                format!("Origin {shown:?} may not use /mcp: only loopback origins, and those RAGCTX_MCP_ORIGINS lists (comma-separated, e.g. https://app.example.com)"),
-            )
-            .into_response();
-        }
-    }
     let who = match caller(&state, req.headers()).and_then(|w| w.require(Role::Read, "use the MCP tools").map(|_| w)) {
         Ok(w) => w,
         Err(e) => return e.into_response(),
@@ -182,26 +168,45 @@ async fn mcp_scope(
         timeout: state.turn_timeout,
     };
     req.extensions_mut().insert(Arc::new(scope));
+    // A body that is not a JSON-RPC message is answered as JSON-RPC says (-32700, -32600),
+    // not as the transport's "unsupported media type".
+    if req.method() == axum::http::Method::POST {
+        let (parts, body) = req.into_parts();
+        let bytes = match axum::body::to_bytes(body, BODY_LIMIT).await {
+            Ok(b) => b,
+            Err(_) => {
+                let message = format!("the body is over {BODY_LIMIT} bytes");
+                return error::ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", message)
+                    .into_response();
+            }
+        };
+        if let Some((code, message)) = not_jsonrpc(&bytes) {
+            let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}});
+            return (StatusCode::BAD_REQUEST, Json(body)).into_response();
+        }
+        req = axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes));
+    }
     next.run(req).await
 }
 
-/// Whether a browser's `Origin` may call `/mcp`: a loopback origin (`http://localhost:3000`,
-/// `http://127.0.0.1`, `http://[::1]`), or one `RAGCTX_MCP_ORIGINS` lists exactly.
-fn origin_allowed(origin: &str) -> bool {
-    let listed = std::env::var("RAGCTX_MCP_ORIGINS").unwrap_or_default();
-    if listed.split(',').map(str::trim).any(|o| !o.is_empty() && o.eq_ignore_ascii_case(origin)) {
-        return true;
-    }
-    let Some((scheme, rest)) = origin.split_once("://") else { return false };
-    if !matches!(scheme, "http" | "https") {
-        return false;
-    }
-    let host = if let Some(v6) = rest.strip_prefix('[') {
-        v6.split(']').next().unwrap_or("")
-    } else {
-        rest.split(':').next().unwrap_or("")
+/// Why `body` is not one JSON-RPC 2.0 message, with JSON-RPC's code: -32700 (not JSON) or
+/// -32600 (not a request, notification or response; batches are not in MCP since 2025-06-18).
+fn not_jsonrpc(body: &[u8]) -> Option<(i32, String)> {
+    let v: serde_json::Value = match serde_json::from_slice(body) {
+        Ok(v) => v,
+        Err(e) => return Some((-32700, format!("Parse error: the body is not JSON ({e})"))),
     };
-    matches!(host, "localhost" | "127.0.0.1" | "::1")
+    let has = |k: &str| v.get(k).is_some();
+    let message = v.get("jsonrpc").and_then(|j| j.as_str()) == Some("2.0")
+        && (v.get("method").is_some_and(|m| m.is_string()) || (has("id") && (has("result") || has("error"))));
+    match v {
+        _ if message => None,
+        serde_json::Value::Array(_) => Some((-32600, "Invalid Request: JSON-RPC batches are not supported".into())),
+        _ => Some((
+            -32600,
+            "Invalid Request: a JSON-RPC 2.0 message is an object with \"jsonrpc\": \"2.0\" and a \"method\" (or a response's \"result\" or \"error\")".into(),
+        )),
+    }
 }
 
 /// Every request: an id (the `x-request-id` header, and the `request_id` of an internal
@@ -560,14 +565,14 @@ async fn openapi() -> Json<utoipa::openapi::OpenApi> {
 }
 
 #[cfg(test)]
-mod origin_tests {
+mod jsonrpc_tests {
     #[test]
-    fn loopback_origins_pass_and_foreign_ones_do_not() {
-        for ok in ["http://localhost:3000", "http://127.0.0.1", "https://[::1]:8443"] {
-            assert!(super::origin_allowed(ok), "{ok}");
-        }
-        for bad in ["https://evil.example", "null", "http://localhost.evil.example", "file://localhost"] {
-            assert!(!super::origin_allowed(bad), "{bad}");
-        }
+    fn malformed_bodies_get_jsonrpc_codes() {
+        assert_eq!(super::not_jsonrpc(b"{not json").map(|e| e.0), Some(-32700));
+        assert_eq!(super::not_jsonrpc(br#"{"hello":1}"#).map(|e| e.0), Some(-32600));
+        assert_eq!(super::not_jsonrpc(b"[1,2]").map(|e| e.0), Some(-32600));
+        assert_eq!(super::not_jsonrpc(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#), None);
+        assert_eq!(super::not_jsonrpc(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#), None);
+        assert_eq!(super::not_jsonrpc(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#), None);
     }
 }
