@@ -370,10 +370,8 @@ pub async fn serve_stdio(tools: Tools) -> Result<(), Error> {
         // Bytes of an over-long message dropped so far (its first ones kept in `line` for its id).
         let mut skipped = 0usize;
         loop {
-            let n = match stdin.read(&mut chunk).await {
-                Ok(n) => n,
-                Err(_) => 0,
-            };
+            // A read error ends the input as its end does.
+            let n: usize = stdin.read(&mut chunk).await.unwrap_or_default();
             if n == 0 {
                 if !line.is_empty() || skipped > 0 {
                     let id = id_of(&line);
@@ -442,7 +440,7 @@ fn id_of(start: &[u8]) -> serde_json::Value {
     let after = text[at + 4..].trim_start();
     let Some(value) = after.strip_prefix(':').map(str::trim_start) else { return serde_json::Value::Null };
     if let Some(s) = value.strip_prefix('"') {
-        return s.split('"').next().map_or(serde_json::Value::Null, |s| serde_json::Value::from(s));
+        return s.split('"').next().map_or(serde_json::Value::Null, serde_json::Value::from);
     }
     let number: String = value.chars().take_while(|c| c.is_ascii_digit() || *c == '-').collect();
     number.parse::<i64>().map_or(serde_json::Value::Null, serde_json::Value::from)

@@ -59,12 +59,9 @@ impl DataDir {
         Self::opened(path, db, dim, params)
     }
 
-    /// Opens the data dir if no other process holds it, without waiting.
-    pub(crate) fn try_open_with(path: &Path, dim: Option<usize>, params: IndexParams) -> Result<OpenOutcome> {
-        match try_db(path)? {
-            Some(db) => Ok(OpenOutcome::Opened(Self::opened(path, db, dim, params)?)),
-            None => Ok(OpenOutcome::Held),
-        }
+    /// Opens the data dir if no other process holds it, without waiting; `None` when one does.
+    pub(crate) fn try_open_with(path: &Path, dim: Option<usize>, params: IndexParams) -> Result<Option<DataDir>> {
+        try_db(path)?.map(|db| Self::opened(path, db, dim, params)).transpose()
     }
 
     fn opened(path: &Path, db: Database, dim: Option<usize>, params: IndexParams) -> Result<DataDir> {
@@ -284,14 +281,6 @@ pub(crate) fn try_db(dir: &Path) -> Result<Option<Database>> {
         Err(DatabaseError::DatabaseAlreadyOpen) => Ok(None),
         Err(e) => Err(Error::storage_in(format!("cannot open {}", db_path.display()), e)),
     }
-}
-
-/// What [`DataDir::try_open_with`] found.
-pub(crate) enum OpenOutcome {
-    /// The data dir, now held by this process.
-    Opened(DataDir),
-    /// Another process holds it.
-    Held,
 }
 
 /// How long a process waits for the data dir held by others: `RAGCTX_LOCK_WAIT_SECS`,

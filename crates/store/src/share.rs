@@ -4,7 +4,7 @@
 //! next call finds the socket gone, and one of them takes the data dir over (the others
 //! become its clients), so an agent host that closes takes nobody's knowledge base with it.
 
-use crate::db::{lock_wait, try_db, DataDir, OpenOutcome};
+use crate::db::{lock_wait, try_db, DataDir};
 use crate::wire::{self, Call, Reply, WireError};
 use crate::{EmbeddedSessionStore, EmbeddedVectorStore};
 use ragctx_core::{
@@ -438,9 +438,8 @@ fn join(path: &Path, dim: Option<usize>, params: IndexParams, epoch: u64) -> Res
     let started = Instant::now();
     let wait = lock_wait();
     loop {
-        match DataDir::try_open_with(path, dim, params)? {
-            OpenOutcome::Opened(data) => return Ok(Role::Holder(Arc::new(data))),
-            OpenOutcome::Held => {}
+        if let Some(data) = DataDir::try_open_with(path, dim, params)? {
+            return Ok(Role::Holder(Arc::new(data)));
         }
         if let Ok(client) = Client::connect(path, epoch) {
             let client = client?;
