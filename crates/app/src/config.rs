@@ -146,6 +146,15 @@ raw_config! {
     rerank_timeout_ms: u64,
     /// Candidates sent to the reranker at most, the best of the search (default 48).
     rerank_top_n: usize,
+    /// The most seconds reading one file at ingest may take (default 120): past it the file
+    /// is left out, named with the limit.
+    ingest_file_secs: u64,
+    /// The most memory (MiB) reading one file may use in a reader process (default 2048):
+    /// past it the file is left out, named with the limit.
+    ingest_file_mb: u64,
+    /// Follow a folder's symbolic links that stay inside it (default false: none followed;
+    /// a link out of the folder never is).
+    follow_links: bool,
 }
 
 /// A setting's type as read from an environment variable.
@@ -251,6 +260,7 @@ pub struct Settings {
     pub(crate) condense: Option<ragctx_models::OpenAiConfig>,
     pub(crate) rerank: Option<ragctx_models::RerankConfig>,
     pub(crate) rerank_top_n: usize,
+    pub(crate) reading: crate::ingest::ReadOptions,
 }
 
 impl Settings {
@@ -302,6 +312,11 @@ impl Settings {
     /// The condenser's endpoint (`condense openai`); `None` when none is configured.
     pub fn condense(&self) -> Option<&ragctx_models::OpenAiConfig> {
         self.condense.as_ref()
+    }
+
+    /// How ingest reads files: each file's limits, and whether links are followed.
+    pub fn reading(&self) -> &crate::ingest::ReadOptions {
+        &self.reading
     }
 
     /// The rerank endpoint (`rerank remote`); `None` when none is configured.
@@ -392,6 +407,19 @@ impl Settings {
             condense,
             rerank,
             rerank_top_n,
+            reading: crate::ingest::ReadOptions {
+                limits: crate::reader::ReadLimits {
+                    time: match raw.ingest_file_secs {
+                        Some(0) => bad!("ingest_file_secs must be at least 1"),
+                        t => std::time::Duration::from_secs(t.unwrap_or(120)),
+                    },
+                    memory_mb: match raw.ingest_file_mb {
+                        Some(mb) if mb < 512 => bad!("ingest_file_mb must be at least 512, got {mb}"),
+                        mb => mb.unwrap_or(2048),
+                    },
+                },
+                follow_links: raw.follow_links.unwrap_or(false),
+            },
         })
     }
 }

@@ -4,6 +4,7 @@
 //! Python package alike; `ragctx serve` and the evaluations use the same path.
 
 use crate::config::{Backend, Settings};
+use crate::reader::{ReadLimits, Reader};
 use ragctx_core::EmbeddingCache;
 use ragctx_core::Metadata;
 use ragctx_core::{Error, Result};
@@ -11,10 +12,10 @@ pub use ragctx_engine::ingest::IngestProgress;
 pub use ragctx_engine::ingest::IngestReport;
 use ragctx_engine::ingest::{embed_chunks, store_embedded, FormatTally};
 use ragctx_engine::ScopedEmbeddingCache;
-use ragctx_ingest::{check_unique_ids, parse_jsonl, read_document, DocumentFormat, SourcedChunk};
+use ragctx_ingest::{check_unique_ids, parse_jsonl, DocumentFormat, SourcedChunk};
 use ragctx_models::Cl100kCounter;
 use ragctx_store::{DataDir, DataDirCache};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -34,27 +35,44 @@ pub struct Read {
     pub unreadable: Vec<(PathBuf, String)>,
     /// Documents read with a part left out (a PDF's pages without text), and what and why.
     pub partly_read: Vec<(PathBuf, String)>,
+    /// Entries of folders not followed or not read as files (symbolic links, pipes,
+    /// devices), and why.
+    pub not_followed: Vec<(PathBuf, String)>,
+}
+
+/// How files are read: each file's limits, and whether a folder's symbolic links are followed.
+#[derive(Clone, Debug, Default)]
+pub struct ReadOptions {
+    /// What one file may take (`ingest_file_secs`, `ingest_file_mb`).
+    pub limits: ReadLimits,
+    /// Follow a folder's symbolic links that stay inside it (`follow_links`, `ingest
+    /// --follow-links`); a link out of the folder is never followed, nor one back into a
+    /// folder being walked.
+    pub follow_links: bool,
 }
 
 /// Reads every path (files, or directories walked recursively) into chunks.
-pub fn read_paths(paths: &[PathBuf]) -> Result<Read> {
+pub fn read_paths(paths: &[PathBuf], options: &ReadOptions) -> Result<Read> {
     let mut read = Read::default();
+    let mut reader = Reader::new(options.limits.clone());
     for arg in paths {
         let meta =
             std::fs::metadata(arg).map_err(|e| Error::InvalidInput(format!("cannot read {}: {e}", arg.display())))?;
         if meta.is_dir() {
-            let mut files = Vec::new();
-            walk(arg, &mut files)?;
+            let mut walk = Walk::new(arg, options.follow_links)?;
+            walk.dir(arg)?;
+            read.not_followed.append(&mut walk.not_followed);
+            let mut files = walk.files;
             files.sort();
             for f in files {
                 let rel = f.strip_prefix(arg).unwrap_or(&f).to_string_lossy().replace('\\', "/");
-                match read_file(&f, &rel, &mut read) {
+                match read_file(&mut reader, &f, &rel, &mut read) {
                     Ok(true) => {}
                     Ok(false) => read.skipped.push(f),
                     // A document of a folder that cannot be read (a broken or encrypted DOCX,
-                    // text that is not UTF-8) is left out by name and the rest is read; a
-                    // JSONL file's bad line stops the ingest (its data is meant whole), as
-                    // does any file named on its own.
+                    // text that is not UTF-8, a file past a limit) is left out by name and the
+                    // rest is read; a JSONL file's bad line stops the ingest (its data is meant
+                    // whole), as does any file named on its own.
                     Err(e) if DocumentFormat::from_path(&f.to_string_lossy()).is_some() => {
                         let why = match e {
                             Error::InvalidInput(why) => why,
@@ -67,7 +85,10 @@ pub fn read_paths(paths: &[PathBuf]) -> Result<Read> {
             }
         } else {
             let name = arg.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            if !read_file(arg, &name, &mut read)? {
+            if !meta.is_file() {
+                return Err(Error::InvalidInput(format!("{}: not a regular file", arg.display())));
+            }
+            if !read_file(&mut reader, arg, &name, &mut read)? {
                 return Err(Error::InvalidInput(format!(
                     "{}: unsupported file type (use .jsonl, .md, .txt, .html, .docx or .pdf)",
                     arg.display()
@@ -79,44 +100,109 @@ pub fn read_paths(paths: &[PathBuf]) -> Result<Read> {
     Ok(read)
 }
 
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
-    let cannot_list = |e: std::io::Error| Error::InvalidInput(format!("cannot list {}: {e}", dir.display()));
-    for entry in std::fs::read_dir(dir).map_err(cannot_list)? {
-        let path = entry.map_err(cannot_list)?.path();
-        let hidden = path.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.'));
-        if hidden {
-            continue;
-        }
-        if path.is_dir() {
-            walk(&path, out)?;
-        } else {
-            out.push(path);
-        }
+/// A folder's files, found without leaving it: a symbolic link is not followed unless asked,
+/// and then only where it stays inside the folder and leads to a file or folder not yet
+/// found (a loop is walked once); pipes, sockets and devices are never read.
+struct Walk {
+    /// The folder given, as the file system resolves it.
+    root: PathBuf,
+    follow_links: bool,
+    /// Folders and files found, resolved: each walked or read once.
+    seen: HashSet<PathBuf>,
+    files: Vec<PathBuf>,
+    not_followed: Vec<(PathBuf, String)>,
+}
+
+impl Walk {
+    fn new(root: &Path, follow_links: bool) -> Result<Walk> {
+        let root =
+            root.canonicalize().map_err(|e| Error::InvalidInput(format!("cannot read {}: {e}", root.display())))?;
+        Ok(Walk {
+            seen: HashSet::from([root.clone()]),
+            root,
+            follow_links,
+            files: Vec::new(),
+            not_followed: Vec::new(),
+        })
     }
-    Ok(())
+
+    fn dir(&mut self, dir: &Path) -> Result<()> {
+        let cannot_list = |e: std::io::Error| Error::InvalidInput(format!("cannot list {}: {e}", dir.display()));
+        let mut links = Vec::new();
+        let mut entries: Vec<_> =
+            std::fs::read_dir(dir).map_err(cannot_list)?.collect::<std::io::Result<_>>().map_err(cannot_list)?;
+        entries.sort_by_key(|e| e.file_name());
+        for entry in entries {
+            let path = entry.path();
+            if path.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.')) {
+                continue;
+            }
+            // The entry itself, not what a link leads to.
+            let kind = entry.file_type().map_err(cannot_list)?;
+            if kind.is_symlink() {
+                links.push(path);
+            } else if kind.is_dir() {
+                self.seen.insert(path.canonicalize().unwrap_or_else(|_| path.clone()));
+                self.dir(&path)?;
+            } else if kind.is_file() {
+                self.seen.insert(path.canonicalize().unwrap_or_else(|_| path.clone()));
+                self.files.push(path);
+            } else {
+                self.not_followed.push((path, "not a regular file (a pipe, socket or device): not read".into()));
+            }
+        }
+        // Links after the folder's own entries: a link to a file found already is not read twice.
+        for path in links {
+            self.link(path)?;
+        }
+        Ok(())
+    }
+
+    fn link(&mut self, path: PathBuf) -> Result<()> {
+        if !self.follow_links {
+            let why = "a symbolic link: not followed (ingest --follow-links follows those that stay inside the folder)";
+            self.not_followed.push((path, why.into()));
+            return Ok(());
+        }
+        let Ok(target) = path.canonicalize() else {
+            self.not_followed.push((path, "a symbolic link that leads nowhere".into()));
+            return Ok(());
+        };
+        if !target.starts_with(&self.root) {
+            self.not_followed.push((path, "a symbolic link out of the folder: not followed".into()));
+        } else if !self.seen.insert(target.clone()) {
+            self.not_followed.push((path, "a symbolic link to what is read already: not read twice".into()));
+        } else if target.is_dir() {
+            self.dir(&path)?;
+        } else if target.is_file() {
+            self.files.push(path);
+        } else {
+            self.not_followed.push((path, "not a regular file (a pipe, socket or device): not read".into()));
+        }
+        Ok(())
+    }
 }
 
 /// False when the file type is not one ragctx reads.
-fn read_file(path: &Path, document_id: &str, read: &mut Read) -> Result<bool> {
+fn read_file(reader: &mut Reader, path: &Path, document_id: &str, read: &mut Read) -> Result<bool> {
     let shown = path.display().to_string();
     let is_jsonl = shown.ends_with(".jsonl");
     let format = DocumentFormat::from_path(&shown);
     if !is_jsonl && format.is_none() {
         return Ok(false);
     }
-    let bytes = std::fs::read(path).map_err(|e| Error::InvalidInput(format!("cannot read {shown}: {e}")))?;
     let (chunks, pages) = match format {
         Some(f) => {
-            let document = read_document(document_id, &bytes, f).map_err(|mut e| {
-                e.file = shown.clone();
-                e
-            })?;
+            let document = reader.read(path, document_id, f, &shown)?;
             for what in document.left_out {
                 read.partly_read.push((path.to_path_buf(), format!("{shown}: {what}")));
             }
             (document.chunks, document.pages)
         }
-        None => (parse_jsonl(&shown, &bytes)?, None),
+        None => {
+            let bytes = std::fs::read(path).map_err(|e| Error::InvalidInput(format!("cannot read {shown}: {e}")))?;
+            (parse_jsonl(&shown, &bytes)?, None)
+        }
     };
     read.files += 1;
     let tally = read.formats.entry(format.map_or("jsonl", DocumentFormat::name).to_owned()).or_default();
@@ -153,7 +239,7 @@ pub fn ingest_with_metadata(
     progress: &dyn IngestProgress,
 ) -> Result<IngestReport> {
     let started = Instant::now();
-    store_chunks(settings, with_metadata(read_some(paths)?, metadata)?, append, started, progress)
+    store_chunks(settings, with_metadata(read_some(paths, settings.reading())?, metadata)?, append, started, progress)
 }
 
 /// Sets `metadata` under each chunk's own.
@@ -167,8 +253,8 @@ fn with_metadata(mut read: Read, metadata: &Metadata) -> Result<Read> {
 }
 
 /// [`read_paths`], refusing paths that hold no chunks at all.
-fn read_some(paths: &[PathBuf]) -> Result<Read> {
-    let read = read_paths(paths)?;
+fn read_some(paths: &[PathBuf], options: &ReadOptions) -> Result<Read> {
+    let read = read_paths(paths, options)?;
     if read.chunks.is_empty() {
         let unreadable: String = read.unreadable.iter().map(|(_, why)| format!("; {why}")).collect();
         return Err(Error::InvalidInput(format!(
@@ -245,6 +331,7 @@ fn finish(mut report: IngestReport, read: Read, started: Instant) -> IngestRepor
     report.formats = read.formats;
     report.unreadable = read.unreadable;
     report.partly_read = read.partly_read;
+    report.not_followed = read.not_followed;
     report.seconds = started.elapsed().as_secs_f64();
     report
 }
@@ -259,7 +346,7 @@ impl crate::App {
     /// [`App::ingest`](crate::App::ingest) with `metadata` on every chunk, as [`ingest_with_metadata`] does.
     pub fn ingest_with_metadata(&self, paths: &[PathBuf], append: bool, metadata: &Metadata) -> Result<IngestReport> {
         let started = Instant::now();
-        self.store_read(with_metadata(read_some(paths)?, metadata)?, append, started)
+        self.store_read(with_metadata(read_some(paths, self.settings.reading())?, metadata)?, append, started)
     }
 
     /// Ingests records as [`ingest_records`] does, with this app's embedder and stores.

@@ -21,6 +21,7 @@
 pub mod app;
 pub mod config;
 pub mod ingest;
+pub mod reader;
 
 pub use app::App;
 pub use config::{Backend, EmbedderSettings, MilvusSettings, RawConfig, Settings};

@@ -83,9 +83,16 @@ enum Command {
         /// a JSONL line's own metadata wins)
         #[arg(long = "meta", value_name = "KEY=VALUE")]
         meta: Vec<String>,
+        /// Follow a folder's symbolic links that stay inside it (a link out of the folder is
+        /// never followed)
+        #[arg(long)]
+        follow_links: bool,
         #[arg(required = true)]
         paths: Vec<PathBuf>,
     },
+    /// Reads the files ingest asks for, in a process of its own (started by ingest)
+    #[command(hide = true)]
+    ReadWorker,
     /// list the stored documents, or delete documents with all their chunks
     Documents {
         #[command(subcommand)]
@@ -178,7 +185,12 @@ enum DocumentsAction {
 }
 
 fn settings(cli: &Cli, turn: Option<&TurnFlags>) -> Result<Settings> {
-    let flags = RawConfig {
+    Ok(Settings::layered(cli.config.as_deref(), flags(cli, turn))?)
+}
+
+/// The global flags (and a turn's) as the last settings layer.
+fn flags(cli: &Cli, turn: Option<&TurnFlags>) -> RawConfig {
+    RawConfig {
         data_dir: cli.data_dir.clone(),
         model_dir: cli.model_dir.clone(),
         embedder: cli.embedder.clone(),
@@ -195,8 +207,7 @@ fn settings(cli: &Cli, turn: Option<&TurnFlags>) -> Result<Settings> {
         // The flags are the last layer: their filter holds with the standing one.
         turn: turn.cloned().into_iter().collect(),
         ..Default::default()
-    };
-    Ok(Settings::layered(cli.config.as_deref(), flags)?)
+    }
 }
 
 /// A turn over a data dir that does not exist would create an empty one and answer from
@@ -254,12 +265,17 @@ fn metadata_flags(pairs: &[String]) -> Result<ragctx_core::Metadata> {
 
 fn run(cli: Cli) -> Result<()> {
     match &cli.command {
-        Command::Ingest { paths, append, meta } => {
+        Command::ReadWorker => Ok(ragctx_app::reader::serve_worker()?),
+        Command::Ingest { paths, append, meta, follow_links } => {
             let meta = metadata_flags(meta)?;
+            let mut given = flags(&cli, None);
+            if *follow_links {
+                given.follow_links = Some(true);
+            }
             println!(
                 "{}",
                 ingest::ingest_with_metadata(
-                    &settings(&cli, None)?,
+                    &Settings::layered(cli.config.as_deref(), given)?,
                     paths,
                     *append,
                     &meta,
@@ -433,6 +449,10 @@ fn main() {
     quiet_on_closed_pipe();
     tune_allocator();
     let cli = Cli::parse();
+    // Documents are read in a process of this binary's own: no file can end this one.
+    if let Ok(me) = std::env::current_exe() {
+        ragctx_app::reader::set_worker(vec![me.to_string_lossy().into_owned(), "read-worker".into()]);
+    }
     init_logs(matches!(cli.command, Command::Serve { .. }));
     let result = run(cli);
     flush_telemetry();

@@ -274,7 +274,7 @@ fn embed(
     save: Option<&std::path::Path>,
     json: bool,
 ) -> Result<()> {
-    let read = ragctx_app::ingest::read_paths(&[corpus.to_path_buf()])?;
+    let read = ragctx_app::ingest::read_paths(&[corpus.to_path_buf()], &Default::default())?;
     let texts: Vec<&str> = read.chunks.iter().take(n).map(|c| c.chunk.text.as_str()).collect();
     if texts.is_empty() {
         bail!("{} has no passages", corpus.display());

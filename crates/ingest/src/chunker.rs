@@ -44,6 +44,11 @@ impl DocumentFormat {
         }
     }
 
+    /// The format of a short name ([`DocumentFormat::name`]).
+    pub fn from_name(name: &str) -> Option<Self> {
+        [Self::Markdown, Self::Text, Self::Html, Self::Docx, Self::Pdf].into_iter().find(|f| f.name() == name)
+    }
+
     /// The format's short name, as the ingest report counts it (`md`, `txt`, `html`, `docx`, `pdf`).
     pub fn name(self) -> &'static str {
         match self {
@@ -74,7 +79,7 @@ pub fn chunk_document(
 }
 
 /// A document read into chunks, with what of it could not be read.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct ReadDocument {
     /// Its chunks, as [`chunk_document`] gives them.
     pub chunks: Vec<SourcedChunk>,

@@ -13,11 +13,13 @@
 
 mod chunker;
 mod docx;
+mod guard;
 mod jsonl;
 mod pdf;
 mod structure;
 
 pub use chunker::{chunk_document, read_document, DocumentFormat, ReadDocument, CHUNK_CHARS};
+pub use guard::read_document_guarded;
 pub use jsonl::parse_jsonl;
 pub use ragctx_core::{SECTION_KEY, SECTION_SEPARATOR};
 
@@ -25,7 +27,7 @@ use ragctx_core::Chunk;
 use std::collections::HashMap;
 
 /// A problem with the input, located.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct InputError {
     /// The file at fault, as it was named or found in a folder.
     pub file: String,
@@ -60,7 +62,7 @@ impl From<InputError> for ragctx_core::Error {
 }
 
 /// A chunk and where it came from, for duplicate reports.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SourcedChunk {
     /// The chunk as read, before its tokens are counted.
     pub chunk: Chunk,

@@ -9,6 +9,8 @@
 //! A page without a text layer (a scan: ragctx runs no OCR) or one that cannot be read is
 //! left out and named; a document with no text at all is refused with why.
 
+mod limits;
+
 use crate::structure::escape_line_start;
 use pdf_extract::{MediaBox, OutputDev, OutputError, Transform};
 use std::collections::{HashMap, HashSet};
@@ -228,15 +230,12 @@ fn fallback_lines(doc: &pdf_extract::Document, page: u32) -> Option<Vec<Line>> {
     Some(lines).filter(|l| !l.is_empty())
 }
 
-/// Reads a PDF's text layer, or says why it cannot be read.
+/// Reads a PDF's text layer, or says why it cannot be read (a limit it passed named).
 pub(crate) fn pdf_to_markdown(bytes: &[u8]) -> Result<PdfText, String> {
     if !bytes.starts_with(b"%PDF-") && !bytes[..bytes.len().min(1024)].windows(5).any(|w| w == b"%PDF-") {
         return Err("not a PDF file (no %PDF- header)".into());
     }
-    let mut doc = pdf_extract::Document::load_mem(bytes).map_err(|e| format!("not a readable PDF ({e})"))?;
-    if doc.is_encrypted() && doc.decrypt("").is_err() {
-        return Err("encrypted (password-protected): ragctx cannot read it".into());
-    }
+    let doc = limits::load(bytes)?;
     let title = doc
         .trailer
         .get(b"Info")
@@ -250,25 +249,20 @@ pub(crate) fn pdf_to_markdown(bytes: &[u8]) -> Result<PdfText, String> {
         .and_then(|t| pdf_extract::decode_text_string(t).ok())
         .map(|t| t.split_whitespace().collect::<Vec<_>>().join(" "))
         .filter(|t| !t.is_empty() && !looks_like_a_file_name(t));
-    let numbers: Vec<u32> = doc.get_pages().keys().copied().collect();
+    let numbers = doc.get_pages();
+    // Before any text is read: forms that draw themselves, or too deep or too often.
+    for id in numbers.values() {
+        limits::check_forms(&doc, page_resources(&doc, *id))?;
+    }
     let mut out = PdfText { title, pages: numbers.len() as u32, ..Default::default() };
     let mut pages: Vec<(u32, Vec<Line>)> = Vec::new();
-    for n in numbers {
-        let mut lines = Lines::default();
-        // pdf-extract panics on some malformed content streams: one page lost, not the ingest.
-        let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            pdf_extract::output_doc_page(&doc, &mut lines, n)
-        }));
+    for (n, read) in read_pages(&doc, numbers.keys().copied().collect()) {
         let lines = match read {
-            Ok(Ok(())) => lines.lay_out(),
-            failed => match fallback_lines(&doc, n) {
+            Ok(lines) => lines.lay_out(),
+            Err(failed) => match fallback_lines(&doc, n) {
                 Some(lines) => lines,
                 None => {
-                    let why = match failed {
-                        Ok(Err(e)) => e.to_string(),
-                        _ => "its content could not be decoded".into(),
-                    };
-                    out.unreadable.push((n, why));
+                    out.unreadable.push((n, failed));
                     continue;
                 }
             },
@@ -290,6 +284,92 @@ pub(crate) fn pdf_to_markdown(bytes: &[u8]) -> Result<PdfText, String> {
     out.only_running = drop_running_lines(&mut pages);
     write_markdown(&pages, &mut out);
     Ok(out)
+}
+
+/// A page's resources, its own or inherited from the page tree (as pdf-extract finds them).
+fn page_resources(doc: &pdf_extract::Document, page: pdf_extract::ObjectId) -> Option<&pdf_extract::Dictionary> {
+    let mut dict = doc.get_dictionary(page).ok()?;
+    for _ in 0..limits::FORM_DEPTH * 8 {
+        match dict.get(b"Resources") {
+            Ok(pdf_extract::Object::Reference(id)) => return doc.get_dictionary(*id).ok(),
+            Ok(pdf_extract::Object::Dictionary(d)) => return Some(d),
+            _ => dict = doc.get_dictionary(dict.get(b"Parent").ok()?.as_reference().ok()?).ok()?,
+        }
+    }
+    None
+}
+
+/// Each page's glyphs, or why the page could not be decoded. The document is read in one
+/// pass (pdf-extract finds a page by listing them all: page by page would take time
+/// quadratic in the pages); from a page that fails, page by page.
+fn read_pages(doc: &pdf_extract::Document, numbers: Vec<u32>) -> Vec<(u32, Result<Lines, String>)> {
+    let mut all = ByPage::default();
+    // pdf-extract panics on some malformed content streams: one page lost, not the ingest.
+    let whole = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pdf_extract::output_doc(doc, &mut all)));
+    let failed_at = match whole {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => all.current.map(|n| (n, e.to_string())),
+        Err(_) => all.current.map(|n| (n, "its content could not be decoded".to_owned())),
+    };
+    let mut read: Vec<(u32, Result<Lines, String>)> = all.done.into_iter().map(|(n, l)| (n, Ok(l))).collect();
+    if let Some((failed, why)) = failed_at {
+        read.push((failed, Err(why)));
+        for n in numbers.into_iter().filter(|n| *n > failed) {
+            let mut lines = Lines::default();
+            let one = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                pdf_extract::output_doc_page(doc, &mut lines, n)
+            }));
+            read.push((
+                n,
+                match one {
+                    Ok(Ok(())) => Ok(lines),
+                    Ok(Err(e)) => Err(e.to_string()),
+                    Err(_) => Err("its content could not be decoded".into()),
+                },
+            ));
+        }
+    }
+    read
+}
+
+/// The pages of one pass over a document, each page's glyphs apart.
+#[derive(Default)]
+struct ByPage {
+    done: Vec<(u32, Lines)>,
+    /// The page being read, and its glyphs so far.
+    current: Option<u32>,
+    lines: Lines,
+}
+
+impl OutputDev for ByPage {
+    fn begin_page(
+        &mut self,
+        n: u32,
+        media_box: &MediaBox,
+        art: Option<(f64, f64, f64, f64)>,
+    ) -> Result<(), OutputError> {
+        self.current = Some(n);
+        self.lines = Lines::default();
+        self.lines.begin_page(n, media_box, art)
+    }
+    fn end_page(&mut self) -> Result<(), OutputError> {
+        if let Some(n) = self.current.take() {
+            self.done.push((n, std::mem::take(&mut self.lines)));
+        }
+        Ok(())
+    }
+    fn output_character(&mut self, trm: &Transform, w: f64, s: f64, size: f64, c: &str) -> Result<(), OutputError> {
+        self.lines.output_character(trm, w, s, size, c)
+    }
+    fn begin_word(&mut self) -> Result<(), OutputError> {
+        self.lines.begin_word()
+    }
+    fn end_word(&mut self) -> Result<(), OutputError> {
+        Ok(())
+    }
+    fn end_line(&mut self) -> Result<(), OutputError> {
+        Ok(())
+    }
 }
 
 /// A title some producers set to the source's file name (`report.docx`, `Microsoft Word - x.doc`).
@@ -452,13 +532,19 @@ fn drop_running_lines(pages: &mut Vec<(u32, Vec<Line>)>) -> Vec<u32> {
         // The outermost lines: where a page's own number is, even when it does not recur.
         let top = (0..lines.len()).min_by(|a, b| lines[*a].y.total_cmp(&lines[*b].y));
         let bottom = (0..lines.len()).max_by(|a, b| lines[*a].y.total_cmp(&lines[*b].y));
-        let drop: HashSet<usize> = edge(lines)
+        let mut drop: HashSet<usize> = edge(lines)
             .into_iter()
             .filter(|&i| {
                 running(&key(&lines[i], numbered(&lines[i])))
                     || ((Some(i) == top || Some(i) == bottom) && numbers_its_page(&lines[i].text, *page))
             })
             .collect();
+        // A page that would keep nothing keeps its lines that only share a pattern with other
+        // pages' (words alike, numbers not: `Entry 1204 of the register`): that is its text,
+        // not a running header. A page number, or a line the same on every page, still goes.
+        if drop.len() == lines.len() {
+            drop.retain(|&i| page_number(&lines[i].text) || !lines[i].text.chars().any(|c| c.is_ascii_digit()));
+        }
         let mut i = 0;
         lines.retain(|_| {
             i += 1;

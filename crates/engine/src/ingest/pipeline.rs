@@ -136,6 +136,9 @@ pub struct IngestReport {
     /// Documents ingested with a part left out, each with what and why (a PDF's pages
     /// without a text layer, or that could not be decoded).
     pub partly_read: Vec<(PathBuf, String)>,
+    /// Entries of folders not followed or not read as files (symbolic links, pipes), each
+    /// with why.
+    pub not_followed: Vec<(PathBuf, String)>,
     /// Chunks the lexical (BM25) index covers, built with the ingest; `None` for a backend
     /// without one.
     pub lexical: Option<usize>,
@@ -208,6 +211,12 @@ impl std::fmt::Display for IngestReport {
                 write!(f, "\n  {why}")?;
             }
         }
+        if !self.not_followed.is_empty() {
+            write!(f, "\nleft out {} entries that are not files of the folder:", self.not_followed.len())?;
+            for (path, why) in &self.not_followed {
+                write!(f, "\n  {}: {why}", path.display())?;
+            }
+        }
         if !self.partly_read.is_empty() {
             write!(f, "\nread in part ({}):", self.partly_read.len())?;
             for (_, what) in &self.partly_read {
@@ -271,6 +280,7 @@ pub fn store_embedded(store: &dyn VectorStore, embedded: Embedded, append: bool)
         formats: Default::default(),
         unreadable: Vec::new(),
         partly_read: Vec::new(),
+        not_followed: Vec::new(),
         lexical,
         seconds: 0.0,
     })

@@ -245,3 +245,134 @@ fn spaces_come_from_the_page_s_own_or_from_gaps() {
     let row = Lines { glyphs: vec![glyph("a", 0.0, 5.0), glyph("1", 60.0, 5.0)], ..Default::default() };
     assert_eq!(row.lay_out()[0].text, format!("a{CELL}1"));
 }
+
+/// A PDF of `objects` (bodies numbered from 1, the first the catalog), its xref right.
+fn crafted(objects: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = b"%PDF-1.7\n".to_vec();
+    let mut offsets = Vec::new();
+    for (i, body) in objects.iter().enumerate() {
+        offsets.push(out.len());
+        out.extend(format!("{} 0 obj\n", i + 1).bytes());
+        out.extend(body);
+        out.extend(b"\nendobj\n");
+    }
+    let xref = out.len();
+    out.extend(format!("xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).bytes());
+    for o in offsets {
+        out.extend(format!("{o:010} 00000 n \n").bytes());
+    }
+    out.extend(format!("trailer\n<< /Size {} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n", objects.len() + 1).bytes());
+    out
+}
+
+fn stream(data: &[u8], dict: &str) -> Vec<u8> {
+    let mut s = format!("<< /Length {}{dict} >>\nstream\n", data.len()).into_bytes();
+    s.extend(data);
+    s.extend(b"\nendstream");
+    s
+}
+
+fn deflated(data: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+    z.write_all(data).unwrap();
+    z.finish().unwrap()
+}
+
+const CATALOG: &str = "<< /Type /Catalog /Pages 2 0 R >>";
+const ONE_PAGE: &str = "<< /Type /Pages /Kids [3 0 R] /Count 1 >>";
+
+/// A page drawing form `/X` (object 4) and content `content` (object 5): the form's own
+/// content is `form`, its resources name `/X` as `names`.
+fn with_form(form: &[u8], names: &str) -> Vec<u8> {
+    crafted(&[
+        CATALOG.into(),
+        ONE_PAGE.into(),
+        "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /XObject << /X 4 0 R >> >> /Contents 5 0 R >>".into(),
+        stream(form, &format!(" /Type /XObject /Subtype /Form /BBox [0 0 1 1] /Resources << /XObject << {names} >> >>")),
+        stream(b"/X Do", ""),
+    ])
+}
+
+/// A file past a limit is refused with the limit it passed, before pdf-extract reads it: a
+/// form that draws itself (which overflowed the stack), a stream inflating past its cap
+/// (which took gigabytes), forms drawing forms a billion times.
+#[test]
+fn a_crafted_pdf_is_refused_with_the_limit_it_passed() {
+    let refused = |bytes: Vec<u8>| read_document("x.pdf", &bytes, DocumentFormat::Pdf).unwrap_err().message;
+    let itself = refused(with_form(b"/X Do", "/X 4 0 R"));
+    assert_eq!(itself, "passed a limit: a form (object 4 0) draws itself");
+    // A form without resources draws with its page's: the same loop.
+    let inherited = crafted(&[
+        CATALOG.into(),
+        ONE_PAGE.into(),
+        "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /XObject << /X 4 0 R >> >> /Contents 5 0 R >>".into(),
+        stream(b"/X Do", " /Type /XObject /Subtype /Form /BBox [0 0 1 1]"),
+        stream(b"/X Do", ""),
+    ]);
+    assert_eq!(refused(inherited), "passed a limit: a form (object 4 0) draws itself");
+    // 24 forms each drawing the next eight times: 8^24 draws from 24 small streams.
+    let mut objects: Vec<Vec<u8>> = vec![
+        CATALOG.into(),
+        ONE_PAGE.into(),
+        "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /XObject << /F 4 0 R >> >> /Contents 28 0 R >>".into(),
+    ];
+    for i in 0..24 {
+        let resources =
+            if i < 23 { format!(" /Resources << /XObject << /F {} 0 R >> >>", 5 + i) } else { String::new() };
+        let body: &[u8] = if i < 23 { b"/F Do /F Do /F Do /F Do /F Do /F Do /F Do /F Do" } else { b"" };
+        objects.push(stream(body, &format!(" /Type /XObject /Subtype /Form /BBox [0 0 1 1]{resources}")));
+    }
+    objects.push(stream(b"/F Do", ""));
+    assert_eq!(refused(crafted(&objects)), "passed a limit: it draws forms more than 100000 times");
+    // 65 MiB of spaces in 65 kB.
+    let bomb = deflated(&vec![b' '; 65 << 20]);
+    let page = crafted(&[
+        CATALOG.into(),
+        ONE_PAGE.into(),
+        "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R >>".into(),
+        stream(&bomb, " /Filter /FlateDecode"),
+    ]);
+    assert_eq!(refused(page), "passed a limit: a stream (object 4 0) inflates past 64 MiB, the most one stream may");
+    // Deflated twice: the inner stream is capped as it inflates, never held whole.
+    let twice = crafted(&[
+        CATALOG.into(),
+        ONE_PAGE.into(),
+        "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R >>".into(),
+        stream(&deflated(&bomb), " /Filter [/FlateDecode /FlateDecode]"),
+    ]);
+    assert_eq!(refused(twice), "passed a limit: a stream (object 4 0) inflates past 64 MiB, the most one stream may");
+}
+
+/// Forms that draw forms within the limits are read, and a form drawn twice is read twice;
+/// a page of text in a deflated stream reads as it did before its stream was inflated here.
+#[test]
+fn forms_within_the_limits_are_read() {
+    let font = "/Font << /F1 6 0 R >>";
+    let doc = crafted(&[
+        CATALOG.into(),
+        ONE_PAGE.into(),
+        format!("<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /XObject << /X 4 0 R >> {font} >> /Contents 5 0 R >>").into_bytes(),
+        stream(b"BT /F1 12 Tf 72 700 Td (Vents open at 27 degrees.) Tj ET", &format!(" /Type /XObject /Subtype /Form /BBox [0 0 612 792] /Resources << {font} >>")),
+        stream(&deflated(b"BT /F1 12 Tf 72 720 Td (The greenhouse log.) Tj ET /X Do"), " /Filter /FlateDecode"),
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>".to_vec(),
+    ]);
+    let read = read_document("g.pdf", &doc, DocumentFormat::Pdf).unwrap();
+    let text: String = read.chunks.iter().map(|c| c.chunk.text.as_str()).collect();
+    assert!(text.contains("The greenhouse log.") && text.contains("Vents open at 27 degrees."), "{text}");
+}
+
+/// A page that holds only a line that shares its words, not its numbers, with every other
+/// page's keeps it: a register of 1,000 entries is not a running header (it was pages
+/// 1,001–10,000 of a 10,000-page file); a line the same on every page still goes.
+#[test]
+fn lines_sharing_a_pattern_are_not_a_running_header() {
+    let entry = |n: u32| (n, vec![line(&format!("Entry {n} of the register"), 72.0, 80.0, 11.0)]);
+    let mut pages: Vec<(u32, Vec<Line>)> = (1..=1000).map(entry).collect();
+    assert!(drop_running_lines(&mut pages).is_empty());
+    assert_eq!(pages.len(), 1000);
+    assert_eq!(pages[999].1[0].text, "Entry 1000 of the register");
+    let stamp = |n: u32| (n, vec![line("CONFIDENTIAL", 72.0, 40.0, 9.0), line(&n.to_string(), 300.0, 760.0, 11.0)]);
+    let mut stamped: Vec<(u32, Vec<Line>)> = (1..=5).map(stamp).collect();
+    assert_eq!(drop_running_lines(&mut stamped), vec![1, 2, 3, 4, 5]);
+}

@@ -1,0 +1,277 @@
+//! What a PDF may ask of its reader. A crafted file can make a small stream inflate to
+//! gigabytes (a Flate bomb), or a form draw itself (`Do` recursing until the stack
+//! overflows), or forms draw each other a billion times; past these limits the file is left
+//! out, named with the limit it passed, before pdf-extract sees it.
+//!
+//! Streams are inflated here, as lopdf loads them ([`load`]), with a cap on each and on all
+//! together; images are dropped unread (their pixels hold no text). Forms are walked from
+//! each page before its text is read ([`check_forms`]).
+
+use pdf_extract::content::Content;
+use pdf_extract::{Dictionary, Document, LoadOptions, Object, ObjectId, Stream};
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::io::Read;
+
+/// The most one stream may inflate to (DOCX's entries have the same cap).
+pub(crate) const STREAM_BYTES: usize = 64 << 20;
+/// The most all of a file's streams may inflate to together.
+pub(crate) const FILE_BYTES: usize = 512 << 20;
+/// The deepest forms may nest (a form drawing a form …).
+pub(crate) const FORM_DEPTH: usize = 32;
+/// The most forms one page may draw, counting each time a form is drawn.
+pub(crate) const FORM_DRAWS: u64 = 100_000;
+
+/// The key a stream over a limit is marked with as it loads (its content dropped), for
+/// [`load`] to name it.
+const OVER: &[u8] = b"RagctxOverLimit";
+
+thread_local! {
+    /// What the streams loaded on this thread so far inflated to ([`FILE_BYTES`]).
+    static INFLATED: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Loads a PDF with every stream inflated under the caps, or says which limit it passed.
+pub(crate) fn load(bytes: &[u8]) -> Result<Document, String> {
+    INFLATED.with(|n| n.set(0));
+    let options = LoadOptions { filter: Some(inflate_capped), ..LoadOptions::default() };
+    let mut doc = Document::load_mem_with_options(bytes, options).map_err(|e| format!("not a readable PDF ({e})"))?;
+    if doc.is_encrypted() {
+        // An encrypted file's streams are decrypted after loading (lopdf's filter does not
+        // see them): inflated here, under the same caps.
+        if doc.decrypt("").is_err() {
+            return Err("encrypted (password-protected): ragctx cannot read it".into());
+        }
+        for (id, object) in doc.objects.iter_mut() {
+            let _ = inflate_capped(*id, object);
+        }
+    }
+    over_limit(&doc)?;
+    Ok(doc)
+}
+
+/// The first stream marked over a limit, named.
+fn over_limit(doc: &Document) -> Result<(), String> {
+    for (id, object) in &doc.objects {
+        if let Object::Stream(s) = object {
+            if let Ok(limit) = s.dict.get(OVER).and_then(Object::as_i64) {
+                let what = if limit as usize == FILE_BYTES { "all its streams together" } else { "one stream" };
+                return Err(format!(
+                    "passed a limit: a stream (object {} {}) inflates past {} MiB, the most {what} may",
+                    id.0,
+                    id.1,
+                    limit >> 20
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// lopdf's load filter: an image's data dropped; a stream of the filters text needs
+/// (Flate, LZW, ASCII85, ASCIIHex) inflated under the caps and stored inflated, so that it
+/// is not inflated again; a stream past a cap emptied and marked ([`OVER`]).
+fn inflate_capped(id: ObjectId, object: &mut Object) -> Option<(ObjectId, Object)> {
+    if let Object::Stream(stream) = object {
+        let image = stream.dict.get(b"Subtype").and_then(Object::as_name).is_ok_and(|n| n == b"Image");
+        let filters: Vec<Vec<u8>> =
+            stream.filters().map(|f| f.into_iter().map(<[u8]>::to_vec).collect()).unwrap_or_default();
+        let pictures = filters.iter().any(|f| {
+            matches!(f.as_slice(), b"DCTDecode" | b"DCT" | b"JPXDecode" | b"CCITTFaxDecode" | b"CCF" | b"JBIG2Decode")
+        });
+        if image || pictures {
+            drop_content(stream);
+        } else if !filters.is_empty() {
+            let left = FILE_BYTES.saturating_sub(INFLATED.with(Cell::get));
+            match decode(&stream.content, &filters, STREAM_BYTES.min(left)) {
+                Decoded::Done(data) => {
+                    INFLATED.with(|n| n.set(n.get() + data.len()));
+                    // With a predictor (PNG rows, mostly images' and cross-reference
+                    // streams'), lopdf decodes it itself: it was only measured here.
+                    let predictor = stream
+                        .dict
+                        .get(b"DecodeParms")
+                        .and_then(Object::as_dict)
+                        .and_then(|p| p.get(b"Predictor"))
+                        .and_then(Object::as_i64)
+                        .is_ok_and(|p| p > 1);
+                    if !predictor {
+                        stream.dict.remove(b"Filter");
+                        stream.dict.remove(b"DecodeParms");
+                        stream.set_content(data);
+                    }
+                }
+                Decoded::Over => {
+                    let limit = if left < STREAM_BYTES { FILE_BYTES } else { STREAM_BYTES };
+                    drop_content(stream);
+                    stream.dict.set(OVER, limit as i64);
+                }
+                // A filter not read here, or data it cannot decode: left to lopdf as it is.
+                Decoded::Unknown => {}
+            }
+        }
+    }
+    // lopdf keeps `object` as changed here, but for the objects inside an object stream
+    // (never streams themselves) it keeps what is returned.
+    match object {
+        Object::Stream(_) => Some((id, Object::Null)),
+        other => Some((id, other.clone())),
+    }
+}
+
+fn drop_content(stream: &mut Stream) {
+    stream.dict.remove(b"Filter");
+    stream.dict.remove(b"DecodeParms");
+    stream.set_content(Vec::new());
+}
+
+enum Decoded {
+    Done(Vec<u8>),
+    Over,
+    Unknown,
+}
+
+/// A stream's data through its filters, each output at most `cap` bytes.
+fn decode(raw: &[u8], filters: &[Vec<u8>], cap: usize) -> Decoded {
+    let mut data = raw.to_vec();
+    for f in filters {
+        let next = match f.as_slice() {
+            b"FlateDecode" | b"Fl" => inflate(&data, cap),
+            b"LZWDecode" | b"LZW" => lzw(&data, cap),
+            b"ASCIIHexDecode" | b"AHx" => Some(ascii_hex(&data)),
+            // ASCII85 grows nothing (5 characters make 4 bytes): left to lopdf, last.
+            _ => return Decoded::Unknown,
+        };
+        match next {
+            Some(d) if d.len() > cap => return Decoded::Over,
+            Some(d) => data = d,
+            None => return Decoded::Unknown,
+        }
+    }
+    Decoded::Done(data)
+}
+
+/// zlib data inflated, at most `cap + 1` bytes of it (more says the cap was passed); a
+/// stream cut short keeps what inflated, as lopdf does; raw deflate is tried when the zlib
+/// header is wrong.
+fn inflate(data: &[u8], cap: usize) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    let zlib = flate2::read::ZlibDecoder::new(data).take(cap as u64 + 1).read_to_end(&mut out);
+    if zlib.is_err() && out.is_empty() && data.len() > 2 {
+        flate2::read::DeflateDecoder::new(&data[2..]).take(cap as u64 + 1).read_to_end(&mut out).ok();
+    }
+    Some(out)
+}
+
+/// LZW data decoded (PDF's early change), at most `cap + 1` bytes.
+fn lzw(data: &[u8], cap: usize) -> Option<Vec<u8>> {
+    let mut decoder = weezl::decode::Decoder::with_tiff_size_switch(weezl::BitOrder::Msb, 8);
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let mut input = data;
+    loop {
+        let r = decoder.decode_bytes(input, &mut buf);
+        out.extend_from_slice(&buf[..r.consumed_out]);
+        input = &input[r.consumed_in..];
+        if out.len() > cap {
+            return Some(out);
+        }
+        match r.status {
+            Ok(weezl::LzwStatus::Ok) if r.consumed_in > 0 || r.consumed_out > 0 => {}
+            Ok(_) | Err(_) => return Some(out),
+        }
+    }
+}
+
+fn ascii_hex(data: &[u8]) -> Vec<u8> {
+    let digits: Vec<u8> =
+        data.iter().take_while(|&&c| c != b'>').filter_map(|&c| (c as char).to_digit(16).map(|d| d as u8)).collect();
+    digits.chunks(2).map(|p| p[0] << 4 | p.get(1).copied().unwrap_or(0)).collect()
+}
+
+/// Walks the forms a page draws, as pdf-extract will (a form without resources of its own
+/// draws with those it was drawn with): a form that draws itself, forms nested past
+/// [`FORM_DEPTH`] or drawn past [`FORM_DRAWS`] times are named.
+pub(crate) fn check_forms<'a>(doc: &'a Document, resources: Option<&'a Dictionary>) -> Result<(), String> {
+    let mut walk = FormWalk { doc, draws: HashMap::new(), path: Vec::new() };
+    // The page's own content is read once: each form its resources name, drawn once.
+    let mut total = 0u64;
+    for form in forms_in(doc, resources) {
+        total = total.saturating_add(walk.draws(form, resources)?);
+        if total > FORM_DRAWS {
+            return Err(format!("passed a limit: it draws forms more than {FORM_DRAWS} times"));
+        }
+    }
+    Ok(())
+}
+
+struct FormWalk<'a> {
+    doc: &'a Document,
+    /// Draws of a form and all it draws, by the form and the resources it was drawn with.
+    draws: HashMap<(ObjectId, usize), u64>,
+    path: Vec<ObjectId>,
+}
+
+impl<'a> FormWalk<'a> {
+    fn draws(&mut self, form: ObjectId, inherited: Option<&'a Dictionary>) -> Result<u64, String> {
+        let Ok(stream) = self.doc.get_object(form).and_then(Object::as_stream) else { return Ok(1) };
+        let own = stream.dict.get(b"Resources").ok().and_then(|r| deref_dict(self.doc, r));
+        let resources = own.or(inherited);
+        let key = (form, resources.map_or(0, |r| r as *const Dictionary as usize));
+        if let Some(n) = self.draws.get(&key) {
+            return Ok(*n);
+        }
+        if self.path.contains(&form) {
+            return Err(format!("passed a limit: a form (object {} {}) draws itself", form.0, form.1));
+        }
+        if self.path.len() >= FORM_DEPTH {
+            return Err(format!("passed a limit: forms nest deeper than {FORM_DEPTH}"));
+        }
+        self.path.push(form);
+        let mut n = 1u64;
+        let named = xobjects(self.doc, resources);
+        let ops = Content::decode(&stream.content).map(|c| c.operations).unwrap_or_default();
+        for op in ops.iter().filter(|o| o.operator == "Do") {
+            let Some(name) = op.operands.first().and_then(|o| o.as_name().ok()) else { continue };
+            let Some(target) = named.get(name).copied() else { continue };
+            n = n.saturating_add(self.draws(target, resources)?);
+            if n > FORM_DRAWS {
+                return Err(format!("passed a limit: it draws forms more than {FORM_DRAWS} times"));
+            }
+        }
+        self.path.pop();
+        self.draws.insert(key, n);
+        Ok(n)
+    }
+}
+
+/// The forms a resource dictionary names.
+fn forms_in<'a>(doc: &'a Document, resources: Option<&'a Dictionary>) -> Vec<ObjectId> {
+    xobjects(doc, resources).into_values().collect()
+}
+
+/// A resource dictionary's XObjects that are forms, by name.
+fn xobjects<'a>(doc: &'a Document, resources: Option<&'a Dictionary>) -> HashMap<&'a [u8], ObjectId> {
+    let Some(x) = resources.and_then(|r| r.get(b"XObject").ok()).and_then(|x| deref_dict(doc, x)) else {
+        return HashMap::new();
+    };
+    x.iter()
+        .filter_map(|(name, o)| {
+            let id = o.as_reference().ok()?;
+            let form = doc
+                .get_object(id)
+                .and_then(Object::as_stream)
+                .is_ok_and(|s| s.dict.get(b"Subtype").and_then(Object::as_name).is_ok_and(|n| n == b"Form"));
+            form.then_some((name.as_slice(), id))
+        })
+        .collect()
+}
+
+/// An object as a dictionary, through a reference if it is one.
+fn deref_dict<'a>(doc: &'a Document, o: &'a Object) -> Option<&'a Dictionary> {
+    match o {
+        Object::Reference(id) => doc.get_dictionary(*id).ok(),
+        Object::Dictionary(d) => Some(d),
+        _ => None,
+    }
+}
