@@ -5,6 +5,11 @@
 //! Extractors: `ragctx` (ragctx-ingest: pdf-extract's glyphs read as a reader sees them, then
 //! chunked; the chunks' text), `pdf-extract` (its plain text by page), `lopdf` (its
 //! `extract_text`), `pdf_oxide` (its `extract_text`, default features off).
+//!
+//! `ragctx-md` reads as `ragctx` does but prints each chunk under a line of its own,
+//! `<<<chunk N | pages A-B | section: PATH>>>` (PATH: the chunk's heading path, its
+//! `SECTION_KEY` metadata, empty when it sits under no heading; the first line of all is
+//! `<<<title: TITLE>>>`), for `bench/pdf/headings`.
 use std::time::Instant;
 
 fn main() {
@@ -22,6 +27,28 @@ fn main() {
                     ragctx_ingest::read_document("bench.pdf", &bytes, ragctx_ingest::DocumentFormat::Pdf).unwrap();
                 let pages = read.pages.unwrap_or(0) as usize;
                 (read.chunks.into_iter().map(|c| c.chunk.text).collect(), pages)
+            }
+            "ragctx-md" => {
+                let read =
+                    ragctx_ingest::read_document("bench.pdf", &bytes, ragctx_ingest::DocumentFormat::Pdf).unwrap();
+                let pages = read.pages.unwrap_or(0) as usize;
+                let text = |c: &ragctx_ingest::SourcedChunk, key: &str| match c.chunk.metadata.get(key) {
+                    Some(ragctx_core::MetaValue::String(s)) => s.clone(),
+                    Some(ragctx_core::MetaValue::Number(n)) => n.to_string(),
+                    Some(other) => format!("{other:?}"),
+                    None => String::new(),
+                };
+                let mut out = vec![format!("<<<title: {}>>>", read.chunks.first().map_or("", |c| c.chunk.title.as_str()))];
+                for (i, c) in read.chunks.iter().enumerate() {
+                    out.push(format!(
+                        "<<<chunk {i} | pages {}-{} | section: {}>>>\n{}",
+                        text(c, ragctx_core::PAGE_START_KEY),
+                        text(c, ragctx_core::PAGE_END_KEY),
+                        text(c, ragctx_ingest::SECTION_KEY),
+                        c.chunk.text
+                    ));
+                }
+                (vec![out.join("\n")], pages)
             }
             "pdf-extract" => {
                 let p = pdf_extract::extract_text_from_mem_by_pages(&bytes).unwrap();
