@@ -71,7 +71,8 @@ raw_config! {
     embedder_query_prefix: String,
     /// See `embedder_query_prefix`.
     embedder_passage_prefix: String,
-    /// `fp32` (default) or `int8`: what the in-process model's dense layers compute in.
+    /// `fp32` or `int8`: what the in-process model's dense layers compute in (default: what
+    /// the data dir was made with; int8 for a new one).
     embedder_precision: String,
     /// Texts per request (default 16).
     embedder_batch: usize,
@@ -358,7 +359,13 @@ impl Settings {
         for layer in raw.turn.iter().cloned() {
             turn = layer.apply(&turn)?;
         }
-        let embedder = EmbedderSettings::from_raw(&raw)?;
+        let mut embedder = EmbedderSettings::from_raw(&raw)?;
+        let data_dir = raw.data_dir.clone().unwrap_or_else(|| PathBuf::from("ragctx-data"));
+        if let (EmbedderSettings::Local { precision, .. }, None, Backend::Embedded) =
+            (&mut embedder, &raw.embedder_precision, &backend)
+        {
+            *precision = store_precision(&data_dir)?;
+        }
         let openai = match raw.generator.as_deref().unwrap_or("extractive") {
             "extractive" => None,
             "openai" => Some(ragctx_models::OpenAiConfig {
@@ -386,7 +393,7 @@ impl Settings {
             n => n.unwrap_or(ragctx_engine::DEFAULT_RERANK_TOP_N),
         };
         Ok(Settings {
-            data_dir: raw.data_dir.unwrap_or_else(|| PathBuf::from("ragctx-data")),
+            data_dir,
             model_dir: raw.model_dir.unwrap_or_else(default_model_dir),
             embedder,
             turn,
@@ -422,6 +429,22 @@ impl Settings {
             },
         })
     }
+}
+
+/// The in-process model's precision when none is set: a data dir keeps the one it was made
+/// with (its recorded model; fp32 for a store that predates recorded models), and a new one
+/// is made with int8 (2–3× faster to fill, of the same quality: bench/README.md).
+fn store_precision(data_dir: &Path) -> Result<ragctx_models::Precision> {
+    use ragctx_models::Precision;
+    if !ragctx_store::holds_store(data_dir) {
+        return Ok(Precision::Int8);
+    }
+    Ok(match ragctx_store::DataDir::embedding_model_at(data_dir)? {
+        Some(model) if model.contains("/int8") => Precision::Int8,
+        Some(_) => Precision::F32,
+        // Stores before recorded models held fp32 vectors; one never filled is new.
+        None => Precision::F32,
+    })
 }
 
 /// The rerank endpoint: `rerank_url` with its model, key, shape and time-out; `None` when no

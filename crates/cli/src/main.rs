@@ -38,8 +38,8 @@ struct Cli {
     /// The model name sent to the embedding server [env: RAGCTX_EMBEDDER_MODEL]
     #[arg(long, global = true)]
     embedder_model: Option<String>,
-    /// What the in-process model's dense layers compute in: fp32, or int8 (about twice as
-    /// fast, vectors slightly different: a store keeps one) [env: RAGCTX_EMBEDDER_PRECISION] [default: fp32]
+    /// What the in-process model's dense layers compute in: int8 or fp32 (a store keeps the
+    /// one it was made with) [env: RAGCTX_EMBEDDER_PRECISION] [default: the data dir's; int8 for a new one]
     #[arg(long, global = true)]
     embedder_precision: Option<String>,
     /// Vector backend: embedded or milvus [env: RAGCTX_BACKEND]

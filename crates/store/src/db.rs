@@ -167,6 +167,20 @@ impl DataDir {
         )
     }
 
+    /// [`DataDir::embedding_model`] of the store at `dir`, opening only its database and
+    /// only to read (or asking the process that holds it).
+    pub fn embedding_model_at(dir: &Path) -> Result<Option<String>> {
+        crate::share::briefly(
+            dir,
+            embedding_model,
+            || crate::wire::Call::EmbeddingModel,
+            |r| match r {
+                crate::wire::Reply::Text(t) => Some(t),
+                _ => None,
+            },
+        )
+    }
+
     pub fn vector_store(&self) -> EmbeddedVectorStore {
         EmbeddedVectorStore {
             db: self.db.clone(),
