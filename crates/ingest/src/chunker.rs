@@ -197,11 +197,13 @@ fn chunk_text(
     }
     let parsed = parse(&chars, markdown);
     let first_heading = parsed.blocks.iter().find(|b| matches!(b.kind, Kind::Heading(_))).map(|b| b.heading.clone());
+    // The document's own title unless a placeholder, its front matter's, its first heading,
+    // its file name: the first that names it.
+    let real = |t: &String| !t.trim().is_empty() && !placeholder_title(t);
     let title = named
-        .filter(|t| !t.is_empty())
-        .or(parsed.front_title.clone())
-        .or(first_heading)
-        .filter(|t| !t.is_empty())
+        .filter(real)
+        .or(parsed.front_title.clone().filter(real))
+        .or(first_heading.filter(real))
         .unwrap_or_else(|| document_id.rsplit('/').next().unwrap_or(document_id).to_owned());
     let chunks = pack_blocks(&parsed.blocks, &title, CHUNK_CHARS);
     if chunks.is_empty() {
@@ -239,6 +241,64 @@ fn chunk_text(
             }
         })
         .collect())
+}
+
+/// A title that does not name its document: a template's or a producer's placeholder
+/// (`Untitled`, `Document1`, `（填写标准名称）`), a source file's name (`Microsoft Word -
+/// x.doc`, `report.docx`), or a fragment (tabs inside, under two letters or digits).
+pub(crate) fn placeholder_title(title: &str) -> bool {
+    let t = title.trim();
+    let bare: String =
+        t.trim_matches(|c: char| c.is_whitespace() || "()（）[]【】<>《》\"'“”‘’.:：_-".contains(c)).to_lowercase();
+    let bare = bare.split_whitespace().collect::<Vec<_>>().join(" ");
+    const PLACEHOLDERS: &[&str] = &[
+        "untitled",
+        "untitled document",
+        "no title",
+        "title",
+        "document",
+        "new document",
+        "front cover",
+        "cover",
+        "cover page",
+        "presentation",
+        "powerpoint presentation",
+        "slide 1",
+        "insert title here",
+        "title here",
+        "your title here",
+        "enter title",
+        "template",
+        "标准名称",
+        "填写标准名称",
+        "标题",
+        "无标题",
+        "文档",
+        "無題",
+        "タイトル",
+        "제목 없음",
+        "sans titre",
+        "ohne titel",
+        "sin título",
+        "senza titolo",
+    ];
+    let numbered_default = ["document", "doc", "untitled", "presentation", "book"]
+        .iter()
+        .any(|p| bare.strip_prefix(p).is_some_and(|n| !n.is_empty() && n.trim().chars().all(|c| c.is_ascii_digit())));
+    let lower = t.to_lowercase();
+    let file_name = lower.starts_with("microsoft word - ")
+        || lower.starts_with("microsoft powerpoint - ")
+        || [
+            ".doc", ".docx", ".odt", ".tex", ".dvi", ".html", ".htm", ".txt", ".md", ".pdf", ".rtf", ".indd", ".qxd",
+            ".ppt", ".pptx",
+        ]
+        .iter()
+        .any(|e| lower.ends_with(e));
+    PLACEHOLDERS.contains(&bare.as_str())
+        || numbered_default
+        || file_name
+        || t.contains('\t')
+        || t.chars().filter(|c| c.is_alphanumeric()).count() < 2
 }
 
 /// A heading path is kept up to this many bytes (a metadata string holds 1 KiB).
@@ -497,7 +557,7 @@ mod tests {
             );
         }
         // A heading path longer than a metadata string may hold keeps its start, whole characters.
-        let long = format!("# T\n\n## {}\n\nText.\n", "🌿".repeat(400));
+        let long = format!("# Tea\n\n## {}\n\nText.\n", "🌿".repeat(400));
         let c = chunk_document("l.md", long.as_bytes(), DocumentFormat::Markdown).unwrap();
         match c[0].chunk.metadata.get(SECTION_KEY) {
             Some(MetaValue::String(s)) => assert!(s.len() <= 512 && s.starts_with('🌿'), "{} bytes", s.len()),

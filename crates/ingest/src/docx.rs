@@ -1,8 +1,11 @@
 //! DOCX (Office Open XML) read as Markdown for [`crate::structure::parse`]: paragraphs,
-//! headings (by their style: `heading N`, `Title`, or an outline level), list items (a
-//! numbered paragraph or a `List …` style) and tables, each row one line `| a | b |` so that
-//! a row stays a unit. The title is the document's own (`docProps/core.xml`), else its first
-//! heading.
+//! headings (by their style: `heading N`, `Title`, or an outline level, the paragraph's own or
+//! its style's, through the styles it is based on), list items (a numbered paragraph or a
+//! `List …` style) and tables, each row one line `| a | b |` so that a row stays a unit (a
+//! cell merged across columns keeps the columns after it in place). A footnote's text is
+//! kept where its mark is (`[1: …]`); an equation is read as its linear text (`(a)/(b)`,
+//! `x^2`). The title is the document's own (`docProps/core.xml`) unless it is a template's
+//! placeholder, else its first heading.
 
 use crate::structure::escape_line_start;
 use std::collections::HashMap;
@@ -23,11 +26,34 @@ pub(crate) fn docx_to_markdown(bytes: &[u8]) -> Result<(Option<String>, String),
     })?;
     let document = part(&mut zip, "word/document.xml")?
         .ok_or_else(|| "not a Word document: the package has no word/document.xml".to_owned())?;
-    let styles = part(&mut zip, "word/styles.xml")?.map(|s| style_names(&s)).unwrap_or_default();
+    let styles = part(&mut zip, "word/styles.xml")?.map(|s| styles(&s)).unwrap_or_default();
+    let footnotes = part(&mut zip, "word/footnotes.xml")?.map(|f| footnotes(&f, &styles)).unwrap_or_default();
     let title = part(&mut zip, "docProps/core.xml")?
         .and_then(|core| element_text(&core, "dc:title"))
-        .filter(|t| !t.trim().is_empty());
-    Ok((title, body(&document, &styles)))
+        .filter(|t| !t.trim().is_empty() && !crate::chunker::placeholder_title(t));
+    Ok((title, body(&document, &styles, &footnotes)))
+}
+
+/// Footnotes by id, each as one line of text.
+fn footnotes(xml: &str, styles: &HashMap<String, Style>) -> HashMap<String, String> {
+    let mut out = HashMap::new();
+    for piece in xml.split("<w:footnote ").skip(1) {
+        let head = &piece[..piece.find('>').unwrap_or(piece.len())];
+        let inner =
+            &piece[piece.find('>').map_or(piece.len(), |k| k + 1)..piece.find("</w:footnote>").unwrap_or(piece.len())];
+        // The separator notes Word writes have a type; a reader's note has none.
+        if head.contains("w:type=") {
+            continue;
+        }
+        if let Some(id) = attribute(head, "w:id") {
+            let text = body(inner, styles, &HashMap::new());
+            let words = text.split_whitespace().collect::<Vec<_>>().join(" ");
+            if !words.is_empty() {
+                out.insert(id, words);
+            }
+        }
+    }
+    out
 }
 
 /// One part of the package as text; `None` when the package has no such part.
@@ -60,15 +86,25 @@ fn element_text(xml: &str, name: &str) -> Option<String> {
     Some(crate::structure::decode_entities(&xml[start..end]))
 }
 
-/// Style ids and their names, lower-cased (`Heading1` → `heading 1`, `ListBullet` → `list bullet`).
-fn style_names(styles: &str) -> HashMap<String, String> {
+/// A paragraph style: its name, lower-cased (`Heading1` → `heading 1`), its outline level
+/// (0-based, as `w:outlineLvl` gives it) and the style it is based on.
+#[derive(Clone, Debug, Default)]
+struct Style {
+    name: String,
+    outline: Option<usize>,
+    based_on: Option<String>,
+}
+
+/// The package's styles by id.
+fn styles(styles: &str) -> HashMap<String, Style> {
     let mut out = HashMap::new();
     for piece in styles.split("<w:style ").skip(1) {
         let head = &piece[..piece.find('>').unwrap_or(piece.len())];
         let body = &piece[..piece.find("</w:style>").unwrap_or(piece.len())];
-        let name = body.find("<w:name ").and_then(|n| attribute(&body[n..], "w:val"));
-        if let (Some(id), Some(name)) = (attribute(head, "w:styleId"), name) {
-            out.insert(id, name.to_lowercase());
+        let value = |tag: &str| body.find(tag).and_then(|n| attribute(&body[n..], "w:val"));
+        if let (Some(id), Some(name)) = (attribute(head, "w:styleId"), value("<w:name ")) {
+            let outline = value("<w:outlineLvl ").and_then(|v| v.parse().ok());
+            out.insert(id, Style { name: name.to_lowercase(), outline, based_on: value("<w:basedOn ") });
         }
     }
     out
@@ -84,14 +120,17 @@ struct Paragraph {
 }
 
 impl Paragraph {
-    fn style(&mut self, id: &str, styles: &HashMap<String, String>) {
-        let name = styles.get(id).cloned().unwrap_or_else(|| id.to_lowercase());
+    fn style(&mut self, id: &str, styles: &HashMap<String, Style>) {
+        let name = styles.get(id).map_or_else(|| id.to_lowercase(), |s| s.name.clone());
         if name == "title" {
             self.level = Some(1);
         } else if let Some(n) = name.strip_prefix("heading").map(str::trim).and_then(|n| n.parse::<usize>().ok()) {
             self.level = Some(n.clamp(1, 6));
         } else if name.starts_with("list") {
             self.item = true;
+        } else if let Some(l) = outline_level(id, styles) {
+            // A heading by its style's outline level (`标题 1`, a house style based on one).
+            self.level.get_or_insert((l + 1).min(6));
         }
     }
 
@@ -113,8 +152,20 @@ impl Paragraph {
     }
 }
 
-/// The body of `word/document.xml` as Markdown.
-fn body(xml: &str, styles: &HashMap<String, String>) -> String {
+/// A style's outline level, its own or the nearest of the styles it is based on (9 is body text).
+fn outline_level(id: &str, styles: &HashMap<String, Style>) -> Option<usize> {
+    let mut at = styles.get(id)?;
+    for _ in 0..16 {
+        if let Some(l) = at.outline {
+            return (l < 9).then_some(l);
+        }
+        at = styles.get(at.based_on.as_deref()?)?;
+    }
+    None
+}
+
+/// The body of `word/document.xml` (or a footnote's) as Markdown.
+fn body(xml: &str, styles: &HashMap<String, Style>, footnotes: &HashMap<String, String>) -> String {
     let mut out = String::new();
     let mut para: Option<Paragraph> = None;
     // Tables may nest: each open table's current row of cells; a nested table's text goes
@@ -122,6 +173,8 @@ fn body(xml: &str, styles: &HashMap<String, String>) -> String {
     let mut rows: Vec<Vec<String>> = Vec::new();
     // Rows written of the outermost table: its first is its header, a delimiter row after it.
     let mut written = 0;
+    // Columns the cell being read spans (`w:gridSpan`).
+    let mut span = 1usize;
     let mut in_text = false;
     let mut i = 0;
     while i < xml.len() {
@@ -177,8 +230,32 @@ fn body(xml: &str, styles: &HashMap<String, String>) -> String {
                     p.item = true;
                 }
             }
-            ("w:t", false) => in_text = !tag.ends_with('/'),
-            ("w:t", true) => in_text = false,
+            ("w:t" | "m:t", false) => in_text = !tag.ends_with('/'),
+            ("w:t" | "m:t", true) => in_text = false,
+            ("w:footnoteReference", _) => {
+                if let (Some(p), Some(id)) = (para.as_mut(), attribute(tag, "w:id")) {
+                    match footnotes.get(&id) {
+                        Some(note) => p.text.push_str(&format!(" [{id}: {note}] ")),
+                        None => p.text.push_str(&format!(" [{id}] ")),
+                    }
+                }
+            }
+            // An equation's linear text: a fraction as `(a)/(b)`, powers and indices marked.
+            (m @ ("m:f" | "m:num" | "m:den" | "m:sSup" | "m:sup" | "m:sub" | "m:rad" | "m:e"), _) => {
+                if let Some(p) = para.as_mut() {
+                    let mark = match (m, closing) {
+                        ("m:num" | "m:den", false) => "(",
+                        ("m:num", true) => ")/",
+                        ("m:den", true) => ")",
+                        ("m:sup", false) => "^",
+                        ("m:sub", false) => "_",
+                        ("m:rad", false) => "√",
+                        _ => "",
+                    };
+                    p.text.push_str(mark);
+                }
+            }
+            ("w:gridSpan", _) => span = attribute(tag, "w:val").and_then(|v| v.parse().ok()).unwrap_or(1).clamp(1, 64),
             ("w:tab" | "w:br" | "w:cr", _) => {
                 if let Some(p) = para.as_mut() {
                     p.text.push(' ');
@@ -228,9 +305,17 @@ fn body(xml: &str, styles: &HashMap<String, String>) -> String {
                 }
             }
             ("w:tc", false) => {
+                span = 1;
                 if let Some(r) = rows.last_mut() {
                     r.push(String::new());
                 }
+            }
+            // A cell merged across columns: the columns it covers, empty after it.
+            ("w:tc", true) => {
+                if let Some(r) = rows.last_mut() {
+                    r.extend(std::iter::repeat_n(String::new(), span - 1));
+                }
+                span = 1;
             }
             _ => {}
         }
@@ -251,15 +336,34 @@ mod tests {
 
     #[test]
     fn paragraphs_headings_items_and_rows() {
-        let styles: HashMap<String, String> =
+        let styles: HashMap<String, Style> =
             [("Heading2", "heading 2"), ("Berschrift1", "Heading 1"), ("ListBullet", "list bullet")]
                 .into_iter()
-                .map(|(a, b)| (a.to_owned(), b.to_lowercase()))
+                .map(|(a, b)| (a.to_owned(), Style { name: b.to_lowercase(), ..Style::default() }))
                 .collect();
         let xml = r#"<w:body><w:p><w:pPr><w:pStyle w:val="Berschrift1"/></w:pPr><w:r><w:t>Care</w:t></w:r></w:p><w:p><w:r><w:t xml:space="preserve">Water </w:t></w:r><w:r><w:t>weekly &amp; well.</w:t></w:r></w:p><w:p><w:pPr><w:numPr><w:ilvl w:val="0"/></w:numPr></w:pPr><w:r><w:t>ferns</w:t></w:r></w:p><w:p><w:r><w:t># not a heading</w:t></w:r></w:p><w:tbl><w:tr><w:tc><w:p><w:r><w:t>a</w:t></w:r></w:p></w:tc><w:tc><w:p><w:r><w:t>b|c</w:t></w:r></w:p><w:p><w:r><w:t>d</w:t></w:r></w:p></w:tc><w:tc><w:p><w:r><w:t>-5 °C</w:t></w:r></w:p></w:tc></w:tr></w:tbl><w:p/></w:body>"#;
         assert_eq!(
-            body(xml, &styles),
+            body(xml, &styles, &HashMap::new()),
             "# Care\n\nWater weekly & well.\n\n- ferns\n\n\\# not a heading\n\n| a | b\\|c d | -5 °C |\n| --- | --- | --- |\n\n"
+        );
+    }
+
+    /// Headings by a style's outline level (through `basedOn`), a footnote kept at its mark,
+    /// an equation as its linear text, a cell merged over two columns keeping the third in
+    /// place.
+    #[test]
+    fn outline_levels_footnotes_equations_and_merged_cells() {
+        let styles = styles(
+            r#"<w:styles><w:style w:type="paragraph" w:styleId="a1"><w:name w:val="标题 1"/><w:pPr><w:outlineLvl w:val="0"/></w:pPr></w:style><w:style w:type="paragraph" w:styleId="house"><w:name w:val="House chapter"/><w:basedOn w:val="a1"/></w:style><w:style w:type="paragraph" w:styleId="a2"><w:name w:val="章节 2"/><w:pPr><w:outlineLvl w:val="1"/></w:pPr></w:style></w:styles>"#,
+        );
+        let notes = footnotes(
+            r#"<w:footnotes><w:footnote w:type="separator" w:id="-1"><w:p><w:r><w:separator/></w:r></w:p></w:footnote><w:footnote w:id="1"><w:p><w:r><w:t>Measured at noon.</w:t></w:r></w:p></w:footnote></w:footnotes>"#,
+            &styles,
+        );
+        let xml = r#"<w:body><w:p><w:pPr><w:pStyle w:val="house"/></w:pPr><w:r><w:t>范围</w:t></w:r></w:p><w:p><w:pPr><w:pStyle w:val="a2"/></w:pPr><w:r><w:t>Heat</w:t></w:r></w:p><w:p><w:r><w:t>It was 31 °C</w:t></w:r><w:r><w:footnoteReference w:id="1"/></w:r><w:r><w:t>.</w:t></w:r></w:p><w:p><m:oMath><m:f><m:num><m:r><m:t>a</m:t></m:r></m:num><m:den><m:r><m:t>b</m:t></m:r></m:den></m:f><m:sSup><m:e><m:r><m:t>x</m:t></m:r></m:e><m:sup><m:r><m:t>2</m:t></m:r></m:sup></m:sSup></m:oMath></w:p><w:tbl><w:tr><w:tc><w:p><w:r><w:t>A</w:t></w:r></w:p></w:tc><w:tc><w:p><w:r><w:t>B</w:t></w:r></w:p></w:tc><w:tc><w:p><w:r><w:t>C</w:t></w:r></w:p></w:tc></w:tr><w:tr><w:tc><w:tcPr><w:gridSpan w:val="2"/></w:tcPr><w:p><w:r><w:t>both</w:t></w:r></w:p></w:tc><w:tc><w:p><w:r><w:t>c</w:t></w:r></w:p></w:tc></w:tr></w:tbl></w:body>"#;
+        assert_eq!(
+            body(xml, &styles, &notes),
+            "# 范围\n\n## Heat\n\nIt was 31 °C [1: Measured at noon.] .\n\n(a)/(b)x^2\n\n| A | B | C |\n| --- | --- | --- |\n| both |  | c |\n\n"
         );
     }
 

@@ -248,7 +248,7 @@ pub(crate) fn pdf_to_markdown(bytes: &[u8]) -> Result<PdfText, String> {
         .and_then(|info| info.get(b"Title").ok())
         .and_then(|t| pdf_extract::decode_text_string(t).ok())
         .map(|t| t.split_whitespace().collect::<Vec<_>>().join(" "))
-        .filter(|t| !t.is_empty() && !looks_like_a_file_name(t));
+        .filter(|t| !t.is_empty() && !crate::chunker::placeholder_title(t));
     let numbers = doc.get_pages();
     // Before any text is read: forms that draw themselves, or too deep or too often.
     for id in numbers.values() {
@@ -370,15 +370,6 @@ impl OutputDev for ByPage {
     fn end_line(&mut self) -> Result<(), OutputError> {
         Ok(())
     }
-}
-
-/// A title some producers set to the source's file name (`report.docx`, `Microsoft Word - x.doc`).
-fn looks_like_a_file_name(t: &str) -> bool {
-    let lower = t.to_lowercase();
-    lower.starts_with("microsoft word - ")
-        || [".doc", ".docx", ".odt", ".tex", ".dvi", ".html", ".htm", ".txt", ".md", ".pdf", ".rtf"]
-            .iter()
-            .any(|e| lower.ends_with(e))
 }
 
 /// A ligature spelt out (`ﬁ` → `fi`), control characters dropped.
@@ -798,6 +789,14 @@ mod unit {
         join_line(&mut p, "comed guests and two self-", &hyphenated);
         join_line(&mut p, "service machines.", &hyphenated);
         assert_eq!(p, "It welcomed welcomed guests and two self-service machines.");
-        assert!(looks_like_a_file_name("Microsoft Word - report.doc") && !looks_like_a_file_name("Annual report"));
+        let placeholder = crate::chunker::placeholder_title;
+        assert!(placeholder("Microsoft Word - report.doc") && !placeholder("Annual report"));
+        for p in ["Untitled", "Front cover", "（填写标准名称）", "标准名称", "Document1", "Pro-\tceedings of", "T"]
+        {
+            assert!(placeholder(p), "{p}");
+        }
+        for t in ["Walden", "GB/T 7714—2015 信息与文献", "Title IX compliance", "1984"] {
+            assert!(!placeholder(t), "{t}");
+        }
     }
 }
