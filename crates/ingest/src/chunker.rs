@@ -1,6 +1,6 @@
 use crate::docx::docx_to_markdown;
 use crate::pdf::pdf_to_markdown;
-use crate::structure::{hide_comments, html_to_markdown, parse, Block, Kind};
+use crate::structure::{hide_comments, hide_tags, html_to_markdown, parse, Block, Kind};
 use crate::{InputError, SourcedChunk};
 use ragctx_core::{Chunk, MetaValue, Metadata, PAGE_END_KEY, PAGE_START_KEY, SECTION_KEY, SECTION_SEPARATOR};
 
@@ -95,7 +95,8 @@ pub fn read_document(document_id: &str, bytes: &[u8], format: DocumentFormat) ->
     let error = |message: String| InputError::whole(document_id, message);
     let (named, text, markdown) = match format {
         DocumentFormat::Html => {
-            let (title, text) = html_to_markdown(utf8(document_id, bytes)?);
+            let decoded = html_text(document_id, bytes)?;
+            let (title, text) = html_to_markdown(&decoded);
             (title, text, true)
         }
         DocumentFormat::Markdown => (None, utf8(document_id, bytes)?.to_owned(), true),
@@ -173,8 +174,30 @@ fn page_list(pages: &[u32]) -> String {
     format!("{} {}", if one { "page" } else { "pages" }, ragctx_core::page_ranges(&ranges))
 }
 
-/// The document's text, or the line its UTF-8 breaks on.
+/// An HTML page's text in the charset it declares (a BOM, `<meta charset>` or
+/// `http-equiv` in its first 1,024 bytes; UTF-8 when it declares none).
+fn html_text(document_id: &str, bytes: &[u8]) -> Result<String, InputError> {
+    let head = String::from_utf8_lossy(&bytes[..bytes.len().min(1024)]).to_ascii_lowercase();
+    let declared = head.find("charset=").map(|at| {
+        head[at + 8..]
+            .trim_start_matches(['"', '\''])
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || "-_:.".contains(*c))
+            .collect::<String>()
+    });
+    let encoding = match encoding_rs::Encoding::for_bom(bytes) {
+        Some((e, _)) => Some(e),
+        None => declared.as_deref().and_then(|d| encoding_rs::Encoding::for_label(d.as_bytes())),
+    };
+    match encoding {
+        Some(e) if e != encoding_rs::UTF_8 => Ok(e.decode(bytes).0.into_owned()),
+        _ => Ok(utf8(document_id, bytes)?.to_owned()),
+    }
+}
+
+/// The document's text without a byte-order mark, or the line its UTF-8 breaks on.
 fn utf8<'a>(document_id: &str, bytes: &'a [u8]) -> Result<&'a str, InputError> {
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     std::str::from_utf8(bytes).map_err(|e| {
         let line = bytes[..e.valid_up_to()].iter().filter(|&&b| b == b'\n').count() + 1;
         InputError { file: document_id.to_owned(), line: Some(line), message: "invalid UTF-8".into() }
@@ -194,6 +217,7 @@ fn chunk_text(
     let mut chars: Vec<char> = text.chars().collect();
     if markdown && comments {
         hide_comments(&mut chars);
+        hide_tags(&mut chars);
     }
     let parsed = parse(&chars, markdown);
     let first_heading = parsed.blocks.iter().find(|b| matches!(b.kind, Kind::Heading(_))).map(|b| b.heading.clone());
@@ -388,7 +412,13 @@ fn pack_blocks(blocks: &[Block], title: &str, max: usize) -> Vec<Packed> {
         // The path of the chunk's first text (a chunk of headings only: its last heading's).
         let at = current.iter().find(|u| !u.heading()).unwrap_or(current.last().expect("not empty"));
         let mut names: &[String] = &at.path;
-        if names.first().is_some_and(|n| n == title) {
+        // The title as the root of every path says nothing (`WALDEN` under `Walden`).
+        let same = |a: &str, b: &str| {
+            let key =
+                |s: &str| s.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect::<String>();
+            key(a) == key(b)
+        };
+        if names.first().is_some_and(|n| same(n, title)) {
             names = &names[1..];
         }
         out.push(Packed {
@@ -514,6 +544,30 @@ mod tests {
             all.chars().filter(|c| !c.is_whitespace()).count(),
             doc.chars().filter(|c| !c.is_whitespace()).count()
         );
+    }
+
+    /// Markdown's inline HTML is read as the text it holds (an empty anchor is no chunk and
+    /// its id is not text); a BOM is not text (the first heading titles the file); HTML's
+    /// inline elements keep the space between them and its declared charset is honoured.
+    #[test]
+    fn inline_html_boms_and_charsets() {
+        let md = "\u{feff}# Ownership\n\n<a id=\"ch04-01-what-is-ownership\"></a>\n\nEach value has an <em>owner</em> and a <a href=\"#x\">scope</a>; `a <b> c` stays.\n";
+        let c = chunk_document("book.md", md.as_bytes(), DocumentFormat::Markdown).unwrap();
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].chunk.title, "Ownership");
+        let words: Vec<&str> = c[0].chunk.text.split_whitespace().collect();
+        assert_eq!(words.join(" "), "# Ownership Each value has an owner and a scope ; `a <b> c` stays.");
+        assert!(!c[0].chunk.text.contains("ch04"), "{}", c[0].chunk.text);
+        let html = b"<html><head><meta http-equiv=\"Content-Type\" content=\"text/html; charset=windows-1252\"><title>Caf\xe9 notes</title></head><body><p><b>ISBN</b>\n<span>978-0-14</span></p><p><span>1</span> <span>Etymology</span></p></body></html>";
+        let c = chunk_document("cafe.html", html, DocumentFormat::Html).unwrap();
+        assert_eq!(c[0].chunk.title, "Café notes");
+        assert!(
+            c[0].chunk.text.contains("ISBN 978-0-14") && c[0].chunk.text.contains("1 Etymology"),
+            "{}",
+            c[0].chunk.text
+        );
+        // Undeclared and not UTF-8: refused with its line, as before.
+        assert!(chunk_document("x.html", b"<p>caf\xe9</p>", DocumentFormat::Html).is_err());
     }
 
     #[test]

@@ -34,6 +34,8 @@ pub(crate) struct PdfText {
     /// Pages whose only text is a running header, footer or page number (a scan stamped
     /// with one).
     pub only_running: Vec<u32>,
+    /// The document's outline (bookmarks): each entry's level (1 the top) and title.
+    pub outline: Vec<(usize, String)>,
 }
 
 /// What stands between the cells of a table's row in a line's text.
@@ -254,7 +256,7 @@ pub(crate) fn pdf_to_markdown(bytes: &[u8]) -> Result<PdfText, String> {
     for id in numbers.values() {
         limits::check_forms(&doc, page_resources(&doc, *id))?;
     }
-    let mut out = PdfText { title, pages: numbers.len() as u32, ..Default::default() };
+    let mut out = PdfText { title, pages: numbers.len() as u32, outline: outline(&doc), ..Default::default() };
     let mut pages: Vec<(u32, Vec<Line>)> = Vec::new();
     for (n, read) in read_pages(&doc, numbers.keys().copied().collect()) {
         let lines = match read {
@@ -284,6 +286,39 @@ pub(crate) fn pdf_to_markdown(bytes: &[u8]) -> Result<PdfText, String> {
     out.only_running = drop_running_lines(&mut pages);
     write_markdown(&pages, &mut out);
     Ok(out)
+}
+
+/// The outline's entries in order, each with its level: walked by hand, each entry once (a
+/// `/Next` or `/First` that leads back is not followed), at most 10,000 entries 16 deep.
+fn outline(doc: &pdf_extract::Document) -> Vec<(usize, String)> {
+    use pdf_extract::Object;
+    let mut out = Vec::new();
+    let Ok(root) = doc.catalog().and_then(|c| c.get(b"Outlines")).and_then(Object::as_reference) else {
+        return out;
+    };
+    let first = |id| doc.get_dictionary(id).ok()?.get(b"First").ok()?.as_reference().ok();
+    let mut seen = HashSet::from([root]);
+    // Entries to visit: (level, the entry), the next sibling found after a node's children.
+    let mut stack: Vec<(usize, pdf_extract::ObjectId)> = first(root).map(|f| (1, f)).into_iter().collect();
+    while let Some((level, id)) = stack.pop() {
+        if out.len() >= 10_000 || !seen.insert(id) {
+            continue;
+        }
+        let Ok(node) = doc.get_dictionary(id) else { continue };
+        if let Some(title) = node.get(b"Title").ok().and_then(|t| pdf_extract::decode_text_string(t).ok()) {
+            let title = title.split_whitespace().collect::<Vec<_>>().join(" ");
+            if !title.is_empty() {
+                out.push((level, title));
+            }
+        }
+        if let Ok(next) = node.get(b"Next").and_then(Object::as_reference) {
+            stack.push((level, next));
+        }
+        if let (Some(child), true) = (first(id), level < 16) {
+            stack.push((level + 1, child));
+        }
+    }
+    out
 }
 
 /// A page's resources, its own or inherited from the page tree (as pdf-extract finds them).
@@ -585,21 +620,65 @@ fn write_markdown(pages: &[(u32, Vec<Line>)], out: &mut PdfText) {
         *by_size.entry((l.size * 10.0).round() as i64).or_default() += l.text.chars().count();
     }
     let body = by_size.iter().max_by_key(|(s, n)| (**n, -**s)).map(|(s, _)| *s as f64 / 10.0).unwrap_or(10.0);
-    // A heading: larger type than the body's, a line of at most 20 words (a fallback line,
-    // read without its size, never is).
+    // Large type that recurs on three pages or more is not a section: a running title, a
+    // printer's mark (`3RD PASS PAGES`), a blank page's notice.
+    let mut on_pages: HashMap<String, HashSet<u32>> = HashMap::new();
+    for (n, lines) in pages {
+        for l in lines.iter().filter(|l| l.size >= body * 1.15) {
+            on_pages.entry(heading_key(&l.text)).or_default().insert(*n);
+        }
+    }
+    // With an outline, its entries are the headings (by their level), found where a line
+    // reads as one.
+    let outline: HashMap<String, usize> = out.outline.iter().map(|(level, t)| (heading_key(t), *level)).collect();
+    let outlined = out.outline.len() >= 2;
+    // A heading: larger type than the body's, a line of at most 20 words with a word of two
+    // letters or more (not a glyph, a margin stamp's letters, a figure's label), not recurring
+    // (a fallback line, read without its size, never is); with an outline, a line that is one
+    // of its entries, or begins one (a heading set over two lines).
     let is_heading = |l: &Line| {
+        let key = heading_key(&l.text);
+        let recurs = on_pages.get(&key).is_some_and(|p| p.len() >= 3);
+        if outlined {
+            return l.size > FALLBACK_SIZE
+                && !key.is_empty()
+                && !recurs
+                && (outline.contains_key(&key)
+                    || (l.size >= body * 1.15
+                        && outline.keys().any(|k| k.starts_with(&key) && key.len() * 2 >= k.len().min(8))));
+        }
+        let words_of_two = l.text.split_whitespace().any(|w| w.chars().filter(|c| c.is_alphabetic()).count() >= 2);
+        let numbered = l
+            .text
+            .split_whitespace()
+            .next()
+            .is_some_and(|w| w.trim_end_matches('.').chars().all(|c| c.is_ascii_digit() || c == '.'));
         l.size > FALLBACK_SIZE
             && l.size >= body * 1.15
             && l.text.split_whitespace().count() <= 20
-            && l.text.chars().any(char::is_alphabetic)
+            && (words_of_two || (numbered && l.text.chars().any(char::is_alphabetic)))
+            && l.text.chars().filter(|c| c.is_alphabetic()).count() >= 3
+            && !recurs
     };
     // Heading levels: the distinct heading sizes, largest first.
     let mut sizes: Vec<i64> =
         pages.iter().flat_map(|(_, ls)| ls).filter(|l| is_heading(l)).map(|l| (l.size * 10.0).round() as i64).collect();
     sizes.sort_unstable_by(|a, b| b.cmp(a));
     sizes.dedup();
-    let level =
+    let by_size =
         |l: &Line| sizes.iter().position(|s| *s == (l.size * 10.0).round() as i64).map_or(6, |p| (p + 1).min(6));
+    let level = |l: &Line| {
+        let key = heading_key(&l.text);
+        if contents_heading(&key) {
+            // A table of contents holds no section: the next heading of any level ends it.
+            return 6;
+        }
+        match outline.get(&key) {
+            Some(level) if outlined => (*level).min(6),
+            _ if outlined => outline.iter().find(|(k, _)| k.starts_with(&key)).map_or(6, |(_, l)| (*l).min(6)),
+            _ => by_size(l),
+        }
+    };
     // Words the document spells with a hyphen: `self-` + `service` keeps its hyphen.
     let hyphenated: HashSet<String> = pages
         .iter()
@@ -741,6 +820,29 @@ fn write_markdown(pages: &[(u32, Vec<Line>)], out: &mut PdfText) {
     }
     flush(&mut md, &mut chars, &mut para);
     out.markdown = md;
+}
+
+/// A heading's text as it is compared: letters and digits only, lower-cased.
+fn heading_key(text: &str) -> String {
+    text.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect()
+}
+
+/// A table of contents' heading (`Contents`, `Table of contents`, `目录`, `Inhalt`).
+fn contents_heading(key: &str) -> bool {
+    matches!(
+        key,
+        "contents"
+            | "tableofcontents"
+            | "目录"
+            | "目次"
+            | "inhalt"
+            | "inhaltsverzeichnis"
+            | "sommaire"
+            | "índice"
+            | "indice"
+            | "차례"
+            | "목차"
+    )
 }
 
 /// Joins the next line of a paragraph: a word hyphenated at the line's end is joined without

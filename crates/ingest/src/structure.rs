@@ -228,6 +228,52 @@ pub(crate) fn hide_comments(chars: &mut [char]) {
     }
 }
 
+/// Hides Markdown's inline HTML tags outside code (`<a id="x"></a>`, `<b>`, `<br/>`): the
+/// text they hold stays, the tags become spaces (positions kept), so that an empty anchor
+/// makes no chunk and its id is not searched. A `<` that opens no tag stays.
+pub(crate) fn hide_tags(chars: &mut [char]) {
+    let spans = lines(chars);
+    let texts: Vec<String> = spans.iter().map(|&(s, e)| chars[s..e].iter().collect()).collect();
+    let code = fenced_lines(&texts);
+    for (k, &(s, e)) in spans.iter().enumerate() {
+        if code[k] || texts[k].starts_with("    ") || texts[k].starts_with('\t') {
+            continue;
+        }
+        let mut at = s;
+        let mut in_code = false;
+        while at < e {
+            match chars[at] {
+                '`' => in_code = !in_code,
+                '<' if !in_code => {
+                    let close = chars[at..e].iter().position(|&c| c == '>').map(|p| at + p);
+                    let name_starts = chars.get(at + 1).is_some_and(|c| c.is_ascii_alphabetic() || *c == '/');
+                    if let (Some(close), true) = (close, name_starts) {
+                        let tag: String = chars[at + 1..close].iter().collect();
+                        let name: String =
+                            tag.trim_start_matches('/').chars().take_while(|c| c.is_ascii_alphanumeric()).collect();
+                        // A tag: a known name, no space before it (`a < b` is not one).
+                        if !name.is_empty()
+                            && !tag.contains('<')
+                            && INLINE_TAGS.contains(&name.to_ascii_lowercase().as_str())
+                        {
+                            chars[at..=close].fill(' ');
+                            at = close;
+                        }
+                    }
+                }
+                _ => {}
+            }
+            at += 1;
+        }
+    }
+}
+
+/// The HTML tags Markdown writers put in running text.
+const INLINE_TAGS: &[&str] = &[
+    "a", "abbr", "b", "br", "code", "del", "em", "font", "i", "img", "ins", "kbd", "mark", "q", "s", "small", "span",
+    "strong", "sub", "sup", "u", "var", "wbr", "div", "p", "details", "summary", "center", "hr",
+];
+
 /// Reads `chars` into blocks: Markdown when `markdown`, else plain text (paragraphs separated
 /// by blank lines, and list items).
 pub(crate) fn parse(chars: &[char], markdown: bool) -> Parsed {
@@ -463,7 +509,13 @@ pub(crate) fn html_to_markdown(html: &str) -> (Option<String>, String) {
                 // included) is one space, and none at the start of a line, where a mark that
                 // Markdown would read as structure is escaped.
                 let words = text.split_whitespace().collect::<Vec<_>>().join(" ");
-                if !words.is_empty() {
+                if words.is_empty() {
+                    // White space alone between two inline elements is a space between
+                    // their words (`<b>ISBN</b> <span>978…</span>`).
+                    if !text.is_empty() && !out.is_empty() && !out.ends_with([' ', '\n']) {
+                        out.push(' ');
+                    }
+                } else {
                     if out.is_empty() || out.ends_with('\n') {
                         out.push_str(&escape_line_start(&words));
                     } else {
