@@ -131,6 +131,12 @@ pub(crate) fn chunk_pdf(document_id: &str, pdf: crate::pdf::PdfText) -> Result<R
     if !pdf.without_text.is_empty() {
         left_out.push(format!("{} without a text layer (scanned? ragctx runs no OCR)", page_list(&pdf.without_text)));
     }
+    if !pdf.unmapped.is_empty() {
+        left_out.push(format!(
+            "{} whose fonts map their glyphs to no text (no Unicode map: read as nothing or symbols)",
+            page_list(&pdf.unmapped)
+        ));
+    }
     if !pdf.only_running.is_empty() {
         left_out.push(format!(
             "{} with only a running header or page number (scanned? ragctx runs no OCR)",

@@ -34,6 +34,9 @@ pub(crate) struct PdfText {
     /// Pages whose only text is a running header, footer or page number (a scan stamped
     /// with one).
     pub only_running: Vec<u32>,
+    /// Pages whose glyphs map to no text (fonts without a Unicode map: read as nothing or as
+    /// symbols), left out (1-based).
+    pub unmapped: Vec<u32>,
     /// The document's outline (bookmarks): each entry's level (1 the top) and title.
     pub outline: Vec<(usize, String)>,
 }
@@ -259,8 +262,13 @@ pub(crate) fn pdf_to_markdown(bytes: &[u8]) -> Result<PdfText, String> {
     let mut out = PdfText { title, pages: numbers.len() as u32, outline: outline(&doc), ..Default::default() };
     let mut pages: Vec<(u32, Vec<Line>)> = Vec::new();
     for (n, read) in read_pages(&doc, numbers.keys().copied().collect()) {
+        let mut glyphs = 0;
         let lines = match read {
-            Ok(lines) => lines.lay_out(),
+            Ok(lines) => {
+                // Glyphs drawn but read as nothing (no Unicode map); a drawn space is not one.
+                glyphs = lines.glyphs.iter().filter(|g| g.text.is_empty() || !g.text.trim().is_empty()).count();
+                lines.lay_out()
+            }
             Err(failed) => match fallback_lines(&doc, n) {
                 Some(lines) => lines,
                 None => {
@@ -272,13 +280,17 @@ pub(crate) fn pdf_to_markdown(bytes: &[u8]) -> Result<PdfText, String> {
         let lines: Vec<Line> = lines
             .into_iter()
             .map(|mut l| {
-                l.text = spelt_out(l.text.trim());
+                l.text = logical_order(&spelt_out(l.text.trim()));
                 l
             })
             .filter(|l| !l.text.is_empty())
             .collect();
-        if lines.is_empty() {
+        if lines.is_empty() && glyphs > 0 {
+            out.unmapped.push(n);
+        } else if lines.is_empty() {
             out.without_text.push(n);
+        } else if unmapped(&lines) {
+            out.unmapped.push(n);
         } else {
             pages.push((n, lines));
         }
@@ -319,6 +331,21 @@ fn outline(doc: &pdf_extract::Document) -> Vec<(usize, String)> {
         }
     }
     out
+}
+
+/// A page whose text is mostly symbols: its fonts map glyphs to no letters (Japanese set
+/// without a Unicode map reads as `2 . . , , .`). Twenty characters at least, under a
+/// quarter of them letters or digits.
+fn unmapped(lines: &[Line]) -> bool {
+    let (mut letters, mut others) = (0usize, 0usize);
+    for c in lines.iter().flat_map(|l| l.text.chars()).filter(|c| !c.is_whitespace() && *c != CELL) {
+        if c.is_alphanumeric() {
+            letters += 1;
+        } else {
+            others += 1;
+        }
+    }
+    letters + others >= 20 && letters * 4 < letters + others
 }
 
 /// A page's resources, its own or inherited from the page tree (as pdf-extract finds them).
@@ -423,6 +450,78 @@ fn spelt_out(text: &str) -> String {
         }
     }
     out
+}
+
+/// A letter of a right-to-left script (Hebrew, Arabic, Syriac, Thaana, N'Ko and their
+/// presentation forms).
+fn rtl(c: char) -> bool {
+    matches!(c, '\u{0590}'..='\u{08FF}' | '\u{FB1D}'..='\u{FDFF}' | '\u{FE70}'..='\u{FEFF}') && c.is_alphabetic()
+}
+
+/// A line read in the order its glyphs stand on the page, in the order it is read: where
+/// right-to-left letters are most of its letters, the line is turned around (a PDF sets them
+/// left to right as they are seen, `םלוע םולש`), runs of left-to-right text and numbers in it
+/// keeping their own order, and brackets turned with it; Arabic presentation forms as their
+/// letters (`ﺗﺤﻠﻴﻞ` → `تحليل`), so that a search finds them.
+fn logical_order(text: &str) -> String {
+    let (right, left) = text.chars().fold((0, 0), |(r, l), c| {
+        if rtl(c) {
+            (r + 1, l)
+        } else if c.is_alphabetic() {
+            (r, l + 1)
+        } else {
+            (r, l)
+        }
+    });
+    if right == 0 {
+        return text.to_owned();
+    }
+    if right <= left {
+        return letter_forms(text);
+    }
+    // Turned around, then each left-to-right run (letters and digits of other scripts, with
+    // what stands between two of them: `12.5`, `2024-01`, `PDF file`) turned back.
+    let mut chars: Vec<char> = text.chars().rev().collect();
+    let ltr = |c: char| c.is_alphanumeric() && !rtl(c);
+    let mut i = 0;
+    while i < chars.len() {
+        if ltr(chars[i]) {
+            let mut end = i;
+            let mut j = i;
+            while j < chars.len() && !rtl(chars[j]) {
+                if ltr(chars[j]) {
+                    end = j;
+                }
+                j += 1;
+            }
+            chars[i..=end].reverse();
+            i = end + 1;
+        } else {
+            chars[i] = match chars[i] {
+                '(' => ')',
+                ')' => '(',
+                '[' => ']',
+                ']' => '[',
+                '{' => '}',
+                '}' => '{',
+                '<' => '>',
+                '>' => '<',
+                c => c,
+            };
+            i += 1;
+        }
+    }
+    letter_forms(&chars.into_iter().collect::<String>())
+}
+
+/// Arabic presentation forms as their letters (a ligature as its letters, in order).
+fn letter_forms(text: &str) -> String {
+    let forms = |c: char| matches!(c, '\u{FB50}'..='\u{FDFF}' | '\u{FE70}'..='\u{FEFF}');
+    if !text.chars().any(forms) {
+        return text.to_owned();
+    }
+    use unicode_normalization::UnicodeNormalization;
+    text.chars().flat_map(|c| if forms(c) { c.nfkc().collect::<Vec<_>>() } else { vec![c] }).collect()
 }
 
 /// The accents TeX sets as glyphs of their own over a letter.
@@ -873,6 +972,21 @@ mod tests;
 #[cfg(test)]
 mod unit {
     use super::*;
+
+    /// Right-to-left lines as a PDF sets them (left to right as seen) read in logical order,
+    /// numbers and Latin words in them kept; presentation forms as letters.
+    #[test]
+    fn right_to_left_lines_in_the_order_they_are_read() {
+        assert_eq!(logical_order("םלוע םולש"), "שלום עולם");
+        assert_eq!(logical_order("2024 ןושאר"), "ראשון 2024");
+        assert_eq!(logical_order("PDF file ץבוק (ןושאר)"), "(ראשון) קובץ PDF file");
+        // تحليل البيانات in presentation forms, set left to right as seen.
+        let seen: String = "ﺕﺎﻧﺎﻴﺒﻟﺍ ﻞﻴﻠﺤﺗ".to_owned();
+        assert_eq!(logical_order(&seen), "تحليل البيانات");
+        assert_eq!(logical_order("Plain English (2024)."), "Plain English (2024).");
+        // A lam-alef ligature is its two letters in reading order (لا), not turned.
+        assert_eq!(logical_order("ﻻ"), "لا");
+    }
 
     #[test]
     fn a_reader_s_text_from_a_typesetter_s_glyphs() {
