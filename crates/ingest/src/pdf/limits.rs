@@ -35,7 +35,16 @@ thread_local! {
 pub(crate) fn load(bytes: &[u8]) -> Result<Document, String> {
     INFLATED.with(|n| n.set(0));
     let options = LoadOptions { filter: Some(inflate_capped), ..LoadOptions::default() };
-    let mut doc = Document::load_mem_with_options(bytes, options).map_err(|e| format!("not a readable PDF ({e})"))?;
+    let mut doc = match Document::load_mem_with_options(bytes, options.clone()) {
+        Ok(doc) => doc,
+        // A broken cross-reference table or trailer: rebuilt from the objects themselves, as
+        // poppler and pypdf do, and read again.
+        Err(e) => {
+            let repaired = repair_xref(bytes).ok_or_else(|| format!("not a readable PDF ({e})"))?;
+            INFLATED.with(|n| n.set(0));
+            Document::load_mem_with_options(&repaired, options).map_err(|_| format!("not a readable PDF ({e})"))?
+        }
+    };
     if doc.is_encrypted() {
         // An encrypted file's streams are decrypted after loading (lopdf's filter does not
         // see them): inflated here, under the same caps.
@@ -48,6 +57,71 @@ pub(crate) fn load(bytes: &[u8]) -> Result<Document, String> {
     }
     over_limit(&doc)?;
     Ok(doc)
+}
+
+/// The file with a new cross-reference table and trailer appended, found by scanning for
+/// its objects (`12 0 obj`; the last of a number wins, as an update's would) and its catalog;
+/// `None` when it has no catalog to root it or an object number past a million.
+fn repair_xref(bytes: &[u8]) -> Option<Vec<u8>> {
+    let mut at: std::collections::BTreeMap<u32, (u16, usize)> = std::collections::BTreeMap::new();
+    let mut root = None;
+    let digits = |b: &u8| b.is_ascii_digit();
+    let mut i = 0;
+    while let Some(k) = bytes[i..].windows(3).position(|w| w == b"obj").map(|k| i + k) {
+        i = k + 3;
+        // `N G obj` at a line's start (not `endobj`), the keyword ending there.
+        if bytes.get(k + 3).is_some_and(|b| b.is_ascii_alphanumeric()) || (k > 0 && bytes[k - 1].is_ascii_alphabetic())
+        {
+            continue;
+        }
+        let mut j = k;
+        let back = |j: &mut usize, pred: &dyn Fn(&u8) -> bool| {
+            let end = *j;
+            while *j > 0 && pred(&bytes[*j - 1]) {
+                *j -= 1;
+            }
+            end - *j
+        };
+        let spaces = |b: &u8| b.is_ascii_whitespace();
+        if back(&mut j, &spaces) == 0 {
+            continue;
+        }
+        let generation_end = j;
+        if back(&mut j, &digits) == 0 {
+            continue;
+        }
+        let generation: u16 = std::str::from_utf8(&bytes[j..generation_end]).ok()?.parse().unwrap_or(0);
+        if back(&mut j, &spaces) == 0 {
+            continue;
+        }
+        let number_end = j;
+        if back(&mut j, &digits) == 0 || (j > 0 && !bytes[j - 1].is_ascii_whitespace()) {
+            continue;
+        }
+        let Ok(number) = std::str::from_utf8(&bytes[j..number_end]).unwrap_or("x").parse::<u32>() else { continue };
+        if number > 1_000_000 {
+            return None;
+        }
+        at.insert(number, (generation, j));
+        let body_end = bytes[i..].windows(6).position(|w| w == b"endobj").map_or(bytes.len(), |e| i + e);
+        if bytes[i..body_end].windows(8).any(|w| w == b"/Catalog") {
+            root = Some((number, generation));
+        }
+    }
+    let (root, root_gen) = root?;
+    let size = at.keys().next_back().copied()? + 1;
+    let mut out = bytes.to_vec();
+    out.push(b'\n');
+    let xref = out.len();
+    out.extend(format!("xref\n0 {size}\n").bytes());
+    for n in 0..size {
+        match at.get(&n) {
+            Some((g, offset)) => out.extend(format!("{offset:010} {g:05} n \n").bytes()),
+            None => out.extend(b"0000000000 65535 f \n"),
+        }
+    }
+    out.extend(format!("trailer\n<< /Size {size} /Root {root} {root_gen} R >>\nstartxref\n{xref}\n%%EOF\n").bytes());
+    Some(out)
 }
 
 /// The first stream marked over a limit, named.

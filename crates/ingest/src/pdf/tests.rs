@@ -376,3 +376,28 @@ fn lines_sharing_a_pattern_are_not_a_running_header() {
     let mut stamped: Vec<(u32, Vec<Line>)> = (1..=5).map(stamp).collect();
     assert_eq!(drop_running_lines(&mut stamped), vec![1, 2, 3, 4, 5]);
 }
+
+/// A file whose cross-reference table and trailer are broken is read by its objects, as
+/// poppler and pypdf read it.
+#[test]
+fn a_broken_cross_reference_table_is_rebuilt() {
+    let font = "/Font << /F1 5 0 R >>";
+    let good = crafted(&[
+        CATALOG.into(),
+        ONE_PAGE.into(),
+        format!("<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << {font} >> /Contents 4 0 R >>")
+            .into_bytes(),
+        stream(b"BT /F1 12 Tf 72 720 Td (The cellar floods in March.) Tj ET", ""),
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>".to_vec(),
+    ]);
+    let cut = good.windows(4).position(|w| w == b"xref").unwrap();
+    let mut broken = good[..cut].to_vec();
+    broken.extend(b"xref\n0 6\ngarbage\ntrailer\n<< /Size 6 >>\nstartxref\n99999\n%%EOF\n");
+    let read = read_document("cellar.pdf", &broken, DocumentFormat::Pdf).unwrap();
+    assert!(read.chunks[0].chunk.text.contains("The cellar floods in March."), "{:?}", read.chunks);
+    // Nothing to root it: refused, with lopdf's reason.
+    let no_catalog = broken.iter().copied().collect::<Vec<u8>>();
+    let no_catalog = String::from_utf8_lossy(&no_catalog).replace("/Catalog", "/Katalog");
+    let refused = read_document("x.pdf", no_catalog.as_bytes(), DocumentFormat::Pdf).unwrap_err();
+    assert!(refused.message.starts_with("not a readable PDF ("), "{refused}");
+}
