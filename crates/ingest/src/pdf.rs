@@ -157,6 +157,7 @@ impl Lines {
         // The last glyph placed: a TeX accent set over the letter after it is combined with it.
         let mut last: Option<(f64, f64, char)> = None;
         let mut glyphs = self.glyphs;
+        turn_upright(&mut glyphs);
         calibrate_widths(&mut glyphs);
         for g in glyphs {
             let (x, y, size) = (g.x, g.y, g.size);
@@ -219,6 +220,54 @@ impl Lines {
             line.size = sizes.most().unwrap_or(line.size);
         }
         lines
+    }
+}
+
+/// A page whose text runs down or up it (a landscape page set on a portrait one, rotated
+/// 90°: `T h e m o vi e` read glyph by glyph as lines of one letter) turned so that its
+/// text runs left to right and its lines go down, as it is read. Told by the glyphs: most
+/// of the steps from one to the next go along the page's height.
+fn turn_upright(glyphs: &mut [Glyph]) {
+    let (mut across, mut down, mut up) = (0usize, 0usize, 0usize);
+    for w in glyphs.windows(2) {
+        let (a, b) = (&w[0], &w[1]);
+        let (dx, dy) = (b.x - a.x, b.y - a.y);
+        if (a.size - b.size).abs() > 0.05 || a.text.trim().is_empty() {
+            continue;
+        }
+        if dy.abs() < a.size * 0.2 && dx > 0.0 && dx < a.size * 2.0 {
+            across += 1;
+        } else if dx.abs() < a.size * 0.2 && dy > 0.0 && dy < a.size * 2.0 {
+            down += 1;
+        } else if dx.abs() < a.size * 0.2 && dy < 0.0 && dy > -a.size * 2.0 {
+            up += 1;
+        }
+    }
+    let runs = down.max(up);
+    if runs < 20 || runs < across * 2 {
+        return;
+    }
+    // Along the run is the new x; across it, the new y.
+    let sign = if down >= up { 1.0 } else { -1.0 };
+    for g in glyphs.iter_mut() {
+        (g.x, g.y) = (g.y * sign, -g.x * sign);
+    }
+    // Lines go down: where most steps to a new line go up instead, the lines are turned over.
+    let (mut lower, mut higher) = (0usize, 0usize);
+    for w in glyphs.windows(2) {
+        let dy = w[1].y - w[0].y;
+        if dy.abs() > w[0].size * 0.5 {
+            if dy > 0.0 {
+                lower += 1;
+            } else {
+                higher += 1;
+            }
+        }
+    }
+    if higher > lower {
+        for g in glyphs.iter_mut() {
+            g.y = -g.y;
+        }
     }
 }
 
@@ -298,10 +347,12 @@ fn fallback_lines(doc: &pdf_extract::Document, page: u32) -> Option<Vec<Line>> {
 
 /// Reads a PDF's text layer, or says why it cannot be read (a limit it passed named).
 pub(crate) fn pdf_to_markdown(bytes: &[u8]) -> Result<PdfText, String> {
-    if !bytes.starts_with(b"%PDF-") && !bytes[..bytes.len().min(1024)].windows(5).any(|w| w == b"%PDF-") {
+    let Some(header) = bytes[..bytes.len().min(1024)].windows(5).position(|w| w == b"%PDF-") else {
         return Err("not a PDF file (no %PDF- header)".into());
-    }
-    let doc = limits::load(bytes)?;
+    };
+    // Bytes before the header (a producer's banner) are not the file's: its offsets count
+    // from the header, as poppler reads them.
+    let doc = limits::load(&bytes[header..])?;
     let title = doc
         .trailer
         .get(b"Info")
