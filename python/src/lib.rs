@@ -355,9 +355,27 @@ impl Engine {
     }
 }
 
+/// A reader process's life (`ragctx._native._read_worker()`): the files an ingest of the
+/// process that started it asks for, read one by one under its memory cap. Not for users.
+#[pyfunction]
+fn _read_worker(py: Python<'_>) -> PyResult<()> {
+    py.detach(ragctx_app::reader::serve_worker).map_err(raise)
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
+    m.add_function(wrap_pyfunction!(_read_worker, m)?)?;
+    // Documents are read in a Python process of this interpreter's own, as the CLI reads
+    // them in one of its binary: no file can end the caller's process.
+    let python: String = py.import("sys")?.getattr("executable")?.extract()?;
+    if !python.is_empty() {
+        ragctx_app::reader::set_worker(vec![
+            python,
+            "-c".into(),
+            "from ragctx import _native; _native._read_worker()".into(),
+        ]);
+    }
     m.add_class::<Engine>()?;
     m.add("RagctxError", py.get_type::<RagctxError>())?;
     m.add("BadInput", py.get_type::<BadInput>())?;

@@ -2,6 +2,7 @@
 released while it works."""
 
 import json
+import pathlib
 import subprocess
 import threading
 import time
@@ -10,7 +11,7 @@ import pytest
 
 import ragctx
 from ragctx import BadInput, Engine, NotFound
-from conftest import DEMO, MODEL
+from conftest import DEMO, MODEL, REPO
 
 
 def test_ask_returns_exactly_what_ask_json_prints(engine, ragctx_bin, tmp_path):
@@ -109,3 +110,24 @@ def test_the_gil_is_released_while_the_engine_works(tmp_path):
     t.join()
     # With the GIL held by the engine the other thread would barely run at all.
     assert ticks > spent * 100, f"{ticks} ticks in {spent:.2f} s"
+
+
+def test_crafted_files_cannot_take_the_python_process_down(tmp_path):
+    """Python's ingest reads documents as the CLI does (issue 63): in a reader process of
+    this interpreter under a memory cap, each on a guarded thread; a crafted file is named
+    with the limit it passed, links are not followed out of the folder, the rest is read."""
+    import sys as _sys
+
+    folder = tmp_path / "wild"
+    subprocess.run([_sys.executable, str(REPO / "scripts" / "hostile-files.py"), "--quick", str(folder)], check=True)
+    e = Engine(data_dir=str(tmp_path / "d"), model_dir=str(MODEL))
+    report = e.ingest([str(folder)])
+    why = {pathlib.Path(p).name: w for p, w in report["unreadable"]}
+    assert "draws itself" in why["form-draws-itself.pdf"], why
+    assert "inflates past 64 MiB" in why["flate-bomb-twice-1gib.pdf"], why
+    assert "more than 100000 times" in why["forms-drawn-a-billion-times.pdf"], why
+    skipped = {pathlib.Path(p).name: w for p, w in report["not_followed"]}
+    assert "not followed" in skipped["link-to-passwd.txt"] and "not a regular file" in skipped["a-pipe.txt"], skipped
+    assert report["formats"]["md"]["files"] == 1 and report["formats"]["pdf"]["files"] == 1, report["formats"]
+    turn = e.ask("w", "When do the greenhouse vents open?")
+    assert "27 degrees" in turn["answer"] or any("27 degrees" in b["text"] for b in turn["context"])
