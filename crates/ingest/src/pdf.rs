@@ -446,18 +446,26 @@ fn outline(doc: &pdf_extract::Document) -> Vec<(usize, String)> {
 }
 
 /// A page whose text is mostly symbols: its fonts map glyphs to no letters (Japanese set
-/// without a Unicode map reads as `2 . . , , .`). Twenty characters at least, under a
-/// quarter of them letters or digits.
+/// without a Unicode map reads as `2 . . , , .`). Five characters at least, under a fifth
+/// of them letters or digits; a run of one mark (a table of contents' leader dots) counts once.
 fn unmapped(lines: &[Line]) -> bool {
     let (mut letters, mut others) = (0usize, 0usize);
-    for c in lines.iter().flat_map(|l| l.text.chars()).filter(|c| !c.is_whitespace() && *c != CELL) {
-        if c.is_alphanumeric() {
-            letters += 1;
-        } else {
-            others += 1;
+    for l in lines {
+        let mut last = None;
+        for c in l.text.chars() {
+            if c.is_whitespace() || c == CELL {
+                last = None;
+                continue;
+            }
+            if c.is_alphanumeric() {
+                letters += 1;
+            } else if last != Some(c) {
+                others += 1;
+            }
+            last = Some(c);
         }
     }
-    letters + others >= 20 && letters * 4 < letters + others
+    letters + others >= 5 && letters * 5 < letters + others
 }
 
 /// A page's resources, its own or inherited from the page tree (as pdf-extract finds them).
@@ -1098,6 +1106,27 @@ mod unit {
         assert_eq!(logical_order("Plain English (2024)."), "Plain English (2024).");
         // A lam-alef ligature is its two letters in reading order (لا), not turned.
         assert_eq!(logical_order("ﻻ"), "لا");
+    }
+
+    /// A page read as marks is unmapped; a table of contents' leader dots are not.
+    #[test]
+    fn a_page_of_marks_is_unmapped() {
+        let page = |texts: &[&str]| -> Vec<Line> {
+            texts
+                .iter()
+                .map(|t| Line { text: (*t).into(), x: 0.0, y: 0.0, end: 0.0, size: 10.0, advance_known: true })
+                .collect()
+        };
+        assert!(unmapped(&page(&[
+            "2 .", ". ,", ", .", ".", ",", ", .", ",", ". .", ", .", ". BM .", ". .", ". .", ". ,", ".", ", .", ", ,",
+            ". , ,", "1"
+        ])));
+        assert!(!unmapped(&page(&[
+            "Contents",
+            "What is cancer?.................. 4",
+            "1 Introduction . . . . . . . . . . 7"
+        ])));
+        assert!(!unmapped(&page(&["x = (a + b) / 2;", "y = x * x;"])));
     }
 
     #[test]
