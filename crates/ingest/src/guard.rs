@@ -79,6 +79,13 @@ fn quiet_panics() {
                     .map(|s| (*s).to_owned())
                     .or_else(|| info.payload().downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "a panic".into());
+                // A panic in ragctx's own reading code is a bug to report: where it was goes
+                // with it (a dependency's is the file's, named by the file).
+                let ours = info.location().filter(|l| l.file().contains("crates/ingest"));
+                let message = match ours {
+                    Some(l) => format!("a bug at {}:{}: {message}", l.file(), l.line()),
+                    None => message,
+                };
                 PANIC.with(|p| *p.borrow_mut() = Some(message));
             } else {
                 before(info);
