@@ -54,6 +54,12 @@ pub fn read_document_guarded(
     }
 }
 
+/// The last panic's message on this reading thread, taken (a panic caught inside a reader,
+/// to say why a part was lost); `None` outside a guarded thread.
+pub(crate) fn last_panic() -> Option<String> {
+    PANIC.with(|p| p.borrow_mut().take()).map(|m| short(&m))
+}
+
 /// A panic's message, on one line and short.
 fn short(why: &str) -> String {
     let line = why.lines().next().unwrap_or("a panic").trim();

@@ -9,6 +9,7 @@
 //! A page without a text layer (a scan: ragctx runs no OCR) or one that cannot be read is
 //! left out and named; a document with no text at all is refused with why.
 
+mod fonts;
 mod limits;
 
 use crate::structure::escape_line_start;
@@ -352,7 +353,8 @@ pub(crate) fn pdf_to_markdown(bytes: &[u8]) -> Result<PdfText, String> {
     };
     // Bytes before the header (a producer's banner) are not the file's: its offsets count
     // from the header, as poppler reads them.
-    let doc = limits::load(&bytes[header..])?;
+    let mut doc = limits::load(&bytes[header..])?;
+    fonts::mend(&mut doc);
     let title = doc
         .trailer
         .get(b"Info")
@@ -491,7 +493,7 @@ fn read_pages(doc: &pdf_extract::Document, numbers: Vec<u32>) -> Vec<(u32, Resul
     let failed_at = match whole {
         Ok(Ok(())) => None,
         Ok(Err(e)) => all.current.map(|n| (n, e.to_string())),
-        Err(_) => all.current.map(|n| (n, "its content could not be decoded".to_owned())),
+        Err(_) => all.current.map(|n| (n, undecoded())),
     };
     let mut read: Vec<(u32, Result<Lines, String>)> = all.done.into_iter().map(|(n, l)| (n, Ok(l))).collect();
     if let Some((failed, why)) = failed_at {
@@ -506,12 +508,21 @@ fn read_pages(doc: &pdf_extract::Document, numbers: Vec<u32>) -> Vec<(u32, Resul
                 match one {
                     Ok(Ok(())) => Ok(lines),
                     Ok(Err(e)) => Err(e.to_string()),
-                    Err(_) => Err("its content could not be decoded".into()),
+                    Err(_) => Err(undecoded()),
                 },
             ));
         }
     }
     read
+}
+
+/// Why a page's content could not be decoded: pdf-extract's panic, as the guard kept it
+/// (`unsupported encoding GBK-EUC-H`).
+fn undecoded() -> String {
+    match crate::guard::last_panic() {
+        Some(why) => format!("its content could not be decoded: {}", why.chars().take(80).collect::<String>()),
+        None => "its content could not be decoded".into(),
+    }
 }
 
 /// The pages of one pass over a document, each page's glyphs apart.
