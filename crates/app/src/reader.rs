@@ -67,9 +67,11 @@ pub(crate) struct Reader {
 }
 
 impl Reader {
-    /// A reader with the worker the front set, if any.
+    /// A reader with the worker the front set, if any (`RAGCTX_READ_IN_PROCESS=1`: none, on
+    /// the guarded thread only, where a process may not start another).
     pub(crate) fn new(limits: ReadLimits) -> Reader {
-        Reader { limits, command: WORKER.get().cloned(), worker: None }
+        let in_process = std::env::var("RAGCTX_READ_IN_PROCESS").is_ok_and(|v| v == "1");
+        Reader { limits, command: WORKER.get().filter(|_| !in_process).cloned(), worker: None }
     }
 
     /// Reads one document file, `shown` naming it in errors.
