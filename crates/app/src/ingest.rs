@@ -60,7 +60,7 @@ pub fn read_paths(paths: &[PathBuf], options: &ReadOptions) -> Result<Read> {
             std::fs::metadata(arg).map_err(|e| Error::InvalidInput(format!("cannot read {}: {e}", arg.display())))?;
         if meta.is_dir() {
             let mut walk = Walk::new(arg, options.follow_links)?;
-            walk.dir(arg)?;
+            walk.all(arg)?;
             read.not_followed.append(&mut walk.not_followed);
             let mut files = walk.files;
             files.sort();
@@ -102,7 +102,9 @@ pub fn read_paths(paths: &[PathBuf], options: &ReadOptions) -> Result<Read> {
 
 /// A folder's files, found without leaving it: a symbolic link is not followed unless asked,
 /// and then only where it stays inside the folder and leads to a file or folder not yet
-/// found (a loop is walked once); pipes, sockets and devices are never read.
+/// found (a loop is walked once); pipes, sockets and devices are never read. The folder's
+/// own entries are all found before any link is followed, so a file is named by its own path
+/// rather than a link's.
 struct Walk {
     /// The folder given, as the file system resolves it.
     root: PathBuf,
@@ -110,6 +112,8 @@ struct Walk {
     /// Folders and files found, resolved: each walked or read once.
     seen: HashSet<PathBuf>,
     files: Vec<PathBuf>,
+    /// Links found, to follow once the folders' own entries are all found.
+    links: Vec<PathBuf>,
     not_followed: Vec<(PathBuf, String)>,
 }
 
@@ -122,13 +126,24 @@ impl Walk {
             root,
             follow_links,
             files: Vec::new(),
+            links: Vec::new(),
             not_followed: Vec::new(),
         })
     }
 
+    /// Finds everything under `top`: its own entries, then what its links lead to.
+    fn all(&mut self, top: &Path) -> Result<()> {
+        self.dir(top)?;
+        while !self.links.is_empty() {
+            for link in std::mem::take(&mut self.links) {
+                self.link(link)?;
+            }
+        }
+        Ok(())
+    }
+
     fn dir(&mut self, dir: &Path) -> Result<()> {
         let cannot_list = |e: std::io::Error| Error::InvalidInput(format!("cannot list {}: {e}", dir.display()));
-        let mut links = Vec::new();
         let mut entries: Vec<_> =
             std::fs::read_dir(dir).map_err(cannot_list)?.collect::<std::io::Result<_>>().map_err(cannot_list)?;
         entries.sort_by_key(|e| e.file_name());
@@ -139,25 +154,23 @@ impl Walk {
             }
             // The entry itself, not what a link leads to.
             let kind = entry.file_type().map_err(cannot_list)?;
+            let resolved = || path.canonicalize().unwrap_or_else(|_| path.clone());
             if kind.is_symlink() {
-                links.push(path);
+                self.links.push(path);
             } else if kind.is_dir() {
-                self.seen.insert(path.canonicalize().unwrap_or_else(|_| path.clone()));
-                self.dir(&path)?;
+                if self.seen.insert(resolved()) {
+                    self.dir(&path)?;
+                }
             } else if kind.is_file() {
-                self.seen.insert(path.canonicalize().unwrap_or_else(|_| path.clone()));
-                self.files.push(path);
+                if self.seen.insert(resolved()) {
+                    self.files.push(path);
+                }
             } else {
                 self.not_followed.push((path, "not a regular file (a pipe, socket or device): not read".into()));
             }
         }
-        // Links after the folder's own entries: a link to a file found already is not read twice.
-        for path in links {
-            self.link(path)?;
-        }
         Ok(())
     }
-
     fn link(&mut self, path: PathBuf) -> Result<()> {
         if !self.follow_links {
             let why = "a symbolic link: not followed (ingest --follow-links follows those that stay inside the folder)";

@@ -181,7 +181,8 @@ fn page_list(pages: &[u32]) -> String {
 }
 
 /// An HTML page's text in the charset it declares (a BOM, `<meta charset>` or
-/// `http-equiv` in its first 1,024 bytes; UTF-8 when it declares none).
+/// `http-equiv` in its first 1,024 bytes), unless it is valid UTF-8 without a BOM; UTF-8
+/// when it declares none.
 fn html_text(document_id: &str, bytes: &[u8]) -> Result<String, InputError> {
     let head = String::from_utf8_lossy(&bytes[..bytes.len().min(1024)]).to_ascii_lowercase();
     let declared = head.find("charset=").map(|at| {
@@ -195,8 +196,13 @@ fn html_text(document_id: &str, bytes: &[u8]) -> Result<String, InputError> {
         Some((e, _)) => Some(e),
         None => declared.as_deref().and_then(|d| encoding_rs::Encoding::for_label(d.as_bytes())),
     };
+    let bom = encoding_rs::Encoding::for_bom(bytes).is_some();
     match encoding {
-        Some(e) if e != encoding_rs::UTF_8 => Ok(e.decode(bytes).0.into_owned()),
+        // A page that declares another charset but is valid UTF-8 is UTF-8 (saved again
+        // without its declaration changed: a `gb2312` page in UTF-8).
+        Some(e) if e != encoding_rs::UTF_8 && (bom || std::str::from_utf8(bytes).is_err()) => {
+            Ok(e.decode(bytes).0.into_owned())
+        }
         _ => Ok(utf8(document_id, bytes)?.to_owned()),
     }
 }
@@ -324,7 +330,29 @@ pub(crate) fn placeholder_title(title: &str) -> bool {
         ]
         .iter()
         .any(|e| lower.ends_with(e));
+    // A template's slot to fill: `[NAME OF COMPANY]`, `<Title>`, `{{title}}`.
+    let slot = (t.starts_with('[') && t.ends_with(']'))
+        || (t.starts_with('<') && t.ends_with('>'))
+        || (t.starts_with("{{") && t.ends_with("}}"));
+    // A table of contents' heading names no document.
+    let contents = [
+        "contents",
+        "table of contents",
+        "目次",
+        "目录",
+        "目 次",
+        "目 录",
+        "inhalt",
+        "inhaltsverzeichnis",
+        "sommaire",
+        "índice",
+        "목차",
+        "차례",
+    ]
+    .contains(&bare.as_str());
     PLACEHOLDERS.contains(&bare.as_str())
+        || slot
+        || contents
         || numbered_default
         || file_name
         || t.contains('\t')
@@ -572,6 +600,12 @@ mod tests {
             "{}",
             c[0].chunk.text
         );
+        // Declared gb2312 but saved as UTF-8 (and no BOM): read as the UTF-8 it is.
+        let saved = "<html><head><meta charset=\"gb2312\"><title>深度学习</title></head><body><h1>概述</h1><h3></h3><p>正文。</p></body></html>";
+        let c = chunk_document("zh.html", saved.as_bytes(), DocumentFormat::Html).unwrap();
+        assert_eq!(c[0].chunk.title, "深度学习");
+        // An empty heading names no section.
+        assert_eq!(c[0].chunk.metadata.get(SECTION_KEY), Some(&MetaValue::String("概述".into())), "{:?}", c[0].chunk);
         // Undeclared and not UTF-8: refused with its line, as before.
         assert!(chunk_document("x.html", b"<p>caf\xe9</p>", DocumentFormat::Html).is_err());
     }

@@ -117,6 +117,8 @@ struct Paragraph {
     /// A heading's level.
     level: Option<usize>,
     item: bool,
+    /// An entry of a table of contents (`toc 1` …).
+    toc: bool,
 }
 
 impl Paragraph {
@@ -128,6 +130,8 @@ impl Paragraph {
             self.level = Some(n.clamp(1, 6));
         } else if name.starts_with("list") {
             self.item = true;
+        } else if name.strip_prefix("toc ").is_some_and(|n| n.trim().parse::<u8>().is_ok()) {
+            self.toc = true;
         } else if let Some(l) = outline_level(id, styles) {
             // A heading by its style's outline level (`标题 1`, a house style based on one).
             self.level.get_or_insert((l + 1).min(6));
@@ -175,6 +179,8 @@ fn body(xml: &str, styles: &HashMap<String, Style>, footnotes: &HashMap<String, 
     let mut written = 0;
     // Columns the cell being read spans (`w:gridSpan`).
     let mut span = 1usize;
+    // Inside a text box's `mc:Fallback` copy, how deep.
+    let mut fallback = 0usize;
     let mut in_text = false;
     let mut i = 0;
     while i < xml.len() {
@@ -189,10 +195,24 @@ fn body(xml: &str, styles: &HashMap<String, Style>, footnotes: &HashMap<String, 
         i = gt + 1;
         let closing = tag.starts_with('/');
         let name = tag.trim_start_matches('/').split([' ', '/', '\t', '\n']).next().unwrap_or("");
+        // A text box's copy for older readers (`mc:Fallback` beside its `mc:Choice`) is the
+        // same text again: read once.
+        if name == "mc:Fallback" && !tag.ends_with('/') {
+            fallback = if closing { fallback.saturating_sub(1) } else { fallback + 1 };
+            in_text = false;
+            continue;
+        }
+        if fallback > 0 {
+            continue;
+        }
         match (name, closing) {
             ("w:p", false) if !tag.ends_with('/') => para = Some(Paragraph::default()),
             ("w:p", true) => {
                 let Some(p) = para.take() else { continue };
+                // A table of contents' entries repeat the headings (and their page numbers).
+                if p.toc {
+                    continue;
+                }
                 match rows.last_mut().and_then(|r| r.last_mut()) {
                     // A cell's paragraphs are one line of the row, their words as written.
                     Some(cell) => {
@@ -235,8 +255,8 @@ fn body(xml: &str, styles: &HashMap<String, Style>, footnotes: &HashMap<String, 
             ("w:footnoteReference", _) => {
                 if let (Some(p), Some(id)) = (para.as_mut(), attribute(tag, "w:id")) {
                     match footnotes.get(&id) {
-                        Some(note) => p.text.push_str(&format!(" [{id}: {note}] ")),
-                        None => p.text.push_str(&format!(" [{id}] ")),
+                        Some(note) => p.text.push_str(&format!(" [{id}: {note}]")),
+                        None => p.text.push_str(&format!(" [{id}]")),
                     }
                 }
             }
@@ -354,16 +374,16 @@ mod tests {
     #[test]
     fn outline_levels_footnotes_equations_and_merged_cells() {
         let styles = styles(
-            r#"<w:styles><w:style w:type="paragraph" w:styleId="a1"><w:name w:val="标题 1"/><w:pPr><w:outlineLvl w:val="0"/></w:pPr></w:style><w:style w:type="paragraph" w:styleId="house"><w:name w:val="House chapter"/><w:basedOn w:val="a1"/></w:style><w:style w:type="paragraph" w:styleId="a2"><w:name w:val="章节 2"/><w:pPr><w:outlineLvl w:val="1"/></w:pPr></w:style></w:styles>"#,
+            r#"<w:styles><w:style w:type="paragraph" w:styleId="a1"><w:name w:val="标题 1"/><w:pPr><w:outlineLvl w:val="0"/></w:pPr></w:style><w:style w:type="paragraph" w:styleId="house"><w:name w:val="House chapter"/><w:basedOn w:val="a1"/></w:style><w:style w:type="paragraph" w:styleId="TOC1"><w:name w:val="toc 1"/></w:style><w:style w:type="paragraph" w:styleId="a2"><w:name w:val="章节 2"/><w:pPr><w:outlineLvl w:val="1"/></w:pPr></w:style></w:styles>"#,
         );
         let notes = footnotes(
             r#"<w:footnotes><w:footnote w:type="separator" w:id="-1"><w:p><w:r><w:separator/></w:r></w:p></w:footnote><w:footnote w:id="1"><w:p><w:r><w:t>Measured at noon.</w:t></w:r></w:p></w:footnote></w:footnotes>"#,
             &styles,
         );
-        let xml = r#"<w:body><w:p><w:pPr><w:pStyle w:val="house"/></w:pPr><w:r><w:t>范围</w:t></w:r></w:p><w:p><w:pPr><w:pStyle w:val="a2"/></w:pPr><w:r><w:t>Heat</w:t></w:r></w:p><w:p><w:r><w:t>It was 31 °C</w:t></w:r><w:r><w:footnoteReference w:id="1"/></w:r><w:r><w:t>.</w:t></w:r></w:p><w:p><m:oMath><m:f><m:num><m:r><m:t>a</m:t></m:r></m:num><m:den><m:r><m:t>b</m:t></m:r></m:den></m:f><m:sSup><m:e><m:r><m:t>x</m:t></m:r></m:e><m:sup><m:r><m:t>2</m:t></m:r></m:sup></m:sSup></m:oMath></w:p><w:tbl><w:tr><w:tc><w:p><w:r><w:t>A</w:t></w:r></w:p></w:tc><w:tc><w:p><w:r><w:t>B</w:t></w:r></w:p></w:tc><w:tc><w:p><w:r><w:t>C</w:t></w:r></w:p></w:tc></w:tr><w:tr><w:tc><w:tcPr><w:gridSpan w:val="2"/></w:tcPr><w:p><w:r><w:t>both</w:t></w:r></w:p></w:tc><w:tc><w:p><w:r><w:t>c</w:t></w:r></w:p></w:tc></w:tr></w:tbl></w:body>"#;
+        let xml = r#"<w:body><w:p><w:pPr><w:pStyle w:val="TOC1"/></w:pPr><w:r><w:t>范围 1</w:t></w:r></w:p><w:p><w:pPr><w:pStyle w:val="house"/></w:pPr><w:r><w:t>范围</w:t></w:r></w:p><w:p><mc:AlternateContent><mc:Choice Requires="wps"><w:r><w:t>In a box</w:t></w:r></mc:Choice><mc:Fallback><w:r><w:t>In a box</w:t></w:r></mc:Fallback></mc:AlternateContent></w:p><w:p><w:pPr><w:pStyle w:val="a2"/></w:pPr><w:r><w:t>Heat</w:t></w:r></w:p><w:p><w:r><w:t>It was 31 °C</w:t></w:r><w:r><w:footnoteReference w:id="1"/></w:r><w:r><w:t>.</w:t></w:r></w:p><w:p><m:oMath><m:f><m:num><m:r><m:t>a</m:t></m:r></m:num><m:den><m:r><m:t>b</m:t></m:r></m:den></m:f><m:sSup><m:e><m:r><m:t>x</m:t></m:r></m:e><m:sup><m:r><m:t>2</m:t></m:r></m:sup></m:sSup></m:oMath></w:p><w:tbl><w:tr><w:tc><w:p><w:r><w:t>A</w:t></w:r></w:p></w:tc><w:tc><w:p><w:r><w:t>B</w:t></w:r></w:p></w:tc><w:tc><w:p><w:r><w:t>C</w:t></w:r></w:p></w:tc></w:tr><w:tr><w:tc><w:tcPr><w:gridSpan w:val="2"/></w:tcPr><w:p><w:r><w:t>both</w:t></w:r></w:p></w:tc><w:tc><w:p><w:r><w:t>c</w:t></w:r></w:p></w:tc></w:tr></w:tbl></w:body>"#;
         assert_eq!(
             body(xml, &styles, &notes),
-            "# 范围\n\n## Heat\n\nIt was 31 °C [1: Measured at noon.] .\n\n(a)/(b)x^2\n\n| A | B | C |\n| --- | --- | --- |\n| both |  | c |\n\n"
+            "# 范围\n\nIn a box\n\n## Heat\n\nIt was 31 °C [1: Measured at noon.].\n\n(a)/(b)x^2\n\n| A | B | C |\n| --- | --- | --- |\n| both |  | c |\n\n"
         );
     }
 

@@ -341,6 +341,11 @@ pub(crate) fn parse(chars: &[char], markdown: bool) -> Parsed {
         if markdown {
             if let Some((level, words)) = atx_heading(l) {
                 flush(&mut open, &mut out);
+                // An empty heading (`<h3></h3>`, a lone `#`) shows nothing and names no section.
+                if words.is_empty() {
+                    k += 1;
+                    continue;
+                }
                 let mut text = Text::default();
                 let (ts, te) = trimmed(chars, (s, e));
                 text.extend(chars, ts, te);

@@ -396,7 +396,7 @@ fn a_broken_cross_reference_table_is_rebuilt() {
     let read = read_document("cellar.pdf", &broken, DocumentFormat::Pdf).unwrap();
     assert!(read.chunks[0].chunk.text.contains("The cellar floods in March."), "{:?}", read.chunks);
     // Nothing to root it: refused, with lopdf's reason.
-    let no_catalog = broken.iter().copied().collect::<Vec<u8>>();
+    let no_catalog = broken.to_vec();
     let no_catalog = String::from_utf8_lossy(&no_catalog).replace("/Catalog", "/Katalog");
     let refused = read_document("x.pdf", no_catalog.as_bytes(), DocumentFormat::Pdf).unwrap_err();
     assert!(refused.message.starts_with("not a readable PDF ("), "{refused}");
