@@ -42,6 +42,9 @@ pub fn set_worker(command: Vec<String>) {
     let _ = WORKER.set(command);
 }
 
+/// What a reader process says first, before any file is asked of it.
+const GREETING: &str = "ragctx read-worker 1";
+
 /// A request to a worker: one file.
 #[derive(Serialize, Deserialize)]
 struct Request {
@@ -92,7 +95,16 @@ impl Reader {
         };
         let worker = match self.worker.take() {
             Some(w) => w,
-            None => Worker::start(command, self.limits.memory_mb)?,
+            None => match Worker::start(command, self.limits.memory_mb) {
+                Ok(w) => w,
+                // A reader that cannot start or does not greet (an embedding host whose
+                // `sys.executable` is not Python): read here, on the guarded thread.
+                Err(e) => {
+                    tracing::warn!(error = %e, "documents are read in this process: no reader process");
+                    self.command = None;
+                    return self.read(path, document_id, format, shown);
+                }
+            },
         };
         let request = Request {
             path: path.to_string_lossy().into_owned(),
@@ -140,7 +152,22 @@ impl Worker {
         let stdin = child.stdin.take().expect("piped stdin");
         let lines = forward_lines(child.stdout.take().expect("piped stdout"));
         let stderr = forward_lines(child.stderr.take().expect("piped stderr"));
-        Ok(Worker { child, stdin, lines, stderr, memory_mb })
+        let mut worker = Worker { child, stdin, lines, stderr, memory_mb };
+        // The reader says it is one before it is given a file.
+        match worker.lines.recv_timeout(Duration::from_secs(30)) {
+            Ok(hello) if hello == GREETING => Ok(worker),
+            other => {
+                let _ = worker.child.kill();
+                let said = match other {
+                    Ok(line) => format!("it said {:?}", line.chars().take(80).collect::<String>()),
+                    Err(_) => "it said nothing".into(),
+                };
+                Err(Error::Unavailable {
+                    backend: "the reader process".into(),
+                    message: format!("{} did not start as one ({said})", command[0]),
+                })
+            }
+        }
     }
 
     /// One file's answer; a worker that died or took too long is ended, and why is said.
@@ -208,6 +235,9 @@ pub fn serve_worker() -> Result<()> {
     cap_memory(mb << 20);
     let stdin = std::io::stdin();
     let mut out = std::io::stdout().lock();
+    writeln!(out, "{GREETING}")
+        .and_then(|()| out.flush())
+        .map_err(|e| Error::storage_in("read-worker: greeting", e))?;
     for line in stdin.lock().lines() {
         let line = line.map_err(|e| Error::storage_in("read-worker: reading a request", e))?;
         let request: Request =
@@ -268,34 +298,38 @@ mod tests {
     /// next file is read by a new worker.
     #[test]
     fn a_worker_that_dies_or_hangs_costs_its_file_only() {
-        let mut r = reader("read line; echo 'memory allocation of 4294967296 bytes failed' >&2; kill -ABRT $$", 30);
+        let mut r = reader("echo 'ragctx read-worker 1'; read line; echo 'memory allocation of 4294967296 bytes failed' >&2; kill -ABRT $$", 30);
         let first = read(&mut r);
         assert_eq!(
             first,
             "invalid input: dir/a.pdf: passed a limit: reading it needed more than 512 MiB, the most a file may use"
         );
-        let mut r = reader("read line; echo \"thread 'ragctx-read' has overflowed its stack\" >&2; kill -ABRT $$", 30);
+        let mut r = reader("echo 'ragctx read-worker 1'; read line; echo \"thread 'ragctx-read' has overflowed its stack\" >&2; kill -ABRT $$", 30);
         assert_eq!(
             read(&mut r),
             "invalid input: dir/a.pdf: passed a limit: reading it nested deeper than a reader's stack"
         );
-        let mut r = reader("read line; kill -SEGV $$", 30);
+        let mut r = reader("echo 'ragctx read-worker 1'; read line; kill -SEGV $$", 30);
         let crashed = read(&mut r);
         assert!(crashed.contains("its reader process ended reading it (signal: 11"), "{crashed}");
         // The next file starts a new worker, which answers.
         r.command = Some(vec![
             "sh".into(),
             "-c".into(),
-            r#"while read line; do echo '{"Read":{"chunks":[],"pages":2,"left_out":[]}}'; done"#.into(),
+            r#"echo 'ragctx read-worker 1'; while read line; do echo '{"Read":{"chunks":[],"pages":2,"left_out":[]}}'; done"#.into(),
         ]);
         assert_eq!(read(&mut r), "read 0 chunks");
         assert_eq!(read(&mut r), "read 0 chunks", "the same worker reads the next file");
         let started = std::time::Instant::now();
-        let mut r = reader("read line; sleep 30", 1);
+        let mut r = reader("echo 'ragctx read-worker 1'; read line; sleep 30", 1);
         assert_eq!(
             read(&mut r),
             "invalid input: dir/a.pdf: passed a limit: reading it took longer than 1 s, the most a file may take"
         );
         assert!(started.elapsed() < Duration::from_secs(20), "the hung worker was ended");
+        // A program that is no reader (no greeting): the file is read here instead.
+        let mut r = reader("echo 'Python 3.11'; sleep 30", 30);
+        assert_eq!(read(&mut r), "invalid input: dir/a.pdf: not a PDF file (no %PDF- header)");
+        assert!(r.command.is_none(), "the reader process is given up for this ingest");
     }
 }
