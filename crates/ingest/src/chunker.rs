@@ -318,9 +318,15 @@ pub(crate) fn placeholder_title(title: &str) -> bool {
         "sin título",
         "senza titolo",
     ];
-    let numbered_default = ["document", "doc", "untitled", "presentation", "book"]
-        .iter()
-        .any(|p| bare.strip_prefix(p).is_some_and(|n| !n.is_empty() && n.trim().chars().all(|c| c.is_ascii_digit())));
+    // A program's name for a new file, numbered (`Document1`, `新規文書2`, `新建文档 3`).
+    let numbered_default =
+        ["document", "doc", "untitled", "presentation", "book", "新規文書", "新建文档", "文档", "ドキュメント", "문서"]
+            .iter()
+            .any(|p| {
+                bare.strip_prefix(p).is_some_and(|n| !n.is_empty() && n.trim().chars().all(|c| c.is_ascii_digit()))
+            });
+    // An identifier, not a name: no letter in eight characters or more (`1498388729087707280-05901666`).
+    let identifier = t.chars().count() >= 8 && !t.chars().any(char::is_alphabetic);
     let lower = t.to_lowercase();
     let file_name = lower.starts_with("microsoft word - ")
         || lower.starts_with("microsoft powerpoint - ")
@@ -354,6 +360,7 @@ pub(crate) fn placeholder_title(title: &str) -> bool {
         || slot
         || contents
         || numbered_default
+        || identifier
         || file_name
         || t.contains('\t')
         || t.chars().filter(|c| c.is_alphanumeric()).count() < 2
