@@ -193,7 +193,11 @@ impl Worker {
     /// Why the worker ended while reading a file.
     fn ended(mut self) -> String {
         let status = self.child.wait().ok();
-        let said: Vec<String> = self.stderr.try_iter().collect();
+        // What it said last: its stderr closes as it ends (its reading thread then stops).
+        let mut said: Vec<String> = Vec::new();
+        while let Ok(line) = self.stderr.recv_timeout(Duration::from_secs(2)) {
+            said.push(line);
+        }
         let memory = said.iter().any(|l| l.contains("memory allocation") || l.contains("out of memory"));
         let stack = said.iter().any(|l| l.contains("overflowed its stack"));
         let how = status.map(|s| s.to_string()).unwrap_or_else(|| "ended".into());
