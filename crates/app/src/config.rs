@@ -439,11 +439,12 @@ fn store_precision(data_dir: &Path) -> Result<ragctx_models::Precision> {
     if !ragctx_store::holds_store(data_dir) {
         return Ok(Precision::Int8);
     }
-    Ok(match ragctx_store::DataDir::embedding_model_at(data_dir)? {
+    Ok(match ragctx_store::DataDir::stored_model_at(data_dir)? {
         Some(model) if model.contains("/int8") => Precision::Int8,
+        // Another model's, or vectors from before models were recorded: fp32.
         Some(_) => Precision::F32,
-        // Stores before recorded models held fp32 vectors; one never filled is new.
-        None => Precision::F32,
+        // No vectors yet (a data dir holding only an embedding cache, or never filled): new.
+        None => Precision::Int8,
     })
 }
 

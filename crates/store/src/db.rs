@@ -167,13 +167,15 @@ impl DataDir {
         )
     }
 
-    /// [`DataDir::embedding_model`] of the store at `dir`, opening only its database and
-    /// only to read (or asking the process that holds it).
-    pub fn embedding_model_at(dir: &Path) -> Result<Option<String>> {
+    /// The model the vectors of the store at `dir` were made with: the one recorded, `""` for
+    /// vectors without a record (a store from before records: the in-process fp32 encoder's),
+    /// `None` for a store without vectors. Opens only its database and only to read (or asks
+    /// the process that holds it).
+    pub fn stored_model_at(dir: &Path) -> Result<Option<String>> {
         crate::share::briefly(
             dir,
-            embedding_model,
-            || crate::wire::Call::EmbeddingModel,
+            stored_model,
+            || crate::wire::Call::StoredModel,
             |r| match r {
                 crate::wire::Reply::Text(t) => Some(t),
                 _ => None,
@@ -260,6 +262,20 @@ pub(crate) fn embedding_model(db: &Database) -> Result<Option<String>> {
         Err(e) => return Err(Error::storage(e)),
     };
     Ok(t.get("model").map_err(Error::storage)?.map(|v| v.value().to_owned()))
+}
+
+/// See [`DataDir::stored_model_at`].
+pub(crate) fn stored_model(db: &Database) -> Result<Option<String>> {
+    if let Some(model) = embedding_model(db)? {
+        return Ok(Some(model));
+    }
+    let rx = db.begin_read().map_err(Error::storage)?;
+    let empty = match rx.open_table(VECTORS) {
+        Ok(t) => t.is_empty().map_err(Error::storage)?,
+        Err(redb::TableError::TableDoesNotExist(_)) => true,
+        Err(e) => return Err(Error::storage(e)),
+    };
+    Ok((!empty).then(String::new))
 }
 
 pub(crate) fn bind_model(db: &Database, model_id: &str, local: bool) -> Result<()> {

@@ -128,6 +128,7 @@ impl Served {
                 Reply::Done
             }
             Call::EmbeddingModel => Reply::Text(crate::db::embedding_model(&self.db)?),
+            Call::StoredModel => Reply::Text(crate::db::stored_model(&self.db)?),
             Call::Lease { .. } => {
                 return Err(Error::InvalidInput("a turn lease is taken on a connection of its own".into()))
             }

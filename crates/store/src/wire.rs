@@ -66,6 +66,9 @@ pub(crate) enum Call {
         local: bool,
     },
     EmbeddingModel,
+    /// The model the store's vectors were made with: recorded, `""` for vectors without a
+    /// record (a store from before records), none for a store without vectors.
+    StoredModel,
     /// A session's turn lease, held by the holder until this connection's next frame or its
     /// end; answered `Flag(granted)` within `wait_ms`.
     Lease {
