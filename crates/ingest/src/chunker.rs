@@ -232,7 +232,14 @@ fn chunk_text(
         hide_tags(&mut chars);
     }
     let parsed = parse(&chars, markdown);
-    let first_heading = parsed.blocks.iter().find(|b| matches!(b.kind, Kind::Heading(_))).map(|b| b.heading.clone());
+    // The first heading that names the document: not a placeholder, not a part's name
+    // (`Contents`, `Foreword`, `Definitions`, `前言`).
+    let first_heading = parsed
+        .blocks
+        .iter()
+        .filter(|b| matches!(b.kind, Kind::Heading(_)))
+        .map(|b| b.heading.clone())
+        .find(|h| !placeholder_title(h) && !part_name(h));
     // The document's own title unless a placeholder, its front matter's, its first heading,
     // its file name: the first that names it.
     let real = |t: &String| !t.trim().is_empty() && !placeholder_title(t);
@@ -364,6 +371,50 @@ pub(crate) fn placeholder_title(title: &str) -> bool {
         || file_name
         || t.contains('\t')
         || t.chars().filter(|c| c.is_alphanumeric()).count() < 2
+}
+
+/// A heading that names a part of a document, not the document: a title is not taken from
+/// it.
+fn part_name(heading: &str) -> bool {
+    let bare: String = heading
+        .trim()
+        .trim_end_matches(['.', ':', '：'])
+        .trim_start_matches(|c: char| c.is_ascii_digit() || c == '.' || c.is_whitespace())
+        .to_lowercase();
+    const PARTS: &[&str] = &[
+        "foreword",
+        "preface",
+        "introduction",
+        "abstract",
+        "summary",
+        "overview",
+        "definitions",
+        "background",
+        "acknowledgements",
+        "acknowledgments",
+        "appendix",
+        "references",
+        "index",
+        "glossary",
+        "前言",
+        "引言",
+        "概述",
+        "范围",
+        "摘要",
+        "附录",
+        "参考文献",
+        "はじめに",
+        "序論",
+        "概要",
+        "머리말",
+        "서론",
+        "vorwort",
+        "einleitung",
+        "préface",
+        "introducción",
+        "prefacio",
+    ];
+    PARTS.contains(&bare.as_str())
 }
 
 /// A heading path is kept up to this many bytes (a metadata string holds 1 KiB).
@@ -664,6 +715,10 @@ mod tests {
             Some(MetaValue::String(s)) => assert!(s.len() <= 512 && s.starts_with('🌿'), "{} bytes", s.len()),
             other => panic!("{other:?}"),
         }
+        // A part's name or a placeholder does not name the document: the first heading that does.
+        let parts = "# Contents\n\nOne.\n\n# Foreword\n\nTwo.\n\n# The Tidal Atlas\n\nThree.\n";
+        let c = chunk_document("atlas.md", parts.as_bytes(), DocumentFormat::Markdown).unwrap();
+        assert!(c.iter().all(|c| c.chunk.title == "The Tidal Atlas"), "{:?}", c[0].chunk.title);
         // Front matter names the document before any heading.
         let c =
             chunk_document("g.md", b"---\ntitle: Care guide\n---\n# Ferns\n\nMist them.\n", DocumentFormat::Markdown)
