@@ -381,6 +381,9 @@ fn part_name(heading: &str) -> bool {
         .trim_end_matches(['.', ':', '：'])
         .trim_start_matches(|c: char| c.is_ascii_digit() || c == '.' || c.is_whitespace())
         .to_lowercase();
+    // `前 言` as `前言`: CJK headings are often spaced out.
+    let spaced: String = bare.chars().filter(|c| !c.is_whitespace()).collect();
+    let bare = if bare.chars().any(|c| c as u32 >= 0x2E80) { spaced } else { bare };
     const PARTS: &[&str] = &[
         "foreword",
         "preface",
@@ -716,7 +719,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         // A part's name or a placeholder does not name the document: the first heading that does.
-        let parts = "# Contents\n\nOne.\n\n# Foreword\n\nTwo.\n\n# The Tidal Atlas\n\nThree.\n";
+        let parts = "# Contents\n\nOne.\n\n# Foreword\n\nTwo.\n\n# 前 言\n\n三。\n\n# The Tidal Atlas\n\nThree.\n";
         let c = chunk_document("atlas.md", parts.as_bytes(), DocumentFormat::Markdown).unwrap();
         assert!(c.iter().all(|c| c.chunk.title == "The Tidal Atlas"), "{:?}", c[0].chunk.title);
         // Front matter names the document before any heading.
