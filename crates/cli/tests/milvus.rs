@@ -129,10 +129,23 @@ fn milvus_five_mtrag_turns_give_the_same_documents_as_embedded() {
     let tag = std::process::id();
     let flat = format!("e2e_flat_{tag}");
     let hnsw = format!("e2e_hnsw_{tag}");
+    // The data dir was made with int8 (a new store's default); a Milvus collection takes no
+    // default from what it holds, so the same precision is named (docs/embeddings.md).
     let milvus = |collection: &str, index: &str| -> Vec<String> {
-        ["--backend", "milvus", "--milvus-uri", &uri, "--collection", collection, "--milvus-index", index]
-            .map(str::to_owned)
-            .to_vec()
+        [
+            "--backend",
+            "milvus",
+            "--milvus-uri",
+            &uri,
+            "--collection",
+            collection,
+            "--milvus-index",
+            index,
+            "--embedder-precision",
+            "int8",
+        ]
+        .map(str::to_owned)
+        .to_vec()
     };
     let flat_args = milvus(&flat, "flat");
     let hnsw_args = milvus(&hnsw, "hnsw");
