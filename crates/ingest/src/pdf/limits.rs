@@ -27,7 +27,8 @@ pub(crate) const FORM_DRAWS: u64 = 100_000;
 const OVER: &[u8] = b"RagctxOverLimit";
 
 thread_local! {
-    /// What the streams loaded on this thread so far inflated to ([`FILE_BYTES`]).
+    /// What the streams loaded on this thread so far inflated to ([`FILE_BYTES`]); lopdf
+    /// loads a file on the calling thread (its `rayon` feature is off in ragctx's build).
     static INFLATED: Cell<usize> = const { Cell::new(0) };
 }
 
@@ -51,8 +52,10 @@ pub(crate) fn load(bytes: &[u8]) -> Result<Document, String> {
         if doc.decrypt("").is_err() {
             return Err("encrypted (password-protected): ragctx cannot read it".into());
         }
-        for (id, object) in doc.objects.iter_mut() {
-            let _ = inflate_capped(*id, object);
+        for object in doc.objects.values_mut() {
+            if let Object::Stream(stream) = object {
+                cap_stream(stream);
+            }
         }
     }
     over_limit(&doc)?;
@@ -147,49 +150,54 @@ fn over_limit(doc: &Document) -> Result<(), String> {
 /// is not inflated again; a stream past a cap emptied and marked ([`OVER`]).
 fn inflate_capped(id: ObjectId, object: &mut Object) -> Option<(ObjectId, Object)> {
     if let Object::Stream(stream) = object {
-        let image = stream.dict.get(b"Subtype").and_then(Object::as_name).is_ok_and(|n| n == b"Image");
-        let filters: Vec<Vec<u8>> =
-            stream.filters().map(|f| f.into_iter().map(<[u8]>::to_vec).collect()).unwrap_or_default();
-        let pictures = filters.iter().any(|f| {
-            matches!(f.as_slice(), b"DCTDecode" | b"DCT" | b"JPXDecode" | b"CCITTFaxDecode" | b"CCF" | b"JBIG2Decode")
-        });
-        if image || pictures {
-            drop_content(stream);
-        } else if !filters.is_empty() {
-            let left = FILE_BYTES.saturating_sub(INFLATED.with(Cell::get));
-            match decode(&stream.content, &filters, STREAM_BYTES.min(left)) {
-                Decoded::Done(data) => {
-                    INFLATED.with(|n| n.set(n.get() + data.len()));
-                    // With a predictor (PNG rows, mostly images' and cross-reference
-                    // streams'), lopdf decodes it itself: it was only measured here.
-                    let predictor = stream
-                        .dict
-                        .get(b"DecodeParms")
-                        .and_then(Object::as_dict)
-                        .and_then(|p| p.get(b"Predictor"))
-                        .and_then(Object::as_i64)
-                        .is_ok_and(|p| p > 1);
-                    if !predictor {
-                        stream.dict.remove(b"Filter");
-                        stream.dict.remove(b"DecodeParms");
-                        stream.set_content(data);
-                    }
-                }
-                Decoded::Over => {
-                    let limit = if left < STREAM_BYTES { FILE_BYTES } else { STREAM_BYTES };
-                    drop_content(stream);
-                    stream.dict.set(OVER, limit as i64);
-                }
-                // A filter not read here, or data it cannot decode: left to lopdf as it is.
-                Decoded::Unknown => {}
-            }
-        }
+        cap_stream(stream);
     }
     // lopdf keeps `object` as changed here, but for the objects inside an object stream
     // (never streams themselves) it keeps what is returned.
     match object {
         Object::Stream(_) => Some((id, Object::Null)),
         other => Some((id, other.clone())),
+    }
+}
+
+/// One stream as [`inflate_capped`] leaves it.
+fn cap_stream(stream: &mut Stream) {
+    let image = stream.dict.get(b"Subtype").and_then(Object::as_name).is_ok_and(|n| n == b"Image");
+    let filters: Vec<Vec<u8>> =
+        stream.filters().map(|f| f.into_iter().map(<[u8]>::to_vec).collect()).unwrap_or_default();
+    let pictures = filters.iter().any(|f| {
+        matches!(f.as_slice(), b"DCTDecode" | b"DCT" | b"JPXDecode" | b"CCITTFaxDecode" | b"CCF" | b"JBIG2Decode")
+    });
+    if image || pictures {
+        drop_content(stream);
+    } else if !filters.is_empty() {
+        let left = FILE_BYTES.saturating_sub(INFLATED.with(Cell::get));
+        match decode(&stream.content, &filters, STREAM_BYTES.min(left)) {
+            Decoded::Done(data) => {
+                INFLATED.with(|n| n.set(n.get() + data.len()));
+                // With a predictor (PNG rows, mostly images' and cross-reference
+                // streams'), lopdf decodes it itself: it was only measured here.
+                let predictor = stream
+                    .dict
+                    .get(b"DecodeParms")
+                    .and_then(Object::as_dict)
+                    .and_then(|p| p.get(b"Predictor"))
+                    .and_then(Object::as_i64)
+                    .is_ok_and(|p| p > 1);
+                if !predictor {
+                    stream.dict.remove(b"Filter");
+                    stream.dict.remove(b"DecodeParms");
+                    stream.set_content(data);
+                }
+            }
+            Decoded::Over => {
+                let limit = if left < STREAM_BYTES { FILE_BYTES } else { STREAM_BYTES };
+                drop_content(stream);
+                stream.dict.set(OVER, limit as i64);
+            }
+            // A filter not read here, or data it cannot decode: left to lopdf as it is.
+            Decoded::Unknown => {}
+        }
     }
 }
 
