@@ -177,10 +177,15 @@ impl Worker {
             return Err(self.ended());
         }
         match self.lines.recv_timeout(within) {
-            Ok(answer) => match serde_json::from_str(&answer) {
-                Ok(reply) => Ok((self, reply)),
-                Err(e) => Err(format!("its reader answered what cannot be read ({e})")),
-            },
+            Ok(answer) => {
+                // What it said while it read is wanted only to say why it ended: dropped once
+                // it answers, so that a talkative reader holds no memory here.
+                self.stderr.try_iter().for_each(drop);
+                match serde_json::from_str(&answer) {
+                    Ok(reply) => Ok((self, reply)),
+                    Err(e) => Err(format!("its reader answered what cannot be read ({e})")),
+                }
+            }
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 let _ = self.child.kill();
                 let _ = self.child.wait();
