@@ -16,9 +16,9 @@ named `Heading 1`-`Heading 9` or `Title`, or that sets an outline level (0-8 a h
 Every paragraph of the main document part counts, those in tables and text boxes too. A
 paragraph's text is all its `w:t`, tracked insertions (`w:ins`) included, which python-docx's
 `Paragraph.text` leaves out; a text box's paragraphs are their own. Needs
-python-docx (`pip install python-docx`, e.g. into /tmp/fidelity/venv).
+python-docx (`pip install python-docx`, e.g. into a venv).
 
-    /tmp/fidelity/venv/bin/python bench/pdf/docx_reference.py FILE.docx
+    python3 bench/pdf/docx_reference.py FILE.docx
 """
 import json
 import re

@@ -415,15 +415,19 @@ impl Settings {
             rerank,
             rerank_top_n,
             reading: crate::ingest::ReadOptions {
-                limits: crate::reader::ReadLimits {
-                    time: match raw.ingest_file_secs {
-                        Some(0) => bad!("ingest_file_secs must be at least 1"),
-                        t => std::time::Duration::from_secs(t.unwrap_or(120)),
-                    },
-                    memory_mb: match raw.ingest_file_mb {
-                        Some(mb) if mb < 512 => bad!("ingest_file_mb must be at least 512, got {mb}"),
-                        mb => mb.unwrap_or(2048),
-                    },
+                limits: {
+                    let default = crate::reader::ReadLimits::default();
+                    crate::reader::ReadLimits {
+                        time: match raw.ingest_file_secs {
+                            Some(0) => bad!("ingest_file_secs must be at least 1"),
+                            Some(t) => std::time::Duration::from_secs(t),
+                            None => default.time,
+                        },
+                        memory_mb: match raw.ingest_file_mb {
+                            Some(mb) if mb < 512 => bad!("ingest_file_mb must be at least 512, got {mb}"),
+                            mb => mb.unwrap_or(default.memory_mb),
+                        },
+                    }
                 },
                 follow_links: raw.follow_links.unwrap_or(false),
             },

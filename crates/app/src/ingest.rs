@@ -154,15 +154,14 @@ impl Walk {
             }
             // The entry itself, not what a link leads to.
             let kind = entry.file_type().map_err(cannot_list)?;
-            let resolved = || path.canonicalize().unwrap_or_else(|_| path.clone());
             if kind.is_symlink() {
                 self.links.push(path);
             } else if kind.is_dir() {
-                if self.seen.insert(resolved()) {
+                if self.first_time(&path) {
                     self.dir(&path)?;
                 }
             } else if kind.is_file() {
-                if self.seen.insert(resolved()) {
+                if self.first_time(&path) {
                     self.files.push(path);
                 }
             } else {
@@ -171,6 +170,12 @@ impl Walk {
         }
         Ok(())
     }
+    /// Whether an entry reached by its own path is met for the first time: only a followed
+    /// link can lead to one again, so without them nothing is resolved.
+    fn first_time(&mut self, path: &Path) -> bool {
+        !self.follow_links || self.seen.insert(path.canonicalize().unwrap_or_else(|_| path.to_path_buf()))
+    }
+
     fn link(&mut self, path: PathBuf) -> Result<()> {
         if !self.follow_links {
             let why = "a symbolic link: not followed (ingest --follow-links follows those that stay inside the folder)";

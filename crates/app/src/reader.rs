@@ -51,7 +51,6 @@ struct Request {
     path: String,
     document_id: String,
     format: String,
-    secs: u64,
 }
 
 /// A worker's answer: the document, or the file's error.
@@ -110,9 +109,8 @@ impl Reader {
             path: path.to_string_lossy().into_owned(),
             document_id: document_id.to_owned(),
             format: format.name().to_owned(),
-            secs: self.limits.time.as_secs(),
         };
-        match worker.ask(&request, self.limits.time + Duration::from_secs(5)) {
+        match worker.ask(&request, self.limits.time) {
             Ok((worker, Reply::Read(d))) => {
                 self.worker = Some(worker);
                 Ok(d)
@@ -170,8 +168,10 @@ impl Worker {
         }
     }
 
-    /// One file's answer; a worker that died or took too long is ended, and why is said.
-    fn ask(mut self, request: &Request, within: Duration) -> std::result::Result<(Worker, Reply), String> {
+    /// One file's answer within `time` (and a grace for the answer's way back); a worker that
+    /// died or took too long is ended, and why is said.
+    fn ask(mut self, request: &Request, time: Duration) -> std::result::Result<(Worker, Reply), String> {
+        let within = time + Duration::from_secs(5);
         let line = serde_json::to_string(request).expect("a request serializes");
         if writeln!(self.stdin, "{line}").and_then(|()| self.stdin.flush()).is_err() {
             return Err(self.ended());
@@ -189,7 +189,10 @@ impl Worker {
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 let _ = self.child.kill();
                 let _ = self.child.wait();
-                Err(format!("passed a limit: reading it took longer than {} s, the most a file may take", request.secs))
+                Err(format!(
+                    "passed a limit: reading it took longer than {} s, the most a file may take",
+                    time.as_secs()
+                ))
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => Err(self.ended()),
         }

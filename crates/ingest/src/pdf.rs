@@ -370,9 +370,7 @@ pub(crate) fn pdf_to_markdown(bytes: &[u8]) -> Result<PdfText, String> {
         .filter(|t| !t.is_empty() && !crate::chunker::placeholder_title(t));
     let numbers = doc.get_pages();
     // Before any text is read: forms that draw themselves, or too deep or too often.
-    for id in numbers.values() {
-        limits::check_forms(&doc, page_resources(&doc, *id))?;
-    }
+    limits::check_forms(&doc, numbers.values().map(|id| page_resources(&doc, *id)))?;
     let mut out = PdfText { title, pages: numbers.len() as u32, outline: outline(&doc), ..Default::default() };
     let mut pages: Vec<(u32, Vec<Line>)> = Vec::new();
     for (n, read) in read_pages(&doc, numbers.keys().copied().collect()) {

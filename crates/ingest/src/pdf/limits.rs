@@ -271,17 +271,23 @@ fn ascii_hex(data: &[u8]) -> Vec<u8> {
     digits.chunks(2).map(|p| p[0] << 4 | p.get(1).copied().unwrap_or(0)).collect()
 }
 
-/// Walks the forms a page draws, as pdf-extract will (a form without resources of its own
+/// Walks the forms each page draws, as pdf-extract will (a form without resources of its own
 /// draws with those it was drawn with): a form that draws itself, forms nested past
-/// [`FORM_DEPTH`] or drawn past [`FORM_DRAWS`] times are named.
-pub(crate) fn check_forms<'a>(doc: &'a Document, resources: Option<&'a Dictionary>) -> Result<(), String> {
+/// [`FORM_DEPTH`] or drawn past [`FORM_DRAWS`] times on a page are named. A form met on
+/// several pages is walked once (what it draws is kept).
+pub(crate) fn check_forms<'a>(
+    doc: &'a Document,
+    pages: impl Iterator<Item = Option<&'a Dictionary>>,
+) -> Result<(), String> {
     let mut walk = FormWalk { doc, draws: HashMap::new(), path: Vec::new() };
-    // The page's own content is read once: each form its resources name, drawn once.
-    let mut total = 0u64;
-    for form in forms_in(doc, resources) {
-        total = total.saturating_add(walk.draws(form, resources)?);
-        if total > FORM_DRAWS {
-            return Err(format!("passed a limit: it draws forms more than {FORM_DRAWS} times"));
+    for resources in pages {
+        // The page's own content is read once: each form its resources name, drawn once.
+        let mut total = 0u64;
+        for form in forms_in(doc, resources) {
+            total = total.saturating_add(walk.draws(form, resources)?);
+            if total > FORM_DRAWS {
+                return Err(format!("passed a limit: it draws forms more than {FORM_DRAWS} times"));
+            }
         }
     }
     Ok(())
