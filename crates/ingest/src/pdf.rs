@@ -488,10 +488,13 @@ fn read_pages(doc: &pdf_extract::Document, numbers: Vec<u32>) -> Vec<(u32, Resul
     let mut all = ByPage::default();
     // pdf-extract panics on some malformed content streams: one page lost, not the ingest.
     let whole = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pdf_extract::output_doc(doc, &mut all)));
+    // The page it failed on: the one begun, or (failing before it began: no media box) the
+    // one after the last read.
+    let failing = all.current.or_else(|| numbers.get(all.done.len()).copied());
     let failed_at = match whole {
         Ok(Ok(())) => None,
-        Ok(Err(e)) => all.current.map(|n| (n, e.to_string())),
-        Err(_) => all.current.map(|n| (n, undecoded())),
+        Ok(Err(e)) => failing.map(|n| (n, e.to_string())),
+        Err(_) => failing.map(|n| (n, undecoded())),
     };
     let mut read: Vec<(u32, Result<Lines, String>)> = all.done.into_iter().map(|(n, l)| (n, Ok(l))).collect();
     if let Some((failed, why)) = failed_at {

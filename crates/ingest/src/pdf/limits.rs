@@ -59,7 +59,34 @@ pub(crate) fn load(bytes: &[u8]) -> Result<Document, String> {
         }
     }
     over_limit(&doc)?;
+    break_parent_loops(&mut doc);
     Ok(doc)
+}
+
+/// A `/Parent` that leads back to where it started (a page its own parent) is taken out:
+/// pdf-extract looks up what a page inherits (its media box, its resources) by following
+/// parents until one has it, and around a loop it never stops (a fuzzed file hung there).
+fn break_parent_loops(doc: &mut Document) {
+    let parent = |doc: &Document, id: ObjectId| {
+        doc.get_dictionary(id).ok().and_then(|d| d.get(b"Parent").ok()).and_then(|p| p.as_reference().ok())
+    };
+    let mut looping = Vec::new();
+    for &start in doc.objects.keys() {
+        let mut seen = std::collections::HashSet::from([start]);
+        let mut at = start;
+        while let Some(up) = parent(doc, at) {
+            if !seen.insert(up) {
+                looping.push(at);
+                break;
+            }
+            at = up;
+        }
+    }
+    for id in looping {
+        if let Ok(d) = doc.get_dictionary_mut(id) {
+            d.remove(b"Parent");
+        }
+    }
 }
 
 /// The file with a new cross-reference table and trailer appended, found by scanning for
