@@ -365,7 +365,7 @@ fn forms_in<'a>(doc: &'a Document, resources: Option<&'a Dictionary>) -> Vec<Obj
     xobjects(doc, resources).into_values().collect()
 }
 
-/// A resource dictionary's XObjects that are forms, by name.
+/// A resource dictionary's XObjects that can be drawn as forms, by name.
 fn xobjects<'a>(doc: &'a Document, resources: Option<&'a Dictionary>) -> HashMap<&'a [u8], ObjectId> {
     let Some(x) = resources.and_then(|r| r.get(b"XObject").ok()).and_then(|x| deref_dict(doc, x)) else {
         return HashMap::new();
@@ -373,11 +373,9 @@ fn xobjects<'a>(doc: &'a Document, resources: Option<&'a Dictionary>) -> HashMap
     x.iter()
         .filter_map(|(name, o)| {
             let id = o.as_reference().ok()?;
-            let form = doc
-                .get_object(id)
-                .and_then(Object::as_stream)
-                .is_ok_and(|s| s.dict.get(b"Subtype").and_then(Object::as_name).is_ok_and(|n| n == b"Form"));
-            form.then_some((name.as_slice(), id))
+            // Any stream: pdf-extract draws whatever `Do` names as a form, whatever its
+            // subtype says (or lacks); an image's data was dropped, so it draws nothing.
+            doc.get_object(id).and_then(Object::as_stream).is_ok().then_some((name.as_slice(), id))
         })
         .collect()
 }
