@@ -85,7 +85,8 @@ pub use metadata::{valid_key as valid_metadata_key, Json, MetaValue, Metadata};
 pub use modes::{Compress, Condense, Consumption, ConversationQuery, FreedSlots, Granularity, Mode, Rerank, Strategy};
 pub use overrides::TurnOverrides;
 pub use search::{
-    ExclusionSet, Fusion, Grouping, Hit, LexicalRequest, Retrieval, SearchOutcome, SearchPath, SearchRequest,
+    ExclusionSet, Fusion, Grouping, Hit, LexicalRequest, MilvusKind, PlanReason, Retrieval, SearchOutcome, SearchPath,
+    SearchReason, SearchRequest, WalkEnd,
 };
 pub use session::{Intent, Memory, QuantizedVector, Retention, SessionState, TurnCommit, TurnRecord};
 pub use tenant::{tenant_of, Tenant, DEFAULT_TENANT, TENANT_SEPARATOR};

@@ -11,7 +11,7 @@ use crate::dedupe::Fragment;
 use crate::turn::Turn;
 use crate::Engine;
 use ragctx_core::text::{sentences, terms};
-use ragctx_core::{Compress, Intent, Result, TokenCounter};
+use ragctx_core::{ChunkId, Compress, Compressed, Intent, Result, TokenCounter};
 use std::collections::{HashMap, HashSet};
 
 /// A sentence scoring at least this share of its block's best is kept (measured on MTRAG:
@@ -31,6 +31,27 @@ pub fn stage(e: &Engine, t: &mut Turn<'_>) -> Result<()> {
     let text = t.query().text.clone();
     compress(&mut t.deduped.fragments, &[t.question, &text], e.counter.as_ref());
     Ok(())
+}
+
+/// Its trace record, once the prompt is built: the cut blocks that made it into the context
+/// (each by its first chunk) and the tokens their cuts freed.
+pub fn record(t: &mut Turn<'_>) {
+    let Some(built) = t.built.as_ref() else { return };
+    let freed: HashMap<&ChunkId, usize> = t
+        .deduped
+        .fragments
+        .iter()
+        .filter(|f| f.freed > 0)
+        .filter_map(|f| Some((&f.chunks.first()?.id, f.freed)))
+        .collect();
+    let cut: Vec<(ChunkId, usize)> = built
+        .context
+        .blocks
+        .iter()
+        .filter_map(|b| b.chunk_ids.first().and_then(|id| freed.get(id).map(|&n| (id.clone(), n))))
+        .collect();
+    t.stats.compressed =
+        Some(Compressed { freed_tokens: cut.iter().map(|c| c.1).sum(), cut: cut.into_iter().map(|c| c.0).collect() });
 }
 
 /// Cuts each fragment to the sentences that carry `query` (the question and the search

@@ -1,10 +1,11 @@
 #![warn(missing_docs)]
 //! The ragctx turn pipeline, one module per stage:
-//! [`intent`] → [`exclusion`] → embed → [`retrieve`] → [`rerank`] → [`diversity`] →
-//! [`dedupe`] → [`context`] → generate → [`memory`] → trace. One turn is one value,
-//! [`Turn`], through the list [`STAGES`]; the stages' logic is plain functions over data
-//! ([`stages`]); [`Engine`] wires them to the backends (vector store, session store,
-//! embedder, token counter, generator, optional condenser and reranker).
+//! [`intent`] → [`exclusion`] → embed → [`retrieve`] → slots → [`rerank`] → [`diversity`] →
+//! [`dedupe`] → [`compress`] → [`context`] → generate → [`memory`] → trace. One turn is one
+//! value, [`Turn`], through the list [`STAGES`] ([`pipeline`]: the list, its runner and the
+//! small stages); the stages' logic is plain functions over data ([`stages`]); [`Engine`]
+//! wires them to the backends (vector store, session store, embedder, token counter,
+//! generator, optional condenser and reranker).
 //!
 //! ```no_run
 //! # use std::sync::Arc;
@@ -27,6 +28,7 @@ pub mod exclusion;
 pub mod ingest;
 pub mod intent;
 pub mod memory;
+pub mod pipeline;
 pub mod presets;
 mod reads;
 pub mod rerank;
@@ -37,12 +39,13 @@ pub mod stages;
 pub mod turn;
 
 pub use conversation::Utterance;
+pub use pipeline::{Stage, STAGES};
 pub use scoped::{ScopedEmbeddingCache, ScopedSessionStore, ScopedVectorStore};
 pub use settings::{
     validate_question, Consumption, ConversationQuery, Granularity, QueryWeights, Strategy, TurnSettings,
     DEFAULT_GROUP_MARGIN, MAX_QUESTION_CHARS, MIX_WEIGHTS,
 };
-pub use turn::{Stage, Turn, TurnInput, STAGES};
+pub use turn::{Turn, TurnInput};
 
 use ragctx_core::{
     ChunkId, Condensed, Condenser, DocumentId, Embedder, Error, ExclusionSet, Filter, GenerationRequest, Generator,
@@ -337,7 +340,7 @@ impl Engine {
                 ids.dedup();
                 let mut stats = TraceStats::starting(settings.effective(self.counter.name()));
                 stats.forgotten = ids;
-                stats.search_reason = "forget: no search".into();
+                stats.search_reason = ragctx_core::SearchReason::Forget.to_string();
                 let question = match &chunks {
                     Some(c) => format!("forget {} chunk(s)", c.len()),
                     None => "forget everything".to_owned(),

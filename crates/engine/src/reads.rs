@@ -122,7 +122,12 @@ mod tests {
         }
         fn search(&self, _: &SearchRequest) -> Result<SearchOutcome> {
             let hits = vec![ragctx_core::Hit { chunk: held(&"b#0".into()).unwrap(), score: 0.5 }];
-            Ok(SearchOutcome { hits, path: ragctx_core::SearchPath::Exact, rounds: 1, reason: String::new() })
+            Ok(SearchOutcome {
+                hits,
+                path: ragctx_core::SearchPath::Exact,
+                rounds: 1,
+                reason: ragctx_core::SearchReason::ById,
+            })
         }
         fn chunks(&self, ids: &[ChunkId]) -> Result<Vec<Chunk>> {
             self.asked_chunks.fetch_add(ids.len(), Ordering::SeqCst);

@@ -4,7 +4,7 @@
 use crate::settings::TurnSettings;
 use ragctx_core::{
     ChunkId, DocumentId, ExclusionSet, Fusion, Grouping, Hit, LexicalRequest, Result, Retrieval, RetrievalTrace,
-    SearchOutcome, SearchRequest, VectorStore,
+    SearchOutcome, SearchReason, SearchRequest, VectorStore,
 };
 use std::collections::{HashMap, HashSet};
 
@@ -102,7 +102,11 @@ pub fn retrieve(
         hits,
         path: d.outcome.path,
         rounds: d.outcome.rounds + lexical.rounds,
-        reason: format!("{}; {}; fused by {}", d.outcome.reason, lexical.reason, settings.fusion.as_str()),
+        reason: SearchReason::Fused {
+            dense: Box::new(d.outcome.reason),
+            lexical: Box::new(lexical.reason),
+            fusion: settings.fusion,
+        },
     };
     let sides = RetrievalTrace {
         retrieval: Retrieval::Hybrid,

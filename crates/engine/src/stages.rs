@@ -1,9 +1,10 @@
 //! The logic of stages 1–5 of a turn (DESIGN §2), one function each over typed results —
 //! [`intent_of`], [`working_set`], [`Engine::query`] and [`Engine::candidates`],
 //! [`rank_working_set`], [`dedupe_stage`], [`build_prompt`] — each unit-tested on its own;
-//! [`crate::turn::STAGES`] runs them over one [`crate::Turn`].
+//! [`crate::pipeline::STAGES`] runs them over one [`crate::Turn`].
 
 use super::*;
+use ragctx_core::SearchReason;
 
 /// Stage 2's result: what the session has consumed, as this turn sees it.
 pub struct WorkingSet {
@@ -37,7 +38,7 @@ pub struct Candidates {
     /// Searches run, deeper ones included (0 for a reshow).
     pub rounds: u32,
     /// Why the store took its path, in words.
-    pub reason: String,
+    pub reason: SearchReason,
     /// Lexical or hybrid retrieval: what each side found.
     pub sides: Option<ragctx_core::RetrievalTrace>,
     /// The documents of the previous turn (a reshow: in its prompt's order).
@@ -421,12 +422,11 @@ impl Engine {
             for d in &order {
                 quotas.insert(d.clone(), ids.len().max(1));
             }
-            let reason = if reshow.is_some() { "the chunks asked for" } else { "the previous turn's chunks" };
             return Ok(Candidates {
                 hits,
                 path: SearchPath::Exact,
                 rounds: 0,
-                reason: format!("reshow: {reason} by id"),
+                reason: SearchReason::Reshow { asked: reshow.is_some() },
                 sides: None,
                 previous: order,
                 quotas,

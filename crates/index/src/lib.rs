@@ -39,7 +39,7 @@ pub use prepared::PreparedExclusions;
 
 use exclusion::{next_revision, Bits};
 use hnsw::{Compact, Graph, Scored, Vectors, Walk};
-use ragctx_core::{tenant_of, FastMap, Filter, Grouping, Metadata, SearchPath, SearchRequest};
+use ragctx_core::{tenant_of, FastMap, Filter, Grouping, Metadata, PlanReason, SearchPath, SearchRequest, WalkEnd};
 
 /// Up to [`EF_SCALES_ABOVE`] points, a first walk is crowded — exclusions sit where the
 /// results should be, and it widens — when fewer than this share of its `ef` nearest points
@@ -150,7 +150,8 @@ pub struct IndexHits {
     pub hits: Vec<(u32, f32)>,
     pub path: SearchPath,
     pub rounds: u32,
-    pub reason: String,
+    /// Why the planner took the path.
+    pub reason: PlanReason,
     /// Similarity computations done (graph walk or scan).
     pub visits: usize,
 }

@@ -40,7 +40,7 @@ impl VectorIndex {
                 hits: Vec::new(),
                 path: SearchPath::Exact,
                 rounds: 0,
-                reason: "empty".into(),
+                reason: PlanReason::Empty,
                 visits: 0,
             };
         }
@@ -50,7 +50,7 @@ impl VectorIndex {
                 hits: Vec::new(),
                 path: SearchPath::Exact,
                 rounds: 0,
-                reason: "no chunk passes the exclusion and filter".into(),
+                reason: PlanReason::NothingAllowed,
                 visits: 0,
             };
         }
@@ -66,7 +66,7 @@ impl VectorIndex {
         let ratio = self.params.scan_ratio;
         let scan_cost = (allowed_live.saturating_mul(SCATTERED_SCAN)).min(live) as f64;
         let walk_costs_more = |ef: f64| force.is_none() && ratio > 0 && ef * ratio as f64 > scan_cost;
-        let scan = |reason: String, rounds: u32, visits: usize| {
+        let scan = |reason: PlanReason, rounds: u32, visits: usize| {
             let (hits, v) = self.exact(vector, limit, grouping, ex);
             IndexHits { hits, path: SearchPath::Exact, rounds, reason, visits: visits + v }
         };
@@ -77,24 +77,25 @@ impl VectorIndex {
         // so its path and (approximate) ranking still depend on the store (docs/filters.md).
         let seen = ex.scope_live.unwrap_or(live).max(1);
         let pct = 100.0 * (1.0 - allowed_live as f64 / seen as f64);
-        let reason = match force {
-            Some(ForcePath::Exact) => return scan("forced exact".into(), 1, 0),
-            Some(ForcePath::Graph) => "forced graph".to_string(),
+        let excluded_pct = match force {
+            Some(ForcePath::Exact) => return scan(PlanReason::ForcedExact, 1, 0),
+            Some(ForcePath::Graph) => None,
             // A tenant's scope as small as a small index is scanned whatever the store
             // holds: its path, reason and ranking are then its own (exact).
             None if live <= self.params.exact_below || ex.scope_live.is_some_and(|n| n <= self.params.exact_below) => {
-                return scan("exact scan (small index)".into(), 1, 0)
+                return scan(PlanReason::SmallIndex, 1, 0)
             }
             None if walk_costs_more(ef0 as f64 / allowed_share.max(1e-9)) => {
-                return scan(format!("{pct:.1}% excluded: exact scan (a walk would cost more)"), 1, 0)
+                return scan(PlanReason::WalkCostsMore { excluded_pct: pct }, 1, 0)
             }
-            None => format!("{pct:.1}% excluded: graph walk"),
+            None => Some(pct),
         };
+        let walked = |end| PlanReason::Walk { excluded_pct, end };
         // The walk reads the binary16 copy (half the bytes per node); what it finds is
         // re-scored in f32 below.
         let vectors = self.search_vectors();
         let Some(entry) = self.graph.entry_for(&vectors, vector) else {
-            return scan("no graph entry point".into(), 1, 0);
+            return scan(PlanReason::NoEntryPoint, 1, 0);
         };
         let mut walk = Walk::new(&self.graph, &vectors, vector, 0, &[entry], |n| !ex.blocks(n));
         let settle = live > self.params.settle_above;
@@ -130,8 +131,7 @@ impl VectorIndex {
                     ex.excluded_live as f64 / live as f64,
                 );
             if crowded && live > EF_SCALES_ABOVE && force.is_none() && ratio > 0 {
-                let why = format!("{reason}; the query's nearest points are excluded: exact scan");
-                return scan(why, 2, walk.visits);
+                return scan(walked(WalkEnd::NearestExcluded), 2, walk.visits);
             }
             // A first walk that finds fewer than `CROWDED_BELOW` (40%) of its `ef` nearest
             // points allowed (or a crowd it may not scan past) widens; once widening, the walk
@@ -146,8 +146,7 @@ impl VectorIndex {
                 // walk costlier than a scan, and nothing near is allowed, scan now.
                 let bound = ex.excluded_live.min(live) + ef0;
                 if walk_costs_more(ef as f64) || (near == 0 && walk_costs_more(bound as f64)) {
-                    let why = format!("{reason}; the nearest points are mostly excluded: exact scan");
-                    return scan(why, rounds + 1, walk.visits);
+                    return scan(walked(WalkEnd::MostlyExcluded), rounds + 1, walk.visits);
                 }
                 continue;
             }
@@ -157,8 +156,7 @@ impl VectorIndex {
             // `SETTLE_ROUNDS` doublings the walk's results stand.
             if settle && unsettled < SETTLE_ROUNDS && !exhausted && !walk.settled(SETTLED_BY) {
                 if walk_costs_more(2.0 * ef as f64) {
-                    let why = format!("{reason}; the walk had not settled: exact scan");
-                    return scan(why, rounds + 1, walk.visits);
+                    return scan(walked(WalkEnd::Unsettled), rounds + 1, walk.visits);
                 }
                 unsettled += 1;
                 ef *= 2;
@@ -175,13 +173,13 @@ impl VectorIndex {
             };
             if groups >= limit.min(allowed_live) || exhausted {
                 let hits = hits.into_iter().map(|s| (s.1, s.0)).collect();
-                let reason = if rounds > 1 { format!("{reason}; widened") } else { reason };
+                let reason = walked(if rounds > 1 { WalkEnd::Widened } else { WalkEnd::Found });
                 return IndexHits { hits, path: SearchPath::Graph, rounds, reason, visits: walk.visits };
             }
             // Too few groups (a document with many near chunks fills the walk): deeper.
             ef *= 4;
             if walk_costs_more(ef as f64) {
-                return scan(format!("{reason}; {groups} of {limit} groups: exact scan"), rounds + 1, walk.visits);
+                return scan(walked(WalkEnd::TooFewGroups { groups, limit }), rounds + 1, walk.visits);
             }
         }
     }

@@ -442,7 +442,7 @@ fn a_small_tenant_is_scanned_whatever_the_store_holds() {
         let mut req = request(q, 6, Some(Grouping::new(2)), ExclusionSet::default());
         req.tenant = Some("a".into());
         let (got, want) = (shared.search(&req), alone.search(&req));
-        assert_eq!((got.path, got.reason.as_str()), (SearchPath::Exact, "exact scan (small index)"));
+        assert_eq!((got.path, &got.reason), (SearchPath::Exact, &PlanReason::SmallIndex));
         assert_eq!((ids(&shared, &got), got.reason), (ids(&alone, &want), want.reason));
     }
 }
@@ -674,7 +674,7 @@ fn above_50k_points_a_query_whose_nearest_are_excluded_is_scanned() {
     let req = request(&q, 10, None, nearest(0, 150));
     let got = ix.search(&req);
     assert_eq!(got.path, SearchPath::Exact, "{}", got.reason);
-    assert!(got.reason.contains("nearest points are excluded"), "{}", got.reason);
+    assert!(matches!(got.reason, PlanReason::Walk { end: WalkEnd::NearestExcluded, .. }), "{}", got.reason);
     let truth: Vec<String> = by_score[150..160].iter().map(|&i| data[i].0.clone()).collect();
     assert_eq!(ids(&ix, &got), truth);
     // As many excluded far from the query, or a few near it: the walk.
@@ -724,7 +724,7 @@ fn another_tenants_points_near_the_query_are_no_crowd() {
     req.tenant = Some("a".into());
     let got = ix.search(&req);
     assert_eq!(got.path, SearchPath::Graph, "{}", got.reason);
-    assert!(!got.reason.contains("nearest points are excluded"), "{}", got.reason);
+    assert!(!matches!(got.reason, PlanReason::Walk { end: WalkEnd::NearestExcluded, .. }), "{}", got.reason);
 }
 
 /// The scan reads only the points a filter lets through: the planner prices it so. 20,000
@@ -750,7 +750,7 @@ fn planner_prices_a_filtered_scan_at_the_points_it_lets_through() {
     };
     let narrow = path(r#"{"bucket":{"lt":8}}"#);
     assert_eq!(narrow.path, SearchPath::Exact, "{}", narrow.reason);
-    assert!(narrow.reason.contains("a walk would cost more"), "{}", narrow.reason);
+    assert!(matches!(narrow.reason, PlanReason::WalkCostsMore { .. }), "{}", narrow.reason);
     let half = path(r#"{"bucket":{"lt":50}}"#);
     assert_eq!(half.path, SearchPath::Graph, "{}", half.reason);
 }
@@ -768,7 +768,8 @@ fn a_walk_crowded_by_the_querys_neighbours_widens_under_50k_points() {
     let nearest = |skip: usize, n: usize| excluding(&data, &by_score[skip..skip + n]);
     let got = ix.search(&request(&q, 10, None, nearest(0, 45)));
     assert_eq!(got.path, SearchPath::Graph, "{}", got.reason);
-    assert!(got.rounds > 1 && got.reason.contains("widened"), "{} ({} rounds)", got.reason, got.rounds);
+    let widened = matches!(got.reason, PlanReason::Walk { end: WalkEnd::Widened, .. });
+    assert!(got.rounds > 1 && widened, "{} ({} rounds)", got.reason, got.rounds);
     for ex in [nearest(0, 5), nearest(20_000, 45)] {
         let got = ix.search(&request(&q, 10, None, ex));
         assert_eq!((got.path, got.rounds), (SearchPath::Graph, 1), "{}", got.reason);

@@ -24,7 +24,7 @@ use milvus::v2::prelude::{
 };
 use ragctx_core::{
     Chunk, ChunkId, DocumentId, DocumentSummary, EmbeddedChunk, Error, ExclusionSet, Grouping, Hit, LexicalRequest,
-    Metadata, Replaced, Result, SearchOutcome, SearchPath, SearchRequest, VectorStore,
+    Metadata, MilvusKind, Replaced, Result, SearchOutcome, SearchPath, SearchReason, SearchRequest, VectorStore,
 };
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -235,7 +235,12 @@ impl VectorStore for MilvusVectorStore {
             return Err(Error::WrongDimension { expected: self.dimension, got: request.vector.len() });
         }
         if request.limit == 0 {
-            return Ok(SearchOutcome { hits: vec![], path: SearchPath::Remote, rounds: 0, reason: "limit 0".into() });
+            return Ok(SearchOutcome {
+                hits: vec![],
+                path: SearchPath::Remote,
+                rounds: 0,
+                reason: SearchReason::LimitZero,
+            });
         }
         let scope = Scope { filter: &request.filter, tenant: request.tenant.as_deref() };
         let (hits, rounds) = self.grouped_or_not(
@@ -249,13 +254,13 @@ impl VectorStore for MilvusVectorStore {
             IndexKind::Flat => "FLAT".to_owned(),
             IndexKind::Hnsw { ef, .. } => format!("HNSW ef {ef}"),
         };
-        let reason = format!(
-            "Milvus {} ({index}), {} filter, grouped {}{}",
-            self.capabilities.version,
-            if self.capabilities.templates { "templated" } else { "escaped literal" },
-            if self.capabilities.group_by { "by the server" } else { "here" },
-            if rounds > 1 { format!(", {} completion searches for missing groups", rounds - 1) } else { String::new() }
-        );
+        let reason = SearchReason::Milvus {
+            version: self.capabilities.version.clone(),
+            kind: MilvusKind::Dense(index),
+            templated: self.capabilities.templates,
+            grouped_by_server: self.capabilities.group_by,
+            completions: rounds.saturating_sub(1),
+        };
         Ok(SearchOutcome { hits, path: SearchPath::Remote, rounds, reason })
     }
 

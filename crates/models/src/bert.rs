@@ -6,7 +6,7 @@
 //! to a few units in the last place of `f32`.
 
 use crate::int8::{Kernel, QLinear, QScratch};
-use crate::ops::{gelu, layer_norm, softmax_rows};
+use crate::ops::{gelu, layer_norm, softmax_rows, Norm};
 use safetensors::{Dtype, SafeTensors};
 
 #[derive(Clone, Debug, serde::Deserialize)]
@@ -35,11 +35,6 @@ struct Linear {
     b: Vec<f32>,
     inputs: usize,
     outputs: usize,
-}
-
-pub(crate) struct Norm {
-    pub(crate) gain: Vec<f32>,
-    pub(crate) bias: Vec<f32>,
 }
 
 /// A dense layer in `f32`, or quantised to int8 ([`Bert::quantise`]).

@@ -2,7 +2,11 @@
 //! written once and compiled for AVX-512, AVX2 + FMA and the baseline target
 //! ([`simd_dispatch`]), with the same bits on each.
 
-use crate::bert::Norm;
+/// A layer norm's learned gain and bias, one of each per hidden unit ([`layer_norm`]).
+pub(crate) struct Norm {
+    pub(crate) gain: Vec<f32>,
+    pub(crate) bias: Vec<f32>,
+}
 
 /// Runs the generic kernel compiled for AVX-512 (16 lanes) or AVX2 and FMA (8 lanes) when
 /// the CPU has them, else for the baseline target. The kernels fix their order of operations

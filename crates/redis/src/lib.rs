@@ -8,6 +8,13 @@
 //! version the session has left writes nothing (the engine plans it again). One server
 //! (`redis://`) or a Redis Cluster (`redis+cluster://seed1,seed2`).
 //!
+//! A sixth key, `lease`, makes the turns of one session plan one at a time across processes
+//! ([`SessionStore::lease_turns`]): `SET NX PX` with a token, given back on drop by a script
+//! that deletes only its own token, and gone by itself [`LEASE_TTL`] after a process that
+//! died holding it. The lease spares turns planning again; the version check keeps them
+//! race-free without it (a turn that outlives its lease is still checked). `?turn_lease=off` on
+//! the URL leaves them to the version check alone.
+//!
 //! Redis replicates asynchronously: a commit the master acknowledged can be lost with it in
 //! a fail-over. `?min_replicas=N` on the URL makes every turn commit wait (Redis `WAIT`, on
 //! the master that holds the session) until N replicas have it, at most `replica_timeout_ms`
@@ -104,6 +111,16 @@ redis.call('HSET', KEYS[1], 'version', math.max(version + 1, tonumber(ARGV[1])))
 return 1
 "#;
 
+/// KEYS: lease. ARGV: token. Gives the lease back only if it is still this holder's.
+const RELEASE: &str = r#"
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"#;
+
+/// How long a session's turn lease lasts when its holder never gives it back (a process
+/// that died mid-turn): the next turn of that session waits at most this long.
+pub const LEASE_TTL: Duration = Duration::from_secs(10);
+
 /// KEYS: meta, turns, markers. Returns them in one atomic read, so the version read is the
 /// version of these turns and markers (a pipeline would do on one server, but Redis
 /// Cluster connections do not pipeline).
@@ -143,6 +160,25 @@ pub struct ReplicaWait {
 
 /// The longest `replica_timeout_ms`: the wait must end before the connection's read time-out.
 pub const MAX_REPLICA_TIMEOUT_MS: u64 = 2_000;
+
+/// Takes `turn_lease=on|off` off a Redis URL (default on): off leaves a session's turns in
+/// different processes to the version check alone (the scale-out suites race them so).
+fn split_turn_lease(url: &str) -> Result<(String, bool)> {
+    let Some((base, query)) = url.split_once('?') else { return Ok((url.to_owned(), true)) };
+    let (mut lease, mut rest) = (true, Vec::new());
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("turn_lease", "on")) => lease = true,
+            Some(("turn_lease", "off")) => lease = false,
+            Some(("turn_lease", v)) => {
+                return Err(Error::InvalidInput(format!("redis URL {url:?}: turn_lease must be on or off, not {v:?}")))
+            }
+            _ => rest.push(pair),
+        }
+    }
+    let base = if rest.is_empty() { base.to_owned() } else { format!("{base}?{}", rest.join("&")) };
+    Ok((base, lease))
+}
 
 /// Splits ragctx's own parameters (`min_replicas`, `replica_timeout_ms`) off a Redis URL;
 /// the rest goes to the Redis client as it was.
@@ -190,6 +226,8 @@ pub struct RedisSessionStore {
     target: Target,
     url: String,
     wait: Option<ReplicaWait>,
+    /// Whether turns take the session's lease ([`SessionStore::lease_turns`]).
+    turn_lease: bool,
     idle: Mutex<Vec<Conn>>,
     commit: Script,
     undo: Script,
@@ -197,10 +235,30 @@ pub struct RedisSessionStore {
     load: Script,
 }
 
+/// A session's turn lease in Redis ([`RedisSessionStore`]'s `lease_turns`): its key and token
+/// and the connection that gives it back when dropped.
+struct Lease {
+    conn: Conn,
+    key: String,
+    token: String,
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        // Given back or not, it expires within LEASE_TTL; nothing to report.
+        let _: redis::RedisResult<i64> = Script::new(RELEASE).key(&self.key).arg(&self.token).invoke(self.conn.get());
+    }
+}
+
 /// The five keys of a session, hash-tagged to one cluster slot.
 fn keys(id: &SessionId) -> [String; 5] {
     let tag = format!("{{ragctx:{id}}}");
     ["meta", "turns", "markers", "used", "traces"].map(|k| format!("{tag}:{k}"))
+}
+
+/// The session's turn-lease key, in the same slot as its five keys.
+fn lease_key(id: &SessionId) -> String {
+    format!("{{ragctx:{id}}}:lease")
 }
 
 /// Microseconds since the epoch: versions start there (exact in Lua's doubles until 2255).
@@ -234,7 +292,8 @@ impl RedisSessionStore {
                 "redis URL {url:?}: TLS (rediss://) is not built into ragctx; use redis:// on a trusted network, or a local TLS tunnel"
             )));
         }
-        let (plain, wait) = split_replica_wait(url)?;
+        let (leased, turn_lease) = split_turn_lease(url)?;
+        let (plain, wait) = split_replica_wait(&leased)?;
         let target = match cluster_nodes(&plain) {
             Some(nodes) if nodes.is_empty() => {
                 return Err(Error::InvalidInput(format!("redis URL {url:?}: name at least one cluster node")))
@@ -257,6 +316,7 @@ impl RedisSessionStore {
             target,
             url: url.to_owned(),
             wait,
+            turn_lease,
             idle: Mutex::new(Vec::new()),
             commit: Script::new(COMMIT),
             undo: Script::new(UNDO),
@@ -466,6 +526,39 @@ impl SessionStore for RedisSessionStore {
         let removed: i64 = self.with(|c| redis::cmd("DEL").arg(&k[..]).query(c))?;
         Ok(removed > 0)
     }
+
+    /// Polls `SET lease token NX PX ttl` (a few ms apart, jittered, at most 20 ms) until it
+    /// is this turn's or `wait` runs out. A server that cannot be reached gives no lease:
+    /// the turn's own reads then say why.
+    fn lease_turns(&self, id: &SessionId, wait: Duration) -> Result<Option<ragctx_core::TurnLease>> {
+        if !self.turn_lease {
+            return Ok(None);
+        }
+        let key = lease_key(id);
+        let token = commit_id();
+        let until = std::time::Instant::now() + wait;
+        // A connection of its own, held with the lease to give it back.
+        let Ok(mut conn) = self.connect_one() else { return Ok(None) };
+        let ttl = LEASE_TTL.as_millis() as u64;
+        let mut round = 0u64;
+        loop {
+            let set: redis::RedisResult<Option<String>> =
+                redis::cmd("SET").arg(&key).arg(&token).arg("NX").arg("PX").arg(ttl).query(conn.get());
+            match set {
+                Ok(Some(_)) => return Ok(Some(Box::new(Lease { conn, key, token }))),
+                Ok(None) => {}
+                Err(_) => return Ok(None),
+            }
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Ok(None);
+            }
+            let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+            let pause = Duration::from_micros(1_000 * (1 + round.min(9)) + u64::from(nanos) % 10_000);
+            std::thread::sleep(pause.min(left));
+            round += 1;
+        }
+    }
 }
 
 /// Whether `e` means the server cannot serve now (503), rather than that it refused the
@@ -485,7 +578,7 @@ fn is_unavailable(e: &redis::RedisError) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{split_replica_wait, ReplicaWait};
+    use super::{split_replica_wait, split_turn_lease, ReplicaWait};
     use redis::{ErrorKind, RedisError, ServerErrorKind};
 
     #[test]
@@ -508,6 +601,16 @@ mod tests {
             let e = split_replica_wait(bad).unwrap_err().to_string();
             assert!(e.contains(says), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn the_turn_lease_is_on_unless_the_url_turns_it_off() {
+        assert_eq!(split_turn_lease("redis://h:1").unwrap(), ("redis://h:1".to_owned(), true));
+        let off = split_turn_lease("redis://h:1/0?min_replicas=1&turn_lease=off").unwrap();
+        assert_eq!(off, ("redis://h:1/0?min_replicas=1".to_owned(), false));
+        assert_eq!(split_turn_lease("redis://h:1?turn_lease=on").unwrap(), ("redis://h:1".to_owned(), true));
+        let e = split_turn_lease("redis://h?turn_lease=maybe").unwrap_err().to_string();
+        assert!(e.contains("turn_lease must be on or off"), "{e}");
     }
 
     #[test]

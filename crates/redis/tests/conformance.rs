@@ -46,6 +46,49 @@ fn keys_share_one_hash_tag_and_carry_the_ttl() {
     assert!(left.is_empty());
 }
 
+/// Turns of one session plan one at a time across processes: a second lease waits for the
+/// first (two stores stand for two processes), another session's does not, a dropped lease
+/// frees the session at once, and a lease nobody gives back expires by itself.
+#[test]
+fn turn_leases_are_one_session_at_a_time_across_processes() {
+    use std::time::{Duration, Instant};
+    let (a, b) = (Arc::new(store()), store());
+    let s1 = SessionId::parse(&format!("{}lease", prefix())).unwrap();
+    let first = a.lease_turns(&s1, Duration::from_secs(1)).unwrap();
+    assert!(first.is_some(), "a free session's lease is taken at once");
+    let t = Instant::now();
+    assert!(b.lease_turns(&s1, Duration::from_millis(200)).unwrap().is_none(), "taken: the wait runs out");
+    assert!(t.elapsed() >= Duration::from_millis(190), "it waited its time");
+    let s2 = SessionId::parse(&format!("{}lease-other", prefix())).unwrap();
+    assert!(b.lease_turns(&s2, Duration::from_millis(200)).unwrap().is_some(), "another session does not wait");
+    let waiter = {
+        let (a, s1) = (a.clone(), s1.clone());
+        std::thread::spawn(move || {
+            let t = Instant::now();
+            let got = a.lease_turns(&s1, Duration::from_secs(10)).unwrap().is_some();
+            (got, t.elapsed())
+        })
+    };
+    std::thread::sleep(Duration::from_millis(150));
+    drop(first);
+    let (got, waited) = waiter.join().unwrap();
+    assert!(got && waited >= Duration::from_millis(140), "the next turn goes once the first ends ({waited:?})");
+    assert!(waited < Duration::from_millis(1_000), "and soon after: {waited:?}");
+    // A holder that died: its key stays until LEASE_TTL, never longer.
+    let mut c = redis::Client::open(url()).unwrap().get_connection().unwrap();
+    let key = format!("{{ragctx:{s1}}}:lease");
+    let _: () = redis::cmd("SET").arg(&key).arg("dead-process").arg("PX").arg(300).query(&mut c).unwrap();
+    let t = Instant::now();
+    let last = b.lease_turns(&s1, Duration::from_secs(5)).unwrap();
+    assert!(last.is_some(), "an expired lease frees the session");
+    assert!(t.elapsed() >= Duration::from_millis(250), "not before it expired: {:?}", t.elapsed());
+    let ttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut c).unwrap();
+    assert!(ttl > 0 && ttl as u128 <= ragctx_redis::LEASE_TTL.as_millis(), "every lease expires: pttl {ttl}");
+    drop(last);
+    let left: i64 = redis::cmd("EXISTS").arg(&key).query(&mut c).unwrap();
+    assert_eq!(left, 0, "a lease given back is gone");
+}
+
 #[test]
 fn a_server_that_is_down_is_a_clear_unavailable_error() {
     // Nothing listens on port 1 of the loopback.

@@ -6,34 +6,10 @@
 //! once the vector index file is rewritten; an index whose generation the rows no longer
 //! reach is rebuilt from the store, as before.
 
-use crate::db::{bytes_to_f32s, CHUNKS, VECTORS};
+use crate::schema::{bytes_to_f32s, decode_ids, CHANGES, CHUNKS, VECTORS};
 use ragctx_core::{Chunk, ChunkId, Error, Result};
 use ragctx_lexical::Changes;
-use redb::{Database, ReadTransaction, TableDefinition};
-
-/// Generation → the ids that write touched (see [`encode`]).
-pub(crate) const CHANGES: TableDefinition<u64, &[u8]> = TableDefinition::new("changes");
-
-/// Ids as `u32` length + UTF-8 bytes each.
-pub(crate) fn encode<'a>(ids: impl IntoIterator<Item = &'a str>) -> Vec<u8> {
-    let mut out = Vec::new();
-    for id in ids {
-        out.extend((id.len() as u32).to_le_bytes());
-        out.extend(id.as_bytes());
-    }
-    out
-}
-
-fn decode(mut bytes: &[u8]) -> Option<Vec<String>> {
-    let mut out = Vec::new();
-    while !bytes.is_empty() {
-        let n = u32::from_le_bytes(bytes.get(..4)?.try_into().ok()?) as usize;
-        let id = std::str::from_utf8(bytes.get(4..4 + n)?).ok()?;
-        out.push(id.to_owned());
-        bytes = &bytes[4 + n..];
-    }
-    Some(out)
-}
+use redb::{Database, ReadTransaction};
 
 /// The ids written or removed after generation `from` up to `to`, each once, in the order
 /// first touched; `None` when the rows do not hold every generation of that range (pruned,
@@ -57,7 +33,7 @@ pub(crate) fn touched_since(rx: &ReadTransaction, from: u64, to: u64) -> Result<
         }
         expected += 1;
         // A damaged record is a gap like any other: the index is rebuilt from the chunks.
-        let Some(ids) = decode(ids.value()) else { return Ok(None) };
+        let Some(ids) = decode_ids(ids.value()) else { return Ok(None) };
         for id in ids {
             if seen.insert(id.clone()) {
                 out.push(id);
@@ -115,17 +91,4 @@ pub(crate) fn prune(db: &Database, through: u64) -> Result<()> {
     }
     ragctx_index::failpoint::pause("changes.before-prune");
     tx.commit().map_err(Error::storage)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ids_round_trip_and_a_torn_record_is_refused() {
-        let ids = ["a#0", "", "t\u{1f}é#12"];
-        let bytes = encode(ids);
-        assert_eq!(decode(&bytes).unwrap(), ids);
-        assert!(decode(&bytes[..bytes.len() - 1]).is_none());
-    }
 }

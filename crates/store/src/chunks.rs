@@ -1,8 +1,9 @@
-use crate::changes::{self, CHANGES};
-use crate::db::{bytes_to_f32s, f32s_to_bytes, generation, CHUNKS, META, VECTORS};
+use crate::changes;
+use crate::db::generation;
+use crate::schema::{bytes_to_f32s, encode_ids, f32s_to_bytes, CHANGES, CHUNKS, META, VECTORS};
 use ragctx_core::{
     check_replacement, check_vectors, Chunk, ChunkId, DocumentId, DocumentSummary, EmbeddedChunk, Error, Hit,
-    LexicalRequest, Replaced, Result, SearchOutcome, SearchPath, SearchRequest, VectorStore,
+    LexicalRequest, Replaced, Result, SearchOutcome, SearchPath, SearchReason, SearchRequest, VectorStore,
 };
 use ragctx_index::{ForcePath, IndexHits, ResolvedCache, VectorIndex};
 use redb::{Database, ReadableTable, ReadableTableMetadata};
@@ -54,7 +55,7 @@ impl EmbeddedVectorStore {
             return Err(Error::inconsistent("index and chunk table disagree; delete index.bin to rebuild it"));
         }
         let hits = chunks.into_iter().zip(&r.hits).map(|(chunk, &(_, score))| Hit { chunk, score }).collect();
-        Ok(SearchOutcome { hits, path: r.path, rounds: r.rounds, reason: r.reason })
+        Ok(SearchOutcome { hits, path: r.path, rounds: r.rounds, reason: SearchReason::Plan(r.reason) })
     }
 }
 
@@ -164,7 +165,7 @@ impl EmbeddedVectorStore {
             meta.insert("generation", g).map_err(Error::storage)?;
             // What the index files, written later, are brought forward by.
             let touched =
-                changes::encode(chunks.iter().map(|c| c.chunk.id.as_str()).chain(stale.iter().map(String::as_str)));
+                encode_ids(chunks.iter().map(|c| c.chunk.id.as_str()).chain(stale.iter().map(String::as_str)));
             tx.open_table(CHANGES).map_err(Error::storage)?.insert(g, touched.as_slice()).map_err(Error::storage)?;
             g
         };
@@ -281,5 +282,5 @@ pub(crate) fn lexical_outcome(
     hits: Vec<Hit>,
 ) -> SearchOutcome {
     let counted = request.tenant.as_deref().map_or(lexical.len(), |t| lexical.tenant_len(t));
-    SearchOutcome { hits, path: SearchPath::Lexical, rounds: 1, reason: format!("BM25 over {counted} chunks") }
+    SearchOutcome { hits, path: SearchPath::Lexical, rounds: 1, reason: SearchReason::Bm25 { chunks: counted } }
 }

@@ -1,28 +1,14 @@
+use crate::schema::{
+    bytes_to_f32s, f32s_to_bytes, CHANGES, CHUNKS, EMBEDDING_MODEL, EMBED_CACHE, META, SESSIONS, TRACES, VECTORS,
+};
 use crate::{EmbeddedSessionStore, EmbeddedVectorStore};
 use ragctx_core::{EmbeddedChunk, Error, Result};
 use ragctx_index::{IndexParams, ResolvedCache, VectorIndex};
-use redb::{Database, DatabaseError, ReadableTable, ReadableTableMetadata, TableDefinition};
+use redb::{Database, DatabaseError, ReadableTable, ReadableTableMetadata};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
-
-pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
-pub(crate) const CHUNKS: TableDefinition<&str, &[u8]> = TableDefinition::new("chunks");
-pub(crate) const VECTORS: TableDefinition<&str, &[u8]> = TableDefinition::new("vectors");
-pub(crate) const EMBED_CACHE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("embedding_cache");
-pub(crate) const SESSIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("sessions");
-pub(crate) const TRACES: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("traces");
-/// `model`: the id of the embedding model whose vectors the store holds.
-pub(crate) const EMBEDDING_MODEL: TableDefinition<&str, &str> = TableDefinition::new("embedding_model");
-
-pub(crate) fn f32s_to_bytes(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
-pub(crate) fn bytes_to_f32s(b: &[u8]) -> Vec<f32> {
-    b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
-}
 
 /// A data directory this process holds. Cheap to share: the stores it hands out hold
 /// `Arc`s. While it is open it serves its stores to other processes that open the data dir
@@ -73,7 +59,7 @@ impl DataDir {
             }
             tx.open_table(EMBED_CACHE).map_err(Error::storage)?;
             tx.open_table(TRACES).map_err(Error::storage)?;
-            tx.open_table(crate::changes::CHANGES).map_err(Error::storage)?;
+            tx.open_table(CHANGES).map_err(Error::storage)?;
             let d = meta.get("dimension").map_err(Error::storage)?.map(|v| v.value() as usize);
             if let (None, Some(dim)) = (d, dim) {
                 meta.insert("dimension", dim as u64).map_err(Error::storage)?;

@@ -21,6 +21,7 @@ mod changes;
 mod chunks;
 mod db;
 mod memory;
+mod schema;
 mod sessions;
 mod share;
 mod wire;

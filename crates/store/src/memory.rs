@@ -5,7 +5,7 @@
 use crate::chunks::{lexical_outcome, search_index};
 use ragctx_core::{
     check_replacement, check_vectors, Chunk, ChunkId, DocumentId, DocumentSummary, EmbeddedChunk, Error, Hit,
-    LexicalRequest, Replaced, Result, SearchOutcome, SearchRequest, VectorStore,
+    LexicalRequest, Replaced, Result, SearchOutcome, SearchReason, SearchRequest, VectorStore,
 };
 use ragctx_index::{IndexParams, ResolvedCache, VectorIndex};
 use std::collections::HashMap;
@@ -99,7 +99,7 @@ impl VectorStore for MemoryVectorStore {
         let map = self.chunks.read().expect("lock");
         let r = search_index(&ix, &self.resolved, request, None);
         let hits = r.hits.iter().map(|&(n, score)| Hit { chunk: map[ix.chunk_id(n)].clone(), score }).collect();
-        Ok(SearchOutcome { hits, path: r.path, rounds: r.rounds, reason: r.reason })
+        Ok(SearchOutcome { hits, path: r.path, rounds: r.rounds, reason: SearchReason::Plan(r.reason) })
     }
 
     fn prepare_lexical(&self) -> Result<Option<usize>> {

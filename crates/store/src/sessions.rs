@@ -1,4 +1,4 @@
-use crate::db::{SESSIONS, TRACES};
+use crate::schema::{SESSIONS, TRACES};
 use ragctx_core::{Error, Result, Retention, SessionId, SessionState, SessionStore, Trace, TurnCommit};
 use redb::{Database, ReadableTable, WriteTransaction};
 use serde::{Deserialize, Serialize};

@@ -17,7 +17,7 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
 /// The protocol's version: a client of another version is told so instead of misreading it.
-pub(crate) const VERSION: u32 = 1;
+pub(crate) const VERSION: u32 = 2;
 
 /// The most a frame may hold: a bound on what a peer can make this process allocate.
 const MAX_FRAME: usize = 1 << 30;

@@ -10,7 +10,7 @@ use super::{Capabilities, MilvusConfig, MilvusVectorStore, Query, Scope, MAX_VAR
 use milvus::v2::prelude::{
     CollectionSchema, DataType, FieldSchema, Function, FunctionType, IndexParam, IndexType, MetricType,
 };
-use ragctx_core::{Chunk, LexicalRequest, Result, SearchOutcome, SearchPath};
+use ragctx_core::{Chunk, LexicalRequest, MilvusKind, Result, SearchOutcome, SearchPath, SearchReason};
 
 /// The analysed field: title and text, as the embedded lexical index reads them.
 pub(super) const TEXT: &str = "lexical_text";
@@ -117,7 +117,7 @@ impl MilvusVectorStore {
                 hits: vec![],
                 path: SearchPath::Lexical,
                 rounds: 0,
-                reason: "nothing to search for".into(),
+                reason: SearchReason::NoTerms,
             }));
         }
         let scope = Scope { filter: &request.filter, tenant: request.tenant.as_deref() };
@@ -128,12 +128,13 @@ impl MilvusVectorStore {
             &request.grouping,
             scope,
         )?;
-        let reason = format!(
-            "Milvus {} full-text search (BM25; analyser asked for English stems and stop words), grouped {}{}",
-            self.capabilities.version,
-            if self.capabilities.group_by { "by the server" } else { "here" },
-            if rounds > 1 { format!(", {} completion searches for missing groups", rounds - 1) } else { String::new() }
-        );
+        let reason = SearchReason::Milvus {
+            version: self.capabilities.version.clone(),
+            kind: MilvusKind::FullText,
+            templated: self.capabilities.templates,
+            grouped_by_server: self.capabilities.group_by,
+            completions: rounds.saturating_sub(1),
+        };
         Ok(Some(SearchOutcome { hits, path: SearchPath::Lexical, rounds, reason }))
     }
 }
