@@ -24,7 +24,7 @@ pub mod ingest;
 pub mod reader;
 
 pub use app::App;
-pub use config::{Backend, EmbedderSettings, MilvusSettings, RawConfig, Settings};
+pub use config::{Backend, ConfigField, EmbedderSettings, MilvusSettings, RawConfig, Settings};
 pub use ingest::IngestReport;
 pub use ragctx_core::TurnOverrides;
 /// Whether a data dir holds an embedded store (its database), without opening or creating one.

@@ -83,7 +83,7 @@ pub use hash::{fx_hash, FastMap, FxHasher};
 pub use ids::{ChunkId, DocumentId, SessionId};
 pub use metadata::{valid_key as valid_metadata_key, Json, MetaValue, Metadata};
 pub use modes::{Compress, Condense, Consumption, ConversationQuery, FreedSlots, Granularity, Mode, Rerank, Strategy};
-pub use overrides::TurnOverrides;
+pub use overrides::{TurnField, TurnOverrides};
 pub use search::{
     ExclusionSet, Fusion, Grouping, Hit, LexicalRequest, MilvusKind, PlanReason, Retrieval, SearchOutcome, SearchPath,
     SearchReason, SearchRequest, WalkEnd,

@@ -11,37 +11,45 @@ use std::str::FromStr;
 
 /// How a layer's value meets the value below it: it replaces it, except a filter, which holds
 /// together with it (a layer narrows the standing filter, never widens it).
-/// Also names the JSON type of the value, for the HTTP API's schema.
+/// Also names the JSON type of the value, for the HTTP API's schema, and shows it as a default.
 trait Layered: Sized {
-    const JSON_TYPE: &'static str = "string";
+    const JSON_TYPE: &'static str;
+    /// The value as `--help` and docs/configuration.md show a default: what a flag would give.
+    fn shown(&self) -> String;
     fn onto(self, _below: &Self) -> Self {
         self
     }
 }
 
-impl Layered for usize {
-    const JSON_TYPE: &'static str = "integer";
+/// Values that replace the one below them and show as they print.
+macro_rules! replaced {
+    ($($ty:ty: $json:literal),+ $(,)?) => {
+        $(impl Layered for $ty {
+            const JSON_TYPE: &'static str = $json;
+            fn shown(&self) -> String {
+                self.to_string()
+            }
+        })+
+    };
 }
-impl Layered for u64 {
-    const JSON_TYPE: &'static str = "integer";
+
+replaced! {
+    usize: "integer", u64: "integer", f32: "number", Mode: "string", Memory: "string",
+    ConversationQuery: "string", Strategy: "string", Retrieval: "string", Fusion: "string",
+    Granularity: "string", Consumption: "string", Condense: "string", Rerank: "string",
+    Compress: "string", FreedSlots: "string",
 }
-impl Layered for f32 {
-    const JSON_TYPE: &'static str = "number";
-}
-impl Layered for Mode {}
-impl Layered for Memory {}
-impl Layered for ConversationQuery {}
-impl Layered for Strategy {}
-impl Layered for Retrieval {}
-impl Layered for Fusion {}
-impl Layered for Granularity {}
-impl Layered for Consumption {}
-impl Layered for Condense {}
-impl Layered for Rerank {}
-impl Layered for Compress {}
-impl Layered for FreedSlots {}
+
 impl Layered for Filter {
     const JSON_TYPE: &'static str = "object";
+    /// `none`: no filter (the one below holds as it is).
+    fn shown(&self) -> String {
+        if self.is_all() {
+            "none".into()
+        } else {
+            self.to_json_string()
+        }
+    }
     fn onto(self, below: &Filter) -> Filter {
         below.clone().and(self)
     }
@@ -68,18 +76,62 @@ where
     }
 }
 
-/// Declares [`TurnOverrides`] from one list: the struct (serde for config files, HTTP bodies
-/// and Python keywords; clap for flags with the `clap` feature; the doc comments are the
-/// flags' help), [`TurnOverrides::KEYS`], merging, the environment layer and applying.
+/// One turn setting as the fronts describe it: a flag's `--help`, the HTTP API's schema,
+/// docs/configuration.md's table.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TurnField {
+    /// The setting's name (a flag has dashes for the underscores).
+    pub name: &'static str,
+    /// Its JSON type: `string`, `integer`, `number` or `object`.
+    pub json_type: &'static str,
+    /// What it does: the doc comment of its row.
+    pub doc: &'static str,
+    /// Its default as a flag would give it (`auto`, `0.6`, `6000`; the filter's is `none`).
+    pub default: String,
+}
+
+impl TurnField {
+    fn of<T: Layered>(name: &'static str, doc: &'static str, default: &T) -> TurnField {
+        TurnField { name, json_type: T::JSON_TYPE, doc: doc.trim(), default: default.shown() }
+    }
+
+    /// The flag's help and the HTTP field's description: what it does, then `[default: …]`.
+    pub fn help(&self) -> String {
+        format!("{} [default: {}]", self.doc, self.default)
+    }
+}
+
+/// Declares [`TurnOverrides`] from one list of rows, each a setting's doc, name, type and
+/// default (`limit: usize = 24`): the struct (serde for config files, HTTP bodies and Python
+/// keywords; clap for flags with the `clap` feature, the doc and the default the flag's help),
+/// [`TurnSettings::DEFAULT`], [`TurnOverrides::KEYS`] and [`TurnOverrides::fields`], merging,
+/// the environment layer and applying. A setting is one row here and its field of
+/// [`TurnSettings`] (with how a trace stores it).
 macro_rules! turn_overrides {
-    ($($(#[doc = $doc:literal])* $field:ident: $ty:ty,)+) => {
+    ($($(#[doc = $doc:literal])* $field:ident: $ty:ty = $default:expr,)+) => {
         /// The turn settings one layer gives; `None` leaves the value below it. The same names
         /// everywhere: `--limit`, `RAGCTX_LIMIT`, `limit = 8` in a config file, `"limit": 8` in
         /// an HTTP body or a Python call.
         #[derive(Clone, Debug, Default, PartialEq)]
         #[cfg_attr(feature = "clap", derive(clap::Args))]
         pub struct TurnOverrides {
-            $($(#[doc = $doc])* #[cfg_attr(feature = "clap", arg(long))] pub $field: Option<$ty>,)+
+            $(
+                $(#[doc = $doc])*
+                #[cfg_attr(feature = "clap", arg(long, help = TurnField::of(
+                    stringify!($field), concat!($($doc),*), &TurnSettings::DEFAULT.$field).help()))]
+                pub $field: Option<$ty>,
+            )+
+        }
+
+        impl TurnSettings {
+            /// Every setting's default, declared with the setting in [`TurnOverrides`].
+            pub const DEFAULT: TurnSettings = TurnSettings { $($field: $default),+ };
+        }
+
+        impl Default for TurnSettings {
+            fn default() -> Self {
+                TurnSettings::DEFAULT
+            }
         }
 
         /// A map of the settings' names; an error names the setting (`mode: invalid type:
@@ -119,10 +171,11 @@ macro_rules! turn_overrides {
             /// Every turn setting's name (a flag has dashes for the underscores).
             pub const KEYS: &'static [&'static str] = &[$(stringify!($field)),+];
 
-            /// Each setting's name, JSON type (`string`, `integer`, `number`, `object`) and
-            /// help text (the flag's), for the HTTP API's schema.
-            pub const FIELDS: &'static [(&'static str, &'static str, &'static str)] =
-                &[$((stringify!($field), <$ty as Layered>::JSON_TYPE, concat!($($doc),*))),+];
+            /// Each setting's name, JSON type, doc and default, in the declared order: for the
+            /// HTTP API's schema and the docs.
+            pub fn fields() -> Vec<TurnField> {
+                vec![$(TurnField::of(stringify!($field), concat!($($doc),*), &TurnSettings::DEFAULT.$field)),+]
+            }
 
             /// `later` wins where it gives a value; filters hold together.
             pub fn merge(self, later: TurnOverrides) -> TurnOverrides {
@@ -150,88 +203,100 @@ macro_rules! turn_overrides {
     };
 }
 
+// Each row: what the setting does (a flag's help, the HTTP field's description; the default is
+// added to them), its name, type and default; why a default is what it is, above its row.
 turn_overrides! {
-    /// auto (classify each question), new, follow_up or reshow [default: auto]
-    mode: Mode,
+    /// auto (classify each question), new, follow_up or reshow
+    mode: Mode = Mode::Auto,
     /// engine (ragctx builds the whole prompt, carrying earlier sources that still rank,
     /// marked) or client (your app keeps earlier contexts; they are pointed to, not re-sent)
-    /// [default: engine]
-    memory: Memory,
+    memory: Memory = Memory::Engine,
     /// always (mix the embeddings of the two previous questions into the query), follow_up
-    /// (only for follow-ups) or off [default: always]
-    conversation_query: ConversationQuery,
+    /// (only for follow-ups) or off
+    conversation_query: ConversationQuery = ConversationQuery::Always,
+    // Exclusion without document grouping: on MTRAG one-chunk-per-document grouping keeps
+    // less evidence per token than plain ranking, with or without a margin (bench/README.md,
+    // "Memory modes"); `full` groups, with `group_margin`.
     /// exclude (exclusion inside the search, plain ranking), full (exclusion and grouping by
-    /// document), group (grouping only) or none (plain top-k) [default: exclude]
-    strategy: Strategy,
+    /// document), group (grouping only) or none (plain top-k)
+    strategy: Strategy = Strategy::Exclude,
     /// dense (embeddings), lexical (BM25 over titles and texts) or hybrid (both, fused)
-    /// [default: dense]
-    retrieval: Retrieval,
+    retrieval: Retrieval = Retrieval::Dense,
     /// How hybrid retrieval fuses its sides: weighted (scaled scores), rrf (reciprocal ranks)
     /// or rescore (the union ranked by dense similarity); only with retrieval hybrid
-    /// [default: weighted]
-    fusion: Fusion,
+    fusion: Fusion = Fusion::Weighted,
+    // Chunks, not documents: MTRAG follow-ups return to documents already shown (available
+    // recall 0.471 vs 0.345 with document exclusion, bench/README.md).
     /// What client memory excludes: chunk (only the chunks shown) or document (a shown
-    /// document never comes back); engine memory always excludes chunks [default: chunk]
-    granularity: Granularity,
+    /// document never comes back); engine memory always excludes chunks
+    granularity: Granularity = Granularity::Chunk,
     /// Which ids a turn consumes: shown (everything that entered the context) or cited (only
-    /// what the answer cited) [default: shown]
-    consumption: Consumption,
+    /// what the answer cited)
+    consumption: Consumption = Consumption::Shown,
     /// Earlier turns whose chunks are excluded (and, in engine memory, whose exchanges the
-    /// prompt may carry); 0 = all the session remembers [default: 0]
-    window: usize,
+    /// prompt may carry); 0 = all the session remembers
+    window: usize = 0,
+    // A cap: the budget and the relevance floor decide how many blocks a turn shows.
     /// Search results per turn at most: chunks, or documents when the strategy groups (full,
     /// group) — a cap: the budget and relevance_floor decide how many are shown; the working
-    /// set carried or pointed to is capped at limit × group_size chunks [default: 24]
-    limit: usize,
+    /// set carried or pointed to is capped at limit × group_size chunks
+    limit: usize = 24,
     /// Chunks per document at most when the strategy groups, and the working set's cap
-    /// (limit × group_size chunks) [default: 3]
-    group_size: usize,
+    /// (limit × group_size chunks)
+    group_size: usize = 3,
+    // Chosen on MTRAG (bench/README.md).
     /// A further chunk of a document is kept when it scores within this cosine distance of
-    /// the document's best (strategies that group, and reshows) [default: 0.1]
-    group_margin: f32,
+    /// the document's best (strategies that group, and reshows)
+    group_margin: f32 = 0.1,
     /// Fewer distinct documents than this among the results triggers a deeper search
-    /// (capped at limit) [default: 3]
-    min_documents: usize,
+    /// (capped at limit)
+    min_documents: usize = 3,
+    // Chosen on MTRAG's government conversations (bench/README.md, "Budget curves").
     /// The budget is filled by rank down to this share of the turn's best score: a weaker
-    /// block stays out however much room is left; 0 = off (fill up to limit) [default: 0.6]
-    relevance_floor: f32,
+    /// block stays out however much room is left; 0 = off (fill up to limit)
+    relevance_floor: f32 = 0.6,
+    // bench/README.md, "Engaged documents".
     /// Added to the score of a follow-up's new candidates from documents the conversation
-    /// already showed or cited, so their other passages rank higher; 0 = off [default: 0.05]
-    engaged_prior: f32,
+    /// already showed or cited, so their other passages rank higher; 0 = off
+    engaged_prior: f32 = 0.05,
+    // The resemblance threshold web-scale near-duplicate removal commonly uses (Broder's
+    // shingle resemblance; 0.8 in the MinHash deduplication of C4-style corpora), checked on
+    // our hard cases (docs/evaluation.md).
     /// A chunk at least this share of whose word 3-grams a better chunk of the turn holds is
     /// left out as a near-duplicate, recorded in the trace's duplicates; 0 = identical text
-    /// only [default: 0.8]
-    near_duplicate: f32,
+    /// only
+    near_duplicate: f32 = 0.8,
+    // Off until measured to help (bench/README.md, "Diversity").
     /// Maximal marginal relevance over the candidates before dedupe: 0 = relevance only
     /// (off), 1 = novelty only; in between, each next candidate trades relevance against its
-    /// highest cosine to those ranked before it [default: 0]
-    diversity: f32,
+    /// highest cosine to those ranked before it
+    diversity: f32 = 0.0,
     /// off, or remote: the candidates are re-ordered by the rerank endpoint (rerank_url; TEI,
     /// Cohere, Jina or llama.cpp shapes) before dedupe, falling back to the search's order
-    /// when it fails or is late (docs/turns.md) [default: off]
-    rerank: Rerank,
+    /// when it fails or is late (docs/turns.md)
+    rerank: Rerank = Rerank::Off,
     /// off, or sentences: each new block keeps the sentences that share the question's terms
     /// (with a neighbour one leans on), its cuts marked with …, and the tokens freed go to
     /// further sources under the same budget; reshows and open show blocks whole
-    /// (docs/turns.md) [default: off]
-    compress: Compress,
+    /// (docs/turns.md)
+    compress: Compress = Compress::Off,
     /// client memory: refill (the result slots the session's held chunks would take go to new
     /// sources) or keep (they stay theirs, as pointers: a turn returns only what ranks in the
-    /// top limit; the MCP search tool's) [default: refill]
-    freed_slots: FreedSlots,
+    /// top limit; the MCP search tool's)
+    freed_slots: FreedSlots = FreedSlots::Refill,
     /// Context budget in cl100k_base tokens, block headers (and in engine memory the
-    /// conversation) included [default: 6000]
-    budget: usize,
-    /// Session time-to-live in seconds, 0 = never expires, at most ten years [default: 86400]
-    session_ttl: u64,
+    /// conversation) included
+    budget: usize = 6_000,
+    /// Session time-to-live in seconds, 0 = never expires, at most ten years
+    session_ttl: u64 = 86_400,
     /// Metadata filter, JSON: {"topic": "pests"}, {"year": {"gte": 2020}},
     /// {"tags": {"in": [..]}}, {"and"|"or": [..]}, {"not": {..}} (docs/filters.md); it holds
     /// together with the filters of the layers below (a config's standing filter)
-    filter: Filter,
+    filter: Filter = Filter::All,
     /// off, or openai: a question with earlier turns is rewritten into a standalone search
     /// query by the condenser endpoint (condense_url, condense_model; docs/condense.md),
-    /// falling back to the question when the model fails or is late [default: off]
-    condense: Condense,
+    /// falling back to the question when the model fails or is late
+    condense: Condense = Condense::Off,
 }
 
 impl TurnOverrides {
@@ -360,6 +425,29 @@ mod tests {
                 || s.mode != d.mode
                 || s.session_ttl != d.session_ttl;
             assert!(changed, "{key} changed nothing");
+        }
+    }
+
+    #[test]
+    fn each_default_is_declared_once_and_shown_as_a_flag_would_give_it() {
+        assert_eq!(TurnSettings::default(), TurnSettings::DEFAULT);
+        let fields = TurnOverrides::fields();
+        assert_eq!(fields.iter().map(|f| f.name).collect::<Vec<_>>(), TurnOverrides::KEYS);
+        let field = |name: &str| fields.iter().find(|f| f.name == name).unwrap();
+        let shown = ["mode", "relevance_floor", "budget", "diversity", "filter"].map(|n| field(n).default.as_str());
+        assert_eq!(shown, ["auto", "0.6", "6000", "0", "none"]);
+        assert!(field("limit").help().ends_with("capped at limit × group_size chunks [default: 24]"));
+        // Each default, given as its help shows it, is the default (the filter's `none` is
+        // no filter, which is what an empty layer gives).
+        for f in fields.iter().filter(|f| f.name != "filter") {
+            let value = match f.json_type {
+                "string" => serde_json::Value::from(f.default.as_str()),
+                _ => serde_json::from_str(&f.default).unwrap(),
+            };
+            let layer: TurnOverrides = serde_json::from_value(serde_json::json!({ f.name: value })).unwrap();
+            let mut s = TurnSettings::DEFAULT;
+            layer.set(&mut s);
+            assert_eq!(s, TurnSettings::DEFAULT, "{} shown as {}", f.name, f.default);
         }
     }
 }

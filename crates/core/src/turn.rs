@@ -15,20 +15,21 @@ pub const REMEMBERED_TURNS: usize = 10_000;
 /// times in milliseconds, and a longer one is a mistake rather than a wish.
 pub const MAX_SESSION_TTL: u64 = 315_360_000;
 
-/// Default of [`TurnSettings::group_margin`], chosen on MTRAG (bench/README.md).
-pub const DEFAULT_GROUP_MARGIN: f32 = 0.1;
+/// Default of [`TurnSettings::group_margin`] (declared with the setting in
+/// [`TurnOverrides`](crate::TurnOverrides)).
+pub const DEFAULT_GROUP_MARGIN: f32 = TurnSettings::DEFAULT.group_margin;
 
-/// Default of [`TurnSettings::relevance_floor`], chosen on MTRAG's government conversations
-/// (bench/README.md, "Budget curves").
-pub const DEFAULT_RELEVANCE_FLOOR: f32 = 0.6;
+/// Default of [`TurnSettings::relevance_floor`] (declared with the setting in
+/// [`TurnOverrides`](crate::TurnOverrides)).
+pub const DEFAULT_RELEVANCE_FLOOR: f32 = TurnSettings::DEFAULT.relevance_floor;
 
-/// Default of [`TurnSettings::engaged_prior`] (bench/README.md, "Engaged documents").
-pub const DEFAULT_ENGAGED_PRIOR: f32 = 0.05;
+/// Default of [`TurnSettings::engaged_prior`] (declared with the setting in
+/// [`TurnOverrides`](crate::TurnOverrides)).
+pub const DEFAULT_ENGAGED_PRIOR: f32 = TurnSettings::DEFAULT.engaged_prior;
 
-/// Default of [`TurnSettings::near_duplicate`]: the resemblance threshold web-scale
-/// near-duplicate removal commonly uses (Broder's shingle resemblance; 0.8 in the MinHash
-/// deduplication of C4-style corpora), checked on our hard cases (docs/evaluation.md).
-pub const DEFAULT_NEAR_DUPLICATE: f32 = 0.8;
+/// Default of [`TurnSettings::near_duplicate`] (declared with the setting in
+/// [`TurnOverrides`](crate::TurnOverrides)).
+pub const DEFAULT_NEAR_DUPLICATE: f32 = TurnSettings::DEFAULT.near_duplicate;
 
 /// The settings of one turn: what flags, config and requests choose, checked by
 /// [`TurnSettings::validate`] (the engine checks them at the start of every turn).
@@ -37,7 +38,9 @@ pub const DEFAULT_NEAR_DUPLICATE: f32 = 0.8;
 /// missing from a trace written before it existed meant then; `ttl_secs` and `mode` are not
 /// part of a trace (the intent is recorded on its own).
 ///
-/// Made from a front's input by [`TurnOverrides::apply`](crate::TurnOverrides::apply).
+/// Made from a front's input by [`TurnOverrides::apply`](crate::TurnOverrides::apply). Each
+/// field is a setting of [`TurnOverrides`](crate::TurnOverrides), declared there with its
+/// default ([`TurnSettings::DEFAULT`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TurnSettings {
     /// Who keeps earlier contexts: `engine` (the default) or `client`. Traces from before
@@ -127,44 +130,6 @@ pub struct TurnSettings {
     /// condenser endpoint before the search (traces from before it read `off`).
     #[serde(default)]
     pub condense: Condense,
-}
-
-impl Default for TurnSettings {
-    fn default() -> Self {
-        TurnSettings {
-            memory: Memory::Engine,
-            // Exclusion without document grouping: on MTRAG one-chunk-per-document grouping
-            // keeps less evidence per token than plain ranking, with or without a margin
-            // (bench/README.md, "Memory modes"); `full` groups, with `group_margin`.
-            strategy: Strategy::Exclude,
-            // Chunks, not documents: MTRAG follow-ups return to documents already shown
-            // (available recall 0.471 vs 0.345 with document exclusion, bench/README.md).
-            granularity: Granularity::Chunk,
-            consumption: Consumption::Shown,
-            window: 0,
-            // A cap: the budget and the relevance floor decide how many blocks a turn shows.
-            limit: 24,
-            group_size: 3,
-            group_margin: DEFAULT_GROUP_MARGIN,
-            min_documents: 3,
-            relevance_floor: DEFAULT_RELEVANCE_FLOOR,
-            engaged_prior: DEFAULT_ENGAGED_PRIOR,
-            near_duplicate: DEFAULT_NEAR_DUPLICATE,
-            // Off until measured to help (bench/README.md, "Diversity").
-            diversity: 0.0,
-            rerank: Rerank::Off,
-            compress: Compress::Off,
-            freed_slots: FreedSlots::Refill,
-            budget: 6_000,
-            session_ttl: 86_400,
-            mode: Mode::Auto,
-            conversation_query: ConversationQuery::Always,
-            retrieval: Retrieval::Dense,
-            fusion: Fusion::Weighted,
-            filter: Filter::All,
-            condense: Condense::Off,
-        }
-    }
 }
 
 impl TurnSettings {

@@ -310,8 +310,11 @@ impl utoipa::PartialSchema for TurnRequest {
         let mut o = ObjectBuilder::new()
             .property("question", ObjectBuilder::new().schema_type(Type::String).description(Some("the question")))
             .required("question");
-        for (name, json_type, help) in TurnOverrides::FIELDS {
-            o = o.property(*name, ObjectBuilder::new().schema_type(kind(json_type)).description(Some(help.trim())));
+        for field in TurnOverrides::fields() {
+            o = o.property(
+                field.name,
+                ObjectBuilder::new().schema_type(kind(field.json_type)).description(Some(field.help())),
+            );
         }
         o.into()
     }

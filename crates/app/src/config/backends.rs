@@ -1,6 +1,6 @@
 //! The validated settings of what ragctx connects to: the embedder and the vector backend.
 
-use super::RawConfig;
+use super::{default, RawConfig};
 use ragctx_core::{Error, Result};
 
 /// Where embeddings come from, validated.
@@ -31,8 +31,8 @@ impl EmbedderSettings {
 
     pub(super) fn from_raw(raw: &RawConfig) -> Result<EmbedderSettings> {
         let prefixes = ragctx_models::Prefixes {
-            query: raw.embedder_query_prefix.clone().unwrap_or_default(),
-            passage: raw.embedder_passage_prefix.clone().unwrap_or_default(),
+            query: raw.embedder_query_prefix.clone().unwrap_or_else(default::embedder_query_prefix),
+            passage: raw.embedder_passage_prefix.clone().unwrap_or_else(default::embedder_passage_prefix),
         };
         let remote_only = [
             ("embedder_url", raw.embedder_url.is_some()),
@@ -44,14 +44,14 @@ impl EmbedderSettings {
             ("embedder_timeout_secs", raw.embedder_timeout_secs.is_some()),
             ("embedder_retries", raw.embedder_retries.is_some()),
         ];
-        match raw.embedder.as_deref().unwrap_or("local") {
+        match raw.embedder.clone().unwrap_or_else(default::embedder).as_str() {
             "local" => {
                 if let Some((key, _)) = remote_only.iter().find(|(_, set)| *set) {
                     return Err(Error::InvalidInput(format!(
                         "{key} is set, but the embedder is local (the model in --model-dir): use --embedder openai to embed with a server"
                     )));
                 }
-                let precision = raw.embedder_precision.as_deref().unwrap_or("fp32").parse()?;
+                let precision = raw.embedder_precision.clone().unwrap_or_else(default::embedder_precision).parse()?;
                 Ok(EmbedderSettings::Local { prefixes, precision })
             }
             "openai" => {
@@ -72,21 +72,20 @@ impl EmbedderSettings {
                 })?;
                 let mut c = ragctx_models::RemoteEmbedderConfig::new(&url, &model);
                 c.api_key = raw.embedder_api_key.clone();
-                c.input_type = raw.embedder_input_type.unwrap_or(true);
+                c.input_type = raw.embedder_input_type.unwrap_or_else(default::embedder_input_type);
                 c.prefixes = prefixes;
-                c.batch = raw.embedder_batch.unwrap_or(c.batch);
-                c.concurrency = raw.embedder_concurrency.unwrap_or(c.concurrency);
+                c.batch = raw.embedder_batch.unwrap_or_else(default::embedder_batch);
+                c.concurrency = raw.embedder_concurrency.unwrap_or_else(default::embedder_concurrency);
                 if c.batch == 0 || c.concurrency == 0 {
                     return Err(Error::InvalidInput(
                         "embedder_batch and embedder_concurrency must be at least 1".into(),
                     ));
                 }
-                match raw.embedder_timeout_secs {
+                c.timeout = match raw.embedder_timeout_secs {
                     Some(0) => return Err(Error::InvalidInput("embedder_timeout_secs must be at least 1".into())),
-                    Some(t) => c.timeout = std::time::Duration::from_secs(t),
-                    None => {}
-                }
-                c.retries = raw.embedder_retries.unwrap_or(c.retries);
+                    t => std::time::Duration::from_secs(t.unwrap_or_else(default::embedder_timeout_secs)),
+                };
+                c.retries = raw.embedder_retries.unwrap_or_else(default::embedder_retries);
                 Ok(EmbedderSettings::OpenAi(c))
             }
             other => Err(Error::InvalidInput(format!(
@@ -128,19 +127,19 @@ impl Backend {
     /// The Milvus settings, parsed once into the Milvus crate's own types.
     #[cfg(feature = "milvus")]
     pub(super) fn milvus(raw: &RawConfig) -> Result<Backend> {
-        let uri = raw.milvus_uri.clone().unwrap_or_else(|| "http://127.0.0.1:19530".into());
+        let uri = raw.milvus_uri.clone().unwrap_or_else(default::milvus_uri);
         if !(uri.starts_with("http://") || uri.starts_with("https://")) {
             bad!("milvus_uri {uri:?}: use http://HOST:PORT or https://HOST:PORT");
         }
-        let timeout_secs = raw.milvus_timeout_secs.unwrap_or(5);
+        let timeout_secs = raw.milvus_timeout_secs.unwrap_or_else(default::milvus_timeout_secs);
         if timeout_secs == 0 {
             bad!("milvus_timeout_secs must be at least 1");
         }
         Ok(Backend::Milvus(MilvusSettings {
             uri,
-            collection: raw.collection.clone().unwrap_or_else(|| "ragctx".into()),
-            index: raw.milvus_index.as_deref().unwrap_or("hnsw").parse()?,
-            consistency: raw.milvus_consistency.as_deref().unwrap_or("session").parse()?,
+            collection: raw.collection.clone().unwrap_or_else(default::collection),
+            index: raw.milvus_index.clone().unwrap_or_else(default::milvus_index).parse()?,
+            consistency: raw.milvus_consistency.clone().unwrap_or_else(default::milvus_consistency).parse()?,
             timeout_secs,
             token: raw.milvus_token.clone(),
         }))
