@@ -136,20 +136,53 @@ impl Engine {
 /// another process ([`SessionStore::lease_turns`]) before it plans anyway.
 const LEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// A turn's lease on its session across processes ([`SessionStore::lease_turns`]), held while
+/// it plans and commits.
+struct HeldLease<'a> {
+    sessions: &'a dyn SessionStore,
+    session: &'a SessionId,
+    deadline: Option<Instant>,
+    lease: Option<ragctx_core::TurnLease>,
+}
+
+impl HeldLease<'_> {
+    /// Gives the lease back and waits for it again (until the deadline or [`LEASE_WAIT`]).
+    /// A turn that lost its commit takes it anew before it plans again: a lease can be lost
+    /// under a running turn (a shared data dir's holder exits and its leases go with it; a
+    /// Redis lease outlived), and a turn re-planning without one loses to the turns that
+    /// hold theirs, again and again. Without a lease (none to be had in time) it pauses.
+    fn retake(&mut self, replans: u32) -> Result<()> {
+        self.take()?;
+        if self.lease.is_none() {
+            std::thread::sleep(replan_pause(replans));
+        }
+        Ok(())
+    }
+
+    /// Gives the lease back and waits for it again.
+    fn take(&mut self) -> Result<()> {
+        self.lease = None;
+        let wait = self.deadline.map_or(LEASE_WAIT, |d| d.saturating_duration_since(Instant::now()));
+        self.lease = self.sessions.lease_turns(self.session, wait)?;
+        Ok(())
+    }
+}
+
 impl Engine {
     /// Runs `f` as the one turn of `session` at a time: behind the session's other turns in
     /// this process ([`TurnLocks`]), then behind those of other processes that share the
-    /// session store (its lease, until `deadline` or [`LEASE_WAIT`]).
+    /// session store (its lease, until `deadline` or [`LEASE_WAIT`]; `f` takes it again
+    /// after a conflict, [`HeldLease::retake`]).
     fn one_turn_at_a_time<T>(
         &self,
         session: &SessionId,
         deadline: Option<Instant>,
-        f: impl FnOnce() -> Result<T>,
+        f: impl FnOnce(&mut HeldLease<'_>) -> Result<T>,
     ) -> Result<T> {
         self.turn_locks.with(session, || {
-            let wait = deadline.map_or(LEASE_WAIT, |d| d.saturating_duration_since(Instant::now()));
-            let _lease = self.sessions.lease_turns(session, wait)?;
-            f()
+            let mut held = HeldLease { sessions: self.sessions.as_ref(), session, deadline, lease: None };
+            held.take()?;
+            f(&mut held)
         })
     }
 }
@@ -244,7 +277,7 @@ impl Engine {
         let _in = span.enter();
         tracing::debug!(session = %session, "turn of session");
         let deadline = input.deadline;
-        let out = self.one_turn_at_a_time(session, deadline, || self.plan_and_commit(input, started))?;
+        let out = self.one_turn_at_a_time(session, deadline, |lease| self.plan_and_commit(input, started, lease))?;
         if !span.is_disabled() {
             let t = &out.trace;
             span.record("turn", out.turn)
@@ -260,7 +293,7 @@ impl Engine {
 
     /// Plans the turn against the session as stored and commits it if the session is still
     /// there; plans again (up to [`MAX_REPLANS`] times) when another process got there first.
-    fn plan_and_commit(&self, input: TurnInput<'_>, started: Instant) -> Result<Trace> {
+    fn plan_and_commit(&self, input: TurnInput<'_>, started: Instant, lease: &mut HeldLease<'_>) -> Result<Trace> {
         let (session, settings, deadline) = (input.session, input.settings, input.deadline);
         let mut replans = 0;
         // The condenser is asked once per turn, on the session as first loaded: a re-plan
@@ -303,7 +336,7 @@ impl Engine {
                 // what it showed, so no chunk is shown twice and no marker handed out twice.
                 Err(Error::Conflict(_)) if replans < MAX_REPLANS => {
                     replans += 1;
-                    std::thread::sleep(replan_pause(replans));
+                    lease.retake(replans)?;
                     continue;
                 }
                 Err(Error::Conflict(m)) => {
@@ -328,7 +361,7 @@ impl Engine {
     /// session holds. Returns the step as recorded; when the session holds none of `chunks`,
     /// nothing is recorded (turn 0, `forgotten` empty).
     pub fn forget(&self, session: &SessionId, chunks: Option<Vec<ChunkId>>, settings: &TurnSettings) -> Result<Trace> {
-        self.one_turn_at_a_time(session, None, || {
+        self.one_turn_at_a_time(session, None, |lease| {
             for replans in 0..=MAX_REPLANS {
                 let state = self.sessions.load(session)?.unwrap_or_default();
                 let held = exclusion::first_shown(&state, 0);
@@ -376,7 +409,7 @@ impl Engine {
                         trace.turn = turn;
                         return Ok(trace);
                     }
-                    Err(Error::Conflict(_)) if replans < MAX_REPLANS => std::thread::sleep(replan_pause(replans + 1)),
+                    Err(Error::Conflict(_)) if replans < MAX_REPLANS => lease.retake(replans + 1)?,
                     Err(e) => return Err(e),
                 }
             }
