@@ -82,8 +82,8 @@ pub use filter::{
 pub use hash::{fx_hash, FastMap, FxHasher};
 pub use ids::{ChunkId, DocumentId, SessionId};
 pub use metadata::{valid_key as valid_metadata_key, Json, MetaValue, Metadata};
-pub use modes::{Compress, Condense, Consumption, ConversationQuery, FreedSlots, Granularity, Mode, Rerank, Strategy};
-pub use overrides::{TurnField, TurnOverrides};
+pub use modes::*;
+pub use overrides::{TurnField, TurnOverrides, TurnSettings};
 pub use search::{
     ExclusionSet, Fusion, Grouping, Hit, LexicalRequest, MilvusKind, PlanReason, Retrieval, SearchOutcome, SearchPath,
     SearchReason, SearchRequest, WalkEnd,
@@ -99,6 +99,5 @@ pub use traits::{
     TokenCounter, TurnLease, VectorStore,
 };
 pub use turn::{
-    TurnSettings, DEFAULT_ENGAGED_PRIOR, DEFAULT_GROUP_MARGIN, DEFAULT_NEAR_DUPLICATE, DEFAULT_RELEVANCE_FLOOR,
-    REMEMBERED_TURNS,
+    DEFAULT_ENGAGED_PRIOR, DEFAULT_GROUP_MARGIN, DEFAULT_NEAR_DUPLICATE, DEFAULT_RELEVANCE_FLOOR, REMEMBERED_TURNS,
 };

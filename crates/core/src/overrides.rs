@@ -4,9 +4,9 @@
 
 use crate::{
     Compress, Condense, Consumption, ConversationQuery, Error, Filter, FreedSlots, Fusion, Granularity, Memory, Mode,
-    Rerank, Result, Retrieval, Strategy, TurnSettings,
+    Rerank, Result, Retrieval, Strategy,
 };
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::str::FromStr;
 
 /// How a layer's value meets the value below it: it replaces it, except a filter, which holds
@@ -108,7 +108,23 @@ impl TurnField {
 /// the environment layer and applying. A setting is one row here and its field of
 /// [`TurnSettings`] (with how a trace stores it).
 macro_rules! turn_overrides {
-    ($($(#[doc = $doc:literal])* $field:ident: $ty:ty = $default:expr,)+) => {
+    ($($(#[doc = $doc:literal])* $(#[serde($($serde:tt)*)])? $field:ident: $ty:ty = $default:expr $(; off = $off:expr)?,)+) => {
+        /// The settings of one turn: what flags, config and requests choose, checked by
+        /// [`TurnSettings::validate`] (the engine checks them at the start of every turn).
+        ///
+        /// Serialised inside each trace ([`EffectiveSettings`](crate::EffectiveSettings)). A row's serde
+        /// default is what the field missing from a trace written before it existed meant then (a
+        /// stage's setting: off); `session_ttl` and `mode` are not part of a trace (the intent is
+        /// recorded on its own).
+        ///
+        /// Made from a front's input by [`TurnOverrides::apply`]. Declared with [`TurnOverrides`], one
+        /// row per setting: its help, its stored form, its name, type and default
+        /// ([`TurnSettings::DEFAULT`]).
+        #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+        pub struct TurnSettings {
+            $($(#[doc = $doc])* $(#[serde($($serde)*)])? pub $field: $ty,)+
+        }
+
         /// The turn settings one layer gives; `None` leaves the value below it. The same names
         /// everywhere: `--limit`, `RAGCTX_LIMIT`, `limit = 8` in a config file, `"limit": 8` in
         /// an HTTP body or a Python call.
@@ -126,6 +142,15 @@ macro_rules! turn_overrides {
         impl TurnSettings {
             /// Every setting's default, declared with the setting in [`TurnOverrides`].
             pub const DEFAULT: TurnSettings = TurnSettings { $($field: $default),+ };
+        }
+
+        impl TurnSettings {
+            /// These settings with every stage the product adds on top of the seed's paths
+            /// switched off (each row that declares `off = …`): what the baselines compare
+            /// against (the engine's `presets`).
+            pub fn stages_off(self) -> TurnSettings {
+                TurnSettings { $($($field: $off,)?)* ..self }
+            }
         }
 
         impl Default for TurnSettings {
@@ -203,16 +228,22 @@ macro_rules! turn_overrides {
     };
 }
 
-// Each row: what the setting does (a flag's help, the HTTP field's description; the default is
-// added to them), its name, type and default; why a default is what it is, above its row.
+// Each row: what the setting does (a flag's help, the HTTP field's description, the field's
+// doc; the default is added to the help), how a trace stores it (serde: what a trace from
+// before it meant), its name, type and default, and for a stage the product adds on top of
+// the seed's paths its `off` value (the baselines', `TurnSettings::stages_off`); why a
+// default is what it is, above its row. A new setting is one row.
 turn_overrides! {
     /// auto (classify each question), new, follow_up or reshow
+    #[serde(skip)]
     mode: Mode = Mode::Auto,
     /// engine (ragctx builds the whole prompt, carrying earlier sources that still rank,
     /// marked) or client (your app keeps earlier contexts; they are pointed to, not re-sent)
+    #[serde(default = "crate::trace::memory_before_modes")]
     memory: Memory = Memory::Engine,
     /// always (mix the embeddings of the two previous questions into the query), follow_up
     /// (only for follow-ups) or off
+    #[serde(default = "crate::turn::query_before_mixing")]
     conversation_query: ConversationQuery = ConversationQuery::Always,
     // Exclusion without document grouping: on MTRAG one-chunk-per-document grouping keeps
     // less evidence per token than plain ranking, with or without a margin (bench/README.md,
@@ -221,9 +252,11 @@ turn_overrides! {
     /// document), group (grouping only) or none (plain top-k)
     strategy: Strategy = Strategy::Exclude,
     /// dense (embeddings), lexical (BM25 over titles and texts) or hybrid (both, fused)
+    #[serde(default)]
     retrieval: Retrieval = Retrieval::Dense,
     /// How hybrid retrieval fuses its sides: weighted (scaled scores), rrf (reciprocal ranks)
     /// or rescore (the union ranked by dense similarity); only with retrieval hybrid
+    #[serde(default)]
     fusion: Fusion = Fusion::Weighted,
     // Chunks, not documents: MTRAG follow-ups return to documents already shown (available
     // recall 0.471 vs 0.345 with document exclusion, bench/README.md).
@@ -247,6 +280,7 @@ turn_overrides! {
     // Chosen on MTRAG (bench/README.md).
     /// A further chunk of a document is kept when it scores within this cosine distance of
     /// the document's best (strategies that group, and reshows)
+    #[serde(default)]
     group_margin: f32 = 0.1,
     /// Fewer distinct documents than this among the results triggers a deeper search
     /// (capped at limit)
@@ -254,48 +288,58 @@ turn_overrides! {
     // Chosen on MTRAG's government conversations (bench/README.md, "Budget curves").
     /// The budget is filled by rank down to this share of the turn's best score: a weaker
     /// block stays out however much room is left; 0 = off (fill up to limit)
-    relevance_floor: f32 = 0.6,
+    #[serde(default)]
+    relevance_floor: f32 = 0.6; off = 0.0,
     // bench/README.md, "Engaged documents".
     /// Added to the score of a follow-up's new candidates from documents the conversation
     /// already showed or cited, so their other passages rank higher; 0 = off
-    engaged_prior: f32 = 0.05,
+    #[serde(default)]
+    engaged_prior: f32 = 0.05; off = 0.0,
     // The resemblance threshold web-scale near-duplicate removal commonly uses (Broder's
     // shingle resemblance; 0.8 in the MinHash deduplication of C4-style corpora), checked on
     // our hard cases (docs/evaluation.md).
     /// A chunk at least this share of whose word 3-grams a better chunk of the turn holds is
     /// left out as a near-duplicate, recorded in the trace's duplicates; 0 = identical text
     /// only
-    near_duplicate: f32 = 0.8,
+    #[serde(default)]
+    near_duplicate: f32 = 0.8; off = 0.0,
     // Off until measured to help (bench/README.md, "Diversity").
     /// Maximal marginal relevance over the candidates before dedupe: 0 = relevance only
     /// (off), 1 = novelty only; in between, each next candidate trades relevance against its
     /// highest cosine to those ranked before it
-    diversity: f32 = 0.0,
+    #[serde(default, skip_serializing_if = "crate::turn::is_zero")]
+    diversity: f32 = 0.0; off = 0.0,
     /// off, or remote: the candidates are re-ordered by the rerank endpoint (rerank_url; TEI,
     /// Cohere, Jina or llama.cpp shapes) before dedupe, falling back to the search's order
     /// when it fails or is late (docs/turns.md)
-    rerank: Rerank = Rerank::Off,
+    #[serde(default, skip_serializing_if = "Rerank::is_off")]
+    rerank: Rerank = Rerank::Off; off = Rerank::Off,
     /// off, or sentences: each new block keeps the sentences that share the question's terms
     /// (with a neighbour one leans on), its cuts marked with …, and the tokens freed go to
     /// further sources under the same budget; reshows and open show blocks whole
     /// (docs/turns.md)
-    compress: Compress = Compress::Off,
+    #[serde(default, skip_serializing_if = "Compress::is_off")]
+    compress: Compress = Compress::Off; off = Compress::Off,
     /// client memory: refill (the result slots the session's held chunks would take go to new
     /// sources) or keep (they stay theirs, as pointers: a turn returns only what ranks in the
     /// top limit; the MCP search tool's)
-    freed_slots: FreedSlots = FreedSlots::Refill,
+    #[serde(default, skip_serializing_if = "FreedSlots::is_refill")]
+    freed_slots: FreedSlots = FreedSlots::Refill; off = FreedSlots::Refill,
     /// Context budget in cl100k_base tokens, block headers (and in engine memory the
     /// conversation) included
     budget: usize = 6_000,
     /// Session time-to-live in seconds, 0 = never expires, at most ten years
+    #[serde(skip)]
     session_ttl: u64 = 86_400,
     /// Metadata filter, JSON: {"topic": "pests"}, {"year": {"gte": 2020}},
     /// {"tags": {"in": [..]}}, {"and"|"or": [..]}, {"not": {..}} (docs/filters.md); it holds
     /// together with the filters of the layers below (a config's standing filter)
+    #[serde(default, skip_serializing_if = "Filter::is_all", deserialize_with = "Filter::deserialize_stored")]
     filter: Filter = Filter::All,
     /// off, or openai: a question with earlier turns is rewritten into a standalone search
     /// query by the condenser endpoint (condense_url, condense_model; docs/condense.md),
     /// falling back to the question when the model fails or is late
+    #[serde(default)]
     condense: Condense = Condense::Off,
 }
 

@@ -1,11 +1,6 @@
 //! The settings of one turn, and their check.
 
-use crate::trace::memory_before_modes;
-use crate::{
-    Compress, Condense, Consumption, ConversationQuery, EffectiveSettings, Error, Filter, FreedSlots, Fusion,
-    Granularity, Memory, Mode, Rerank, Result, Retention, Retrieval, Strategy,
-};
-use serde::{Deserialize, Serialize};
+use crate::{ConversationQuery, EffectiveSettings, Error, Granularity, Memory, Mode, Result, Retention, TurnSettings};
 
 /// Turns a session store keeps of a session, whatever one turn's `window`: the bound on a
 /// session's size, and the largest window a turn may ask for.
@@ -30,107 +25,6 @@ pub const DEFAULT_ENGAGED_PRIOR: f32 = TurnSettings::DEFAULT.engaged_prior;
 /// Default of [`TurnSettings::near_duplicate`] (declared with the setting in
 /// [`TurnOverrides`](crate::TurnOverrides)).
 pub const DEFAULT_NEAR_DUPLICATE: f32 = TurnSettings::DEFAULT.near_duplicate;
-
-/// The settings of one turn: what flags, config and requests choose, checked by
-/// [`TurnSettings::validate`] (the engine checks them at the start of every turn).
-///
-/// Serialised inside each trace ([`EffectiveSettings`]). The serde defaults are what a field
-/// missing from a trace written before it existed meant then; `ttl_secs` and `mode` are not
-/// part of a trace (the intent is recorded on its own).
-///
-/// Made from a front's input by [`TurnOverrides::apply`](crate::TurnOverrides::apply). Each
-/// field is a setting of [`TurnOverrides`](crate::TurnOverrides), declared there with its
-/// default ([`TurnSettings::DEFAULT`]).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct TurnSettings {
-    /// Who keeps earlier contexts: `engine` (the default) or `client`. Traces from before
-    /// memory modes read as `client`: nothing was carried then.
-    #[serde(default = "memory_before_modes")]
-    pub memory: Memory,
-    /// Which of the seed's retrieval paths the turn takes.
-    pub strategy: Strategy,
-    /// What the exclusion set is made of (`engine` memory: always chunks).
-    pub granularity: Granularity,
-    /// Which ids a turn consumes: shown or cited.
-    pub consumption: Consumption,
-    /// Turns whose ids are excluded; 0 = all.
-    pub window: usize,
-    /// Documents per search (chunks when the strategy does not group).
-    pub limit: usize,
-    /// Chunks per document at most (a hard cap): a further chunk of a document is kept only
-    /// when it scores within `group_margin` of the document's best or touches a kept one.
-    pub group_size: usize,
-    /// Cosine distance from a document's best chunk within which a further chunk of the
-    /// same document is kept (up to `group_size`); 0 keeps ties only.
-    #[serde(default)]
-    pub group_margin: f32,
-    /// Fewer unique documents than this triggers a deeper search.
-    pub min_documents: usize,
-    /// A block enters the context only when its score is at least this share of the turn's
-    /// best (0 = off): the budget is filled by rank down to it, `limit` caps the results.
-    /// Traces from before it read 0: nothing was held back.
-    #[serde(default)]
-    pub relevance_floor: f32,
-    /// Added to the score of a follow-up's new candidates from documents the window already
-    /// showed or cited (their unshown chunks), before the turn ranks, floors and fills.
-    /// Traces from before it read 0.
-    #[serde(default)]
-    pub engaged_prior: f32,
-    /// A chunk at least this share of whose word 3-grams a better chunk of the turn holds is
-    /// left out as a near-duplicate (recorded in the trace); 0 = identical text only. Only
-    /// where identical text is dropped (strategies that exclude or group, and reshows).
-    /// Traces from before it read 0.
-    #[serde(default)]
-    pub near_duplicate: f32,
-    /// Maximal marginal relevance over the candidates, after exclusion and before dedupe: 0
-    /// ranks by relevance alone (off), 1 by novelty alone; in between each next candidate is
-    /// the one best at `(1 − diversity) × relevance − diversity × its highest cosine to
-    /// those already ranked` (Qdrant's `mmr.diversity`). Not written while 0; traces from
-    /// before it read 0.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub diversity: f32,
-    /// `remote`: the candidates are re-ordered by the configured rerank endpoint before
-    /// dedupe, falling back to the search's order when it fails or is late. Not written while
-    /// `off`; traces from before it read `off`.
-    #[serde(default, skip_serializing_if = "Rerank::is_off")]
-    pub rerank: Rerank,
-    /// `sentences`: each new block keeps the sentences that carry the turn, its cuts marked
-    /// with `…`, before the context is filled. Not written while `off`; traces from before it
-    /// read `off`.
-    #[serde(default, skip_serializing_if = "Compress::is_off")]
-    pub compress: Compress,
-    /// `client` memory: whether the result slots the working set's ranking chunks would take
-    /// go to new sources (`refill`) or stay theirs, as pointers (`keep`: the MCP search
-    /// tool's). Not written while `refill`; traces from before it read `refill`.
-    #[serde(default, skip_serializing_if = "FreedSlots::is_refill")]
-    pub freed_slots: FreedSlots,
-    /// Context budget in tokens, block headers included.
-    pub budget: usize,
-    /// Session time-to-live in seconds; 0 = never expires.
-    #[serde(skip)]
-    pub session_ttl: u64,
-    /// The intent the turn runs with: `auto` classifies the question.
-    #[serde(skip)]
-    pub mode: Mode,
-    /// When the search query mixes in the user's earlier questions (traces from before it
-    /// could: `off`).
-    #[serde(default = "query_before_mixing")]
-    pub conversation_query: ConversationQuery,
-    /// Dense, lexical (BM25) or hybrid search.
-    #[serde(default)]
-    pub retrieval: Retrieval,
-    /// How hybrid search fuses its two sides.
-    #[serde(default)]
-    pub fusion: Fusion,
-    /// The metadata a chunk must match to be searched, shown, carried or pointed to
-    /// (DESIGN §8): the standing filter of the settings and the turn's own, both holding.
-    #[serde(default, skip_serializing_if = "Filter::is_all", deserialize_with = "Filter::deserialize_stored")]
-    pub filter: Filter,
-    /// Whether a question with earlier turns is rewritten into a standalone query by the
-    /// condenser endpoint before the search (traces from before it read `off`).
-    #[serde(default)]
-    pub condense: Condense,
-}
 
 impl TurnSettings {
     /// Checks ranges; the message says which setting and what is accepted.
@@ -195,17 +89,18 @@ impl TurnSettings {
     }
 }
 
-fn is_zero(x: &f32) -> bool {
+pub(crate) fn is_zero(x: &f32) -> bool {
     *x == 0.0
 }
 
-fn query_before_mixing() -> ConversationQuery {
+pub(crate) fn query_before_mixing() -> ConversationQuery {
     ConversationQuery::Off
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Filter;
 
     #[test]
     fn effective_settings_read_back_as_written_in_one_flat_object() {

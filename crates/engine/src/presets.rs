@@ -1,138 +1,48 @@
 //! The baselines a turn is measured against, as named sets of settings declared once: the
 //! seed's retrieval paths (`none`, `group`, `exclude`, `full`, run as they were measured
 //! before memory modes) and plain top-k. `eval mtrag` and `eval conflicts` take them from
-//! here. Each names every field of [`TurnSettings`] (no `..base`): a new setting does not
-//! compile until someone decides what the baselines do with it, so it can never silently
-//! change what they measure.
+//! here. Every stage the product adds on top of the seed is off in them
+//! ([`TurnSettings::stages_off`]: a new stage's setting declares its `off` value in its row,
+//! so it is off here without a line of this file); the rest is named below or the base's.
 
 use crate::{ConversationQuery, TurnSettings};
-use ragctx_core::{Compress, Consumption, FreedSlots, Granularity, Memory, Rerank, Strategy};
+use ragctx_core::{Consumption, Granularity, Memory, Strategy};
 
 /// One of the seed's paths: one chunk per document, nothing carried, no conversation in the
-/// prompt, no relevance floor, no engaged-document prior, no near-duplicate removal, no
-/// diversity, no reranker, no compression (peers fill by rank up to `limit` with whole chunks), with `strategy`'s exclusion
-/// and grouping at `granularity`, consuming `consumption`. The budget, limit, window,
-/// retrieval, filter and condensing are `base`'s.
+/// prompt, every stage the product adds off ([`TurnSettings::stages_off`]: no relevance floor,
+/// no engaged-document prior, no near-duplicate removal, no diversity, no reranker, no
+/// compression; peers fill by rank up to `limit` with whole chunks), with `strategy`'s
+/// exclusion and grouping at `granularity`, consuming `consumption`. The budget, limit,
+/// window, retrieval, filter and condensing are `base`'s.
 pub fn seed_path(
     base: &TurnSettings,
     strategy: Strategy,
     granularity: Granularity,
     consumption: Consumption,
 ) -> TurnSettings {
-    let TurnSettings {
-        memory: _,
-        strategy: _,
-        granularity: _,
-        consumption: _,
-        window,
-        limit,
-        group_size: _,
-        group_margin: _,
-        min_documents,
-        relevance_floor: _,
-        engaged_prior: _,
-        near_duplicate: _,
-        diversity: _,
-        rerank: _,
-        compress: _,
-        freed_slots: _,
-        budget,
-        session_ttl,
-        mode,
-        conversation_query: _,
-        retrieval,
-        fusion,
-        filter,
-        condense,
-    } = base.clone();
     TurnSettings {
         memory: Memory::Client,
         strategy,
         granularity,
         consumption,
-        window,
-        limit,
         group_size: 1,
         group_margin: 0.0,
-        min_documents,
-        relevance_floor: 0.0,
-        engaged_prior: 0.0,
-        near_duplicate: 0.0,
-        diversity: 0.0,
-        rerank: Rerank::Off,
-        compress: Compress::Off,
-        freed_slots: FreedSlots::Refill,
-        budget,
-        session_ttl,
-        mode,
         conversation_query: ConversationQuery::Off,
-        retrieval,
-        fusion,
-        filter,
-        condense,
+        ..base.clone().stages_off()
     }
 }
 
-/// Plain top-k in `base`'s memory mode: no exclusion, no relevance floor, no engaged prior,
-/// no near-duplicate removal, no diversity, no reranker, no compression; the rest is `base`'s.
+/// Plain top-k in `base`'s memory mode: no exclusion, every stage the product adds off (no
+/// relevance floor, no engaged prior, no near-duplicate removal, no diversity, no reranker, no
+/// compression); the rest is `base`'s.
 pub fn plain_top_k(base: &TurnSettings) -> TurnSettings {
-    let TurnSettings {
-        memory,
-        strategy: _,
-        granularity,
-        consumption,
-        window,
-        limit,
-        group_size,
-        group_margin,
-        min_documents,
-        relevance_floor: _,
-        engaged_prior: _,
-        near_duplicate: _,
-        diversity: _,
-        rerank: _,
-        compress: _,
-        freed_slots: _,
-        budget,
-        session_ttl,
-        mode,
-        conversation_query,
-        retrieval,
-        fusion,
-        filter,
-        condense,
-    } = base.clone();
-    TurnSettings {
-        memory,
-        strategy: Strategy::None,
-        granularity,
-        consumption,
-        window,
-        limit,
-        group_size,
-        group_margin,
-        min_documents,
-        relevance_floor: 0.0,
-        engaged_prior: 0.0,
-        near_duplicate: 0.0,
-        diversity: 0.0,
-        rerank: Rerank::Off,
-        compress: Compress::Off,
-        freed_slots: FreedSlots::Refill,
-        budget,
-        session_ttl,
-        mode,
-        conversation_query,
-        retrieval,
-        fusion,
-        filter,
-        condense,
-    }
+    TurnSettings { strategy: Strategy::None, ..base.clone().stages_off() }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ragctx_core::{Compress, FreedSlots, Rerank};
 
     /// Every stage the product adds on top of the seed is off in its paths, whatever the base
     /// turns on.
@@ -158,5 +68,16 @@ mod tests {
         assert_eq!((p.strategy, p.memory, p.budget), (Strategy::None, Memory::Engine, 2_000));
         assert_eq!((p.relevance_floor, p.engaged_prior, p.near_duplicate, p.diversity), (0.0, 0.0, 0.0, 0.0));
         assert_eq!((p.rerank, p.compress), (Rerank::Off, Compress::Off));
+        // Everything else is the base's.
+        let kept = TurnSettings { freed_slots: FreedSlots::Refill, ..base.clone() };
+        let s = seed_path(&kept, Strategy::Full, Granularity::Document, Consumption::Cited);
+        assert_eq!(
+            (s.limit, s.window, s.min_documents, s.retrieval),
+            (kept.limit, kept.window, kept.min_documents, kept.retrieval)
+        );
+        assert_eq!(
+            TurnSettings { strategy: kept.strategy, ..plain_top_k(&kept).stages_off() },
+            kept.clone().stages_off()
+        );
     }
 }
