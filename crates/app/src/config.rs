@@ -38,7 +38,7 @@ pub struct Settings {
     pub(crate) condense: Option<ragctx_models::OpenAiConfig>,
     pub(crate) rerank: Option<ragctx_models::RerankConfig>,
     pub(crate) rerank_top_n: usize,
-    pub(crate) reading: crate::ingest::ReadOptions,
+    pub(crate) reading: ReadOptions,
 }
 
 impl Settings {
@@ -93,7 +93,7 @@ impl Settings {
     }
 
     /// How ingest reads files: each file's limits, and whether links are followed.
-    pub fn reading(&self) -> &crate::ingest::ReadOptions {
+    pub fn reading(&self) -> &ReadOptions {
         &self.reading
     }
 
@@ -190,7 +190,7 @@ impl Settings {
             condense,
             rerank,
             rerank_top_n,
-            reading: crate::ingest::ReadOptions {
+            reading: ReadOptions {
                 limits: crate::reader::ReadLimits {
                     time: match raw.ingest_file_secs {
                         Some(0) => bad!("ingest_file_secs must be at least 1"),
@@ -280,6 +280,17 @@ fn condense_config(
         (None, None) => return Ok(None),
     };
     Ok(Some(config))
+}
+
+/// How files are read: each file's limits, and whether a folder's symbolic links are followed.
+#[derive(Clone, Debug, Default)]
+pub struct ReadOptions {
+    /// What one file may take (`ingest_file_secs`, `ingest_file_mb`).
+    pub limits: crate::reader::ReadLimits,
+    /// Follow a folder's symbolic links that stay inside it (`follow_links`, `ingest
+    /// --follow-links`); a link out of the folder is never followed, nor one back into a
+    /// folder being walked.
+    pub follow_links: bool,
 }
 
 #[cfg(test)]

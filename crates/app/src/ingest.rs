@@ -3,8 +3,8 @@
 //! transaction). Bad input fails before anything is written. Used by `ragctx ingest` and the
 //! Python package alike; `ragctx serve` and the evaluations use the same path.
 
-use crate::config::{Backend, Settings};
-use crate::reader::{ReadLimits, Reader};
+use crate::config::{Backend, ReadOptions, Settings};
+use crate::reader::Reader;
 use ragctx_core::EmbeddingCache;
 use ragctx_core::Metadata;
 use ragctx_core::{Error, Result};
@@ -38,17 +38,6 @@ pub struct Read {
     /// Entries of folders not followed or not read as files (symbolic links, pipes,
     /// devices), and why.
     pub not_followed: Vec<(PathBuf, String)>,
-}
-
-/// How files are read: each file's limits, and whether a folder's symbolic links are followed.
-#[derive(Clone, Debug, Default)]
-pub struct ReadOptions {
-    /// What one file may take (`ingest_file_secs`, `ingest_file_mb`).
-    pub limits: ReadLimits,
-    /// Follow a folder's symbolic links that stay inside it (`follow_links`, `ingest
-    /// --follow-links`); a link out of the folder is never followed, nor one back into a
-    /// folder being walked.
-    pub follow_links: bool,
 }
 
 /// Reads every path (files, or directories walked recursively) into chunks.

@@ -30,7 +30,7 @@ pub(crate) fn docx_to_markdown(bytes: &[u8]) -> Result<(Option<String>, String),
     let footnotes = part(&mut zip, "word/footnotes.xml")?.map(|f| footnotes(&f, &styles)).unwrap_or_default();
     let title = part(&mut zip, "docProps/core.xml")?
         .and_then(|core| element_text(&core, "dc:title"))
-        .filter(|t| !t.trim().is_empty() && !crate::chunker::placeholder_title(t));
+        .filter(|t| !t.trim().is_empty() && !crate::titles::placeholder_title(t));
     Ok((title, body(&document, &styles, &footnotes)))
 }
 

@@ -15,8 +15,10 @@ mod chunker;
 mod docx;
 mod guard;
 mod jsonl;
+mod panics;
 mod pdf;
 mod structure;
+mod titles;
 
 pub use chunker::{chunk_document, read_document, DocumentFormat, ReadDocument, CHUNK_CHARS};
 pub use guard::read_document_guarded;

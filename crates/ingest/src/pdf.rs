@@ -367,7 +367,7 @@ pub(crate) fn pdf_to_markdown(bytes: &[u8]) -> Result<PdfText, String> {
         .and_then(|info| info.get(b"Title").ok())
         .and_then(|t| pdf_extract::decode_text_string(t).ok())
         .map(|t| t.split_whitespace().collect::<Vec<_>>().join(" "))
-        .filter(|t| !t.is_empty() && !crate::chunker::placeholder_title(t));
+        .filter(|t| !t.is_empty() && !crate::titles::placeholder_title(t));
     let numbers = doc.get_pages();
     // Before any text is read: forms that draw themselves, or too deep or too often.
     limits::check_forms(&doc, numbers.values().map(|id| page_resources(&doc, *id)))?;
@@ -520,7 +520,7 @@ fn read_pages(doc: &pdf_extract::Document, numbers: Vec<u32>) -> Vec<(u32, Resul
 /// Why a page's content could not be decoded: pdf-extract's panic, as the guard kept it
 /// (`unsupported encoding GBK-EUC-H`).
 fn undecoded() -> String {
-    match crate::guard::last_panic() {
+    match crate::panics::last_panic() {
         Some(why) => format!("its content could not be decoded: {}", why.chars().take(80).collect::<String>()),
         None => "its content could not be decoded".into(),
     }
@@ -1158,7 +1158,7 @@ mod unit {
         join_line(&mut p, "comed guests and two self-", &hyphenated);
         join_line(&mut p, "service machines.", &hyphenated);
         assert_eq!(p, "It welcomed welcomed guests and two self-service machines.");
-        let placeholder = crate::chunker::placeholder_title;
+        let placeholder = crate::titles::placeholder_title;
         assert!(placeholder("Microsoft Word - report.doc") && !placeholder("Annual report"));
         for p in ["Untitled", "Front cover", "（填写标准名称）", "标准名称", "Document1", "Pro-\tceedings of", "T"]
         {

@@ -1,5 +1,5 @@
 use crate::changes;
-use crate::db::generation;
+use crate::database::generation;
 use crate::schema::{bytes_to_f32s, encode_ids, f32s_to_bytes, CHANGES, CHUNKS, META, VECTORS};
 use ragctx_core::{
     check_replacement, check_vectors, Chunk, ChunkId, DocumentId, DocumentSummary, EmbeddedChunk, Error, Hit,

@@ -1,11 +1,10 @@
-use crate::schema::{
-    bytes_to_f32s, f32s_to_bytes, CHANGES, CHUNKS, EMBEDDING_MODEL, EMBED_CACHE, META, SESSIONS, TRACES, VECTORS,
-};
+use crate::cache::DataDirCache;
+use crate::database::{bind_model, embedding_model, generation, lock_wait, stored_model, try_db, DATABASE_FILE};
+use crate::schema::{bytes_to_f32s, CHANGES, CHUNKS, EMBED_CACHE, META, SESSIONS, TRACES, VECTORS};
 use crate::{EmbeddedSessionStore, EmbeddedVectorStore};
 use ragctx_core::{EmbeddedChunk, Error, Result};
 use ragctx_index::{IndexParams, ResolvedCache, VectorIndex};
-use redb::{Database, DatabaseError, ReadableTable, ReadableTableMetadata};
-use sha2::{Digest, Sha256};
+use redb::{Database, DatabaseError, ReadableTable};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -15,9 +14,9 @@ use std::time::{Duration, Instant};
 /// ([`crate::SharedDir`]); dropped, it finishes the calls it is answering first.
 pub struct DataDir {
     /// Declared first, dropped first: no call is answered after the rest is gone.
-    server: Option<crate::share::Server>,
+    server: Option<crate::holder::Server>,
     /// Its stores as it serves them, to itself and to the other processes.
-    served: Option<crate::share::Served>,
+    served: Option<crate::holder::Served>,
     path: PathBuf,
     db: Arc<Database>,
     index: Arc<RwLock<VectorIndex>>,
@@ -85,7 +84,7 @@ impl DataDir {
             unsaved: Arc::new(Mutex::new(unsaved)),
             dim,
         };
-        let served = crate::share::Served {
+        let served = crate::holder::Served {
             vectors: data.vector_store(),
             sessions: data.session_store(),
             cache: data.embedding_cache(),
@@ -95,7 +94,7 @@ impl DataDir {
         };
         data.served = Some(served.clone());
         // A holder that cannot serve still works alone; the others wait for it, as before.
-        match crate::share::Server::start(path, served) {
+        match crate::holder::Server::start(path, served) {
             Ok(server) => data.server = Some(server),
             Err(e) => eprintln!(
                 "ragctx: other processes cannot share {} while this one holds it: its socket {}: {e}",
@@ -112,7 +111,7 @@ impl DataDir {
     }
 
     /// Its stores as it serves them (set by every open).
-    pub(crate) fn served(&self) -> &crate::share::Served {
+    pub(crate) fn served(&self) -> &crate::holder::Served {
         self.served.as_ref().expect("an opened data dir has its stores")
     }
 
@@ -145,7 +144,7 @@ impl DataDir {
     /// [`DataDir::bind_model`] opening only the database, and only while it checks (a
     /// long ingest checks before it embeds, without holding the data dir meanwhile).
     pub fn bind_model_at(dir: &Path, model_id: &str, local: bool) -> Result<()> {
-        crate::share::briefly(
+        crate::client::briefly(
             dir,
             |db| bind_model(db, model_id, local),
             || crate::wire::Call::BindModel { model: model_id.into(), local },
@@ -158,7 +157,7 @@ impl DataDir {
     /// `None` for a store without vectors. Opens only its database and only to read (or asks
     /// the process that holds it).
     pub fn stored_model_at(dir: &Path) -> Result<Option<String>> {
-        crate::share::briefly(
+        crate::client::briefly(
             dir,
             stored_model,
             || crate::wire::Call::StoredModel,
@@ -184,134 +183,6 @@ impl DataDir {
     pub fn session_store(&self) -> EmbeddedSessionStore {
         EmbeddedSessionStore::new(self.db.clone())
     }
-}
-
-/// A data dir's embedding cache (keyed by model and text).
-#[derive(Clone)]
-pub enum DataDirCache {
-    /// Through a data dir this process holds open ([`DataDir::embedding_cache`]).
-    Open {
-        /// The open database.
-        db: Arc<Database>,
-        /// Its data dir, for messages.
-        path: PathBuf,
-    },
-    /// The data dir at this path, opened for each look-up and write only: long ingests embed
-    /// without keeping the data dir locked against other processes.
-    At(PathBuf),
-}
-
-impl ragctx_core::EmbeddingCache for DataDirCache {
-    fn get(&self, model_id: &str, texts: &[&str]) -> Result<Vec<Option<Vec<f32>>>> {
-        match self {
-            DataDirCache::Open { db, .. } => cached_embeddings(db, model_id, texts),
-            DataDirCache::At(dir) if !holds_store(dir) => Ok(vec![None; texts.len()]),
-            DataDirCache::At(dir) => crate::share::briefly(
-                dir,
-                |db| cached_embeddings(db, model_id, texts),
-                || crate::wire::Call::CacheGet {
-                    model: model_id.into(),
-                    texts: texts.iter().map(|t| (*t).to_owned()).collect(),
-                },
-                |r| if let crate::wire::Reply::Vectors(v) = r { Some(v) } else { None },
-            ),
-        }
-    }
-
-    fn put(&self, model_id: &str, items: &[(&str, &[f32])]) -> Result<()> {
-        match self {
-            DataDirCache::Open { db, .. } => cache_embeddings(db, model_id, items),
-            DataDirCache::At(dir) => crate::share::briefly(
-                dir,
-                |db| cache_embeddings(db, model_id, items),
-                || crate::wire::Call::CachePut {
-                    model: model_id.into(),
-                    items: items.iter().map(|(t, v)| ((*t).to_owned(), v.to_vec())).collect(),
-                },
-                |r| matches!(r, crate::wire::Reply::Done).then_some(()),
-            ),
-        }
-    }
-
-    fn place(&self) -> String {
-        match self {
-            DataDirCache::Open { path, .. } | DataDirCache::At(path) => path.display().to_string(),
-        }
-    }
-}
-
-pub(crate) fn embedding_model(db: &Database) -> Result<Option<String>> {
-    let rx = db.begin_read().map_err(Error::storage)?;
-    let t = match rx.open_table(EMBEDDING_MODEL) {
-        Ok(t) => t,
-        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
-        Err(e) => return Err(Error::storage(e)),
-    };
-    Ok(t.get("model").map_err(Error::storage)?.map(|v| v.value().to_owned()))
-}
-
-/// See [`DataDir::stored_model_at`].
-pub(crate) fn stored_model(db: &Database) -> Result<Option<String>> {
-    if let Some(model) = embedding_model(db)? {
-        return Ok(Some(model));
-    }
-    let rx = db.begin_read().map_err(Error::storage)?;
-    let empty = match rx.open_table(VECTORS) {
-        Ok(t) => t.is_empty().map_err(Error::storage)?,
-        Err(redb::TableError::TableDoesNotExist(_)) => true,
-        Err(e) => return Err(Error::storage(e)),
-    };
-    Ok((!empty).then(String::new))
-}
-
-pub(crate) fn bind_model(db: &Database, model_id: &str, local: bool) -> Result<()> {
-    let tx = db.begin_write().map_err(Error::storage)?;
-    {
-        let mut t = tx.open_table(EMBEDDING_MODEL).map_err(Error::storage)?;
-        let stored = t.get("model").map_err(Error::storage)?.map(|v| v.value().to_owned());
-        let empty = tx.open_table(VECTORS).map_err(Error::storage)?.is_empty().map_err(Error::storage)?;
-        match stored {
-            Some(s) if s == model_id => return Ok(()),
-            Some(s) if !empty => return Err(Error::ModelMismatch { stored: s, configured: model_id.into() }),
-            None if !empty && !local => {
-                return Err(Error::ModelMismatch {
-                    stored: "the in-process encoder (this store predates recorded models)".into(),
-                    configured: model_id.into(),
-                })
-            }
-            _ => {
-                t.insert("model", model_id).map_err(Error::storage)?;
-            }
-        }
-    }
-    tx.commit().map_err(Error::storage)
-}
-
-/// The database of `dir` if no process holds it, without waiting; `None` when one does.
-pub(crate) fn try_db(dir: &Path) -> Result<Option<Database>> {
-    std::fs::create_dir_all(dir)
-        .map_err(|e| Error::storage_in(format!("cannot create data dir {}", dir.display()), e))?;
-    let db_path = dir.join(DATABASE_FILE);
-    match Database::create(&db_path) {
-        Ok(db) => Ok(Some(db)),
-        Err(DatabaseError::DatabaseAlreadyOpen) => Ok(None),
-        Err(e) => Err(Error::storage_in(format!("cannot open {}", db_path.display()), e)),
-    }
-}
-
-/// How long a process waits for the data dir held by others: `RAGCTX_LOCK_WAIT_SECS`,
-/// default 60 s.
-/// The database of a data dir: the source of truth (the index files are derived from it).
-const DATABASE_FILE: &str = "ragctx.redb";
-
-/// Whether `dir` holds a store (its database), without opening or creating anything.
-pub fn holds_store(dir: &Path) -> bool {
-    dir.join(DATABASE_FILE).is_file()
-}
-
-pub(crate) fn lock_wait() -> Duration {
-    let secs = std::env::var("RAGCTX_LOCK_WAIT_SECS").ok().and_then(|v| v.parse().ok()).unwrap_or(60);
-    Duration::from_secs(secs)
 }
 
 /// Opens the database, waiting (up to [`lock_wait`]) for other processes that hold it.
@@ -362,47 +233,6 @@ fn open_db(dir: &Path) -> Result<Database> {
             Err(e) => return Err(Error::storage_in(format!("cannot open {}", db_path.display()), e)),
         }
     }
-}
-
-fn cached_embeddings(db: &Database, model_id: &str, texts: &[&str]) -> Result<Vec<Option<Vec<f32>>>> {
-    let rx = db.begin_read().map_err(Error::storage)?;
-    let t = match rx.open_table(EMBED_CACHE) {
-        Ok(t) => t,
-        // A database no write has made the table in yet: nothing cached.
-        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(vec![None; texts.len()]),
-        Err(e) => return Err(Error::storage(e)),
-    };
-    texts
-        .iter()
-        .map(|text| {
-            Ok(t.get(cache_key(model_id, text).as_slice()).map_err(Error::storage)?.map(|v| bytes_to_f32s(v.value())))
-        })
-        .collect()
-}
-
-fn cache_embeddings(db: &Database, model_id: &str, items: &[(&str, &[f32])]) -> Result<()> {
-    let tx = db.begin_write().map_err(Error::storage)?;
-    {
-        let mut t = tx.open_table(EMBED_CACHE).map_err(Error::storage)?;
-        for (text, v) in items {
-            t.insert(cache_key(model_id, text).as_slice(), f32s_to_bytes(v).as_slice()).map_err(Error::storage)?;
-        }
-    }
-    tx.commit().map_err(Error::storage)
-}
-
-fn cache_key(model_id: &str, text: &str) -> [u8; 32] {
-    let mut h = Sha256::new();
-    h.update(model_id.as_bytes());
-    h.update([0]);
-    h.update(text.as_bytes());
-    h.finalize().into()
-}
-
-pub(crate) fn generation(db: &Database) -> Result<u64> {
-    let rx = db.begin_read().map_err(Error::storage)?;
-    let meta = rx.open_table(META).map_err(Error::storage)?;
-    Ok(meta.get("generation").map_err(Error::storage)?.map(|v| v.value()).unwrap_or(0))
 }
 
 /// Chunks read from the store before a rebuild links them into the index.

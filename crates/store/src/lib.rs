@@ -17,17 +17,30 @@
 //! # Ok::<(), ragctx_core::Error>(())
 //! ```
 
+/// The value of one kind of `Reply`, `None` for any other: what a call expects back.
+macro_rules! pick {
+    ($variant:ident) => {
+        |r| if let Reply::$variant(x) = r { Some(x) } else { None }
+    };
+}
+
+mod cache;
 mod changes;
 mod chunks;
+mod client;
+mod database;
 mod db;
+mod holder;
 mod memory;
 mod schema;
 mod sessions;
 mod share;
 mod wire;
 
+pub use cache::DataDirCache;
 pub use chunks::EmbeddedVectorStore;
-pub use db::{holds_store, DataDir, DataDirCache};
+pub use database::holds_store;
+pub use db::DataDir;
 pub use memory::MemoryVectorStore;
 pub use sessions::EmbeddedSessionStore;
 pub use share::SharedDir;
