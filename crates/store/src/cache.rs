@@ -12,7 +12,7 @@ use std::sync::Arc;
 /// A data dir's embedding cache (keyed by model and text).
 #[derive(Clone)]
 pub enum DataDirCache {
-    /// Through a data dir this process holds open ([`DataDir::embedding_cache`]).
+    /// Through a data dir this process holds open ([`DataDir::embedding_cache`](crate::DataDir::embedding_cache)).
     Open {
         /// The open database.
         db: Arc<Database>,
