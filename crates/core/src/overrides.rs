@@ -101,12 +101,13 @@ impl TurnField {
     }
 }
 
-/// Declares [`TurnOverrides`] from one list of rows, each a setting's doc, name, type and
-/// default (`limit: usize = 24`): the struct (serde for config files, HTTP bodies and Python
-/// keywords; clap for flags with the `clap` feature, the doc and the default the flag's help),
-/// [`TurnSettings::DEFAULT`], [`TurnOverrides::KEYS`] and [`TurnOverrides::fields`], merging,
-/// the environment layer and applying. A setting is one row here and its field of
-/// [`TurnSettings`] (with how a trace stores it).
+/// Declares [`TurnSettings`] and [`TurnOverrides`] from one list of rows, each a setting's
+/// doc, how a trace stores it (`#[serde(...)]`), name, type, default (`limit: usize = 24`) and,
+/// for a stage the product adds, its `off` value: the two structs (serde for traces, config
+/// files, HTTP bodies and Python keywords; clap for flags with the `clap` feature, the doc and
+/// the default the flag's help), [`TurnSettings::DEFAULT`], [`TurnSettings::stages_off`],
+/// [`TurnOverrides::KEYS`] and [`TurnOverrides::fields`], merging, the environment layer and
+/// applying. A setting is one row here.
 macro_rules! turn_overrides {
     ($($(#[doc = $doc:literal])* $(#[serde($($serde:tt)*)])? $field:ident: $ty:ty = $default:expr $(; off = $off:expr)?,)+) => {
         /// The settings of one turn: what flags, config and requests choose, checked by
@@ -239,10 +240,12 @@ turn_overrides! {
     mode: Mode = Mode::Auto,
     /// engine (ragctx builds the whole prompt, carrying earlier sources that still rank,
     /// marked) or client (your app keeps earlier contexts; they are pointed to, not re-sent)
+    // A trace from before memory modes reads `client`: nothing was carried then.
     #[serde(default = "crate::trace::memory_before_modes")]
     memory: Memory = Memory::Engine,
     /// always (mix the embeddings of the two previous questions into the query), follow_up
     /// (only for follow-ups) or off
+    // A trace from before the mixing reads `off`.
     #[serde(default = "crate::turn::query_before_mixing")]
     conversation_query: ConversationQuery = ConversationQuery::Always,
     // Exclusion without document grouping: on MTRAG one-chunk-per-document grouping keeps
@@ -280,6 +283,7 @@ turn_overrides! {
     // Chosen on MTRAG (bench/README.md).
     /// A further chunk of a document is kept when it scores within this cosine distance of
     /// the document's best (strategies that group, and reshows)
+    // A trace from before it reads 0 (ties only).
     #[serde(default)]
     group_margin: f32 = 0.1,
     /// Fewer distinct documents than this among the results triggers a deeper search
@@ -288,11 +292,13 @@ turn_overrides! {
     // Chosen on MTRAG's government conversations (bench/README.md, "Budget curves").
     /// The budget is filled by rank down to this share of the turn's best score: a weaker
     /// block stays out however much room is left; 0 = off (fill up to limit)
+    // A trace from before it reads 0: nothing was held back.
     #[serde(default)]
     relevance_floor: f32 = 0.6; off = 0.0,
     // bench/README.md, "Engaged documents".
     /// Added to the score of a follow-up's new candidates from documents the conversation
     /// already showed or cited, so their other passages rank higher; 0 = off
+    // A trace from before it reads 0.
     #[serde(default)]
     engaged_prior: f32 = 0.05; off = 0.0,
     // The resemblance threshold web-scale near-duplicate removal commonly uses (Broder's
@@ -301,28 +307,33 @@ turn_overrides! {
     /// A chunk at least this share of whose word 3-grams a better chunk of the turn holds is
     /// left out as a near-duplicate, recorded in the trace's duplicates; 0 = identical text
     /// only
+    // A trace from before it reads 0 (identical text only).
     #[serde(default)]
     near_duplicate: f32 = 0.8; off = 0.0,
     // Off until measured to help (bench/README.md, "Diversity").
     /// Maximal marginal relevance over the candidates before dedupe: 0 = relevance only
     /// (off), 1 = novelty only; in between, each next candidate trades relevance against its
     /// highest cosine to those ranked before it
+    // Not written while 0; a trace from before it reads 0.
     #[serde(default, skip_serializing_if = "crate::turn::is_zero")]
     diversity: f32 = 0.0; off = 0.0,
     /// off, or remote: the candidates are re-ordered by the rerank endpoint (rerank_url; TEI,
     /// Cohere, Jina or llama.cpp shapes) before dedupe, falling back to the search's order
     /// when it fails or is late (docs/turns.md)
+    // Not written while off; a trace from before it reads off.
     #[serde(default, skip_serializing_if = "Rerank::is_off")]
     rerank: Rerank = Rerank::Off; off = Rerank::Off,
     /// off, or sentences: each new block keeps the sentences that share the question's terms
     /// (with a neighbour one leans on), its cuts marked with …, and the tokens freed go to
     /// further sources under the same budget; reshows and open show blocks whole
     /// (docs/turns.md)
+    // Not written while off; a trace from before it reads off.
     #[serde(default, skip_serializing_if = "Compress::is_off")]
     compress: Compress = Compress::Off; off = Compress::Off,
     /// client memory: refill (the result slots the session's held chunks would take go to new
     /// sources) or keep (they stay theirs, as pointers: a turn returns only what ranks in the
     /// top limit; the MCP search tool's)
+    // Not written while refill; a trace from before it reads refill.
     #[serde(default, skip_serializing_if = "FreedSlots::is_refill")]
     freed_slots: FreedSlots = FreedSlots::Refill; off = FreedSlots::Refill,
     /// Context budget in cl100k_base tokens, block headers (and in engine memory the
@@ -339,6 +350,7 @@ turn_overrides! {
     /// off, or openai: a question with earlier turns is rewritten into a standalone search
     /// query by the condenser endpoint (condense_url, condense_model; docs/condense.md),
     /// falling back to the question when the model fails or is late
+    // A trace from before it reads off.
     #[serde(default)]
     condense: Condense = Condense::Off,
 }
@@ -474,7 +486,6 @@ mod tests {
 
     #[test]
     fn each_default_is_declared_once_and_shown_as_a_flag_would_give_it() {
-        assert_eq!(TurnSettings::default(), TurnSettings::DEFAULT);
         let fields = TurnOverrides::fields();
         assert_eq!(fields.iter().map(|f| f.name).collect::<Vec<_>>(), TurnOverrides::KEYS);
         let field = |name: &str| fields.iter().find(|f| f.name == name).unwrap();

@@ -198,8 +198,6 @@ pub enum SearchReason {
         /// The caller named them (an agent's `open`).
         asked: bool,
     },
-    /// Chunks scored by id, no search (a turn's reads of chunks it already names).
-    ById,
     /// `forget`: no search.
     Forget,
 }
@@ -289,7 +287,6 @@ impl std::fmt::Display for SearchReason {
             SearchReason::Fused { dense, lexical, fusion } => write!(f, "{dense}; {lexical}; fused by {fusion}"),
             SearchReason::Reshow { asked: true } => f.write_str("reshow: the chunks asked for by id"),
             SearchReason::Reshow { asked: false } => f.write_str("reshow: the previous turn's chunks by id"),
-            SearchReason::ById => f.write_str("by id"),
             SearchReason::Forget => f.write_str("forget: no search"),
         }
     }

@@ -193,7 +193,7 @@ type SessionLocks = HashMap<(Option<ragctx_core::Tenant>, SessionId), Arc<std::s
 /// Serialises the turns of one session inside a process: concurrent turns of a session wait
 /// here for each other instead of planning against the same session version and planning
 /// again. Across processes the session store's lease does the same where it has one (a
-/// shared data dir), and its version check keeps turns race-free.
+/// shared data dir, Redis), and its version check keeps turns race-free.
 #[derive(Clone, Default)]
 pub struct TurnLocks {
     sessions: Arc<std::sync::Mutex<SessionLocks>>,

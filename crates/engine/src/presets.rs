@@ -68,16 +68,62 @@ mod tests {
         assert_eq!((p.strategy, p.memory, p.budget), (Strategy::None, Memory::Engine, 2_000));
         assert_eq!((p.relevance_floor, p.engaged_prior, p.near_duplicate, p.diversity), (0.0, 0.0, 0.0, 0.0));
         assert_eq!((p.rerank, p.compress), (Rerank::Off, Compress::Off));
-        // Everything else is the base's.
-        let kept = TurnSettings { freed_slots: FreedSlots::Refill, ..base.clone() };
+        // Everything else is the base's: a base unlike the defaults in every such setting.
+        let kept = TurnSettings {
+            window: 5,
+            limit: 7,
+            min_documents: 2,
+            budget: 2_500,
+            session_ttl: 60,
+            mode: ragctx_core::Mode::New,
+            retrieval: ragctx_core::Retrieval::Hybrid,
+            fusion: ragctx_core::Fusion::Rrf,
+            filter: ragctx_core::Filter::parse(r#"{"topic": "a"}"#).unwrap(),
+            condense: ragctx_core::Condense::OpenAi,
+            ..base.clone()
+        };
         let s = seed_path(&kept, Strategy::Full, Granularity::Document, Consumption::Cited);
+        let p = plain_top_k(&kept);
+        for got in [&s, &p] {
+            assert_eq!((got.window, got.limit, got.min_documents, got.budget), (5, 7, 2, 2_500));
+            assert_eq!(
+                (got.session_ttl, got.mode, got.retrieval, got.fusion),
+                (60, kept.mode, kept.retrieval, kept.fusion)
+            );
+            assert_eq!((&got.filter, got.condense), (&kept.filter, kept.condense));
+        }
+        assert_eq!((p.memory, p.granularity, p.consumption), (kept.memory, kept.granularity, kept.consumption));
         assert_eq!(
-            (s.limit, s.window, s.min_documents, s.retrieval),
-            (kept.limit, kept.window, kept.min_documents, kept.retrieval)
+            (p.group_size, p.group_margin, p.conversation_query),
+            (kept.group_size, kept.group_margin, kept.conversation_query)
         );
-        assert_eq!(
-            TurnSettings { strategy: kept.strategy, ..plain_top_k(&kept).stages_off() },
-            kept.clone().stages_off()
-        );
+    }
+
+    /// Every setting has a decided place in the baselines: named by the seed's paths, switched
+    /// off as a stage the product adds (its row's `off`), or the base's. A new setting fails
+    /// here until it is put in one list.
+    #[test]
+    fn every_setting_is_decided_for_the_baselines() {
+        let named =
+            ["memory", "strategy", "granularity", "consumption", "group_size", "group_margin", "conversation_query"];
+        let off =
+            ["relevance_floor", "engaged_prior", "near_duplicate", "diversity", "rerank", "compress", "freed_slots"];
+        let base = [
+            "window",
+            "limit",
+            "min_documents",
+            "budget",
+            "session_ttl",
+            "mode",
+            "retrieval",
+            "fusion",
+            "filter",
+            "condense",
+        ];
+        let mut decided: Vec<&str> = named.iter().chain(&off).chain(&base).copied().collect();
+        decided.sort_unstable();
+        let mut keys = ragctx_core::TurnOverrides::KEYS.to_vec();
+        keys.sort_unstable();
+        assert_eq!(decided, keys);
     }
 }

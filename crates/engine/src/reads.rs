@@ -126,7 +126,7 @@ mod tests {
                 hits,
                 path: ragctx_core::SearchPath::Exact,
                 rounds: 1,
-                reason: ragctx_core::SearchReason::ById,
+                reason: ragctx_core::SearchReason::Plan(ragctx_core::PlanReason::SmallIndex),
             })
         }
         fn chunks(&self, ids: &[ChunkId]) -> Result<Vec<Chunk>> {

@@ -9,9 +9,9 @@
 //! (`redis://`) or a Redis Cluster (`redis+cluster://seed1,seed2`).
 //!
 //! A sixth key, `lease`, makes the turns of one session plan one at a time across processes
-//! ([`SessionStore::lease_turns`]): `SET NX PX` with a token, given back on drop by a script
-//! that deletes only its own token, and gone by itself [`LEASE_TTL`] after a process that
-//! died holding it. The lease spares turns planning again; the version check keeps them
+//! ([`SessionStore::lease_turns`]): `SET NX PX` with a token, renewed while its turn runs,
+//! given back on drop by a script that deletes only its own token, and gone by itself
+//! [`LEASE_TTL`] after a process that died holding it. The lease spares turns planning again; the version check keeps them
 //! race-free without it (a turn that outlives its lease is still checked). `?turn_lease=off` on
 //! the URL leaves them to the version check alone.
 //!
@@ -31,7 +31,7 @@ use ragctx_core::{Error, Result, Retention, SessionId, SessionState, SessionStor
 use redis::cluster::{ClusterClient, ClusterConnection};
 use redis::{Client, Connection, ConnectionLike, Script};
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Connect, read and write time-outs.
@@ -117,9 +117,17 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0
 "#;
 
-/// How long a session's turn lease lasts when its holder never gives it back (a process
-/// that died mid-turn): the next turn of that session waits at most this long.
-pub const LEASE_TTL: Duration = Duration::from_secs(10);
+/// KEYS: lease. ARGV: token, ttl ms. Extends the lease only if it is still this holder's.
+const RENEW: &str = r#"
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"#;
+
+/// How long a session's turn lease lasts unless its holder renews it (every third of it,
+/// for as long as its turn runs): a process that died holding it, or a lease whose release
+/// a Redis outage lost (an append-only file keeps it over a restart), keeps the next turn of
+/// that session waiting at most this long.
+pub const LEASE_TTL: Duration = Duration::from_secs(2);
 
 /// KEYS: meta, turns, markers. Returns them in one atomic read, so the version read is the
 /// version of these turns and markers (a pipeline would do on one server, but Redis
@@ -228,25 +236,59 @@ pub struct RedisSessionStore {
     wait: Option<ReplicaWait>,
     /// Whether turns take the session's lease ([`SessionStore::lease_turns`]).
     turn_lease: bool,
-    idle: Mutex<Vec<Conn>>,
+    /// Idle connections, shared with the leases that hold one while their turn runs.
+    idle: Arc<Mutex<Vec<Conn>>>,
     commit: Script,
     undo: Script,
     reset: Script,
     load: Script,
 }
 
-/// A session's turn lease in Redis ([`RedisSessionStore`]'s `lease_turns`): its key and token
-/// and the connection that gives it back when dropped.
+/// A session's turn lease in Redis ([`RedisSessionStore`]'s `lease_turns`): a thread that
+/// renews it every third of [`LEASE_TTL`] while the turn runs and gives it back when the
+/// lease is dropped (on the connection it was taken with, then returned to the pool).
 struct Lease {
-    conn: Conn,
-    key: String,
-    token: String,
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    keeper: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Lease {
+    fn keep(mut conn: Conn, key: String, token: String, idle: Arc<Mutex<Vec<Conn>>>) -> Lease {
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let keeper = std::thread::Builder::new().name("ragctx-lease".into()).spawn(move || {
+            let ttl = LEASE_TTL.as_millis() as u64;
+            // Renewed until the lease drops (its sender with it); a renewal that fails leaves
+            // the lease to expire, and the version check to order the turns.
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(LEASE_TTL / 3) {
+                let renewed: redis::RedisResult<i64> =
+                    Script::new(RENEW).key(&key).arg(&token).arg(ttl).invoke(conn.get());
+                if renewed.is_err() {
+                    break;
+                }
+            }
+            let released: redis::RedisResult<i64> = Script::new(RELEASE).key(&key).arg(&token).invoke(conn.get());
+            if released.is_ok() {
+                let mut idle = idle.lock().expect("pool lock");
+                if idle.len() < POOL {
+                    idle.push(conn);
+                }
+            }
+        });
+        match keeper {
+            Ok(keeper) => Lease { stop: Some(stop), keeper: Some(keeper) },
+            // No thread: the lease stands until it expires.
+            Err(_) => Lease { stop: None, keeper: None },
+        }
+    }
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        // Given back or not, it expires within LEASE_TTL; nothing to report.
-        let _: redis::RedisResult<i64> = Script::new(RELEASE).key(&self.key).arg(&self.token).invoke(self.conn.get());
+        // Wakes the keeper, which gives the lease back before the next turn looks for it.
+        drop(self.stop.take());
+        if let Some(keeper) = self.keeper.take() {
+            let _ = keeper.join();
+        }
     }
 }
 
@@ -284,8 +326,9 @@ impl RedisSessionStore {
     /// Checks the URL and that the server answers `PING`. `redis://HOST:PORT` is one
     /// server; `redis+cluster://HOST:PORT[,HOST:PORT...]` a Redis Cluster reached through
     /// those seed nodes. `rediss://` (TLS) is refused: this build has no TLS.
-    /// `?min_replicas=N[&replica_timeout_ms=T]` makes each turn commit wait for N replicas
-    /// (see the crate docs).
+    /// `?min_replicas=N[&replica_timeout_ms=T]` makes each turn commit wait for N replicas;
+    /// `?turn_lease=off` leaves a session's turns in different processes to the version
+    /// check alone (see the crate docs).
     pub fn connect(url: &str) -> Result<Self> {
         if url.starts_with("rediss") {
             return Err(Error::InvalidInput(format!(
@@ -317,7 +360,7 @@ impl RedisSessionStore {
             url: url.to_owned(),
             wait,
             turn_lease,
-            idle: Mutex::new(Vec::new()),
+            idle: Arc::new(Mutex::new(Vec::new())),
             commit: Script::new(COMMIT),
             undo: Script::new(UNDO),
             reset: Script::new(RESET),
@@ -528,8 +571,9 @@ impl SessionStore for RedisSessionStore {
     }
 
     /// Polls `SET lease token NX PX ttl` (a few ms apart, jittered, at most 20 ms) until it
-    /// is this turn's or `wait` runs out. A server that cannot be reached gives no lease:
-    /// the turn's own reads then say why.
+    /// is this turn's or `wait` runs out; held, it is renewed until dropped. A server that
+    /// cannot be reached or refuses the lease gives none (said once in the log): the turn's
+    /// own reads then say why, and the version check orders its commit.
     fn lease_turns(&self, id: &SessionId, wait: Duration) -> Result<Option<ragctx_core::TurnLease>> {
         if !self.turn_lease {
             return Ok(None);
@@ -537,17 +581,29 @@ impl SessionStore for RedisSessionStore {
         let key = lease_key(id);
         let token = commit_id();
         let until = std::time::Instant::now() + wait;
-        // A connection of its own, held with the lease to give it back.
-        let Ok(mut conn) = self.connect_one() else { return Ok(None) };
+        // A pooled connection, held by the lease until it gives the lease back.
+        let pooled = self.idle.lock().expect("pool lock").pop();
+        let Some(mut conn) = pooled.map_or_else(|| self.connect_one().ok(), Some) else { return Ok(None) };
         let ttl = LEASE_TTL.as_millis() as u64;
         let mut round = 0u64;
         loop {
             let set: redis::RedisResult<Option<String>> =
                 redis::cmd("SET").arg(&key).arg(&token).arg("NX").arg("PX").arg(ttl).query(conn.get());
             match set {
-                Ok(Some(_)) => return Ok(Some(Box::new(Lease { conn, key, token }))),
+                Ok(Some(_)) => return Ok(Some(Box::new(Lease::keep(conn, key, token, self.idle.clone())))),
                 Ok(None) => {}
-                Err(_) => return Ok(None),
+                Err(e) => {
+                    static SAID: std::sync::Once = std::sync::Once::new();
+                    SAID.call_once(|| {
+                        tracing::warn!("redis at {}: no turn lease ({e}); turns rely on the version check", self.url)
+                    });
+                    // A SET that reached the server but whose reply was lost must not leave a
+                    // lease nobody gives back (on a fresh connection: this one may be out of step).
+                    if let Ok(mut fresh) = self.connect_one() {
+                        let _: redis::RedisResult<i64> = Script::new(RELEASE).key(&key).arg(&token).invoke(fresh.get());
+                    }
+                    return Ok(None);
+                }
             }
             let left = until.saturating_duration_since(std::time::Instant::now());
             if left.is_zero() {

@@ -63,17 +63,14 @@ fn turn_leases_are_one_session_at_a_time_across_processes() {
     assert!(b.lease_turns(&s2, Duration::from_millis(200)).unwrap().is_some(), "another session does not wait");
     let waiter = {
         let (a, s1) = (a.clone(), s1.clone());
-        std::thread::spawn(move || {
-            let t = Instant::now();
-            let got = a.lease_turns(&s1, Duration::from_secs(10)).unwrap().is_some();
-            (got, t.elapsed())
-        })
+        std::thread::spawn(move || (a.lease_turns(&s1, Duration::from_secs(10)).unwrap().is_some(), Instant::now()))
     };
     std::thread::sleep(Duration::from_millis(150));
+    let freed = Instant::now();
     drop(first);
-    let (got, waited) = waiter.join().unwrap();
-    assert!(got && waited >= Duration::from_millis(140), "the next turn goes once the first ends ({waited:?})");
-    assert!(waited < Duration::from_millis(1_000), "and soon after: {waited:?}");
+    let (got, at) = waiter.join().unwrap();
+    assert!(got && at >= freed, "the next turn goes once the first ends, not before");
+    assert!(at - freed < Duration::from_millis(1_000), "and soon after: {:?}", at - freed);
     // A holder that died: its key stays until LEASE_TTL, never longer.
     let mut c = redis::Client::open(url()).unwrap().get_connection().unwrap();
     let key = format!("{{ragctx:{s1}}}:lease");
@@ -87,6 +84,20 @@ fn turn_leases_are_one_session_at_a_time_across_processes() {
     drop(last);
     let left: i64 = redis::cmd("EXISTS").arg(&key).query(&mut c).unwrap();
     assert_eq!(left, 0, "a lease given back is gone");
+    // A lease held longer than its time is renewed (a long turn keeps it) ...
+    let long = a.lease_turns(&s1, Duration::from_secs(1)).unwrap();
+    assert!(long.is_some());
+    std::thread::sleep(ragctx_redis::LEASE_TTL + Duration::from_millis(500));
+    let ttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut c).unwrap();
+    assert!(ttl > 0, "renewed while held: pttl {ttl}");
+    assert!(b.lease_turns(&s1, Duration::from_millis(100)).unwrap().is_none(), "and still its own");
+    // ... and giving it back deletes only its own token: a lease that expired and was taken
+    // by another process stays that process's.
+    let _: () = redis::cmd("SET").arg(&key).arg("another-process").arg("PX").arg(5_000).query(&mut c).unwrap();
+    drop(long);
+    let owner: Option<String> = redis::cmd("GET").arg(&key).query(&mut c).unwrap();
+    assert_eq!(owner.as_deref(), Some("another-process"), "another's lease is left alone");
+    let _: () = redis::cmd("DEL").arg(&key).query(&mut c).unwrap();
 }
 
 #[test]
