@@ -42,7 +42,7 @@ pub fn plain_top_k(base: &TurnSettings) -> TurnSettings {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ragctx_core::{Compress, FreedSlots, Rerank};
+    use ragctx_core::{Compress, Rerank};
 
     /// Every stage the product adds on top of the seed is off in its paths, whatever the base
     /// turns on.
