@@ -196,10 +196,19 @@ fn check_concurrent(label: &str, seen: &[Seen], traces: &[Value], panics: usize)
         }
     }
     let ordered = seen.iter().map(|b| seen.iter().filter(|a| a.done < b.sent).count()).sum::<usize>();
+    // How often the race this suite guards against landed: pairs of turns of the session in
+    // flight at once, and the plans lost to another turn's commit (re-plans).
+    let overlapping = seen
+        .iter()
+        .enumerate()
+        .map(|(i, a)| seen[i + 1..].iter().filter(|b| a.sent < b.done && b.sent < a.done).count())
+        .sum::<usize>();
+    let replans: u64 = traces.iter().map(|t| t["trace"]["replans"].as_u64().unwrap_or(0)).sum();
     report(
         &format!("concurrency: {label}"),
-        json!({"trials": 1, "turns": 64, "recorded": traces.len(), "ordered_pairs": ordered, "exclusion_violations": violations, "turns_lost": 64 - traces.len(), "panics": panics}),
+        json!({"trials": 1, "turns": 64, "recorded": traces.len(), "ordered_pairs": ordered, "overlapping_pairs": overlapping, "replans": replans, "exclusion_violations": violations, "turns_lost": 64 - traces.len(), "panics": panics}),
     );
+    assert!(overlapping > 0, "{label}: some turns of the session were in flight at once (the race landed)");
     assert_eq!(panics, 0, "{label}: nothing panics");
     assert!(ordered > 0, "{label}: some turns were sent after others completed (the check is not vacuous)");
     assert_eq!(violations, 0, "{label}: a turn lost a completed predecessor's ids");

@@ -169,30 +169,14 @@ pub struct ReplicaWait {
 /// The longest `replica_timeout_ms`: the wait must end before the connection's read time-out.
 pub const MAX_REPLICA_TIMEOUT_MS: u64 = 2_000;
 
-/// Takes `turn_lease=on|off` off a Redis URL (default on): off leaves a session's turns in
-/// different processes to the version check alone (the scale-out suites race them so).
-fn split_turn_lease(url: &str) -> Result<(String, bool)> {
-    let Some((base, query)) = url.split_once('?') else { return Ok((url.to_owned(), true)) };
-    let (mut lease, mut rest) = (true, Vec::new());
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        match pair.split_once('=') {
-            Some(("turn_lease", "on")) => lease = true,
-            Some(("turn_lease", "off")) => lease = false,
-            Some(("turn_lease", v)) => {
-                return Err(Error::InvalidInput(format!("redis URL {url:?}: turn_lease must be on or off, not {v:?}")))
-            }
-            _ => rest.push(pair),
-        }
-    }
-    let base = if rest.is_empty() { base.to_owned() } else { format!("{base}?{}", rest.join("&")) };
-    Ok((base, lease))
-}
-
-/// Splits ragctx's own parameters (`min_replicas`, `replica_timeout_ms`) off a Redis URL;
-/// the rest goes to the Redis client as it was.
-fn split_replica_wait(url: &str) -> Result<(String, Option<ReplicaWait>)> {
-    let Some((base, query)) = url.split_once('?') else { return Ok((url.to_owned(), None)) };
-    let (mut replicas, mut timeout_ms, mut rest) = (None, None, Vec::new());
+/// Splits ragctx's own parameters off a Redis URL: the replicas a commit waits for
+/// (`min_replicas`, `replica_timeout_ms`) and whether turns take the session's lease
+/// (`turn_lease=on|off`, default on; off leaves a session's turns in different processes to
+/// the version check alone, as the scale-out suites race them). The rest goes to the Redis
+/// client as it was.
+fn split_params(url: &str) -> Result<(String, Option<ReplicaWait>, bool)> {
+    let Some((base, query)) = url.split_once('?') else { return Ok((url.to_owned(), None, true)) };
+    let (mut replicas, mut timeout_ms, mut lease, mut rest) = (None, None, true, Vec::new());
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
         let number = |what: &str| {
@@ -203,6 +187,17 @@ fn split_replica_wait(url: &str) -> Result<(String, Option<ReplicaWait>)> {
         match k {
             "min_replicas" => replicas = Some(number("min_replicas")?),
             "replica_timeout_ms" => timeout_ms = Some(number("replica_timeout_ms")?),
+            "turn_lease" => {
+                lease = match v {
+                    "on" => true,
+                    "off" => false,
+                    _ => {
+                        return Err(Error::InvalidInput(format!(
+                            "redis URL {url:?}: turn_lease must be on or off, not {v:?}"
+                        )))
+                    }
+                }
+            }
             _ => rest.push(pair),
         }
     }
@@ -227,7 +222,7 @@ fn split_replica_wait(url: &str) -> Result<(String, Option<ReplicaWait>)> {
         }
     };
     let base = if rest.is_empty() { base.to_owned() } else { format!("{base}?{}", rest.join("&")) };
-    Ok((base, wait))
+    Ok((base, wait, lease))
 }
 
 pub struct RedisSessionStore {
@@ -256,12 +251,11 @@ impl Lease {
     fn keep(mut conn: Conn, key: String, token: String, idle: Arc<Mutex<Vec<Conn>>>) -> Lease {
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
         let keeper = std::thread::Builder::new().name("ragctx-lease".into()).spawn(move || {
-            let ttl = LEASE_TTL.as_millis() as u64;
+            let (ttl, renew) = (LEASE_TTL.as_millis() as u64, Script::new(RENEW));
             // Renewed until the lease drops (its sender with it); a renewal that fails leaves
             // the lease to expire, and the version check to order the turns.
             while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(LEASE_TTL / 3) {
-                let renewed: redis::RedisResult<i64> =
-                    Script::new(RENEW).key(&key).arg(&token).arg(ttl).invoke(conn.get());
+                let renewed: redis::RedisResult<i64> = renew.key(&key).arg(&token).arg(ttl).invoke(conn.get());
                 if renewed.is_err() {
                     break;
                 }
@@ -335,8 +329,7 @@ impl RedisSessionStore {
                 "redis URL {url:?}: TLS (rediss://) is not built into ragctx; use redis:// on a trusted network, or a local TLS tunnel"
             )));
         }
-        let (leased, turn_lease) = split_turn_lease(url)?;
-        let (plain, wait) = split_replica_wait(&leased)?;
+        let (plain, wait, turn_lease) = split_params(url)?;
         let target = match cluster_nodes(&plain) {
             Some(nodes) if nodes.is_empty() => {
                 return Err(Error::InvalidInput(format!("redis URL {url:?}: name at least one cluster node")))
@@ -634,7 +627,15 @@ fn is_unavailable(e: &redis::RedisError) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{split_replica_wait, split_turn_lease, ReplicaWait};
+    use super::{split_params, ReplicaWait};
+
+    fn split_replica_wait(url: &str) -> ragctx_core::Result<(String, Option<ReplicaWait>)> {
+        split_params(url).map(|(url, wait, _)| (url, wait))
+    }
+
+    fn split_turn_lease(url: &str) -> ragctx_core::Result<(String, bool)> {
+        split_params(url).map(|(url, _, lease)| (url, lease))
+    }
     use redis::{ErrorKind, RedisError, ServerErrorKind};
 
     #[test]
@@ -662,8 +663,10 @@ mod tests {
     #[test]
     fn the_turn_lease_is_on_unless_the_url_turns_it_off() {
         assert_eq!(split_turn_lease("redis://h:1").unwrap(), ("redis://h:1".to_owned(), true));
-        let off = split_turn_lease("redis://h:1/0?min_replicas=1&turn_lease=off").unwrap();
-        assert_eq!(off, ("redis://h:1/0?min_replicas=1".to_owned(), false));
+        // Every parameter of ragctx's is taken off in one pass; the client's stay.
+        let off = split_params("redis://h:1/0?min_replicas=1&turn_lease=off&protocol=resp2").unwrap();
+        let wait = Some(ReplicaWait { replicas: 1, timeout_ms: 1_000 });
+        assert_eq!(off, ("redis://h:1/0?protocol=resp2".to_owned(), wait, false));
         assert_eq!(split_turn_lease("redis://h:1?turn_lease=on").unwrap(), ("redis://h:1".to_owned(), true));
         let e = split_turn_lease("redis://h?turn_lease=maybe").unwrap_err().to_string();
         assert!(e.contains("turn_lease must be on or off"), "{e}");
