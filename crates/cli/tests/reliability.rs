@@ -228,8 +228,9 @@ fn concurrent_http(env: &Env, flags: &[&str], label: &str) {
             let (addr, barrier, session) = (server.addr.clone(), barrier.clone(), session.clone());
             std::thread::spawn(move || {
                 barrier.wait();
-                // Staggered: the first turns overlap, later ones follow completed ones.
-                std::thread::sleep(Duration::from_millis(15 * i as u64));
+                // The first eight go at once, so turns of the session are in flight together on
+                // any machine; the rest are staggered, so later turns follow completed ones.
+                std::thread::sleep(Duration::from_millis(15 * i.saturating_sub(7) as u64));
                 let sent = Instant::now();
                 let (status, body) = http_post(&addr, &format!("/v1/sessions/{session}/turns"), &turn_body(i));
                 let done = Instant::now();
@@ -265,7 +266,8 @@ fn concurrent_cli(env: &Env, flags: &[&str], label: &str) {
             ]);
             std::thread::spawn(move || {
                 barrier.wait();
-                std::thread::sleep(Duration::from_millis(120 * i as u64));
+                // As over HTTP: the first four at once, the rest staggered.
+                std::thread::sleep(Duration::from_millis(120 * i.saturating_sub(3) as u64));
                 let sent = Instant::now();
                 let out = cmd.output().unwrap();
                 let done = Instant::now();
