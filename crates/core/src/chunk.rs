@@ -83,6 +83,16 @@ pub struct EmbeddedChunk {
     pub chunk: Chunk,
     /// Its passage embedding (L2-normalised), of the store's dimension.
     pub vector: Vec<f32>,
+    /// Its sentences with their vectors (DESIGN §11), where the ingest made them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sentences: Option<crate::Sentences>,
+}
+
+impl EmbeddedChunk {
+    /// A chunk and its vector, without a sentence index.
+    pub fn new(chunk: Chunk, vector: Vec<f32>) -> EmbeddedChunk {
+        EmbeddedChunk { chunk, vector, sentences: None }
+    }
 }
 
 /// A stored document, as `ragctx documents list` shows it.

@@ -63,6 +63,7 @@ mod metadata;
 mod modes;
 mod overrides;
 mod search;
+mod sentence;
 mod session;
 mod tenant;
 pub mod text;
@@ -88,6 +89,7 @@ pub use search::{
     ExclusionSet, Fusion, Grouping, Hit, LexicalRequest, MilvusKind, PlanReason, Retrieval, SearchOutcome, SearchPath,
     SearchReason, SearchRequest, WalkEnd,
 };
+pub use sentence::{Sentence, Sentences};
 pub use session::{Intent, Memory, QuantizedVector, Retention, SessionState, TurnCommit, TurnRecord};
 pub use tenant::{tenant_of, Tenant, DEFAULT_TENANT, TENANT_SEPARATOR};
 pub use trace::{

@@ -99,19 +99,24 @@ impl Rerank {
     }
 }
 
-/// Whether the blocks of a turn keep only the sentences that carry it: `sentences` cuts each
-/// new block down to the sentences that share the question's terms (with a neighbour a
-/// sentence leans on), marks each cut with `…`, and lets the tokens freed go to further
-/// sources under the same budget; `off` sends chunks whole.
+/// Whether the blocks of a turn keep only the sentences that carry it: `learned` cuts each
+/// new block down to the sentences a learned scorer judges to carry the turn, `sentences` to
+/// those that share the question's terms (each with the neighbours a sentence leans on),
+/// marks each cut with `…`, and lets the tokens freed go to further sources under the same
+/// budget; `off` sends chunks whole.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub enum Compress {
     /// Blocks are whole chunks.
     #[default]
     #[serde(rename = "off")]
     Off,
-    /// Blocks keep the sentences that carry the turn.
+    /// Blocks keep the sentences that share the turn's terms (a lexical rule).
     #[serde(rename = "sentences")]
     Sentences,
+    /// Blocks keep the sentences a scorer learned on MTRAG's development split judges to carry
+    /// the turn, read from the sentence index (DESIGN §11); a block without one stays whole.
+    #[serde(rename = "learned")]
+    Learned,
 }
 
 impl Compress {
@@ -188,5 +193,5 @@ named!(Consumption, "consumption", Shown = "shown", Cited = "cited");
 named!(ConversationQuery, "conversation query", Off = "off", FollowUp = "follow_up", Always = "always");
 named!(Condense, "condense", Off = "off", OpenAi = "openai");
 named!(Rerank, "rerank", Off = "off", Remote = "remote");
-named!(Compress, "compress", Off = "off", Sentences = "sentences");
+named!(Compress, "compress", Off = "off", Sentences = "sentences", Learned = "learned");
 named!(FreedSlots, "freed slots", Refill = "refill", Keep = "keep");

@@ -89,8 +89,22 @@ pub fn fenced_lines<S: AsRef<str>>(lines: &[S]) -> Vec<bool> {
 /// Splits text into sentences on `.`, `!`, `?` (followed by space), CJK stops and newlines;
 /// every sentence that is not blank, trimmed.
 pub fn sentences(text: &str) -> Vec<&str> {
+    sentence_spans(text).into_iter().map(|(a, b)| &text[a..b]).collect()
+}
+
+/// [`sentences`] as byte spans of `text`.
+pub fn sentence_spans(text: &str) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
     let mut start = 0;
+    let mut push = |a: usize, b: usize| {
+        let s = &text[a..b];
+        let trimmed = s.trim_start();
+        let a = a + (s.len() - trimmed.len());
+        let b = a + trimmed.trim_end().len();
+        if b > a {
+            out.push((a, b));
+        }
+    };
     let chars: Vec<(usize, char)> = text.char_indices().collect();
     for (k, &(i, c)) in chars.iter().enumerate() {
         let next_is_space = chars.get(k + 1).is_none_or(|&(_, n)| n.is_whitespace());
@@ -100,17 +114,11 @@ pub fn sentences(text: &str) -> Vec<&str> {
             _ => false,
         };
         if end {
-            let s = text[start..i + c.len_utf8()].trim();
-            if !s.is_empty() {
-                out.push(s);
-            }
+            push(start, i + c.len_utf8());
             start = i + c.len_utf8();
         }
     }
-    let s = text[start..].trim();
-    if !s.is_empty() {
-        out.push(s);
-    }
+    push(start, text.len());
     out
 }
 

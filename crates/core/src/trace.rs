@@ -200,6 +200,20 @@ pub struct Compressed {
     /// Tokens the cut blocks would have cost whole, less what they cost cut: what went to
     /// further sources.
     pub freed_tokens: usize,
+    /// `learned`: sentences of the turn's candidate blocks judged and kept.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub kept_sentences: usize,
+    /// `learned`: sentences judged and left out.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cut_sentences: usize,
+    /// `learned`: candidate blocks kept whole because no sentence index covers their text
+    /// (a store ingested before it, or adjacent chunks merged over an overlap).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub whole_unjudged: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// `rerank remote`: what the reranker was asked and what came of it. The turn keeps the

@@ -48,6 +48,12 @@ pub trait VectorStore: Send + Sync {
     fn chunks(&self, ids: &[ChunkId]) -> Result<Vec<Chunk>>;
     /// Stored vectors by chunk id, in the order asked; `None` for unknown ids.
     fn vectors(&self, ids: &[ChunkId]) -> Result<Vec<Option<Vec<f32>>>>;
+    /// The sentence index of chunks by id (DESIGN §11), in the order asked; `None` for an
+    /// unknown id or a chunk stored without one (ingested before it, or by a backend that
+    /// keeps none: a turn then keeps its blocks whole).
+    fn sentences(&self, ids: &[ChunkId]) -> Result<Vec<Option<crate::Sentences>>> {
+        Ok(vec![None; ids.len()])
+    }
     /// Chunks stored.
     fn len(&self) -> Result<usize>;
     /// Chunks stored for `tenant` (DESIGN §8). The default counts through
@@ -114,6 +120,17 @@ pub trait Embedder: Send + Sync {
     /// this is [`Embedder::embed`].
     fn embed_queries(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
         self.embed(texts)
+    }
+    /// Embeds passages as [`Embedder::embed`] does and, for each, the byte spans of it given
+    /// (its sentences): one vector per span. A model run in process pools each span from the
+    /// passage's own encoding (one pass, each sentence read in its passage's context); the
+    /// default embeds the spans' texts alone.
+    fn embed_spans(&self, texts: &[&str], spans: &[Vec<(usize, usize)>]) -> Result<Vec<(Vec<f32>, Vec<Vec<f32>>)>> {
+        let whole = self.embed(texts)?;
+        let parts: Vec<&str> =
+            texts.iter().zip(spans).flat_map(|(t, s)| s.iter().map(move |&(a, b)| t.get(a..b).unwrap_or(""))).collect();
+        let mut parts = self.embed(&parts)?.into_iter();
+        Ok(whole.into_iter().zip(spans).map(|(v, s)| (v, parts.by_ref().take(s.len()).collect())).collect())
     }
 }
 

@@ -21,14 +21,27 @@ pub const KEEP_SHARE: f64 = 0.5;
 /// The mark of left-out text.
 pub const CUT: &str = "…";
 
-/// On for a turn with `compress sentences` that is not a reshow (nor an `open`).
+/// On for a turn with `compress sentences` or `learned` that is not a reshow (nor an `open`).
 pub fn runs(t: &Turn<'_>) -> bool {
-    t.settings.compress == Compress::Sentences && t.intent != Intent::Reshow && t.reshow.is_none()
+    t.settings.compress != Compress::Off && t.intent != Intent::Reshow && t.reshow.is_none()
 }
 
-/// The stage: cuts the turn's fragments to their sentences.
+/// The stage: cuts the turn's fragments to their sentences, by the learned scorer
+/// ([`crate::sentences`]) or the lexical rule.
 pub fn stage(e: &Engine, t: &mut Turn<'_>) -> Result<()> {
     let text = t.query().text.clone();
+    if t.settings.compress == Compress::Learned {
+        let q = t.query.as_ref().expect("embed runs before compress");
+        let asked = crate::sentences::Asked { question: &q.own_vector, query: &q.vector, texts: [t.question, &text] };
+        let out = crate::sentences::cut(e, &e.sentence_scorer, &mut t.deduped.fragments, &asked, e.sentence_log.as_ref())?;
+        t.stats.compressed = Some(Compressed {
+            kept_sentences: out.kept,
+            cut_sentences: out.cut,
+            whole_unjudged: out.unjudged,
+            ..Compressed::default()
+        });
+        return Ok(());
+    }
     compress(&mut t.deduped.fragments, &[t.question, &text], e.counter.as_ref());
     Ok(())
 }
@@ -50,8 +63,12 @@ pub fn record(t: &mut Turn<'_>) {
         .iter()
         .filter_map(|b| b.chunk_ids.first().and_then(|id| freed.get(id).map(|&n| (id.clone(), n))))
         .collect();
-    t.stats.compressed =
-        Some(Compressed { freed_tokens: cut.iter().map(|c| c.1).sum(), cut: cut.into_iter().map(|c| c.0).collect() });
+    let judged = t.stats.compressed.take().unwrap_or_default();
+    t.stats.compressed = Some(Compressed {
+        freed_tokens: cut.iter().map(|c| c.1).sum(),
+        cut: cut.into_iter().map(|c| c.0).collect(),
+        ..judged
+    });
 }
 
 /// Cuts each fragment to the sentences that carry `query` (the question and the search

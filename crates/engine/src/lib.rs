@@ -34,6 +34,7 @@ mod reads;
 pub mod rerank;
 pub mod retrieve;
 pub mod scoped;
+pub mod sentences;
 pub mod settings;
 pub mod stages;
 pub mod turn;
@@ -79,6 +80,11 @@ pub struct Engine {
     pub reranker: Option<Arc<dyn Reranker>>,
     /// Candidates sent to the reranker at most, the best by the search's order.
     pub rerank_top_n: usize,
+    /// Judges sentences for `compress learned` (the fitted one, shipped).
+    pub sentence_scorer: Arc<sentences::Scorer>,
+    /// Where `compress learned` writes every sentence it judges, with its features (for
+    /// `ragctx eval fit-sentences`); `None`: nowhere.
+    pub sentence_log: Option<sentences::SentenceLog>,
 }
 
 /// Default of [`Engine::rerank_top_n`]: a turn's `limit` (24) with room for the working set's
@@ -107,6 +113,8 @@ impl Engine {
             condenser: None,
             reranker: None,
             rerank_top_n: DEFAULT_RERANK_TOP_N,
+            sentence_scorer: sentences::Scorer::shipped(),
+            sentence_log: None,
         }
     }
 }

@@ -85,6 +85,10 @@ impl VectorStore for TurnReads {
         }
         Ok(ids.iter().map(|id| memo.get(id).cloned().flatten()).collect())
     }
+    /// Read when a turn cuts its blocks, once per plan: not memoised.
+    fn sentences(&self, ids: &[ChunkId]) -> Result<Vec<Option<ragctx_core::Sentences>>> {
+        self.inner.sentences(ids)
+    }
     fn len(&self) -> Result<usize> {
         self.inner.len()
     }

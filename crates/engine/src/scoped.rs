@@ -156,6 +156,14 @@ impl VectorStore for ScopedVectorStore {
         let mut found = self.inner.vectors(&known)?.into_iter();
         Ok(stored.iter().map(|s| s.as_ref().and_then(|_| found.next().flatten())).collect())
     }
+    fn sentences(&self, ids: &[ChunkId]) -> Result<Vec<Option<ragctx_core::Sentences>>> {
+        // As `vectors`: one answer per id asked, `None` for an id that cannot be this tenant's.
+        let stored: Vec<Option<ChunkId>> =
+            ids.iter().map(|c| self.tenant.qualify(c.as_str()).ok().map(ChunkId::from)).collect();
+        let known: Vec<ChunkId> = stored.iter().flatten().cloned().collect();
+        let mut found = self.inner.sentences(&known)?.into_iter();
+        Ok(stored.iter().map(|s| s.as_ref().and_then(|_| found.next().flatten())).collect())
+    }
     fn len(&self) -> Result<usize> {
         self.inner.tenant_len(self.tenant.as_str())
     }

@@ -242,7 +242,7 @@ fn fill(store: &ragctx_store::EmbeddedVectorStore, target: usize) -> Result<()> 
                 let doc = format!("fill-{n}");
                 let mut chunk = ragctx_core::Chunk::new(&format!("{doc}#0"), &doc, &src.title, &src.text);
                 chunk.tokens = src.tokens;
-                ragctx_core::EmbeddedChunk { chunk, vector: fitted.sample(&mut rng) }
+                ragctx_core::EmbeddedChunk { chunk, vector: fitted.sample(&mut rng), sentences: None }
             })
             .collect();
         added += batch.len();

@@ -100,7 +100,7 @@ pub fn run(settings: &Settings, file: &Path, json: bool) -> Result<()> {
         .map(|d| {
             let mut chunk = Chunk::new(&format!("{}#0", d.document_id), &d.document_id, &d.title, &d.text);
             chunk.ordinal = Some(0);
-            ragctx_ingest::SourcedChunk { chunk, file: file.display().to_string(), line: None }
+            ragctx_ingest::SourcedChunk { chunk, file: file.display().to_string(), line: None, page_starts: Vec::new() }
         })
         .collect();
     // The one ingest path (no cache: a few hundred passages).

@@ -160,6 +160,7 @@ pub(crate) fn chunk_pdf(document_id: &str, pdf: crate::pdf::PdfText) -> Result<R
         return Err(error(format!("no text to read in its {} pages: {why}", pdf.pages)));
     }
     let mut chunks = chunk_text(document_id, pdf.title, &pdf.markdown, true, false)?;
+    let chars: Vec<char> = pdf.markdown.chars().collect();
     let page_at = |offset: usize| {
         let k = pdf.page_starts.partition_point(|(start, _)| *start <= offset);
         pdf.page_starts[k.saturating_sub(1)].1
@@ -170,8 +171,32 @@ pub(crate) fn chunk_pdf(document_id: &str, pdf: crate::pdf::PdfText) -> Result<R
         for (key, page) in [(PAGE_START_KEY, first), (PAGE_END_KEY, last)] {
             c.chunk.metadata.insert(key, MetaValue::Number(f64::from(page))).expect("a valid key and a number");
         }
+        c.page_starts = chunk_page_starts(&c.chunk.text, &chars, (start, end), &pdf.page_starts, first);
     }
     Ok(ReadDocument { chunks, pages: Some(pdf.pages), left_out })
+}
+
+/// Where pages begin in a chunk's text (byte offsets), the first at 0 on page `first`: each
+/// page break inside the chunk's span of the document (`span`, in characters) found by the
+/// words that follow it (the chunk's text is the document's, re-joined: offsets do not carry
+/// over). A break whose words are not found is left out (its sentences keep the page before).
+fn chunk_page_starts(
+    text: &str,
+    document: &[char],
+    span: (usize, usize),
+    page_starts: &[(usize, u32)],
+    first: u32,
+) -> Vec<(usize, u32)> {
+    let mut out = vec![(0, first)];
+    for &(at, page) in page_starts.iter().filter(|(at, _)| *at > span.0 && *at < span.1) {
+        let follows: String = document[at..span.1.min(at + 40)].iter().collect();
+        let follows = follows.split_whitespace().take(4).collect::<Vec<_>>().join(" ");
+        let from = out.last().map_or(0, |l| l.0);
+        if let Some(k) = (!follows.is_empty()).then(|| text[from..].find(&follows)).flatten() {
+            out.push((from + k, page));
+        }
+    }
+    out
 }
 
 /// `page 3` or `pages 2, 5–7`.
@@ -282,6 +307,7 @@ fn chunk_text(
                 },
                 file: document_id.to_owned(),
                 line: None,
+                page_starts: Vec::new(),
             }
         })
         .collect())

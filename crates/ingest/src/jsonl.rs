@@ -97,6 +97,7 @@ impl Line {
             },
             file: file.to_owned(),
             line,
+            page_starts: Vec::new(),
         })
     }
 }

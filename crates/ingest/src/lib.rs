@@ -72,6 +72,10 @@ pub struct SourcedChunk {
     pub file: String,
     /// Its JSONL line; `None` for a chunked document.
     pub line: Option<usize>,
+    /// Where pages begin in the chunk's text (byte offset, page number), the first at 0, for
+    /// a document with pages (PDF); empty otherwise. The sentence index takes each sentence's
+    /// page from it.
+    pub page_starts: Vec<(usize, u32)>,
 }
 
 /// Rejects two chunks with one id in the same input: an upsert would silently keep only

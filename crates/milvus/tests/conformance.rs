@@ -178,5 +178,6 @@ fn chunk(id: &str, doc: &str, vector: Vec<f32>) -> EmbeddedChunk {
             metadata: Default::default(),
         },
         vector,
+        sentences: None,
     }
 }

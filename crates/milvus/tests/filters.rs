@@ -152,7 +152,7 @@ fn corpus(rng: &mut Rng) -> Vec<EmbeddedChunk> {
                 &format!("alpha text {i}"),
             );
             chunk.metadata = metadata;
-            EmbeddedChunk { chunk, vector: unit(rng) }
+            EmbeddedChunk { chunk, vector: unit(rng), sentences: None }
         })
         .collect()
 }

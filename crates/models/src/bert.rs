@@ -178,10 +178,50 @@ impl Bert {
         self.max_positions
     }
 
-    /// Mean of the last hidden states over each sequence's tokens, L2-normalised: one vector
-    /// of `hidden` values per sequence. Sequences must be non-empty and no longer than
-    /// [`Bert::max_positions`].
-    pub fn encode_mean_normalised(&self, seqs: &[Sequence<'_>], s: &mut Scratch) -> Result<Vec<Vec<f32>>, String> {
+    /// Per sequence, the mean of the last hidden states over each of its token ranges,
+    /// L2-normalised (`None` for an empty range): the whole range `(0, len)` is the sequence's
+    /// embedding (mean pooling over the attention mask), a sentence's range pools it from its
+    /// passage's own encoding ("late chunking"), one pass for the passage and its parts.
+    /// Sequences must be non-empty and no longer than [`Bert::max_positions`].
+    pub fn encode_pooled(
+        &self,
+        seqs: &[Sequence<'_>],
+        ranges: &[Vec<(usize, usize)>],
+        s: &mut Scratch,
+    ) -> Result<Vec<Vec<Option<Vec<f32>>>>, String> {
+        self.encode_hidden(seqs, s)?;
+        let h = self.hidden;
+        let mut out = Vec::with_capacity(seqs.len());
+        let mut start = 0;
+        for (q, ranges) in seqs.iter().zip(ranges) {
+            let rows = &s.x[start * h..(start + q.ids.len()) * h];
+            out.push(
+                ranges
+                    .iter()
+                    .map(|&(a, b)| {
+                        let b = b.min(q.ids.len());
+                        if a >= b {
+                            return None;
+                        }
+                        let mut mean = vec![0.0f32; h];
+                        for row in rows[a * h..b * h].chunks_exact(h) {
+                            for (m, v) in mean.iter_mut().zip(row) {
+                                *m += v;
+                            }
+                        }
+                        // The mean's direction is the sum's: normalising the sum is the same vector.
+                        let norm = mean.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);
+                        Some(mean.iter().map(|v| v / norm).collect())
+                    })
+                    .collect(),
+            );
+            start += q.ids.len();
+        }
+        Ok(out)
+    }
+
+    /// The last hidden states of every token of `seqs`, one row after another, left in `s.x`.
+    fn encode_hidden(&self, seqs: &[Sequence<'_>], s: &mut Scratch) -> Result<(), String> {
         let h = self.hidden;
         let n: usize = seqs.iter().map(|q| q.ids.len()).sum();
         // Every element of these buffers is written before it is read: only a longer buffer
@@ -255,22 +295,7 @@ impl Bert {
             layer_norm(&mut s.tmp, &l.output_norm, self.eps);
             std::mem::swap(&mut s.x, &mut s.tmp);
         }
-        let mut out = Vec::with_capacity(seqs.len());
-        let mut start = 0;
-        for q in seqs {
-            let rows = &s.x[start * h..(start + q.ids.len()) * h];
-            let mut mean = vec![0.0f32; h];
-            for row in rows.chunks_exact(h) {
-                for (m, v) in mean.iter_mut().zip(row) {
-                    *m += v;
-                }
-            }
-            // The mean's direction is the sum's: normalising the sum is the same vector.
-            let norm = mean.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);
-            out.push(mean.iter().map(|v| v / norm).collect());
-            start += q.ids.len();
-        }
-        Ok(out)
+        Ok(())
     }
 }
 

@@ -258,12 +258,52 @@ impl Embedder for MiniLmEmbedder {
         let texts = Prefixes::apply(&self.prefixes.query, texts);
         self.encode(&texts.iter().map(|t| t.as_ref()).collect::<Vec<_>>())
     }
+    /// Each span pooled from its passage's encoding (the tokens wholly inside it); a span
+    /// past the passage's truncation, or holding no whole token, is embedded alone.
+    fn embed_spans(&self, texts: &[&str], spans: &[Vec<(usize, usize)>]) -> Result<Vec<(Vec<f32>, Vec<Vec<f32>>)>> {
+        let prefix = self.prefixes.passage.len();
+        let prefixed = Prefixes::apply(&self.prefixes.passage, texts);
+        let (whole, parts) = self.encode_spans(&prefixed.iter().map(|t| t.as_ref()).collect::<Vec<_>>(), |enc, i| {
+            let offsets = enc.get_offsets();
+            let special = enc.get_special_tokens_mask();
+            spans[i]
+                .iter()
+                .map(|&(a, b)| {
+                    let (a, b) = (a + prefix, b + prefix);
+                    let inside = |k: usize| special[k] == 0 && offsets[k].0 >= a && offsets[k].1 <= b;
+                    let first = (0..offsets.len()).find(|&k| inside(k));
+                    first.map_or((0, 0), |f| (f, (f..offsets.len()).take_while(|&k| inside(k)).last().unwrap_or(f) + 1))
+                })
+                .collect()
+        })?;
+        // Spans with no token of their own in the encoding: embedded alone.
+        let alone: Vec<(usize, usize)> =
+            parts.iter().enumerate().flat_map(|(i, p)| p.iter().enumerate().filter(|(_, v)| v.is_none()).map(move |(j, _)| (i, j))).collect();
+        let texts_alone: Vec<&str> = alone.iter().map(|&(i, j)| texts[i].get(spans[i][j].0..spans[i][j].1).unwrap_or(" ")).collect();
+        let mut filled = if texts_alone.is_empty() { Vec::new() } else { self.embed(&texts_alone)? }.into_iter();
+        let mut parts = parts;
+        for &(i, j) in &alone {
+            parts[i][j] = filled.next();
+        }
+        Ok(whole.into_iter().zip(parts).map(|(w, p)| (w, p.into_iter().map(Option::unwrap_or_default).collect())).collect())
+    }
 }
 
 impl MiniLmEmbedder {
     /// Packs the texts into batches of at most [`BATCH_TOKENS`] tokens (longest first) and
     /// encodes the batches on [`threads`] workers; vectors come back in input order.
     fn encode(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        Ok(self.encode_spans(texts, |_, _| Vec::new())?.0)
+    }
+
+    /// [`Self::encode`], and per text the mean of each of the token ranges `ranges` names
+    /// for its encoding (`None` for an empty range).
+    #[allow(clippy::type_complexity)]
+    fn encode_spans(
+        &self,
+        texts: &[&str],
+        ranges: impl Fn(&tokenizers::Encoding, usize) -> Vec<(usize, usize)> + Sync,
+    ) -> Result<(Vec<Vec<f32>>, Vec<Vec<Option<Vec<f32>>>>)> {
         let enc = self.tokenize(texts)?;
         let mut order: Vec<usize> = (0..texts.len()).collect();
         order.sort_by_key(|&i| std::cmp::Reverse(enc[i].get_ids().len()));
@@ -283,14 +323,22 @@ impl MiniLmEmbedder {
         let encoded = crate::workers::in_parallel(batches.len(), threads(), Scratch::default, |scratch, b| {
             let seqs: Vec<Sequence<'_>> =
                 batches[b].iter().map(|&i| Sequence { ids: enc[i].get_ids(), types: enc[i].get_type_ids() }).collect();
-            self.model.encode_mean_normalised(&seqs, scratch).map_err(|e| embed_err(&e))
+            // The whole sequence first (its mean over every token, as sentence-transformers
+            // pools it), then the asked ranges.
+            let pools: Vec<Vec<(usize, usize)>> = batches[b]
+                .iter()
+                .map(|&i| std::iter::once((0, enc[i].get_ids().len())).chain(ranges(&enc[i], i)).collect())
+                .collect();
+            self.model.encode_pooled(&seqs, &pools, scratch).map_err(|e| embed_err(&e))
         })?;
         let mut out = vec![Vec::new(); texts.len()];
+        let mut parts = vec![Vec::new(); texts.len()];
         for (batch, vectors) in batches.iter().zip(encoded) {
-            for (&i, v) in batch.iter().zip(vectors) {
-                out[i] = v;
+            for (&i, mut v) in batch.iter().zip(vectors) {
+                out[i] = v.remove(0).unwrap_or_default();
+                parts[i] = v;
             }
         }
-        Ok(out)
+        Ok((out, parts))
     }
 }

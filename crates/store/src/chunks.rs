@@ -1,6 +1,9 @@
 use crate::changes;
 use crate::database::generation;
-use crate::schema::{bytes_to_f32s, encode_ids, f32s_to_bytes, CHANGES, CHUNKS, META, VECTORS};
+use crate::schema::{
+    bytes_to_f32s, decode_sentences, encode_ids, encode_sentences, f32s_to_bytes, CHANGES, CHUNKS, META, SENTENCES,
+    VECTORS,
+};
 use ragctx_core::{
     check_replacement, check_vectors, Chunk, ChunkId, DocumentId, DocumentSummary, EmbeddedChunk, Error, Hit,
     LexicalRequest, Replaced, Result, SearchOutcome, SearchPath, SearchReason, SearchRequest, VectorStore,
@@ -123,6 +126,17 @@ impl VectorStore for EmbeddedVectorStore {
         Ok(self.with_index(|ix| ids.iter().map(|id| ix.vector_of(id.as_str()).map(<[f32]>::to_vec)).collect()))
     }
 
+    fn sentences(&self, ids: &[ChunkId]) -> Result<Vec<Option<ragctx_core::Sentences>>> {
+        let rx = self.db.begin_read().map_err(Error::storage)?;
+        let t = match rx.open_table(SENTENCES) {
+            Ok(t) => t,
+            // A store from before the sentence index (DESIGN §11): none.
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(vec![None; ids.len()]),
+            Err(e) => return Err(Error::storage(e)),
+        };
+        ids.iter().map(|id| Ok(t.get(id.as_str()).map_err(Error::storage)?.and_then(|v| decode_sentences(v.value())))).collect()
+    }
+
     fn len(&self) -> Result<usize> {
         let rx = self.db.begin_read().map_err(Error::storage)?;
         let t = rx.open_table(CHUNKS).map_err(Error::storage)?;
@@ -147,6 +161,7 @@ impl EmbeddedVectorStore {
         let gen = {
             let mut ct = tx.open_table(CHUNKS).map_err(Error::storage)?;
             let mut vt = tx.open_table(VECTORS).map_err(Error::storage)?;
+            let mut st = tx.open_table(SENTENCES).map_err(Error::storage)?;
             let mut meta = tx.open_table(META).map_err(Error::storage)?;
             for c in chunks {
                 let json = serde_json::to_vec(&c.chunk).map_err(Error::storage)?;
@@ -156,10 +171,16 @@ impl EmbeddedVectorStore {
                     out.updated += 1;
                 }
                 vt.insert(c.chunk.id.as_str(), f32s_to_bytes(&c.vector).as_slice()).map_err(Error::storage)?;
+                match &c.sentences {
+                    Some(s) => st.insert(c.chunk.id.as_str(), encode_sentences(s).as_slice()).map(drop),
+                    None => st.remove(c.chunk.id.as_str()).map(drop),
+                }
+                .map_err(Error::storage)?;
             }
             for id in &stale {
                 ct.remove(id.as_str()).map_err(Error::storage)?;
                 vt.remove(id.as_str()).map_err(Error::storage)?;
+                st.remove(id.as_str()).map_err(Error::storage)?;
             }
             let g = meta.get("generation").map_err(Error::storage)?.map(|v| v.value()).unwrap_or(0) + 1;
             meta.insert("generation", g).map_err(Error::storage)?;
@@ -237,7 +258,7 @@ impl EmbeddedVectorStore {
             let (id, c) = row.map_err(Error::storage)?;
             let vector =
                 vt.get(id.value()).map_err(Error::storage)?.map(|v| bytes_to_f32s(v.value())).unwrap_or_default();
-            out.push(EmbeddedChunk { chunk: serde_json::from_slice(c.value()).map_err(Error::storage)?, vector });
+            out.push(EmbeddedChunk { chunk: serde_json::from_slice(c.value()).map_err(Error::storage)?, vector, sentences: None });
         }
         Ok(out)
     }

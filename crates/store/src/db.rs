@@ -256,7 +256,7 @@ fn load_or_rebuild_index(db: &Database, dir: &Path, dim: usize, params: IndexPar
                     for (id, now) in ids.iter().zip(crate::changes::current(&rx, &ids)?) {
                         match now {
                             Some((chunk, vector)) if vector.len() == dim => {
-                                upserts.push(EmbeddedChunk { chunk, vector });
+                                upserts.push(EmbeddedChunk { chunk, vector, sentences: None });
                             }
                             Some(_) => return Err(Error::inconsistent(format!("chunk {id}: stored vector dimension"))),
                             None => {
@@ -294,7 +294,7 @@ fn load_or_rebuild_index(db: &Database, dir: &Path, dim: usize, params: IndexPar
             Some(c) => serde_json::from_slice(c.value()).map_err(Error::storage)?,
             None => continue,
         };
-        batch.push(EmbeddedChunk { chunk, vector: bytes_to_f32s(v.value()) });
+        batch.push(EmbeddedChunk { chunk, vector: bytes_to_f32s(v.value()), sentences: None });
         if batch.len() == REBUILD_BATCH {
             ix.upsert_chunks(&batch);
             batch.clear();

@@ -92,6 +92,7 @@ impl Served {
             Call::PrepareLexical => Reply::MaybeCount(self.vectors.prepare_lexical()?),
             Call::Chunks(ids) => Reply::Chunks(self.vectors.chunks(&ids)?),
             Call::Vectors(ids) => Reply::Vectors(self.vectors.vectors(&ids)?),
+            Call::Sentences(ids) => Reply::Sentences(self.vectors.sentences(&ids)?),
             Call::Len => Reply::Count(self.vectors.len()?),
             Call::TenantLen(t) => Reply::Count(self.vectors.tenant_len(&t)?),
             Call::Load(id) => Reply::Session(self.sessions.load(&id)?),

@@ -15,6 +15,8 @@ use std::sync::RwLock;
 pub struct MemoryVectorStore {
     index: RwLock<VectorIndex>,
     chunks: RwLock<HashMap<ChunkId, Chunk>>,
+    /// The sentence index of the chunks that have one.
+    sentences: RwLock<HashMap<ChunkId, ragctx_core::Sentences>>,
     resolved: ResolvedCache,
     /// Moved by every write: the lexical index is rebuilt when it lags.
     generation: AtomicU64,
@@ -26,6 +28,7 @@ impl MemoryVectorStore {
         MemoryVectorStore {
             index: RwLock::new(VectorIndex::new(dim, params)),
             chunks: RwLock::new(HashMap::new()),
+            sentences: RwLock::new(HashMap::new()),
             resolved: ResolvedCache::default(),
             generation: AtomicU64::new(0),
             lexical: Default::default(),
@@ -38,6 +41,7 @@ impl MemoryVectorStore {
         let mut ix = self.index.write().expect("lock");
         check_vectors(ix.dimension(), chunks)?;
         let mut map = self.chunks.write().expect("lock");
+        let mut sentences = self.sentences.write().expect("lock");
         let stale = ix.stale_chunks(documents, chunks);
         self.generation.fetch_add(1, Ordering::SeqCst);
         let mut out = Replaced { removed: stale.len(), ..Replaced::default() };
@@ -48,10 +52,15 @@ impl MemoryVectorStore {
                 out.updated += 1;
             }
             map.insert(c.chunk.id.clone(), c.chunk.clone());
+            match &c.sentences {
+                Some(s) => sentences.insert(c.chunk.id.clone(), s.clone()),
+                None => sentences.remove(&c.chunk.id),
+            };
         }
         for id in &stale {
             ix.remove(id);
             map.remove(id.as_str());
+            sentences.remove(id.as_str());
         }
         Ok(out)
     }
@@ -124,6 +133,11 @@ impl VectorStore for MemoryVectorStore {
     fn vectors(&self, ids: &[ChunkId]) -> Result<Vec<Option<Vec<f32>>>> {
         let ix = self.index.read().expect("lock");
         Ok(ids.iter().map(|id| ix.vector_of(id.as_str()).map(<[f32]>::to_vec)).collect())
+    }
+
+    fn sentences(&self, ids: &[ChunkId]) -> Result<Vec<Option<ragctx_core::Sentences>>> {
+        let sentences = self.sentences.read().expect("lock");
+        Ok(ids.iter().map(|id| sentences.get(id).cloned()).collect())
     }
 
     fn len(&self) -> Result<usize> {

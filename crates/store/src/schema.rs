@@ -18,6 +18,51 @@ pub(crate) const TRACES: TableDefinition<(&str, u64), &[u8]> = TableDefinition::
 /// `model`: the id of the embedding model whose vectors the store holds.
 pub(crate) const EMBEDDING_MODEL: TableDefinition<&str, &str> = TableDefinition::new("embedding_model");
 
+/// Chunk id → its sentence index ([`encode_sentences`]), where the ingest made one.
+pub(crate) const SENTENCES: TableDefinition<&str, &[u8]> = TableDefinition::new("sentences");
+
+/// A chunk's sentences as `u32` count and dimension, then per sentence `u32` start, end and
+/// page (`u32::MAX`: none), its `f32` scale and one byte per dimension (little-endian).
+pub(crate) fn encode_sentences(s: &ragctx_core::Sentences) -> Vec<u8> {
+    let dim = s.sentences.first().map_or(0, |x| x.vector.values.len());
+    let mut out = Vec::with_capacity(8 + s.sentences.len() * (16 + dim));
+    out.extend((s.sentences.len() as u32).to_le_bytes());
+    out.extend((dim as u32).to_le_bytes());
+    for x in &s.sentences {
+        for v in [x.start, x.end, x.page.unwrap_or(u32::MAX)] {
+            out.extend(v.to_le_bytes());
+        }
+        out.extend(x.vector.scale.to_le_bytes());
+        out.extend(x.vector.values.iter().map(|&v| v as u8));
+    }
+    out
+}
+
+/// [`encode_sentences`] read back; `None` for bytes it did not write.
+pub(crate) fn decode_sentences(b: &[u8]) -> Option<ragctx_core::Sentences> {
+    let word = |at: usize| b.get(at..at + 4).map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]));
+    let (n, dim) = (word(0)? as usize, word(4)? as usize);
+    if b.len() != 8 + n.checked_mul(16 + dim)? {
+        return None;
+    }
+    let sentences = (0..n)
+        .map(|i| {
+            let at = 8 + i * (16 + dim);
+            let page = word(at + 8)?;
+            Some(ragctx_core::Sentence {
+                start: word(at)?,
+                end: word(at + 4)?,
+                page: (page != u32::MAX).then_some(page),
+                vector: ragctx_core::QuantizedVector {
+                    scale: f32::from_bits(word(at + 12)?),
+                    values: b[at + 16..at + 16 + dim].iter().map(|&v| v as i8).collect(),
+                },
+            })
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(ragctx_core::Sentences { sentences })
+}
+
 pub(crate) fn f32s_to_bytes(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }

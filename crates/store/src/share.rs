@@ -218,6 +218,10 @@ impl VectorStore for SharedDir {
         self.run(|s| s.vectors.vectors(ids), || Call::Vectors(ids.to_vec()), pick!(Vectors))
     }
 
+    fn sentences(&self, ids: &[ChunkId]) -> Result<Vec<Option<ragctx_core::Sentences>>> {
+        self.run(|s| s.vectors.sentences(ids), || Call::Sentences(ids.to_vec()), pick!(Sentences))
+    }
+
     fn len(&self) -> Result<usize> {
         self.run(|s| s.vectors.len(), || Call::Len, pick!(Count))
     }

@@ -17,7 +17,7 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
 /// The protocol's version: a client of another version is told so instead of misreading it.
-pub(crate) const VERSION: u32 = 2;
+pub(crate) const VERSION: u32 = 3;
 
 /// The most a frame may hold: a bound on what a peer can make this process allocate.
 const MAX_FRAME: usize = 1 << 30;
@@ -75,6 +75,8 @@ pub(crate) enum Call {
         session: String,
         wait_ms: u64,
     },
+    /// The sentence index of chunks (DESIGN §11).
+    Sentences(Vec<ChunkId>),
 }
 
 /// What the holder answers.
@@ -95,6 +97,7 @@ pub(crate) enum Reply {
     Flag(bool),
     Text(Option<String>),
     Done,
+    Sentences(Vec<Option<ragctx_core::Sentences>>),
 }
 
 /// An [`Error`] as it crosses the socket: the variant and its fields (a storage error's cause

@@ -70,7 +70,7 @@ fn embedded_lexical_search_conforms_and_survives_a_reopen() {
     let vector = again.vectors(&["d11#1".into()]).unwrap().remove(0).unwrap();
     let write = |store: &dyn VectorStore, id: &str, text: &str| {
         let chunk = ragctx_core::Chunk::new(id, id.split('#').next().unwrap(), "", text);
-        store.upsert(&[ragctx_core::EmbeddedChunk { chunk, vector: vector.clone() }]).unwrap();
+        store.upsert(&[ragctx_core::EmbeddedChunk { chunk, vector: vector.clone(), sentences: None }]).unwrap();
     };
     let first = |store: &dyn VectorStore, query: &str| {
         let req = ragctx_core::LexicalRequest {
@@ -116,6 +116,7 @@ fn the_index_is_rebuilt_when_it_lags_the_store_and_everything_persists() {
             metadata: Default::default(),
         },
         vector: (0..8).map(|i| if i == axis { 1.0 } else { 0.0 }).collect(),
+        sentences: None,
     };
     {
         let data = open(dir.path(), 0);
@@ -168,6 +169,7 @@ fn a_store_keeps_to_the_embedding_model_of_its_vectors() {
             metadata: Default::default(),
         },
         vector: (0..8).map(|i| if i == 0 { 1.0 } else { 0.0 }).collect(),
+        sentences: None,
     };
     // An empty store takes whichever model comes, and may change its mind.
     let dir = tempfile::tempdir().unwrap();
@@ -234,7 +236,7 @@ fn small_writes_leave_the_index_files_and_every_search_sees_them() {
             .collect();
         let norm = vector.iter().map(|x| x * x).sum::<f32>().sqrt();
         let vector = vector.iter().map(|x| x / norm).collect();
-        EmbeddedChunk { chunk: Chunk::new(id, doc, "", &format!("{} n{n}", text.join(" "))), vector }
+        EmbeddedChunk { chunk: Chunk::new(id, doc, "", &format!("{} n{n}", text.join(" "))), vector, sentences: None }
     };
     let stamp = |name: &str| {
         use std::os::unix::fs::MetadataExt;
@@ -339,7 +341,7 @@ fn a_client_takes_the_data_dir_over_when_its_holder_ends() {
     let mut v = vec![0.0f32; 8];
     v[0] = 1.0;
     let chunk =
-        ragctx_core::EmbeddedChunk { chunk: ragctx_core::Chunk::new("c1", "d1", "T", "text one"), vector: v.clone() };
+        ragctx_core::EmbeddedChunk { chunk: ragctx_core::Chunk::new("c1", "d1", "T", "text one"), vector: v.clone(), sentences: None };
     assert_eq!(client.upsert(&[chunk]).unwrap(), 1);
     assert_eq!(holder.vector_store().len().unwrap(), 1, "the holder saw the client's write at once");
     drop(holder);

@@ -34,7 +34,7 @@ fn document(rng: &mut Rng, tenant: &str, d: usize) -> Vec<EmbeddedChunk> {
                 &format!("plant text of tenant={tenant} doc {d}"),
             );
             chunk.metadata = meta.clone();
-            EmbeddedChunk { chunk, vector: unit(rng) }
+            EmbeddedChunk { chunk, vector: unit(rng), sentences: None }
         })
         .collect()
 }

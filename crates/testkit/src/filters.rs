@@ -123,7 +123,7 @@ pub fn filter_corpus(rng: &mut Rng, docs: usize) -> Vec<EmbeddedChunk> {
                 &format!("plant text {d} {c} {}", WORDS[(d + c as usize) % WORDS.len()]),
             );
             chunk.metadata = if rng.below(4) == 0 { random_metadata(rng) } else { meta.clone() };
-            out.push(EmbeddedChunk { chunk, vector: unit(rng) });
+            out.push(EmbeddedChunk { chunk, vector: unit(rng), sentences: None });
         }
     }
     out

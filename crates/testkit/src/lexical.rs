@@ -7,7 +7,7 @@ use std::collections::HashMap;
 fn chunk(id: &str, doc: &str, text: &str, dim: usize) -> EmbeddedChunk {
     let mut vector = vec![0.0; dim];
     vector[0] = 1.0;
-    EmbeddedChunk { chunk: Chunk::new(id, doc, "", text), vector }
+    EmbeddedChunk { chunk: Chunk::new(id, doc, "", text), vector, sentences: None }
 }
 
 fn search(

@@ -40,6 +40,7 @@ fn chunk(id: &str, doc: &str, v: Vec<f32>) -> EmbeddedChunk {
             metadata: Default::default(),
         },
         vector: v,
+        sentences: None,
     }
 }
 

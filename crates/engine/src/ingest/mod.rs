@@ -34,7 +34,7 @@ pub fn with_vectors(
         .map(|(s, vector)| {
             let mut chunk = s.chunk;
             chunk.tokens = text_tokens(counter, &chunk.text);
-            EmbeddedChunk { chunk, vector }
+            EmbeddedChunk { chunk, vector, sentences: None }
         })
         .collect()
 }

@@ -4,7 +4,9 @@
 //! index, and say what changed.
 
 use super::{store as store_chunks, with_vectors};
-use ragctx_core::{EmbeddedChunk, Embedder, EmbeddingCache, Result, TokenCounter, VectorStore};
+use ragctx_core::{
+    EmbeddedChunk, Embedder, EmbeddingCache, QuantizedVector, Result, Sentence, Sentences, TokenCounter, VectorStore,
+};
 use ragctx_ingest::SourcedChunk;
 use std::collections::hash_map::{Entry, HashMap};
 use std::path::PathBuf;
@@ -47,8 +49,44 @@ pub fn embed_with_cache(
     texts: &[&str],
     progress: &dyn IngestProgress,
 ) -> Result<(Vec<Vec<f32>>, usize)> {
+    let (out, now) = embed_cached(embedder, cache, texts, false, progress)?;
+    Ok((out.into_iter().map(|v| v.0).collect(), now))
+}
+
+/// A text's vector and, where asked, its sentences' (DESIGN §11).
+type Vectors = (Vec<f32>, Option<Vec<QuantizedVector>>);
+
+/// [`embed_with_cache`], and with `sentences` each text's sentences' vectors too
+/// ([`Embedder::embed_spans`]), cached beside the texts' as [`pack`] writes them.
+fn embed_cached(
+    embedder: &dyn Embedder,
+    cache: Option<&dyn EmbeddingCache>,
+    texts: &[&str],
+    sentences: bool,
+    progress: &dyn IngestProgress,
+) -> Result<(Vec<Vectors>, usize)> {
     let model = embedder.model_id().to_owned();
-    let (cached, mut caching) = match cache.map(|c| (c, c.get(&model, texts))) {
+    let sentence_model = format!("{model}/sentences");
+    let spans: Vec<Vec<(usize, usize)>> = if sentences {
+        texts.iter().map(|t| ragctx_core::text::sentence_spans(t)).collect()
+    } else {
+        vec![Vec::new(); texts.len()]
+    };
+    let dim = embedder.dimension();
+    let lookup = |c: &dyn EmbeddingCache| -> Result<Vec<Option<Vectors>>> {
+        let whole = c.get(&model, texts)?;
+        if !sentences {
+            return Ok(whole.into_iter().map(|v| v.map(|v| (v, None))).collect());
+        }
+        let parts = c.get(&sentence_model, texts)?;
+        Ok(whole
+            .into_iter()
+            .zip(parts)
+            .zip(&spans)
+            .map(|((w, p), s)| Some((w?, Some(unpack(&p?, s.len(), dim)?))))
+            .collect())
+    };
+    let (cached, mut caching) = match cache.map(|c| (c, lookup(c))) {
         Some((_, Ok(found))) => (found, true),
         Some((c, Err(e))) => {
             progress.warn(&format!(
@@ -74,7 +112,7 @@ pub fn embed_with_cache(
             }
         }
     }
-    let mut out: Vec<Option<Vec<f32>>> = cached;
+    let mut out: Vec<Option<Vectors>> = cached;
     progress.embedded(0, missing.len());
     let mut done = 0;
     // Longest first: the first progress reports overestimate the time left, never underestimate.
@@ -82,10 +120,22 @@ pub fn embed_with_cache(
     order.sort_by_key(|&i| std::cmp::Reverse(texts[i].len()));
     for step in order.chunks(EMBED_STEP) {
         let batch: Vec<&str> = step.iter().map(|&i| texts[i]).collect();
-        let vectors = embedder.embed(&batch)?;
+        let vectors: Vec<Vectors> = if sentences {
+            let step_spans: Vec<Vec<(usize, usize)>> = step.iter().map(|&i| spans[i].clone()).collect();
+            embedder
+                .embed_spans(&batch, &step_spans)?
+                .into_iter()
+                .map(|(w, p)| (w, Some(p.iter().map(|v| QuantizedVector::quantize(v)).collect())))
+                .collect()
+        } else {
+            embedder.embed(&batch)?.into_iter().map(|w| (w, None)).collect()
+        };
         if let (true, Some(c)) = (caching, cache) {
-            let items: Vec<(&str, &[f32])> = batch.iter().copied().zip(vectors.iter().map(Vec::as_slice)).collect();
-            if let Err(e) = c.put(&model, &items) {
+            let items: Vec<(&str, &[f32])> = batch.iter().copied().zip(vectors.iter().map(|v| v.0.as_slice())).collect();
+            let packed: Vec<Vec<f32>> = vectors.iter().filter_map(|v| v.1.as_deref().map(pack)).collect();
+            let parts: Vec<(&str, &[f32])> = batch.iter().copied().zip(packed.iter().map(Vec::as_slice)).collect();
+            let put = c.put(&model, &items).and_then(|()| if sentences { c.put(&sentence_model, &parts) } else { Ok(()) });
+            if let Err(e) = put {
                 progress.warn(&format!("could not write the embedding cache ({}); going on without it", e.report()));
                 caching = false;
             }
@@ -101,6 +151,49 @@ pub fn embed_with_cache(
         out[copy] = out[of].clone();
     }
     Ok((out.into_iter().map(|v| v.expect("every text embedded")).collect(), missing.len()))
+}
+
+/// Sentence vectors as the embedding cache holds them (`f32`s, as it holds every vector, that
+/// JSON carries exactly): per sentence its scale, then its bytes three to a value (each value
+/// an integer below 2²⁴).
+fn pack(vectors: &[QuantizedVector]) -> Vec<f32> {
+    let mut out = Vec::new();
+    for v in vectors {
+        out.push(v.scale);
+        for three in v.values.chunks(3) {
+            let mut n = 0u32;
+            for (k, &b) in three.iter().enumerate() {
+                n |= u32::from(b as u8) << (8 * k);
+            }
+            out.push(n as f32);
+        }
+    }
+    out
+}
+
+/// [`pack`] read back for `n` sentences of `dim` values; `None` when the cached values are
+/// not that (another splitter's sentences, a torn entry).
+fn unpack(packed: &[f32], n: usize, dim: usize) -> Option<Vec<QuantizedVector>> {
+    let per = 1 + dim.div_ceil(3);
+    if packed.len() != n * per {
+        return None;
+    }
+    Some(
+        packed
+            .chunks_exact(per)
+            .map(|p| {
+                let values = p[1..]
+                    .iter()
+                    .flat_map(|&x| {
+                        let n = x as u32;
+                        [n as u8 as i8, (n >> 8) as u8 as i8, (n >> 16) as u8 as i8]
+                    })
+                    .take(dim)
+                    .collect();
+                QuantizedVector { scale: p[0], values }
+            })
+            .collect(),
+    )
 }
 
 /// What an ingest did.
@@ -247,8 +340,30 @@ pub fn embed_chunks(
     chunks: Vec<SourcedChunk>,
 ) -> Result<Embedded> {
     let texts: Vec<&str> = chunks.iter().map(|c| c.chunk.text.as_str()).collect();
-    let (vectors, embedded_now) = embed_with_cache(embedder, cache, &texts, progress)?;
-    Ok(Embedded { chunks: with_vectors(chunks, vectors, counter), embedded_now })
+    let (vectors, embedded_now) = embed_cached(embedder, cache, &texts, true, progress)?;
+    let (whole, parts): (Vec<Vec<f32>>, Vec<Option<Vec<QuantizedVector>>>) = vectors.into_iter().unzip();
+    let pages: Vec<Vec<(usize, u32)>> = chunks.iter().map(|c| c.page_starts.clone()).collect();
+    let mut chunks = with_vectors(chunks, whole, counter);
+    for ((c, p), pages) in chunks.iter_mut().zip(parts).zip(pages) {
+        c.sentences = p.map(|vectors| sentence_index(&c.chunk.text, vectors, &pages));
+    }
+    Ok(Embedded { chunks, embedded_now })
+}
+
+/// A chunk's sentence index: its sentences' spans (as [`ragctx_core::text::sentence_spans`]
+/// makes them), their vectors, and the page each starts on where the reader knew the pages
+/// (`page_starts`: byte offsets in the chunk's text where a page begins).
+fn sentence_index(text: &str, vectors: Vec<QuantizedVector>, page_starts: &[(usize, u32)]) -> Sentences {
+    let page_at = |offset: usize| {
+        let k = page_starts.partition_point(|(start, _)| *start <= offset);
+        page_starts.get(k.checked_sub(1)?).map(|p| p.1)
+    };
+    let sentences = ragctx_core::text::sentence_spans(text)
+        .into_iter()
+        .zip(vectors)
+        .map(|((a, b), vector)| Sentence { start: a as u32, end: b as u32, page: page_at(a), vector })
+        .collect();
+    Sentences { sentences }
 }
 
 /// The second half: the chunks written in one transaction (each document replaced whole,

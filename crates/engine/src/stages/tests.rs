@@ -34,7 +34,7 @@ fn words(text: &str) -> Vec<f32> {
 }
 
 fn chunk(id: &str, doc: &str, text: &str) -> EmbeddedChunk {
-    EmbeddedChunk { chunk: Chunk::new(id, doc, doc, text), vector: words(text) }
+    EmbeddedChunk { chunk: Chunk::new(id, doc, doc, text), vector: words(text), sentences: None }
 }
 
 /// An engine over six chunks of four documents.

@@ -40,6 +40,13 @@ impl Embedder for MemoEmbedder {
     fn embed(&self, texts: &[&str]) -> ragctx_core::Result<Vec<Vec<f32>>> {
         self.inner.embed(texts)
     }
+    fn embed_spans(
+        &self,
+        texts: &[&str],
+        spans: &[Vec<(usize, usize)>],
+    ) -> ragctx_core::Result<Vec<(Vec<f32>, Vec<Vec<f32>>)>> {
+        self.inner.embed_spans(texts, spans)
+    }
     fn embed_queries(&self, texts: &[&str]) -> ragctx_core::Result<Vec<Vec<f32>>> {
         let missing: Vec<&str> = {
             let memo = self.memo.lock().expect("memo");
