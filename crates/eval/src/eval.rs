@@ -103,6 +103,11 @@ pub enum EvalCommand {
         /// of `eval fit-query` [default: the weights the engine ships]
         #[arg(long)]
         query_weights: Option<String>,
+        /// The sentence scorer of `compress learned`: a weights file of `eval fit-sentences`
+        /// (with --fold, one fitted with that fold held out) [default: the scorer the engine
+        /// ships]
+        #[arg(long)]
+        sentence_scorer: Option<PathBuf>,
         /// Write mtrag.json and mtrag.html here
         #[arg(long)]
         out: Option<PathBuf>,
@@ -137,6 +142,28 @@ pub enum EvalCommand {
         /// for replaying the same calls through an MCP client (bench/agent-mcp)
         #[arg(long)]
         calls_out: Option<PathBuf>,
+    },
+    /// Fits the sentence scorer of `compress learned` on MTRAG's development split: replays
+    /// the conversations as `eval mtrag`'s engine row, labels each candidate sentence by the
+    /// gold passages and reference answers, cross-validates by conversation (5 folds), prints
+    /// the held-out folds and writes the weights file the engine ships
+    /// (crates/engine/sentence-scorer.json)
+    FitSentences {
+        /// Folder with turns.jsonl and corpus_DOMAIN.jsonl
+        #[arg(long, default_value = "../shared/data/mtrag")]
+        data: PathBuf,
+        /// Comma-separated domains (default: all in the turns file)
+        #[arg(long, value_delimiter = ',')]
+        domains: Vec<String>,
+        /// Fit the written weights on every fold but this one (0-4), for `eval mtrag --fold`
+        #[arg(long)]
+        hold_out: Option<u64>,
+        /// The share of the training turns' answer-bearing sentences the threshold keeps
+        #[arg(long, default_value_t = crate::fit_sentences::RECALL)]
+        recall: f64,
+        /// Write the weights file here
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
     /// Fits the follow-up query's weights (earlier questions, the previous turn's chunks) on
     /// MTRAG for recall@k, cross-validated by conversation (5 folds); prints the held-out
@@ -196,6 +223,18 @@ pub fn run(settings: &Settings, what: &EvalCommand) -> Result<()> {
             };
             crate::fit_query::run(settings, &opts)
         }
+        EvalCommand::FitSentences { data, domains, hold_out, recall, out } => {
+            let opts = crate::fit_sentences::FitSentencesOptions {
+                turns: data.join("turns.jsonl"),
+                corpus_dir: data.clone(),
+                domains: domains.clone(),
+                hold_out: *hold_out,
+                recall: *recall,
+                out: out.clone(),
+                command: std::env::args().skip(1).collect::<Vec<_>>().join(" "),
+            };
+            crate::fit_sentences::run(settings, &opts)
+        }
         EvalCommand::Agent { data, domains, budget, limit, conversations, json, calls_out } => {
             let opts = crate::agent::AgentOptions {
                 turns: data.join("turns.jsonl"),
@@ -228,6 +267,7 @@ pub fn run(settings: &Settings, what: &EvalCommand) -> Result<()> {
             conversations,
             fold,
             query_weights,
+            sentence_scorer,
             out,
             json,
         } => {
@@ -271,6 +311,10 @@ pub fn run(settings: &Settings, what: &EvalCommand) -> Result<()> {
                     Some(path) => Some(ragctx_engine::QueryWeights::parse(&crate::error::read_to_string(
                         std::path::Path::new(path),
                     )?)?),
+                },
+                sentence_scorer: match sentence_scorer {
+                    None => None,
+                    Some(path) => Some(ragctx_engine::sentences::Scorer::parse(&crate::error::read_to_string(path)?)?),
                 },
                 out: out.clone(),
                 json: *json,

@@ -25,6 +25,7 @@ pub mod data;
 pub mod error;
 pub mod eval;
 pub mod fit_query;
+pub mod fit_sentences;
 pub mod hardcases;
 pub mod intent;
 pub mod mtrag;

@@ -54,6 +54,8 @@ pub struct MtragOptions {
     pub fold: Option<u64>,
     /// The follow-up query's weights replacing the engine's.
     pub query_weights: Option<ragctx_engine::QueryWeights>,
+    /// The sentence scorer replacing the engine's (`compress learned`).
+    pub sentence_scorer: Option<ragctx_engine::sentences::Scorer>,
     /// Folder to write `mtrag.json` and `mtrag.html` to.
     pub out: Option<PathBuf>,
     /// Print the report as one JSON object instead of the table.
@@ -191,7 +193,7 @@ fn variants(opts: &MtragOptions, base: &TurnSettings) -> Result<Vec<Variant>> {
 /// Evidence recall against prompt tokens per strategy, one point per budget (unbounded
 /// `history` one point without a budget): overall, from turn 5 on, and per domain.
 fn curves(variants: &[Variant], strategies: &serde_json::Value, domains: &[String]) -> serde_json::Value {
-    let point = |m: &serde_json::Value| serde_json::json!({"prompt_tokens": m["prompt_tokens"], "evidence_recall": m["evidence_recall"], "answer_support": m["answer_support"], "turns": m["turns"]});
+    let point = |m: &serde_json::Value| serde_json::json!({"prompt_tokens": m["prompt_tokens"], "evidence_recall": m["evidence_recall"], "answer_support": m["answer_support"], "semantic_support": m["semantic_support"], "answer_sentences_recall": m["answer_sentences_recall"], "turns": m["turns"]});
     let mut out: BTreeMap<String, Vec<serde_json::Value>> = BTreeMap::new();
     for v in variants {
         let r = &strategies[&v.key];
@@ -230,6 +232,34 @@ fn query_text(conv: &Conversation, i: usize, mode: &str) -> String {
         // A key the memo embedder resolves to the weighted mix (see `MemoEmbedder::mix`).
         "weighted" => recent(conv, i).iter().rev().map(String::as_str).collect::<Vec<_>>().join(" <- "),
         _ => conv.messages[i].clone(),
+    }
+}
+
+/// The median of `xs` (`None` when empty).
+fn median(xs: &mut [f32]) -> Option<f32> {
+    xs.sort_by(f32::total_cmp);
+    xs.get(xs.len() / 2).copied()
+}
+
+/// Sentences embedded alone by the store's embedder, each distinct one once per run (for
+/// `semantic_support`).
+struct SentenceVectors {
+    embedder: Arc<dyn Embedder>,
+    memo: Mutex<HashMap<String, Vec<f32>>>,
+}
+
+impl SentenceVectors {
+    fn of(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        let mut memo = self.memo.lock().expect("memo");
+        let mut missing: Vec<&str> = texts.iter().copied().filter(|t| !memo.contains_key(*t)).collect();
+        missing.sort_unstable();
+        missing.dedup();
+        if !missing.is_empty() {
+            for (t, v) in missing.iter().zip(self.embedder.embed(&missing)?) {
+                memo.insert((*t).to_owned(), v);
+            }
+        }
+        Ok(texts.iter().map(|t| memo[*t].clone()).collect())
     }
 }
 
@@ -313,11 +343,39 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
     let sessions: Arc<dyn SessionStore> = Arc::new(sessions_data.session_store());
     let mut tallies: BTreeMap<String, Tally> = BTreeMap::new();
     let mut analyzer = ragctx_lexical::Analyzer::default();
+    let sentence_vectors = SentenceVectors { embedder: embedder.inner.clone(), memo: Mutex::new(HashMap::new()) };
+    let mut calibration: Vec<f32> = Vec::new();
     for domain in &domains {
         let (store, doc_of) = domain_store(settings, &opts.corpus_dir, domain, embedder.inner.as_ref(), !opts.json)?;
-        let mut engine = ragctx_app::app::engine_over(Arc::new(store), sessions.clone(), embedder.clone());
+        let store = Arc::new(store);
+        let mut engine = ragctx_app::app::engine_over(store.clone(), sessions.clone(), embedder.clone());
+        // Per gold turn, once: the reference answer's sentences (vectors) and the sentences of
+        // each gold passage that hold it; the calibration of the semantic threshold.
+        let mut answers: HashMap<(String, usize), (Vec<Vec<f32>>, HashMap<String, Vec<String>>)> = HashMap::new();
+        for conv in convs.iter().filter(|c| &c.domain == domain) {
+            for (&turn, (gold, _)) in &conv.gold {
+                let Some(answer) = conv.answers.get(&turn) else { continue };
+                let terms = crate::mtrag_metrics::content_terms(&mut analyzer, &[answer.as_str()]);
+                let ids: Vec<ragctx_core::ChunkId> = gold.iter().map(|g| g.as_str().into()).collect();
+                let chunks = ragctx_core::VectorStore::chunks(store.as_ref(), &ids)?;
+                let bearing: HashMap<String, Vec<String>> = chunks
+                    .iter()
+                    .map(|c| {
+                        let b = crate::mtrag_metrics::answer_bearing(&mut analyzer, &c.text, &terms);
+                        (c.id.0.clone(), b.into_iter().map(str::to_owned).collect())
+                    })
+                    .collect();
+                let vectors = sentence_vectors.of(&ragctx_core::text::sentences(answer))?;
+                let gold_sentences: Vec<&str> = chunks.iter().flat_map(|c| ragctx_core::text::sentences(&c.text)).collect();
+                calibration.extend(crate::mtrag_metrics::best_cosines(&vectors, &sentence_vectors.of(&gold_sentences)?));
+                answers.insert((conv.id.clone(), turn), (vectors, bearing));
+            }
+        }
         if let Some(w) = opts.query_weights {
             engine.query_weights = w;
+        }
+        if let Some(s) = &opts.sentence_scorer {
+            engine.sentence_scorer = Arc::new(s.clone());
         }
         // The condenser only: answers stay extractive (the metrics are about evidence).
         engine.condenser = ragctx_app::app::condenser(settings)?;
@@ -330,7 +388,8 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
                 // Per earlier turn: its chunks, its context tokens and the tokens of its question
                 // and answer (what a client keeps in the model's history), and its context's
                 // terms (for `answer_support`).
-                let mut earlier: Vec<(HashSet<String>, usize, usize, HashSet<String>)> = Vec::new();
+                // (and its context's sentences, for `semantic_support`).
+                let mut earlier: Vec<(HashSet<String>, usize, usize, HashSet<String>, Vec<String>)> = Vec::new();
                 // The conversation so far, for `none+conv`.
                 let mut said: Vec<Utterance> = Vec::new();
                 for i in 0..conv.messages.len() {
@@ -380,6 +439,14 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
                     let texts: Vec<&str> =
                         out.context.iter().flat_map(|b| [b.title.as_str(), b.text.as_str()]).collect();
                     let terms = crate::mtrag_metrics::content_terms(&mut analyzer, &texts);
+                    // The context's sentences, without the marks of cut text.
+                    let said_here: Vec<String> = out
+                        .context
+                        .iter()
+                        .flat_map(|b| ragctx_core::text::sentences(&b.text))
+                        .filter(|x| x.trim() != ragctx_engine::compress::CUT)
+                        .map(str::to_owned)
+                        .collect();
                     let kept = &earlier[from..];
                     let in_window: HashSet<&String> = kept.iter().flat_map(|k| k.0.iter()).collect();
                     let kept_tokens: usize = kept.iter().map(|k| k.1).sum();
@@ -433,8 +500,41 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
                             }
                             crate::mtrag_metrics::answer_support(&answer, &evidence)
                         });
+                        let known = answers.get(&(conv.id.clone(), i + 1));
+                        let semantic = match known {
+                            Some((answer, _)) if support.is_some() => {
+                                let mut evidence: Vec<&str> = said_here.iter().map(String::as_str).collect();
+                                if v.client_keeps() {
+                                    kept.iter().for_each(|k| evidence.extend(k.4.iter().map(String::as_str)));
+                                }
+                                crate::mtrag_metrics::semantic_support(
+                                    answer,
+                                    &sentence_vectors.of(&evidence)?,
+                                    crate::mtrag_metrics::SEMANTIC_THRESHOLD,
+                                )
+                            }
+                            _ => None,
+                        };
+                        // A gold passage counts when readable and, shown in this turn's context,
+                        // with every sentence of it that holds the answer.
+                        let whole_sentences = |id: &str| {
+                            let Some(bearing) = known.and_then(|k| k.1.get(id)) else { return true };
+                            match out.context.iter().find(|b| b.chunk_ids.iter().any(|c| c.0 == id)) {
+                                Some(b) => bearing.iter().all(|x| b.text.contains(x.as_str())),
+                                None => true,
+                            }
+                        };
+                        let answer_sentences = g
+                            .iter()
+                            .filter(|x| {
+                                let readable = c.contains(x.as_str()) || (v.client_keeps() && in_window.contains(*x));
+                                readable && whole_sentences(x)
+                            })
+                            .count() as f64;
                         let m = Means {
                             answer_support: support.unwrap_or(0.0),
+                            semantic_support: semantic.unwrap_or(0.0),
+                            answer_sentences_recall: answer_sentences / g.len().max(1) as f64,
                             answered: support.is_some() as usize,
                             evidence_recall: readable / g.len().max(1) as f64,
                             fresh_recall: fresh / g.len().max(1) as f64,
@@ -483,7 +583,7 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
                     }
                     let exchange = Utterance::user(conv.messages[i].as_str()).render()
                         + &Utterance::assistant(out.answer.as_str()).render();
-                    earlier.push((c.clone(), out.trace.context_tokens, counter.count(&exchange), terms));
+                    earlier.push((c.clone(), out.trace.context_tokens, counter.count(&exchange), terms, said_here));
                     said.push(Utterance::user(conv.messages[i].as_str()));
                     said.push(Utterance::assistant(out.answer.as_str()));
                     shown_chunks.extend(c);
@@ -529,6 +629,11 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
         "limit": base.limit,
         "query_weights": opts.query_weights.unwrap_or_else(ragctx_engine::QueryWeights::fitted),
         "fold": opts.fold,
+        "semantic_threshold": {
+            "used": crate::mtrag_metrics::SEMANTIC_THRESHOLD,
+            "calibrated_here": median(&mut calibration),
+            "calibration": "the median, over the reference answers' sentences of the turns replayed, of the best cosine a sentence of the turn's gold passages reaches",
+        },
         "instructions_tokens": counter.count(INSTRUCTIONS),
         "seconds": started.elapsed().as_secs_f64(),
     });

@@ -27,6 +27,51 @@ pub fn content_terms(analyzer: &mut ragctx_lexical::Analyzer, texts: &[&str]) ->
     out.into_iter().collect()
 }
 
+/// The cosine at which an evidence sentence carries an answer sentence's meaning
+/// (`semantic_support`). Calibrated on MTRAG's development split: the median, over the
+/// reference answers' sentences, of the best cosine a sentence of the turn's own gold passages
+/// reaches (all-MiniLM-L6-v2; each `eval mtrag` prints the figure on the data it replays).
+pub const SEMANTIC_THRESHOLD: f32 = 0.6;
+
+/// The sentences of a gold passage that hold the reference answer: at least
+/// [`crate::fit_sentences::MIN_SHARED`] of its content terms (all of a shorter answer's) —
+/// the label the sentence scorer learns.
+pub fn answer_bearing<'a>(
+    analyzer: &mut ragctx_lexical::Analyzer,
+    text: &'a str,
+    answer: &HashSet<String>,
+) -> Vec<&'a str> {
+    let need = crate::fit_sentences::MIN_SHARED.min(answer.len());
+    if need == 0 {
+        return Vec::new();
+    }
+    ragctx_core::text::sentences(text)
+        .into_iter()
+        .filter(|s| content_terms(analyzer, &[s]).intersection(answer).count() >= need)
+        .collect()
+}
+
+/// The share of `answer` sentences (their vectors) that some `evidence` vector reaches at
+/// `threshold` by cosine (unit vectors); `None` for an answer without sentences.
+pub fn semantic_support(answer: &[Vec<f32>], evidence: &[Vec<f32>], threshold: f32) -> Option<f64> {
+    (!answer.is_empty()).then(|| {
+        let carried = answer
+            .iter()
+            .filter(|a| evidence.iter().any(|e| e.iter().zip(a.iter()).map(|(x, y)| x * y).sum::<f32>() >= threshold))
+            .count();
+        carried as f64 / answer.len() as f64
+    })
+}
+
+/// The best cosine each `answer` vector reaches among `evidence` (calibration).
+pub fn best_cosines(answer: &[Vec<f32>], evidence: &[Vec<f32>]) -> Vec<f32> {
+    answer
+        .iter()
+        .map(|a| evidence.iter().map(|e| e.iter().zip(a).map(|(x, y)| x * y).sum::<f32>()).fold(f32::MIN, f32::max))
+        .filter(|c| c.is_finite() && *c > f32::MIN)
+        .collect()
+}
+
 /// Share of the reference answer's terms found in `evidence` (the terms of the blocks the
 /// model reads); `None` when the answer has no term.
 pub fn answer_support(answer: &HashSet<String>, evidence: &HashSet<String>) -> Option<f64> {
@@ -103,6 +148,16 @@ pub struct Means {
     /// draws a support of 0 that nothing measured.
     #[serde(serialize_with = "finite_or_null")]
     pub answer_support: f64,
+    /// The non-lexical support: the share of the reference answer's sentences whose meaning a
+    /// sentence of the evidence carries — its cosine to the answer sentence (each embedded
+    /// alone by the store's embedder) at least [`SEMANTIC_THRESHOLD`]. Averaged over
+    /// `answered` turns, as `answer_support`.
+    #[serde(serialize_with = "finite_or_null")]
+    pub semantic_support: f64,
+    /// Share of the turn's gold passages the model can read with every sentence of theirs
+    /// that holds the answer ([`answer_bearing`]): `evidence_recall` counted at the sentence
+    /// level, where a cut block that left an answer-bearing sentence out does not count.
+    pub answer_sentences_recall: f64,
     /// Gold turns whose reference answer is known (a conversation's last turn has none).
     pub answered: usize,
     /// Gold turns added up (1 for one turn's metrics); not averaged by `mean`.
@@ -111,9 +166,10 @@ pub struct Means {
 
 impl Means {
     /// Every averaged metric, listed once.
-    fn metrics(&mut self) -> [&mut f64; 24] {
+    fn metrics(&mut self) -> [&mut f64; 25] {
         [
             &mut self.evidence_recall,
+            &mut self.answer_sentences_recall,
             &mut self.fresh_recall,
             &mut self.doc_recall,
             &mut self.available_recall,
@@ -146,6 +202,7 @@ impl Means {
             *sum += *x;
         }
         self.answer_support += m.answer_support;
+        self.semantic_support += m.semantic_support;
         self.answered += m.answered;
         self.turns += 1;
     }
@@ -157,6 +214,7 @@ impl Means {
             *x /= n;
         }
         out.answer_support = if self.answered == 0 { f64::NAN } else { self.answer_support / self.answered as f64 };
+        out.semantic_support = if self.answered == 0 { f64::NAN } else { self.semantic_support / self.answered as f64 };
         out
     }
 }

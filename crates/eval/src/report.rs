@@ -4,9 +4,11 @@
 use serde_json::Value;
 use std::fmt::Write;
 
-const COLUMNS: [(&str, &str); 17] = [
+const COLUMNS: [(&str, &str); 19] = [
     ("evidence_recall", "evidence recall"),
     ("answer_support", "answer support"),
+    ("semantic_support", "semantic support"),
+    ("answer_sentences_recall", "answer sentences recall"),
     ("fresh_recall", "fresh recall"),
     ("doc_recall", "doc recall"),
     ("available_recall", "available recall"),
@@ -43,11 +45,11 @@ fn curves_table(report: &Value) -> String {
         report["domains"].as_array().map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
     let _ = writeln!(
         s,
-        "| strategy | budget | prompt tokens | evidence recall | answer support | turns ≥ 5: prompt tokens | turns ≥ 5: evidence recall | turns ≥ 5: answer support | {} | {} |",
+        "| strategy | budget | prompt tokens | evidence recall | answer support | semantic support | turns ≥ 5: prompt tokens | turns ≥ 5: evidence recall | turns ≥ 5: answer support | turns ≥ 5: semantic support | {} | {} |",
         domains.iter().map(|d| format!("{d}: evidence")).collect::<Vec<_>>().join(" | "),
         domains.iter().map(|d| format!("{d}: support")).collect::<Vec<_>>().join(" | ")
     );
-    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|{}", "---:|".repeat(2 * domains.len()));
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|{}", "---:|".repeat(2 * domains.len()));
     let num = |v: &Value| v.as_f64().unwrap_or(0.0);
     // A share, or "—" where nothing was measured (answer support without a reference answer).
     let share = |v: &Value| v.as_f64().map_or("—".to_owned(), |x| format!("{x:.3}"));
@@ -59,13 +61,15 @@ fn curves_table(report: &Value) -> String {
             };
             let _ = writeln!(
                 s,
-                "| {name} | {budget} | {:.0} | {} | {} | {:.0} | {} | {} | {} | {} |",
+                "| {name} | {budget} | {:.0} | {} | {} | {} | {:.0} | {} | {} | {} | {} | {} |",
                 num(&p["prompt_tokens"]),
                 share(&p["evidence_recall"]),
                 share(&p["answer_support"]),
+                share(&p["semantic_support"]),
                 num(&p["from_turn_5"]["prompt_tokens"]),
                 share(&p["from_turn_5"]["evidence_recall"]),
                 share(&p["from_turn_5"]["answer_support"]),
+                share(&p["from_turn_5"]["semantic_support"]),
                 per_domain("evidence_recall"),
                 per_domain("answer_support")
             );
