@@ -90,6 +90,7 @@ pub fn with_models(engine: &mut Engine, settings: &Settings) -> Result<()> {
         None => None,
     };
     engine.rerank_top_n = settings.rerank_top_n;
+    engine.sentence_index = settings.sentence_index();
     Ok(())
 }
 

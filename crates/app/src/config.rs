@@ -39,6 +39,8 @@ pub struct Settings {
     pub(crate) rerank: Option<ragctx_models::RerankConfig>,
     pub(crate) rerank_top_n: usize,
     pub(crate) reading: ReadOptions,
+    /// Whether ingest keeps the sentence index (`sentence_index`; never with Milvus).
+    pub(crate) sentence_index: bool,
 }
 
 impl Settings {
@@ -90,6 +92,12 @@ impl Settings {
     /// The condenser's endpoint (`condense openai`); `None` when none is configured.
     pub fn condense(&self) -> Option<&ragctx_models::OpenAiConfig> {
         self.condense.as_ref()
+    }
+
+    /// Whether ingest keeps the sentence index: `sentence_index`, with the embedded store
+    /// (Milvus keeps none).
+    pub fn sentence_index(&self) -> bool {
+        self.sentence_index && matches!(self.backend, Backend::Embedded)
     }
 
     /// How ingest reads files: each file's limits, and whether links are followed.
@@ -190,6 +198,7 @@ impl Settings {
             condense,
             rerank,
             rerank_top_n,
+            sentence_index: raw.sentence_index.unwrap_or_else(default::sentence_index),
             reading: ReadOptions {
                 limits: crate::reader::ReadLimits {
                     time: match raw.ingest_file_secs {

@@ -314,6 +314,7 @@ fn store_chunks(
         Some(&cache),
         progress,
         std::mem::take(&mut read.chunks),
+        settings.sentence_index(),
     )?;
     // Only the embedded backend lives in the data dir: with Milvus nothing local is locked.
     let data = match settings.backend {

@@ -85,6 +85,8 @@ pub struct Engine {
     /// Where `compress learned` writes every sentence it judges, with its features (for
     /// `ragctx eval fit-sentences`); `None`: nowhere.
     pub sentence_log: Option<sentences::SentenceLog>,
+    /// Whether its ingest keeps each chunk's sentences with their vectors (DESIGN §11).
+    pub sentence_index: bool,
 }
 
 /// Default of [`Engine::rerank_top_n`]: a turn's `limit` (24) with room for the working set's
@@ -115,6 +117,7 @@ impl Engine {
             rerank_top_n: DEFAULT_RERANK_TOP_N,
             sentence_scorer: sentences::Scorer::shipped(),
             sentence_log: None,
+            sentence_index: true,
         }
     }
 }

@@ -160,7 +160,7 @@ pub fn run(settings: &Settings, opts: &FitOptions) -> Result<()> {
         eprintln!("{domain}: {} passages (embeddings cached in {})", read.len(), settings.data_dir().display());
         let cache = DataDirCache::At(settings.data_dir().to_owned());
         let embedded =
-            embed_chunks(embedder.as_ref(), &counter as &dyn TokenCounter, Some(&cache), &Terminal::default(), read)?;
+            embed_chunks(embedder.as_ref(), &counter as &dyn TokenCounter, Some(&cache), &Terminal::default(), read, false)?;
         let index: HashMap<&str, usize> =
             embedded.chunks.iter().enumerate().map(|(i, c)| (c.chunk.id.as_str(), i)).collect();
         let matrix: Vec<f32> = embedded.chunks.iter().flat_map(|c| c.vector.iter().copied()).collect();

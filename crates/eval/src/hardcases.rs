@@ -112,6 +112,7 @@ pub fn run(settings: &Settings, file: &Path, json: bool) -> Result<()> {
         None,
         &ragctx_engine::ingest::Logged,
         sourced,
+        true,
     )?;
     ragctx_engine::ingest::store_embedded(&store, embedded, true)?;
     let dir = std::env::temp_dir().join(format!("ragctx-hardcases-{}", std::process::id()));

@@ -281,7 +281,7 @@ pub fn domain_store(
     }
     let cache = DataDirCache::At(settings.data_dir().to_owned());
     let counter = Cl100kCounter::new();
-    let embedded = embed_chunks(embedder, &counter, Some(&cache), &Terminal::default(), read)?;
+    let embedded = embed_chunks(embedder, &counter, Some(&cache), &Terminal::default(), read, true)?;
     let doc_of: HashMap<String, String> =
         embedded.chunks.iter().map(|c| (c.chunk.id.0.clone(), c.chunk.document_id.0.clone())).collect();
     let store = MemoryVectorStore::new(embedder.dimension(), IndexParams::default());

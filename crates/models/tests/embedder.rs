@@ -63,6 +63,33 @@ fn int8_stays_close_to_the_reference_and_says_it_is_int8() {
     eprintln!("lowest int8 cosine to sentence-transformers: {worst:.5}");
 }
 
+/// A passage's sentences pooled from its own encoding (late chunking): the whole passage is
+/// still sentence-transformers' vector, each sentence's vector is close to the sentence
+/// embedded alone (it reads its neighbours too), nearer its own than the other sentences,
+/// and a span with no token of its own is embedded alone.
+#[test]
+fn sentences_pool_from_their_passage() {
+    let e = MiniLmEmbedder::load(&model_dir()).expect("model installed by scripts/setup");
+    let text = "Guinea pigs need vitamin C every day. The stock market fell sharply on Monday. Rain is expected.";
+    let spans = ragctx_core::text::sentence_spans(text);
+    assert_eq!(spans.len(), 3);
+    let out = e.embed_spans(&[text, " "], &[spans.clone(), vec![(0, 1)]]).unwrap();
+    let whole = &e.embed(&[text]).unwrap()[0];
+    let cos = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>();
+    assert!(cos(&out[0].0, whole) > 0.99999, "the passage's own vector is unchanged");
+    let alone = e.embed(&spans.iter().map(|&(a, b)| &text[a..b]).collect::<Vec<_>>()).unwrap();
+    for (i, v) in out[0].1.iter().enumerate() {
+        let own = cos(v, &alone[i]);
+        // A three-word sentence read in its passage measured 0.55; longer ones more.
+        assert!(own > 0.5, "sentence {i}: cosine {own} to itself embedded alone");
+        for (j, other) in alone.iter().enumerate().filter(|(j, _)| *j != i) {
+            assert!(own > cos(v, other), "sentence {i} nearer sentence {j} than itself");
+        }
+    }
+    assert_eq!(out[1].1.len(), 1, "a span without tokens still gets a vector");
+    assert!((cos(&out[1].1[0], &out[1].1[0]) - 1.0).abs() < 1e-3);
+}
+
 #[test]
 fn missing_model_names_the_setup_command() {
     let err = MiniLmEmbedder::load("/nonexistent/model-dir".as_ref()).err().expect("fails");

@@ -338,9 +338,10 @@ pub fn embed_chunks(
     cache: Option<&dyn EmbeddingCache>,
     progress: &dyn IngestProgress,
     chunks: Vec<SourcedChunk>,
+    sentences: bool,
 ) -> Result<Embedded> {
     let texts: Vec<&str> = chunks.iter().map(|c| c.chunk.text.as_str()).collect();
-    let (vectors, embedded_now) = embed_cached(embedder, cache, &texts, true, progress)?;
+    let (vectors, embedded_now) = embed_cached(embedder, cache, &texts, sentences, progress)?;
     let (whole, parts): (Vec<Vec<f32>>, Vec<Option<Vec<QuantizedVector>>>) = vectors.into_iter().unzip();
     let pages: Vec<Vec<(usize, u32)>> = chunks.iter().map(|c| c.page_starts.clone()).collect();
     let mut chunks = with_vectors(chunks, whole, counter);
@@ -413,7 +414,8 @@ impl crate::Engine {
         progress: &dyn IngestProgress,
     ) -> Result<IngestReport> {
         let started = Instant::now();
-        let embedded = embed_chunks(self.embedder.as_ref(), self.counter.as_ref(), cache, progress, chunks)?;
+        let embedded =
+            embed_chunks(self.embedder.as_ref(), self.counter.as_ref(), cache, progress, chunks, self.sentence_index)?;
         let mut report = store_embedded(self.vectors.as_ref(), embedded, append)?;
         report.seconds = started.elapsed().as_secs_f64();
         Ok(report)
@@ -442,15 +444,15 @@ mod tests {
     #[derive(Default)]
     struct Memo(Mutex<HashMap<String, Vec<f32>>>, Mutex<bool>);
     impl EmbeddingCache for Memo {
-        fn get(&self, _: &str, texts: &[&str]) -> Result<Vec<Option<Vec<f32>>>> {
+        fn get(&self, model: &str, texts: &[&str]) -> Result<Vec<Option<Vec<f32>>>> {
             let m = self.0.lock().unwrap();
-            Ok(texts.iter().map(|t| m.get(*t).cloned()).collect())
+            Ok(texts.iter().map(|t| m.get(&format!("{model}\0{t}")).cloned()).collect())
         }
-        fn put(&self, _: &str, items: &[(&str, &[f32])]) -> Result<()> {
+        fn put(&self, model: &str, items: &[(&str, &[f32])]) -> Result<()> {
             if *self.1.lock().unwrap() {
                 return Err(ragctx_core::Error::InvalidInput("disk full".into()));
             }
-            self.0.lock().unwrap().extend(items.iter().map(|(t, v)| (t.to_string(), v.to_vec())));
+            self.0.lock().unwrap().extend(items.iter().map(|(t, v)| (format!("{model}\0{t}"), v.to_vec())));
             Ok(())
         }
         fn place(&self) -> String {
@@ -480,5 +482,28 @@ mod tests {
         let (v, now) = embed_with_cache(&e, Some(&cache), &["dddd", "eeeee"], &w).unwrap();
         assert_eq!((v.len(), now), (2, 2));
         assert_eq!(w.0.lock().unwrap().len(), 1, "{:?}", w.0.lock().unwrap());
+    }
+
+    #[test]
+    fn sentence_vectors_are_cached_beside_the_texts_and_read_back_whole() {
+        let v = [QuantizedVector::quantize(&[0.5, -1.0, 0.25, 0.0]), QuantizedVector::quantize(&[-0.1, 0.2, 0.3, -0.4])];
+        let packed = pack(&v);
+        assert_eq!(packed.len(), 2 * (1 + 2), "a scale and three bytes to a value");
+        assert!(packed.iter().all(|x| x.is_finite()), "JSON carries every value");
+        assert_eq!(unpack(&packed, 2, 4), Some(v.to_vec()));
+        assert_eq!(unpack(&packed, 3, 4), None, "another count of sentences: not these");
+        // Embedding with sentences: each text's sentences, cached, then read from the cache.
+        let e = Counting(Mutex::new(0));
+        let cache = Memo::default();
+        let w = Warnings(Mutex::new(vec![]));
+        let texts = ["One. Two.", "Three."];
+        let (first, now) = embed_cached(&e, Some(&cache), &texts, true, &w).unwrap();
+        assert_eq!(now, 2);
+        assert_eq!(first[0].1.as_ref().map(Vec::len), Some(2));
+        assert_eq!(first[1].1.as_ref().map(Vec::len), Some(1));
+        let asked = *e.0.lock().unwrap();
+        let (again, now) = embed_cached(&e, Some(&cache), &texts, true, &w).unwrap();
+        assert_eq!((now, *e.0.lock().unwrap()), (0, asked), "all from the cache");
+        assert_eq!(again, first);
     }
 }
