@@ -35,6 +35,7 @@ pub fn stage(e: &Engine, t: &mut Turn<'_>) -> Result<()> {
         let asked = crate::sentences::Asked { question: &q.own_vector, query: &q.vector, texts: [t.question, &text] };
         let out = crate::sentences::cut(e, &e.sentence_scorer, &mut t.deduped.fragments, &asked, e.sentence_log.as_ref())?;
         t.stats.compressed = Some(Compressed {
+            cut: out.cut_blocks,
             kept_sentences: out.kept,
             cut_sentences: out.cut,
             whole_unjudged: out.unjudged,
@@ -48,8 +49,35 @@ pub fn stage(e: &Engine, t: &mut Turn<'_>) -> Result<()> {
 
 /// Its trace record, once the prompt is built: the cut blocks that made it into the context
 /// (each by its first chunk) and the tokens their cuts freed.
-pub fn record(t: &mut Turn<'_>) {
+pub fn record(e: &Engine, t: &mut Turn<'_>) {
     let Some(built) = t.built.as_ref() else { return };
+    if t.settings.compress == Compress::Learned {
+        // Counted here, for the blocks that reached the context only: whole, their chunks'
+        // tokens (counted at ingest); cut, the block's tokens without its heading.
+        let judged = t.stats.compressed.take().unwrap_or_default();
+        let cut: HashSet<&ChunkId> = judged.cut.iter().collect();
+        let mut reached = Vec::new();
+        let mut freed = 0;
+        for b in built.context.blocks.iter().filter(|b| b.chunk_ids.first().is_some_and(|id| cut.contains(id))) {
+            let Some(f) = t.deduped.fragments.iter().find(|f| f.chunks.first().map(|c| &c.id) == b.chunk_ids.first())
+            else {
+                continue;
+            };
+            let whole: usize = f
+                .chunks
+                .iter()
+                .map(|c| match c.tokens {
+                    Some(n) if e.counter.name() == ragctx_core::CHUNK_TOKENIZER => n as usize,
+                    _ => e.counter.count(&c.text),
+                })
+                .sum();
+            let heading = e.counter.count(&format!("{}\n", b.heading()));
+            freed += whole.saturating_sub(b.tokens.saturating_sub(heading));
+            reached.push(b.chunk_ids[0].clone());
+        }
+        t.stats.compressed = Some(Compressed { cut: reached, freed_tokens: freed, ..judged });
+        return;
+    }
     let freed: HashMap<&ChunkId, usize> = t
         .deduped
         .fragments

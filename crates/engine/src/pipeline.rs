@@ -23,7 +23,7 @@ pub struct Stage {
     pub run: fn(&Engine, &mut Turn<'_>) -> Result<()>,
     /// The part of its trace record that depends on the finished prompt (what of its work
     /// reached the context), written after every stage has run; only if the stage ran.
-    pub record: Option<fn(&mut Turn<'_>)>,
+    pub record: Option<fn(&Engine, &mut Turn<'_>)>,
 }
 
 fn always(_: &Turn<'_>) -> bool {
@@ -201,7 +201,7 @@ impl Engine {
             records.extend(stage.record);
         }
         for record in records {
-            record(turn);
+            record(engine, turn);
         }
         Ok(())
     }

@@ -130,6 +130,9 @@ pub struct Outcome {
     pub cut: usize,
     /// Blocks kept whole for want of a sentence index covering their text.
     pub unjudged: usize,
+    /// The blocks that were cut, each by its first chunk (their tokens are counted once
+    /// the context is filled, for those that reached it: `compress::record`).
+    pub cut_blocks: Vec<ChunkId>,
 }
 
 /// A fragment's sentences found in its text: each one's span in the fragment's text, its
@@ -186,8 +189,7 @@ pub struct Asked<'a> {
 }
 
 /// Cuts each fragment to the sentences `scorer` judges to carry the turn (reading the
-/// sentence index and the chunks' vectors from `e`'s store), recording in each cut one the
-/// tokens its cut freed; rows go to `log` where given.
+/// sentence index and the chunks' vectors from `e`'s store); rows go to `log` where given.
 pub fn cut(
     e: &Engine,
     scorer: &Scorer,
@@ -274,10 +276,8 @@ pub fn cut(
         if kept_n == n {
             continue;
         }
-        let text = cut_text(&f.text, &l.spans, &keep);
-        let whole = e.counter.count(&f.text);
-        f.freed = whole.saturating_sub(e.counter.count(&text));
-        f.text = text;
+        f.text = cut_text(&f.text, &l.spans, &keep);
+        outcome.cut_blocks.extend(f.chunks.first().map(|c| c.id.clone()));
     }
     Ok(outcome)
 }

@@ -187,3 +187,50 @@ fn compression_cuts_blocks_to_their_sentences_and_a_reshow_shows_them_whole() {
         .unwrap();
     assert!(off.context.iter().any(|b| b.text == long) && off.trace.compressed.is_none());
 }
+
+/// `compress learned` through a whole turn: a chunk with a sentence index is cut to the
+/// sentences the scorer judges to carry the question (here a hand-set scorer on the question's
+/// cosine; the shipped one is fitted by `eval fit-sentences`), with their neighbours and the
+/// cut marked; a chunk without one stays whole and the trace counts it; a reshow shows whole.
+#[test]
+fn learned_compression_cuts_judged_blocks_and_keeps_unjudged_ones_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut e = engine(&dir);
+    let long = "Ferns come from damp forests. Their fronds uncurl slowly in spring. Stones line the old path. \
+                Water a fern twice a week. Many growers like clay pots. Repotting is rarely needed. \
+                Old fronds can be cut at the base.";
+    let spans = ragctx_core::text::sentence_spans(long);
+    let vectors: Vec<Vec<f32>> = spans.iter().map(|&(a, b)| words(&long[a..b])).collect();
+    let mut indexed = chunk("guide#0", "guide", long);
+    indexed.sentences = Some(ragctx_core::Sentences::new(&spans, &vectors, &[]));
+    let bare = "How often should I water a fern? Water a fern often.";
+    e.vectors.upsert(&[indexed, chunk("bare#0", "bare", bare)]).unwrap();
+    let mut weights = vec![0.0; crate::sentences::N];
+    weights[0] = 20.0;
+    e.sentence_scorer = Arc::new(crate::sentences::Scorer {
+        features: crate::sentences::FEATURES.iter().map(|f| f.to_string()).collect(),
+        mean: vec![0.0; crate::sentences::N],
+        scale: vec![1.0; crate::sentences::N],
+        weights,
+        bias: -8.0,
+        threshold: 0.5,
+        neighbours: 1,
+    });
+    let session = SessionId::parse("l1").unwrap();
+    // No floor: both chunks reach the context whatever their cosines.
+    let s = TurnSettings { compress: ragctx_core::Compress::Learned, relevance_floor: 0.0, ..TurnSettings::default() };
+    let t = e.run(TurnInput::new(&session, "How often should I water a fern?", &s)).unwrap();
+    let block = t.context.iter().find(|b| b.document_id.as_str() == "guide").expect("the guide is shown");
+    assert_eq!(block.text, "…\nStones line the old path. Water a fern twice a week. Many growers like clay pots.\n…");
+    let whole = t.context.iter().find(|b| b.document_id.as_str() == "bare").expect("the bare chunk is shown");
+    assert_eq!(whole.text, bare, "no sentence index: kept whole");
+    let c = t.trace.compressed.as_ref().expect("the trace says what was cut");
+    assert_eq!(c.cut, vec![ChunkId::from("guide#0")]);
+    // The fixture's other chunks have no index either: every candidate but the guide.
+    assert_eq!((c.kept_sentences, c.cut_sentences), (3, 4), "{c:?}");
+    assert_eq!(c.whole_unjudged, t.trace.candidates - 1, "{c:?}");
+    assert!(c.freed_tokens > 10, "{c:?}");
+    let again = e.run(TurnInput::new(&session, "show me that again", &s)).unwrap();
+    let shown = again.context.iter().find(|b| b.document_id.as_str() == "guide").expect("reshown");
+    assert_eq!(shown.text, long, "a reshow shows the block whole");
+}
