@@ -323,10 +323,11 @@ turn_overrides! {
     // Not written while off; a trace from before it reads off.
     #[serde(default, skip_serializing_if = "Rerank::is_off")]
     rerank: Rerank = Rerank::Off; off = Rerank::Off,
-    /// off, or sentences: each new block keeps the sentences that share the question's terms
-    /// (with a neighbour one leans on), its cuts marked with …, and the tokens freed go to
-    /// further sources under the same budget; reshows and open show blocks whole
-    /// (docs/turns.md)
+    /// off, learned or sentences: each new block keeps the sentences that carry the turn —
+    /// learned: those a scorer fitted on MTRAG judges so, from the sentence index (a block
+    /// without one stays whole); sentences: those sharing the question's terms — with the
+    /// neighbours they lean on, its cuts marked with …, and the tokens freed go to further
+    /// sources under the same budget; reshows and open show blocks whole (docs/turns.md)
     // Not written while off; a trace from before it reads off.
     #[serde(default, skip_serializing_if = "Compress::is_off")]
     compress: Compress = Compress::Off; off = Compress::Off,

@@ -19,7 +19,7 @@ use crate::Engine;
 use ragctx_core::text::terms;
 use ragctx_core::{ChunkId, Error, Result, Sentence, Sentences};
 use serde::{Deserialize, Serialize};
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// The features the scorer reads, in order (their names in the weights file).
@@ -209,9 +209,10 @@ pub fn cut(
         located.push(locate(f, &own).map(|l| (l, vectors)));
         at += n;
     }
-    // The wanted terms, each weighted by how few of the turn's sentences hold it.
-    let wanted: HashSet<String> = asked.texts.iter().flat_map(|q| terms(q)).collect();
-    let sentence_terms: Vec<Vec<HashSet<String>>> = fragments
+    // The wanted terms, each weighted by how few of the turn's sentences hold it (ordered
+    // sets: the sums come out the same in every process, so the scores do).
+    let wanted: BTreeSet<String> = asked.texts.iter().flat_map(|q| terms(q)).collect();
+    let sentence_terms: Vec<Vec<BTreeSet<String>>> = fragments
         .iter()
         .zip(&located)
         .map(|(f, l)| {

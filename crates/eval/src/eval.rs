@@ -161,6 +161,10 @@ pub enum EvalCommand {
         /// The share of the training turns' answer-bearing sentences the threshold keeps
         #[arg(long, default_value_t = crate::fit_sentences::RECALL)]
         recall: f64,
+        /// Label the sentences holding the reference answer in every candidate passage, not
+        /// only in the gold passages
+        #[arg(long)]
+        any_passage: bool,
         /// Write the weights file here
         #[arg(long)]
         out: Option<PathBuf>,
@@ -223,15 +227,16 @@ pub fn run(settings: &Settings, what: &EvalCommand) -> Result<()> {
             };
             crate::fit_query::run(settings, &opts)
         }
-        EvalCommand::FitSentences { data, domains, hold_out, recall, out } => {
+        EvalCommand::FitSentences { data, domains, hold_out, recall, any_passage, out } => {
             let opts = crate::fit_sentences::FitSentencesOptions {
                 turns: data.join("turns.jsonl"),
                 corpus_dir: data.clone(),
                 domains: domains.clone(),
                 hold_out: *hold_out,
                 recall: *recall,
+                any_passage: *any_passage,
                 out: out.clone(),
-                command: std::env::args().skip(1).collect::<Vec<_>>().join(" "),
+                command: format!("ragctx {}", std::env::args().skip(1).collect::<Vec<_>>().join(" ")),
             };
             crate::fit_sentences::run(settings, &opts)
         }

@@ -2,8 +2,9 @@
 //! development split (DESIGN §11, issue 64).
 //!
 //! Every conversation is replayed as `eval mtrag`'s `engine` row replays it (the configured
-//! defaults, engine memory, the question as asked); each turn's candidate blocks are judged
-//! sentence by sentence, and the engine logs every sentence with its features
+//! defaults, engine memory, the question as asked; blocks kept whole, so the replay does not
+//! depend on the scorer it replaces); each turn's candidate blocks are judged sentence by
+//! sentence, and the engine logs every sentence with its features
 //! ([`ragctx_engine::sentences::FEATURES`]). A sentence's label comes from the turn's gold
 //! passages and reference answer only: it carries the turn when its chunk is a gold passage
 //! and it holds at least [`MIN_SHARED`] of the reference answer's content terms (all of them
@@ -57,6 +58,8 @@ pub struct FitSentencesOptions {
     pub hold_out: Option<u64>,
     /// The share of answer-bearing sentences the threshold keeps.
     pub recall: f64,
+    /// Label the answer's sentences in every candidate passage, not only in gold ones.
+    pub any_passage: bool,
     /// Where to write the weights file (`crates/engine/sentence-scorer.json` ships).
     pub out: Option<PathBuf>,
     /// The command line, recorded in the file.
@@ -102,6 +105,9 @@ pub fn run(settings: &Settings, opts: &FitSentencesOptions) -> Result<()> {
         let log: SentenceLog = Arc::new(Mutex::new(Vec::new()));
         let mut engine = ragctx_app::app::engine_over(Arc::new(store), sessions.clone(), embedder.clone());
         engine.sentence_log = Some(log.clone());
+        // A scorer that keeps every sentence: the replay's contexts are `compress off`'s, so
+        // the sentences judged do not depend on the scorer being replaced.
+        engine.sentence_scorer = Arc::new(Scorer { threshold: 0.0, ..(*Scorer::shipped()).clone() });
         for conv in convs.iter().filter(|c| c.domain == *domain) {
             let session = SessionId::parse(&format!("fit-{}", conv.id))?;
             sessions.delete(&session)?;
@@ -120,7 +126,7 @@ pub fn run(settings: &Settings, opts: &FitSentencesOptions) -> Result<()> {
                 turns += 1;
                 for row in log.lock().expect("log").drain(..) {
                     let shared = content_terms(&mut analyzer, &[&row.text]).intersection(&answer).count();
-                    let y = gold.contains(row.chunk.as_str()) && shared >= need;
+                    let y = (opts.any_passage || gold.contains(row.chunk.as_str())) && shared >= need;
                     examples.push(Example { fold: fold_of(&conv.id), x: row.features, y });
                 }
             }
@@ -157,7 +163,7 @@ pub fn run(settings: &Settings, opts: &FitSentencesOptions) -> Result<()> {
     let report = serde_json::json!({
         "version": 1,
         "scorer": scorer,
-        "label": format!("a sentence of a gold passage holding at least {MIN_SHARED} of the reference answer's content terms (all of a shorter answer's); every other sentence of the turn's candidate blocks is not"),
+        "label": format!("a sentence of {} holding at least {MIN_SHARED} of the reference answer's content terms (all of a shorter answer's); every other sentence of the turn's candidate blocks is not", if opts.any_passage { "any candidate passage" } else { "a gold passage" }),
         "threshold_rule": format!("the probability at which the training turns keep {} of their answer-bearing sentences", opts.recall),
         "turns": turns,
         "sentences": examples.len(),
