@@ -98,7 +98,7 @@ pub use trace::{
 };
 pub use traits::{
     CondenseRequest, Condenser, Embedder, EmbeddingCache, GenerationRequest, Generator, Reranker, SessionStore,
-    TokenCounter, TurnLease, VectorStore,
+    SpanVectors, TokenCounter, TurnLease, VectorStore,
 };
 pub use turn::{
     DEFAULT_ENGAGED_PRIOR, DEFAULT_GROUP_MARGIN, DEFAULT_NEAR_DUPLICATE, DEFAULT_RELEVANCE_FLOOR, REMEMBERED_TURNS,

@@ -105,6 +105,9 @@ pub trait SessionStore: Send + Sync {
 /// A session's turn lease ([`SessionStore::lease_turns`]): the next turn goes when it drops.
 pub type TurnLease = Box<dyn Send>;
 
+/// A passage's vector and one vector per span of it asked ([`Embedder::embed_spans`]).
+pub type SpanVectors = (Vec<f32>, Vec<Vec<f32>>);
+
 /// Turns text into L2-normalised vectors.
 pub trait Embedder: Send + Sync {
     /// Length of the vectors it returns.
@@ -125,7 +128,7 @@ pub trait Embedder: Send + Sync {
     /// (its sentences): one vector per span. A model run in process pools each span from the
     /// passage's own encoding (one pass, each sentence read in its passage's context); the
     /// default embeds the spans' texts alone.
-    fn embed_spans(&self, texts: &[&str], spans: &[Vec<(usize, usize)>]) -> Result<Vec<(Vec<f32>, Vec<Vec<f32>>)>> {
+    fn embed_spans(&self, texts: &[&str], spans: &[Vec<(usize, usize)>]) -> Result<Vec<SpanVectors>> {
         let whole = self.embed(texts)?;
         let parts: Vec<&str> =
             texts.iter().zip(spans).flat_map(|(t, s)| s.iter().map(move |&(a, b)| t.get(a..b).unwrap_or(""))).collect();

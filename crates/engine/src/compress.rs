@@ -33,7 +33,8 @@ pub fn stage(e: &Engine, t: &mut Turn<'_>) -> Result<()> {
     if t.settings.compress == Compress::Learned {
         let q = t.query.as_ref().expect("embed runs before compress");
         let asked = crate::sentences::Asked { question: &q.own_vector, query: &q.vector, texts: [t.question, &text] };
-        let out = crate::sentences::cut(e, &e.sentence_scorer, &mut t.deduped.fragments, &asked, e.sentence_log.as_ref())?;
+        let out =
+            crate::sentences::cut(e, &e.sentence_scorer, &mut t.deduped.fragments, &asked, e.sentence_log.as_ref())?;
         t.stats.compressed = Some(Compressed {
             cut: out.cut_blocks,
             kept_sentences: out.kept,

@@ -83,8 +83,7 @@ impl Scorer {
         struct File {
             scorer: Scorer,
         }
-        let f: File =
-            serde_json::from_str(text).map_err(|e| Error::InvalidInput(format!("sentence scorer: {e}")))?;
+        let f: File = serde_json::from_str(text).map_err(|e| Error::InvalidInput(format!("sentence scorer: {e}")))?;
         let s = f.scorer;
         let names: Vec<&str> = s.features.iter().map(String::as_str).collect();
         if names != FEATURES || [&s.mean, &s.scale, &s.weights].iter().any(|v| v.len() != N) {
@@ -142,6 +141,9 @@ struct Located<'a> {
     sentences: Vec<&'a Sentence>,
     chunk: Vec<usize>,
 }
+
+/// A fragment's located sentences and its chunks' vectors.
+type Judged<'a> = (Located<'a>, Vec<Option<&'a [f32]>>);
 
 /// The sentences of `f`'s chunks in `f.text`, in order; `None` when a chunk has no index
 /// that fits its text, or when text is left over that no sentence covers (nothing to judge
@@ -201,7 +203,7 @@ pub fn cut(
     let index = e.vectors.sentences(&ids)?;
     let chunk_vectors = e.vectors.vectors(&ids)?;
     let mut at = 0;
-    let mut located: Vec<Option<(Located<'_>, Vec<Option<&[f32]>>)>> = Vec::with_capacity(fragments.len());
+    let mut located: Vec<Option<Judged<'_>>> = Vec::with_capacity(fragments.len());
     for f in fragments.iter() {
         let n = f.chunks.len();
         let own: Vec<Option<&Sentences>> = index[at..at + n].iter().map(Option::as_ref).collect();
@@ -217,7 +219,10 @@ pub fn cut(
         .zip(&located)
         .map(|(f, l)| {
             l.as_ref().map_or_else(Vec::new, |(l, _)| {
-                l.spans.iter().map(|&(a, b)| terms(&f.text[a..b]).into_iter().filter(|t| wanted.contains(t)).collect()).collect()
+                l.spans
+                    .iter()
+                    .map(|&(a, b)| terms(&f.text[a..b]).into_iter().filter(|t| wanted.contains(t)).collect())
+                    .collect()
             })
         })
         .collect();
@@ -237,7 +242,8 @@ pub fn cut(
         let n = l.spans.len();
         let c_question: Vec<f32> = l.sentences.iter().map(|s| s.cosine(asked.question)).collect();
         let c_query: Vec<f32> = l.sentences.iter().map(|s| s.cosine(asked.query)).collect();
-        let lexical: Vec<f32> = held.iter().map(|ts| ts.iter().map(|t| weight(t)).sum::<f32>() / wanted_weight).collect();
+        let lexical: Vec<f32> =
+            held.iter().map(|ts| ts.iter().map(|t| weight(t)).sum::<f32>() / wanted_weight).collect();
         let best_cos = c_question.iter().copied().fold(f32::MIN, f32::max);
         let best_lex = lexical.iter().copied().fold(0.0, f32::max);
         let scores: Vec<f32> = (0..n)
@@ -290,9 +296,7 @@ pub fn kept(scores: &[f32], threshold: f32, neighbours: usize) -> Vec<bool> {
     let carries: Vec<bool> = scores.iter().enumerate().map(|(i, &s)| s >= threshold || i == best).collect();
     let mut keep = carries.clone();
     for (i, _) in carries.iter().enumerate().filter(|(_, &c)| c) {
-        for j in i.saturating_sub(neighbours)..=(i + neighbours).min(scores.len().saturating_sub(1)) {
-            keep[j] = true;
-        }
+        keep[i.saturating_sub(neighbours)..=(i + neighbours).min(scores.len().saturating_sub(1))].fill(true);
     }
     keep
 }

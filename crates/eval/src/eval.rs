@@ -436,8 +436,11 @@ fn beir(
     // The store every evaluation runs over, searched by the turn's own retrieval (deeper
     // searches, fusion, `select` and `ladder` as they ship), without grouping or exclusion.
     let store = ragctx_store::MemoryVectorStore::new(embedder.dimension(), IndexParams::default());
-    let rows_in: Vec<EmbeddedChunk> =
-        chunks.iter().zip(vectors).map(|(c, vector)| EmbeddedChunk { chunk: c.clone(), vector, sentences: None }).collect();
+    let rows_in: Vec<EmbeddedChunk> = chunks
+        .iter()
+        .zip(vectors)
+        .map(|(c, vector)| EmbeddedChunk { chunk: c.clone(), vector, sentences: None })
+        .collect();
     store.upsert(&rows_in)?;
     let judged: Vec<&serde_json::Value> =
         queries.iter().filter(|q| q["_id"].as_str().is_some_and(|id| qrels.contains_key(id))).collect();

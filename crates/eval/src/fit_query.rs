@@ -159,8 +159,14 @@ pub fn run(settings: &Settings, opts: &FitOptions) -> Result<()> {
         let read = parse_jsonl(&path.display().to_string(), &bytes)?;
         eprintln!("{domain}: {} passages (embeddings cached in {})", read.len(), settings.data_dir().display());
         let cache = DataDirCache::At(settings.data_dir().to_owned());
-        let embedded =
-            embed_chunks(embedder.as_ref(), &counter as &dyn TokenCounter, Some(&cache), &Terminal::default(), read, false)?;
+        let embedded = embed_chunks(
+            embedder.as_ref(),
+            &counter as &dyn TokenCounter,
+            Some(&cache),
+            &Terminal::default(),
+            read,
+            false,
+        )?;
         let index: HashMap<&str, usize> =
             embedded.chunks.iter().enumerate().map(|(i, c)| (c.chunk.id.as_str(), i)).collect();
         let matrix: Vec<f32> = embedded.chunks.iter().flat_map(|c| c.vector.iter().copied()).collect();

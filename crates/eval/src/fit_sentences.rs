@@ -113,7 +113,8 @@ pub fn run(settings: &Settings, opts: &FitSentencesOptions) -> Result<()> {
             sessions.delete(&session)?;
             for i in 0..conv.messages.len() {
                 log.lock().expect("log").clear();
-                engine.run(ragctx_engine::TurnInput::new(&session, &conv.messages[i], &base).query(&conv.messages[i]))?;
+                engine
+                    .run(ragctx_engine::TurnInput::new(&session, &conv.messages[i], &base).query(&conv.messages[i]))?;
                 let (Some((gold, _)), Some(answer)) = (conv.gold.get(&(i + 1)), conv.answers.get(&(i + 1))) else {
                     continue;
                 };
@@ -190,8 +191,7 @@ pub fn run(settings: &Settings, opts: &FitSentencesOptions) -> Result<()> {
         );
     }
     println!("held out (mean of folds): AUC {auc:.3}, answer-bearing kept {recall:.3}, all kept {kept:.3}");
-    let weights: Vec<String> =
-        FEATURES.iter().zip(&scorer.weights).map(|(f, w)| format!("{f} {w:+.2}")).collect();
+    let weights: Vec<String> = FEATURES.iter().zip(&scorer.weights).map(|(f, w)| format!("{f} {w:+.2}")).collect();
     println!("weights (per standard deviation): {}; threshold {:.3}", weights.join(", "), scorer.threshold);
     if let Some(out) = &opts.out {
         let text = serde_json::to_string_pretty(&report).expect("a JSON value") + "\n";
@@ -209,13 +209,13 @@ fn fit(examples: &[&Example], recall: f64) -> Scorer {
     let mut mean = [0.0f64; N];
     let mut sd = [0.0f64; N];
     for e in examples {
-        for i in 0..N {
-            mean[i] += e.x[i] as f64 / n;
+        for (m, &x) in mean.iter_mut().zip(&e.x) {
+            *m += x as f64 / n;
         }
     }
     for e in examples {
-        for i in 0..N {
-            sd[i] += (e.x[i] as f64 - mean[i]).powi(2) / n;
+        for ((v, &x), m) in sd.iter_mut().zip(&e.x).zip(&mean) {
+            *v += (x as f64 - m).powi(2) / n;
         }
     }
     let scale: Vec<f64> = sd.iter().map(|v| v.sqrt().max(1e-6)).collect();

@@ -235,6 +235,14 @@ fn query_text(conv: &Conversation, i: usize, mode: &str) -> String {
     }
 }
 
+/// A gold turn's reference answer: its sentences' vectors, and per gold passage the sentences
+/// of it that hold the answer.
+type Answer = (Vec<Vec<f32>>, HashMap<String, Vec<String>>);
+
+/// An earlier turn as a client keeps it: its chunks, its context tokens, the tokens of its
+/// question and answer, its context's terms and its context's sentences.
+type Earlier = (HashSet<String>, usize, usize, HashSet<String>, Vec<String>);
+
 /// The median of `xs` (`None` when empty).
 fn median(xs: &mut [f32]) -> Option<f32> {
     xs.sort_by(f32::total_cmp);
@@ -351,7 +359,7 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
         let mut engine = ragctx_app::app::engine_over(store.clone(), sessions.clone(), embedder.clone());
         // Per gold turn, once: the reference answer's sentences (vectors) and the sentences of
         // each gold passage that hold it; the calibration of the semantic threshold.
-        let mut answers: HashMap<(String, usize), (Vec<Vec<f32>>, HashMap<String, Vec<String>>)> = HashMap::new();
+        let mut answers: HashMap<(String, usize), Answer> = HashMap::new();
         for conv in convs.iter().filter(|c| &c.domain == domain) {
             for (&turn, (gold, _)) in &conv.gold {
                 let Some(answer) = conv.answers.get(&turn) else { continue };
@@ -366,8 +374,10 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
                     })
                     .collect();
                 let vectors = sentence_vectors.of(&ragctx_core::text::sentences(answer))?;
-                let gold_sentences: Vec<&str> = chunks.iter().flat_map(|c| ragctx_core::text::sentences(&c.text)).collect();
-                calibration.extend(crate::mtrag_metrics::best_cosines(&vectors, &sentence_vectors.of(&gold_sentences)?));
+                let gold_sentences: Vec<&str> =
+                    chunks.iter().flat_map(|c| ragctx_core::text::sentences(&c.text)).collect();
+                calibration
+                    .extend(crate::mtrag_metrics::best_cosines(&vectors, &sentence_vectors.of(&gold_sentences)?));
                 answers.insert((conv.id.clone(), turn), (vectors, bearing));
             }
         }
@@ -389,7 +399,7 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
                 // and answer (what a client keeps in the model's history), and its context's
                 // terms (for `answer_support`).
                 // (and its context's sentences, for `semantic_support`).
-                let mut earlier: Vec<(HashSet<String>, usize, usize, HashSet<String>, Vec<String>)> = Vec::new();
+                let mut earlier: Vec<Earlier> = Vec::new();
                 // The conversation so far, for `none+conv`.
                 let mut said: Vec<Utterance> = Vec::new();
                 for i in 0..conv.messages.len() {

@@ -260,32 +260,43 @@ impl Embedder for MiniLmEmbedder {
     }
     /// Each span pooled from its passage's encoding (the tokens wholly inside it); a span
     /// past the passage's truncation, or holding no whole token, is embedded alone.
-    fn embed_spans(&self, texts: &[&str], spans: &[Vec<(usize, usize)>]) -> Result<Vec<(Vec<f32>, Vec<Vec<f32>>)>> {
+    fn embed_spans(&self, texts: &[&str], spans: &[Vec<(usize, usize)>]) -> Result<Vec<ragctx_core::SpanVectors>> {
         let prefix = self.prefixes.passage.len();
         let prefixed = Prefixes::apply(&self.prefixes.passage, texts);
-        let (whole, parts) = self.encode_spans(&prefixed.iter().map(|t| t.as_ref()).collect::<Vec<_>>(), |enc, i| {
-            let offsets = enc.get_offsets();
-            let special = enc.get_special_tokens_mask();
-            spans[i]
-                .iter()
-                .map(|&(a, b)| {
-                    let (a, b) = (a + prefix, b + prefix);
-                    let inside = |k: usize| special[k] == 0 && offsets[k].0 >= a && offsets[k].1 <= b;
-                    let first = (0..offsets.len()).find(|&k| inside(k));
-                    first.map_or((0, 0), |f| (f, (f..offsets.len()).take_while(|&k| inside(k)).last().unwrap_or(f) + 1))
-                })
-                .collect()
-        })?;
+        let (whole, parts) =
+            self.encode_spans(&prefixed.iter().map(|t| t.as_ref()).collect::<Vec<_>>(), |enc, i| {
+                let offsets = enc.get_offsets();
+                let special = enc.get_special_tokens_mask();
+                spans[i]
+                    .iter()
+                    .map(|&(a, b)| {
+                        let (a, b) = (a + prefix, b + prefix);
+                        let inside = |k: usize| special[k] == 0 && offsets[k].0 >= a && offsets[k].1 <= b;
+                        let first = (0..offsets.len()).find(|&k| inside(k));
+                        first.map_or((0, 0), |f| {
+                            (f, (f..offsets.len()).take_while(|&k| inside(k)).last().unwrap_or(f) + 1)
+                        })
+                    })
+                    .collect()
+            })?;
         // Spans with no token of their own in the encoding: embedded alone.
-        let alone: Vec<(usize, usize)> =
-            parts.iter().enumerate().flat_map(|(i, p)| p.iter().enumerate().filter(|(_, v)| v.is_none()).map(move |(j, _)| (i, j))).collect();
-        let texts_alone: Vec<&str> = alone.iter().map(|&(i, j)| texts[i].get(spans[i][j].0..spans[i][j].1).unwrap_or(" ")).collect();
+        let alone: Vec<(usize, usize)> = parts
+            .iter()
+            .enumerate()
+            .flat_map(|(i, p)| p.iter().enumerate().filter(|(_, v)| v.is_none()).map(move |(j, _)| (i, j)))
+            .collect();
+        let texts_alone: Vec<&str> =
+            alone.iter().map(|&(i, j)| texts[i].get(spans[i][j].0..spans[i][j].1).unwrap_or(" ")).collect();
         let mut filled = if texts_alone.is_empty() { Vec::new() } else { self.embed(&texts_alone)? }.into_iter();
         let mut parts = parts;
         for &(i, j) in &alone {
             parts[i][j] = filled.next();
         }
-        Ok(whole.into_iter().zip(parts).map(|(w, p)| (w, p.into_iter().map(Option::unwrap_or_default).collect())).collect())
+        Ok(whole
+            .into_iter()
+            .zip(parts)
+            .map(|(w, p)| (w, p.into_iter().map(Option::unwrap_or_default).collect()))
+            .collect())
     }
 }
 

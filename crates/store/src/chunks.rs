@@ -134,7 +134,9 @@ impl VectorStore for EmbeddedVectorStore {
             Err(redb::TableError::TableDoesNotExist(_)) => return Ok(vec![None; ids.len()]),
             Err(e) => return Err(Error::storage(e)),
         };
-        ids.iter().map(|id| Ok(t.get(id.as_str()).map_err(Error::storage)?.and_then(|v| decode_sentences(v.value())))).collect()
+        ids.iter()
+            .map(|id| Ok(t.get(id.as_str()).map_err(Error::storage)?.and_then(|v| decode_sentences(v.value()))))
+            .collect()
     }
 
     fn len(&self) -> Result<usize> {
@@ -258,7 +260,11 @@ impl EmbeddedVectorStore {
             let (id, c) = row.map_err(Error::storage)?;
             let vector =
                 vt.get(id.value()).map_err(Error::storage)?.map(|v| bytes_to_f32s(v.value())).unwrap_or_default();
-            out.push(EmbeddedChunk { chunk: serde_json::from_slice(c.value()).map_err(Error::storage)?, vector, sentences: None });
+            out.push(EmbeddedChunk {
+                chunk: serde_json::from_slice(c.value()).map_err(Error::storage)?,
+                vector,
+                sentences: None,
+            });
         }
         Ok(out)
     }

@@ -109,7 +109,8 @@ mod tests {
 
     #[test]
     fn sentences_round_trip_and_a_torn_record_is_refused() {
-        let s = ragctx_core::Sentences::new(&[(0, 4), (5, 9)], &[vec![0.6, -0.8, 0.0], vec![0.0, 0.5, -1.0]], &[Some(3)]);
+        let s =
+            ragctx_core::Sentences::new(&[(0, 4), (5, 9)], &[vec![0.6, -0.8, 0.0], vec![0.0, 0.5, -1.0]], &[Some(3)]);
         let bytes = encode_sentences(&s);
         assert_eq!(decode_sentences(&bytes), Some(s.clone()));
         assert_eq!(s.sentences[1].page, None, "a page only where given");

@@ -340,8 +340,11 @@ fn a_client_takes_the_data_dir_over_when_its_holder_ends() {
     assert!(matches!(wrong, Err(ragctx_core::Error::WrongDimension { expected: 8, got: 16 })), "{:?}", wrong.err());
     let mut v = vec![0.0f32; 8];
     v[0] = 1.0;
-    let chunk =
-        ragctx_core::EmbeddedChunk { chunk: ragctx_core::Chunk::new("c1", "d1", "T", "text one"), vector: v.clone(), sentences: None };
+    let chunk = ragctx_core::EmbeddedChunk {
+        chunk: ragctx_core::Chunk::new("c1", "d1", "T", "text one"),
+        vector: v.clone(),
+        sentences: None,
+    };
     assert_eq!(client.upsert(&[chunk]).unwrap(), 1);
     assert_eq!(holder.vector_store().len().unwrap(), 1, "the holder saw the client's write at once");
     drop(holder);

@@ -131,10 +131,12 @@ fn embed_cached(
             embedder.embed(&batch)?.into_iter().map(|w| (w, None)).collect()
         };
         if let (true, Some(c)) = (caching, cache) {
-            let items: Vec<(&str, &[f32])> = batch.iter().copied().zip(vectors.iter().map(|v| v.0.as_slice())).collect();
+            let items: Vec<(&str, &[f32])> =
+                batch.iter().copied().zip(vectors.iter().map(|v| v.0.as_slice())).collect();
             let packed: Vec<Vec<f32>> = vectors.iter().filter_map(|v| v.1.as_deref().map(pack)).collect();
             let parts: Vec<(&str, &[f32])> = batch.iter().copied().zip(packed.iter().map(Vec::as_slice)).collect();
-            let put = c.put(&model, &items).and_then(|()| if sentences { c.put(&sentence_model, &parts) } else { Ok(()) });
+            let put =
+                c.put(&model, &items).and_then(|()| if sentences { c.put(&sentence_model, &parts) } else { Ok(()) });
             if let Err(e) = put {
                 progress.warn(&format!("could not write the embedding cache ({}); going on without it", e.report()));
                 caching = false;
@@ -486,7 +488,8 @@ mod tests {
 
     #[test]
     fn sentence_vectors_are_cached_beside_the_texts_and_read_back_whole() {
-        let v = [QuantizedVector::quantize(&[0.5, -1.0, 0.25, 0.0]), QuantizedVector::quantize(&[-0.1, 0.2, 0.3, -0.4])];
+        let v =
+            [QuantizedVector::quantize(&[0.5, -1.0, 0.25, 0.0]), QuantizedVector::quantize(&[-0.1, 0.2, 0.3, -0.4])];
         let packed = pack(&v);
         assert_eq!(packed.len(), 2 * (1 + 2), "a scale and three bytes to a value");
         assert!(packed.iter().all(|x| x.is_finite()), "JSON carries every value");

@@ -44,7 +44,7 @@ impl Embedder for MemoEmbedder {
         &self,
         texts: &[&str],
         spans: &[Vec<(usize, usize)>],
-    ) -> ragctx_core::Result<Vec<(Vec<f32>, Vec<Vec<f32>>)>> {
+    ) -> ragctx_core::Result<Vec<ragctx_core::SpanVectors>> {
         self.inner.embed_spans(texts, spans)
     }
     fn embed_queries(&self, texts: &[&str]) -> ragctx_core::Result<Vec<Vec<f32>>> {
