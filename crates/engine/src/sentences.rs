@@ -283,7 +283,17 @@ pub fn cut(
         if kept_n == n {
             continue;
         }
-        f.text = cut_text(&f.text, &l.spans, &keep);
+        let pages: Vec<Option<u32>> = l.sentences.iter().map(|s| s.page).collect();
+        f.text = cut_text(&f.text, &l.spans, &keep, &pages);
+        // The block's header and citation name the pages its kept sentences stand on.
+        for (c, chunk) in f.chunks.iter_mut().enumerate() {
+            let on: Vec<u32> = (0..n).filter(|&k| keep[k] && l.chunk[k] == c).filter_map(|k| pages[k]).collect();
+            if let (Some(&first), Some(&last)) = (on.iter().min(), on.iter().max()) {
+                for (key, page) in [(ragctx_core::PAGE_START_KEY, first), (ragctx_core::PAGE_END_KEY, last)] {
+                    let _ = chunk.metadata.insert(key, ragctx_core::MetaValue::Number(f64::from(page)));
+                }
+            }
+        }
         outcome.cut_blocks.extend(f.chunks.first().map(|c| c.id.clone()));
     }
     Ok(outcome)
@@ -302,16 +312,25 @@ pub fn kept(scores: &[f32], threshold: f32, neighbours: usize) -> Vec<bool> {
 }
 
 /// `text` with only the kept sentences (and what lies between two kept neighbours), `…`
-/// where sentences were left out.
-fn cut_text(text: &str, spans: &[(usize, usize)], keep: &[bool]) -> String {
+/// where sentences were left out; where the kept sentences stand on more than one page, each
+/// page's first is marked `(p. N)`.
+fn cut_text(text: &str, spans: &[(usize, usize)], keep: &[bool], pages: &[Option<u32>]) -> String {
+    let kept_pages: BTreeSet<u32> =
+        (0..spans.len()).filter(|&i| keep[i]).filter_map(|i| pages.get(i).copied().flatten()).collect();
     let mut out = String::new();
     let mut last: Option<usize> = None;
+    let mut page: Option<u32> = None;
     for (i, &(a, b)) in spans.iter().enumerate().filter(|(i, _)| keep[*i]) {
         match last {
             None if i > 0 => out.push_str(&format!("{CUT}\n")),
             Some(l) if i > l + 1 => out.push_str(&format!("\n{CUT}\n")),
             Some(l) => out.push_str(&text[spans[l].1..a]),
             None => {}
+        }
+        let here = pages.get(i).copied().flatten();
+        if kept_pages.len() > 1 && here.is_some() && here != page {
+            out.push_str(&format!("(p. {}) ", here.unwrap_or_default()));
+            page = here;
         }
         out.push_str(&text[a..b]);
         last = Some(i);
@@ -344,8 +363,15 @@ mod tests {
     fn cut_text_marks_what_was_left_out_and_keeps_the_text_between_kept_neighbours() {
         let text = "One. Two.\nThree. Four. Five.";
         let spans = ragctx_core::text::sentence_spans(text);
-        assert_eq!(cut_text(text, &spans, &[false, true, true, false, false]), "…\nTwo.\nThree.\n…");
-        assert_eq!(cut_text(text, &spans, &[true, false, false, false, true]), "One.\n…\nFive.");
+        assert_eq!(cut_text(text, &spans, &[false, true, true, false, false], &[]), "…\nTwo.\nThree.\n…");
+        assert_eq!(cut_text(text, &spans, &[true, false, false, false, true], &[]), "One.\n…\nFive.");
+        // Kept sentences on two pages: each page's first is marked; on one page, none is.
+        let pages = [Some(4), Some(4), Some(5), Some(5), Some(5)];
+        assert_eq!(
+            cut_text(text, &spans, &[true, false, true, true, false], &pages),
+            "(p. 4) One.\n…\n(p. 5) Three. Four.\n…"
+        );
+        assert_eq!(cut_text(text, &spans, &[false, false, true, true, false], &pages), "…\nThree. Four.\n…");
     }
 
     #[test]

@@ -125,6 +125,10 @@ fn a_page_starts_where_its_words_do() {
         read(vec![page(1, &["The doors open at nine and the", "last"]), page(2, &["readers leave at eight."])], 2);
     assert_eq!(short.chunks.len(), 1);
     assert_eq!(pages_of(&short.chunks[0]), (n(1), n(2)));
+    // Where each page begins in the chunk's text: what the sentence index takes pages from.
+    let text = &short.chunks[0].chunk.text;
+    let second = text.find("readers").expect("page 2's words in the chunk");
+    assert_eq!(short.chunks[0].page_starts, vec![(0, 1), (second, 2)], "{text:?}");
     let long_line = "Members borrow books, films and games for three weeks and may renew them twice online";
     let first: Vec<&str> = std::iter::repeat_n(long_line, 20).collect();
     let second: Vec<&str> =
