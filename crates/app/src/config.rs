@@ -95,9 +95,12 @@ impl Settings {
     }
 
     /// Whether ingest keeps the sentence index: `sentence_index`, with the embedded store
-    /// (Milvus keeps none).
+    /// (Milvus keeps none) and the in-process encoder (a remote one would be sent every
+    /// sentence again, and its vectors are not those the scorer was fitted on).
     pub fn sentence_index(&self) -> bool {
-        self.sentence_index && matches!(self.backend, Backend::Embedded)
+        self.sentence_index
+            && matches!(self.backend, Backend::Embedded)
+            && matches!(self.embedder, EmbedderSettings::Local { .. })
     }
 
     /// How ingest reads files: each file's limits, and whether links are followed.

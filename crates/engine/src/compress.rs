@@ -64,16 +64,21 @@ pub fn record(e: &Engine, t: &mut Turn<'_>) {
             else {
                 continue;
             };
-            let whole: usize = f
-                .chunks
-                .iter()
-                .map(|c| match c.tokens {
-                    Some(n) if e.counter.name() == ragctx_core::CHUNK_TOKENIZER => n as usize,
-                    _ => e.counter.count(&c.text),
-                })
-                .sum();
-            let heading = e.counter.count(&format!("{}\n", b.heading()));
-            freed += whole.saturating_sub(b.tokens.saturating_sub(heading));
+            freed += match f.chunks.as_slice() {
+                // Counted by the stage (merged chunks overlap: their counts do not add up).
+                [_, _, ..] => f.freed,
+                chunks => {
+                    let whole: usize = chunks
+                        .iter()
+                        .map(|c| match c.tokens {
+                            Some(n) if e.counter.name() == ragctx_core::CHUNK_TOKENIZER => n as usize,
+                            _ => e.counter.count(&c.text),
+                        })
+                        .sum();
+                    let heading = e.counter.count(&format!("{}\n", b.heading()));
+                    whole.saturating_sub(b.tokens.saturating_sub(heading))
+                }
+            };
             reached.push(b.chunk_ids[0].clone());
         }
         t.stats.compressed = Some(Compressed { cut: reached, freed_tokens: freed, ..judged });

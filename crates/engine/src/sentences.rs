@@ -284,17 +284,26 @@ pub fn cut(
             continue;
         }
         let pages: Vec<Option<u32>> = l.sentences.iter().map(|s| s.page).collect();
-        f.text = cut_text(&f.text, &l.spans, &keep, &pages);
-        // The block's header and citation name the pages its kept sentences stand on.
-        for (c, chunk) in f.chunks.iter_mut().enumerate() {
-            let on: Vec<u32> = (0..n).filter(|&k| keep[k] && l.chunk[k] == c).filter_map(|k| pages[k]).collect();
-            if let (Some(&first), Some(&last)) = (on.iter().min(), on.iter().max()) {
+        let whole_text = std::mem::take(&mut f.text);
+        f.text = cut_text(&whole_text, &l.spans, &keep, &pages);
+        // The block's header and citation name the pages its kept sentences stand on (every
+        // chunk of a merged block says the same: the header reads the first's).
+        let on: Vec<u32> = (0..n).filter(|&k| keep[k]).filter_map(|k| pages[k]).collect();
+        if let (Some(&first), Some(&last)) = (on.iter().min(), on.iter().max()) {
+            for chunk in f.chunks.iter_mut() {
                 for (key, page) in [(ragctx_core::PAGE_START_KEY, first), (ragctx_core::PAGE_END_KEY, last)] {
                     let _ = chunk.metadata.insert(key, ragctx_core::MetaValue::Number(f64::from(page)));
                 }
             }
         }
-        outcome.cut_blocks.extend(f.chunks.first().map(|c| c.id.clone()));
+        if let Some(first) = f.chunks.first() {
+            outcome.cut_blocks.push(first.id.clone());
+            // A merged block's chunks overlap, so their ingest counts do not add up to its
+            // text: its cut is counted here (the others' once the context is filled).
+            if f.chunks.len() > 1 {
+                f.freed = e.counter.count(&whole_text).saturating_sub(e.counter.count(&f.text));
+            }
+        }
     }
     Ok(outcome)
 }

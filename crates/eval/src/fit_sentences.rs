@@ -92,6 +92,8 @@ pub fn run(settings: &Settings, opts: &FitSentencesOptions) -> Result<()> {
     base.memory = Memory::Engine;
     base.compress = Compress::Learned;
     let sessions_dir = std::env::temp_dir().join(format!("ragctx-fit-sentences-{}", std::process::id()));
+    // Removed however the fit ends (declared before the store in it: dropped after it).
+    let _removed = RemovedOnDrop(sessions_dir.clone());
     let sessions_data = DataDir::open(&sessions_dir, embedder.dimension())?;
     let sessions: Arc<dyn SessionStore> = Arc::new(sessions_data.session_store());
     let mut analyzer = ragctx_lexical::Analyzer::default();
@@ -198,8 +200,16 @@ pub fn run(settings: &Settings, opts: &FitSentencesOptions) -> Result<()> {
         write_file(out, text.as_bytes())?;
         eprintln!("wrote {}", out.display());
     }
-    let _ = std::fs::remove_dir_all(&sessions_dir);
     Ok(())
+}
+
+/// A folder removed when this is dropped.
+struct RemovedOnDrop(PathBuf);
+
+impl Drop for RemovedOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// A logistic model fitted on `examples` with the threshold that keeps `recall` of their

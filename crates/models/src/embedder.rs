@@ -259,7 +259,8 @@ impl Embedder for MiniLmEmbedder {
         self.encode(&texts.iter().map(|t| t.as_ref()).collect::<Vec<_>>())
     }
     /// Each span pooled from its passage's encoding (the tokens wholly inside it); a span
-    /// past the passage's truncation, or holding no whole token, is embedded alone.
+    /// that runs past what the encoding read (the passage's truncation cuts or leaves it out),
+    /// or holds no whole token, is embedded alone.
     fn embed_spans(&self, texts: &[&str], spans: &[Vec<(usize, usize)>]) -> Result<Vec<ragctx_core::SpanVectors>> {
         let prefix = self.prefixes.passage.len();
         let prefixed = Prefixes::apply(&self.prefixes.passage, texts);
@@ -267,10 +268,15 @@ impl Embedder for MiniLmEmbedder {
             self.encode_spans(&prefixed.iter().map(|t| t.as_ref()).collect::<Vec<_>>(), |enc, i| {
                 let offsets = enc.get_offsets();
                 let special = enc.get_special_tokens_mask();
+                // Where the encoding's text ends (short of the passage's end when truncated).
+                let read_to = (0..offsets.len()).filter(|&k| special[k] == 0).map(|k| offsets[k].1).max().unwrap_or(0);
                 spans[i]
                     .iter()
                     .map(|&(a, b)| {
                         let (a, b) = (a + prefix, b + prefix);
+                        if read_to < b {
+                            return (0, 0);
+                        }
                         let inside = |k: usize| special[k] == 0 && offsets[k].0 >= a && offsets[k].1 <= b;
                         let first = (0..offsets.len()).find(|&k| inside(k));
                         first.map_or((0, 0), |f| {

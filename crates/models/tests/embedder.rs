@@ -87,7 +87,18 @@ fn sentences_pool_from_their_passage() {
         }
     }
     assert_eq!(out[1].1.len(), 1, "a span without tokens still gets a vector");
-    assert!((cos(&out[1].1[0], &out[1].1[0]) - 1.0).abs() < 1e-3);
+    let blank = &e.embed(&[" "]).unwrap()[0];
+    assert!(cos(&out[1].1[0], blank) > 0.9999, "a span without tokens is embedded alone");
+    // A passage longer than the encoder reads: its last sentence, past the truncation, is
+    // embedded alone (not pooled from a head the encoding happened to reach).
+    // 40 × 6 tokens, then a sentence of about 30 that the 256-token window cuts in two.
+    let last = "The last sentence names a harbour and goes on about ships, ropes, sails, gulls, tides, docks, cranes, nets and boats.";
+    let long = format!("{}{last}", "Many words fill this passage. ".repeat(40));
+    let spans = ragctx_core::text::sentence_spans(&long);
+    let (a, b) = *spans.last().unwrap();
+    let got = e.embed_spans(&[&long], std::slice::from_ref(&spans)).unwrap();
+    let alone = &e.embed(&[&long[a..b]]).unwrap()[0];
+    assert!(cos(got[0].1.last().unwrap(), alone) > 0.9999, "past the truncation: embedded alone");
 }
 
 #[test]

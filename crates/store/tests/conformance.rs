@@ -385,3 +385,18 @@ fn turn_leases_are_one_session_at_a_time_across_holder_and_client() {
     // The client's lease (its connection) dropped: the holder's next turn goes at once.
     assert!(holder.lease_turns(&s1, Duration::from_millis(500)).unwrap().is_some());
 }
+
+/// The sentence index kept, replaced and removed with its chunk: in the data dir, in memory,
+/// and through the holder's socket.
+#[test]
+fn the_sentence_index_follows_its_chunk_in_every_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = open(dir.path(), 0);
+    ragctx_testkit::sentence_index_conformance(&data.vector_store());
+    ragctx_testkit::sentence_index_conformance(&ragctx_store::MemoryVectorStore::new(8, IndexParams::default()));
+    let shared = tempfile::tempdir().unwrap();
+    let _holder = open(shared.path(), 0);
+    let client = ragctx_store::SharedDir::open(shared.path(), Some(8), IndexParams::default()).unwrap();
+    assert!(!client.holds(), "the second open is a client");
+    ragctx_testkit::sentence_index_conformance(&client);
+}

@@ -21,4 +21,4 @@ pub use openai_double::{completion, OpenAiTestDouble};
 pub use rerank_double::{overlap, RerankTestDouble};
 pub use sessions::{sample_commit, session_store_conformance, ttl_expiry};
 pub use skips::{service, skipped};
-pub use vectors::{vector_store_conformance, HOSTILE_IDS};
+pub use vectors::{sentence_index_conformance, vector_store_conformance, HOSTILE_IDS};

@@ -230,3 +230,32 @@ fn document_lifecycle(store: &dyn VectorStore, total: usize) {
     assert_eq!(store.replace_documents(&["d3".into()], &back).unwrap().new, 1);
     assert_eq!(store.chunks(&["d3#0".into()]).unwrap().len(), 1);
 }
+
+/// The sentence index of a store that keeps one (DESIGN §11; not Milvus): a chunk's
+/// sentences come back as written, are dropped when the chunk is written again without them
+/// and when its document is removed, and an unknown id has none.
+pub fn sentence_index_conformance(store: &dyn VectorStore) {
+    let dim = store.dimension();
+    let mut v = vec![0.0f32; dim];
+    v[0] = 1.0;
+    let text = "One sentence here. Another one there.";
+    let spans = ragctx_core::text::sentence_spans(text);
+    let vectors: Vec<Vec<f32>> =
+        (0..spans.len()).map(|i| (0..dim).map(|d| if d == i { 1.0 } else { -0.25 }).collect()).collect();
+    let sentences = ragctx_core::Sentences::new(&spans, &vectors, &[Some(3), Some(4)]);
+    let with = EmbeddedChunk {
+        chunk: Chunk::new("sent#0", "sent", "Sentences", text),
+        vector: v.clone(),
+        sentences: Some(sentences.clone()),
+    };
+    let ids = [ChunkId::from("sent#0"), ChunkId::from("nobody#0")];
+    store.upsert(std::slice::from_ref(&with)).unwrap();
+    let got = store.sentences(&ids).unwrap();
+    assert_eq!(got, vec![Some(sentences.clone()), None], "kept as written; none for an unknown id");
+    assert!(got[0].as_ref().unwrap().fits(text));
+    store.upsert(&[EmbeddedChunk { sentences: None, ..with.clone() }]).unwrap();
+    assert_eq!(store.sentences(&ids).unwrap(), vec![None, None], "written again without: none");
+    store.upsert(std::slice::from_ref(&with)).unwrap();
+    store.replace_documents(&["sent".into()], &[]).unwrap();
+    assert_eq!(store.sentences(&ids).unwrap(), vec![None, None], "its document removed: none");
+}

@@ -198,8 +198,9 @@ raw_config! {
     /// is).
     follow_links: bool = false,
     /// Keep each chunk's sentences with their vectors at ingest (the sentence index that
-    /// compress learned reads; about 0.4 KB per sentence in the data dir); off: chunks only,
-    /// and their blocks stay whole. Milvus keeps none.
+    /// compress learned reads; about 1 KB per sentence in the data dir, the store's and the
+    /// embedding cache's); off: chunks only, and their blocks stay whole. Only with the
+    /// in-process embedder and the embedded store.
     sentence_index: bool = true,
 }
 

@@ -66,7 +66,9 @@ fn embed_cached(
     progress: &dyn IngestProgress,
 ) -> Result<(Vec<Vectors>, usize)> {
     let model = embedder.model_id().to_owned();
-    let sentence_model = format!("{model}/sentences");
+    // Versioned: a change to the splitter or the pooling changes it, so no vector of the
+    // old way is taken for the new (bump with `sentence_spans` or `Embedder::embed_spans`).
+    let sentence_model = format!("{model}/sentences/v1");
     let spans: Vec<Vec<(usize, usize)>> = if sentences {
         texts.iter().map(|t| ragctx_core::text::sentence_spans(t)).collect()
     } else {
