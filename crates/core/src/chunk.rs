@@ -88,13 +88,6 @@ pub struct EmbeddedChunk {
     pub sentences: Option<crate::Sentences>,
 }
 
-impl EmbeddedChunk {
-    /// A chunk and its vector, without a sentence index.
-    pub fn new(chunk: Chunk, vector: Vec<f32>) -> EmbeddedChunk {
-        EmbeddedChunk { chunk, vector, sentences: None }
-    }
-}
-
 /// A stored document, as `ragctx documents list` shows it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DocumentSummary {

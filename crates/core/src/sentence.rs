@@ -28,17 +28,26 @@ pub struct Sentences {
 }
 
 impl Sentences {
-    /// The sentences of `text` at `spans` with their vectors (and pages where given).
+    /// The sentences at `spans` with their vectors, quantized (and pages where given).
     pub fn new(spans: &[(usize, usize)], vectors: &[Vec<f32>], pages: &[Option<u32>]) -> Sentences {
+        Sentences::of(spans, vectors.iter().map(|v| QuantizedVector::quantize(v)), pages)
+    }
+
+    /// The sentences at `spans` with their quantized vectors (and pages where given).
+    pub fn of(
+        spans: &[(usize, usize)],
+        vectors: impl IntoIterator<Item = QuantizedVector>,
+        pages: &[Option<u32>],
+    ) -> Sentences {
         let sentences = spans
             .iter()
             .zip(vectors)
             .enumerate()
-            .map(|(i, (&(start, end), v))| Sentence {
+            .map(|(i, (&(start, end), vector))| Sentence {
                 start: start as u32,
                 end: end as u32,
                 page: pages.get(i).copied().flatten(),
-                vector: QuantizedVector::quantize(v),
+                vector,
             })
             .collect();
         Sentences { sentences }

@@ -10,7 +10,7 @@
 use crate::dedupe::Fragment;
 use crate::turn::Turn;
 use crate::Engine;
-use ragctx_core::text::{sentences, terms};
+use ragctx_core::text::{sentence_spans, terms};
 use ragctx_core::{ChunkId, Compress, Compressed, Intent, Result, TokenCounter};
 use std::collections::{HashMap, HashSet};
 
@@ -114,21 +114,26 @@ pub fn compress(fragments: &mut [Fragment], query: &[&str], counter: &dyn TokenC
     }
     // Per fragment, its sentences and their terms; how many sentences of the turn hold each
     // wanted term (a term in every sentence tells them apart the least).
-    let split: Vec<Vec<(&str, HashSet<String>)>> =
-        fragments.iter().map(|f| sentences(&f.text).into_iter().map(|s| (s, terms(s))).collect()).collect();
-    let total = split.iter().map(Vec::len).sum::<usize>().max(1) as f64;
+    let spans: Vec<Vec<(usize, usize)>> = fragments.iter().map(|f| sentence_spans(&f.text)).collect();
+    let held: Vec<Vec<HashSet<String>>> = fragments
+        .iter()
+        .zip(&spans)
+        .map(|(f, spans)| spans.iter().map(|&(a, b)| terms(&f.text[a..b])).collect())
+        .collect();
+    let total = held.iter().map(Vec::len).sum::<usize>().max(1) as f64;
     let mut holding: HashMap<&str, usize> = HashMap::new();
-    for s in split.iter().flatten() {
-        for t in s.1.iter().filter(|t| wanted.contains(*t)) {
+    for ts in held.iter().flatten() {
+        for t in ts.iter().filter(|t| wanted.contains(*t)) {
             *holding.entry(t.as_str()).or_insert(0) += 1;
         }
     }
     let weight = |t: &str| holding.get(t).map_or(0.0, |&n| (total / n as f64).ln_1p());
-    let cut: Vec<Option<String>> = split
+    let cut: Vec<Option<String>> = fragments
         .iter()
-        .map(|sents| {
-            let scores: Vec<f64> = sents.iter().map(|(_, ts)| ts.iter().map(|t| weight(t)).sum()).collect();
-            kept_text(sents, &scores)
+        .zip(spans.iter().zip(&held))
+        .map(|(f, (spans, held))| {
+            let scores: Vec<f64> = held.iter().map(|ts| ts.iter().map(|t| weight(t)).sum()).collect();
+            kept_text(&f.text, spans, &scores)
         })
         .collect();
     for (f, text) in fragments.iter_mut().zip(cut) {
@@ -146,41 +151,56 @@ pub fn compress(fragments: &mut [Fragment], query: &[&str], counter: &dyn TokenC
 
 /// The block's text cut to its kept sentences, `…` where sentences were left out; `None`
 /// when it stays whole (every sentence kept, or none shares a term with the turn).
-fn kept_text(sents: &[(&str, HashSet<String>)], scores: &[f64]) -> Option<String> {
+fn kept_text(text: &str, spans: &[(usize, usize)], scores: &[f64]) -> Option<String> {
     let best = scores.iter().copied().fold(0.0, f64::max);
-    if best <= 0.0 || sents.len() < 2 {
+    if best <= 0.0 || spans.len() < 2 {
         return None;
     }
     let carries: Vec<bool> = scores.iter().map(|&s| s > 0.0 && s >= KEEP_SHARE * best).collect();
     // A sentence that carries the turn keeps its neighbours (the one it leans on, the one
     // that goes on with it): kept alone, answers lost more support than the freed budget
     // brought back (bench/README.md, "Compression").
-    let mut keep = carries.clone();
+    let keep = widen(&carries, 1);
+    (!keep.iter().all(|&k| k)).then(|| cut_text(text, spans, &keep, &[]))
+}
+
+/// `carries` with `neighbours` sentences on each side of each one that carries kept too.
+pub fn widen(carries: &[bool], neighbours: usize) -> Vec<bool> {
+    let mut keep = carries.to_vec();
     for (i, _) in carries.iter().enumerate().filter(|(_, &c)| c) {
-        keep[i.saturating_sub(1)] = true;
-        if i + 1 < keep.len() {
-            keep[i + 1] = true;
-        }
+        keep[i.saturating_sub(neighbours)..=(i + neighbours).min(carries.len() - 1)].fill(true);
     }
-    if keep.iter().all(|&k| k) {
-        return None;
-    }
+    keep
+}
+
+/// `text` with only the kept sentences (`spans`, and what lies between two kept neighbours),
+/// [`CUT`] where sentences were left out; where the kept sentences stand on more than one page
+/// (`pages`, one per span where known), each page's first is marked `(p. N)`.
+pub fn cut_text(text: &str, spans: &[(usize, usize)], keep: &[bool], pages: &[Option<u32>]) -> String {
+    let kept_pages: std::collections::BTreeSet<u32> =
+        (0..spans.len()).filter(|&i| keep[i]).filter_map(|i| pages.get(i).copied().flatten()).collect();
     let mut out = String::new();
     let mut last: Option<usize> = None;
-    for (i, (s, _)) in sents.iter().enumerate().filter(|(i, _)| keep[*i]) {
+    let mut page: Option<u32> = None;
+    for (i, &(a, b)) in spans.iter().enumerate().filter(|(i, _)| keep[*i]) {
         match last {
             None if i > 0 => out.push_str(&format!("{CUT}\n")),
             Some(l) if i > l + 1 => out.push_str(&format!("\n{CUT}\n")),
-            Some(_) => out.push(' '),
+            Some(l) => out.push_str(&text[spans[l].1..a]),
             None => {}
         }
-        out.push_str(s);
+        let here = pages.get(i).copied().flatten();
+        if kept_pages.len() > 1 && here.is_some() && here != page {
+            out.push_str(&format!("(p. {}) ", here.unwrap_or_default()));
+            page = here;
+        }
+        out.push_str(&text[a..b]);
         last = Some(i);
     }
-    if last.is_some_and(|l| l + 1 < sents.len()) {
+    if last.is_some_and(|l| l + 1 < spans.len()) {
         out.push_str(&format!("\n{CUT}"));
     }
-    Some(out)
+    out
 }
 
 #[cfg(test)]

@@ -24,7 +24,7 @@
 use crate::data::conversations;
 use crate::error::{bail, write_file, Result};
 use crate::mtrag::domain_store;
-use crate::mtrag_metrics::content_terms;
+use crate::mtrag_metrics::{bears_answer, content_terms};
 use ragctx_app::config::Settings;
 use ragctx_core::{Compress, Memory, SessionId, SessionStore};
 use ragctx_engine::sentences::{Scorer, SentenceLog, FEATURES, N};
@@ -125,11 +125,10 @@ pub fn run(settings: &Settings, opts: &FitSentencesOptions) -> Result<()> {
                     continue;
                 }
                 let gold: HashSet<&str> = gold.iter().map(String::as_str).collect();
-                let need = MIN_SHARED.min(answer.len());
                 turns += 1;
                 for row in log.lock().expect("log").drain(..) {
-                    let shared = content_terms(&mut analyzer, &[&row.text]).intersection(&answer).count();
-                    let y = (opts.any_passage || gold.contains(row.chunk.as_str())) && shared >= need;
+                    let y = (opts.any_passage || gold.contains(row.chunk.as_str()))
+                        && bears_answer(&mut analyzer, &row.text, &answer);
                     examples.push(Example { fold: fold_of(&conv.id), x: row.features, y });
                 }
             }

@@ -249,28 +249,6 @@ fn median(xs: &mut [f32]) -> Option<f32> {
     xs.get(xs.len() / 2).copied()
 }
 
-/// Sentences embedded alone by the store's embedder, each distinct one once per run (for
-/// `semantic_support`).
-struct SentenceVectors {
-    embedder: Arc<dyn Embedder>,
-    memo: Mutex<HashMap<String, Vec<f32>>>,
-}
-
-impl SentenceVectors {
-    fn of(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
-        let mut memo = self.memo.lock().expect("memo");
-        let mut missing: Vec<&str> = texts.iter().copied().filter(|t| !memo.contains_key(*t)).collect();
-        missing.sort_unstable();
-        missing.dedup();
-        if !missing.is_empty() {
-            for (t, v) in missing.iter().zip(self.embedder.embed(&missing)?) {
-                memo.insert((*t).to_owned(), v);
-            }
-        }
-        Ok(texts.iter().map(|t| memo[*t].clone()).collect())
-    }
-}
-
 /// A domain's corpus (`corpus_DOMAIN.jsonl` in `corpus_dir`) in an in-memory store, ingested
 /// by the one ingest path as `ragctx ingest` takes it (the data dir's embedding cache), and
 /// each chunk's document.
@@ -341,8 +319,11 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
         bail!("--budgets {:?}: each budget once", opts.budgets);
     }
     let variants = variants(opts, &base)?;
-    let embedder =
-        Arc::new(MemoEmbedder { inner: ragctx_app::app::embedder(settings)?, memo: Mutex::new(HashMap::new()) });
+    let embedder = Arc::new(MemoEmbedder {
+        inner: ragctx_app::app::embedder(settings)?,
+        memo: Mutex::new(HashMap::new()),
+        passages: Mutex::new(HashMap::new()),
+    });
     let counter = Arc::new(Cl100kCounter::new());
     let carried_head = counter.count("Earlier sources:\n");
     let instructions = counter.count(INSTRUCTIONS);
@@ -351,7 +332,6 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
     let sessions: Arc<dyn SessionStore> = Arc::new(sessions_data.session_store());
     let mut tallies: BTreeMap<String, Tally> = BTreeMap::new();
     let mut analyzer = ragctx_lexical::Analyzer::default();
-    let sentence_vectors = SentenceVectors { embedder: embedder.inner.clone(), memo: Mutex::new(HashMap::new()) };
     let mut calibration: Vec<f32> = Vec::new();
     for domain in &domains {
         let (store, doc_of) = domain_store(settings, &opts.corpus_dir, domain, embedder.inner.as_ref(), !opts.json)?;
@@ -373,11 +353,10 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
                         (c.id.0.clone(), b.into_iter().map(str::to_owned).collect())
                     })
                     .collect();
-                let vectors = sentence_vectors.of(&ragctx_core::text::sentences(answer))?;
+                let vectors = embedder.passages(&ragctx_core::text::sentences(answer))?;
                 let gold_sentences: Vec<&str> =
                     chunks.iter().flat_map(|c| ragctx_core::text::sentences(&c.text)).collect();
-                calibration
-                    .extend(crate::mtrag_metrics::best_cosines(&vectors, &sentence_vectors.of(&gold_sentences)?));
+                calibration.extend(crate::mtrag_metrics::best_cosines(&vectors, &embedder.passages(&gold_sentences)?));
                 answers.insert((conv.id.clone(), turn), (vectors, bearing));
             }
         }
@@ -519,7 +498,7 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
                                 }
                                 crate::mtrag_metrics::semantic_support(
                                     answer,
-                                    &sentence_vectors.of(&evidence)?,
+                                    &embedder.passages(&evidence)?,
                                     crate::mtrag_metrics::SEMANTIC_THRESHOLD,
                                 )
                             }

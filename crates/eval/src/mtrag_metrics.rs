@@ -43,14 +43,14 @@ pub fn answer_bearing<'a>(
     text: &'a str,
     answer: &HashSet<String>,
 ) -> Vec<&'a str> {
+    ragctx_core::text::sentences(text).into_iter().filter(|s| bears_answer(analyzer, s, answer)).collect()
+}
+
+/// Whether `sentence` holds the answer: at least [`crate::fit_sentences::MIN_SHARED`] of its
+/// content terms (all of a shorter answer's; never for an answer without terms).
+pub fn bears_answer(analyzer: &mut ragctx_lexical::Analyzer, sentence: &str, answer: &HashSet<String>) -> bool {
     let need = crate::fit_sentences::MIN_SHARED.min(answer.len());
-    if need == 0 {
-        return Vec::new();
-    }
-    ragctx_core::text::sentences(text)
-        .into_iter()
-        .filter(|s| content_terms(analyzer, &[s]).intersection(answer).count() >= need)
-        .collect()
+    need > 0 && content_terms(analyzer, &[sentence]).intersection(answer).count() >= need
 }
 
 /// The share of `answer` sentences (their vectors) that some `evidence` vector reaches at

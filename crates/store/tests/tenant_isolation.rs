@@ -111,3 +111,27 @@ fn a_million_random_queries_never_reach_another_tenant() {
     assert!(checked >= 1_000_000, "{checked} queries checked");
     eprintln!("tenant isolation: {checked} random queries checked, 0 foreign hits");
 }
+
+/// The sentence index through tenant-scoped handles: a tenant reads its own chunk's
+/// sentences; another asking for that id (bare, or as stored, qualified with the owner's
+/// tenant) gets exactly what an id nobody stored gets.
+#[test]
+fn a_foreign_chunks_sentences_answer_as_a_missing_chunks() {
+    let raw: Arc<dyn VectorStore> = Arc::new(MemoryVectorStore::new(DIM, IndexParams::default()));
+    let [a, b] = ["acme", "globex"].map(|t| ScopedVectorStore::new(raw.clone(), Tenant::parse(t).unwrap()));
+    let text = "First sentence. Second one.";
+    let spans = ragctx_core::text::sentence_spans(text);
+    let mut vector = vec![0.0; DIM];
+    vector[0] = 1.0;
+    let sentences = ragctx_core::Sentences::new(&spans, &[vector.clone(), vector.clone()], &[]);
+    let chunk = EmbeddedChunk {
+        chunk: ragctx_core::Chunk::new("doc#0", "doc", "Doc", text),
+        vector,
+        sentences: Some(sentences.clone()),
+    };
+    a.upsert(&[chunk]).unwrap();
+    assert_eq!(a.sentences(&["doc#0".into()]).unwrap(), vec![Some(sentences)], "the owner reads them");
+    let stored = a.tenant().qualify("doc#0").unwrap();
+    let asked: Vec<ragctx_core::ChunkId> = vec!["doc#0".into(), stored.as_str().into(), "nobody#0".into()];
+    assert_eq!(b.sentences(&asked).unwrap(), vec![None, None, None], "foreign ids answer as missing ones");
+}

@@ -5,7 +5,7 @@
 
 use super::{store as store_chunks, with_vectors};
 use ragctx_core::{
-    EmbeddedChunk, Embedder, EmbeddingCache, QuantizedVector, Result, Sentence, Sentences, TokenCounter, VectorStore,
+    EmbeddedChunk, Embedder, EmbeddingCache, QuantizedVector, Result, Sentences, TokenCounter, VectorStore,
 };
 use ragctx_ingest::SourcedChunk;
 use std::collections::hash_map::{Entry, HashMap};
@@ -49,31 +49,28 @@ pub fn embed_with_cache(
     texts: &[&str],
     progress: &dyn IngestProgress,
 ) -> Result<(Vec<Vec<f32>>, usize)> {
-    let (out, now) = embed_cached(embedder, cache, texts, false, progress)?;
+    let (out, now) = embed_cached(embedder, cache, texts, None, progress)?;
     Ok((out.into_iter().map(|v| v.0).collect(), now))
 }
 
 /// A text's vector and, where asked, its sentences' (DESIGN §11).
 type Vectors = (Vec<f32>, Option<Vec<QuantizedVector>>);
 
-/// [`embed_with_cache`], and with `sentences` each text's sentences' vectors too
+/// [`embed_with_cache`], and with `spans` (each text's sentences) their vectors too
 /// ([`Embedder::embed_spans`]), cached beside the texts' as [`pack`] writes them.
 fn embed_cached(
     embedder: &dyn Embedder,
     cache: Option<&dyn EmbeddingCache>,
     texts: &[&str],
-    sentences: bool,
+    spans: Option<&[Vec<(usize, usize)>]>,
     progress: &dyn IngestProgress,
 ) -> Result<(Vec<Vectors>, usize)> {
     let model = embedder.model_id().to_owned();
     // Versioned: a change to the splitter or the pooling changes it, so no vector of the
     // old way is taken for the new (bump with `sentence_spans` or `Embedder::embed_spans`).
     let sentence_model = format!("{model}/sentences/v1");
-    let spans: Vec<Vec<(usize, usize)>> = if sentences {
-        texts.iter().map(|t| ragctx_core::text::sentence_spans(t)).collect()
-    } else {
-        vec![Vec::new(); texts.len()]
-    };
+    let sentences = spans.is_some();
+    let spans = spans.unwrap_or_default();
     let dim = embedder.dimension();
     let lookup = |c: &dyn EmbeddingCache| -> Result<Vec<Option<Vectors>>> {
         let whole = c.get(&model, texts)?;
@@ -84,7 +81,7 @@ fn embed_cached(
         Ok(whole
             .into_iter()
             .zip(parts)
-            .zip(&spans)
+            .zip(spans)
             .map(|((w, p), s)| Some((w?, Some(unpack(&p?, s.len(), dim)?))))
             .collect())
     };
@@ -345,12 +342,17 @@ pub fn embed_chunks(
     sentences: bool,
 ) -> Result<Embedded> {
     let texts: Vec<&str> = chunks.iter().map(|c| c.chunk.text.as_str()).collect();
-    let (vectors, embedded_now) = embed_cached(embedder, cache, &texts, sentences, progress)?;
+    // Each chunk split once: the spans embedded are the spans indexed.
+    let spans: Option<Vec<Vec<(usize, usize)>>> =
+        sentences.then(|| texts.iter().map(|t| ragctx_core::text::sentence_spans(t)).collect());
+    let (vectors, embedded_now) = embed_cached(embedder, cache, &texts, spans.as_deref(), progress)?;
     let (whole, parts): (Vec<Vec<f32>>, Vec<Option<Vec<QuantizedVector>>>) = vectors.into_iter().unzip();
     let pages: Vec<Vec<(usize, u32)>> = chunks.iter().map(|c| c.page_starts.clone()).collect();
     let mut chunks = with_vectors(chunks, whole, counter);
-    for ((c, p), pages) in chunks.iter_mut().zip(parts).zip(pages) {
-        c.sentences = p.map(|vectors| sentence_index(&c.chunk.text, vectors, &pages));
+    for (i, (c, p)) in chunks.iter_mut().zip(parts).enumerate() {
+        if let (Some(vectors), Some(spans)) = (p, spans.as_ref()) {
+            c.sentences = Some(sentence_index(&spans[i], vectors, &pages[i]));
+        }
     }
     Ok(Embedded { chunks, embedded_now })
 }
@@ -358,17 +360,13 @@ pub fn embed_chunks(
 /// A chunk's sentence index: its sentences' spans (as [`ragctx_core::text::sentence_spans`]
 /// makes them), their vectors, and the page each starts on where the reader knew the pages
 /// (`page_starts`: byte offsets in the chunk's text where a page begins).
-fn sentence_index(text: &str, vectors: Vec<QuantizedVector>, page_starts: &[(usize, u32)]) -> Sentences {
+fn sentence_index(spans: &[(usize, usize)], vectors: Vec<QuantizedVector>, page_starts: &[(usize, u32)]) -> Sentences {
     let page_at = |offset: usize| {
         let k = page_starts.partition_point(|(start, _)| *start <= offset);
         page_starts.get(k.checked_sub(1)?).map(|p| p.1)
     };
-    let sentences = ragctx_core::text::sentence_spans(text)
-        .into_iter()
-        .zip(vectors)
-        .map(|((a, b), vector)| Sentence { start: a as u32, end: b as u32, page: page_at(a), vector })
-        .collect();
-    Sentences { sentences }
+    let pages: Vec<Option<u32>> = spans.iter().map(|&(a, _)| page_at(a)).collect();
+    Sentences::of(spans, vectors, &pages)
 }
 
 /// The second half: the chunks written in one transaction (each document replaced whole,
@@ -502,12 +500,13 @@ mod tests {
         let cache = Memo::default();
         let w = Warnings(Mutex::new(vec![]));
         let texts = ["One. Two.", "Three."];
-        let (first, now) = embed_cached(&e, Some(&cache), &texts, true, &w).unwrap();
+        let spans: Vec<Vec<(usize, usize)>> = texts.iter().map(|t| ragctx_core::text::sentence_spans(t)).collect();
+        let (first, now) = embed_cached(&e, Some(&cache), &texts, Some(&spans), &w).unwrap();
         assert_eq!(now, 2);
         assert_eq!(first[0].1.as_ref().map(Vec::len), Some(2));
         assert_eq!(first[1].1.as_ref().map(Vec::len), Some(1));
         let asked = *e.0.lock().unwrap();
-        let (again, now) = embed_cached(&e, Some(&cache), &texts, true, &w).unwrap();
+        let (again, now) = embed_cached(&e, Some(&cache), &texts, Some(&spans), &w).unwrap();
         assert_eq!((now, *e.0.lock().unwrap()), (0, asked), "all from the cache");
         assert_eq!(again, first);
     }

@@ -16,9 +16,41 @@ pub struct MemoEmbedder {
     pub inner: Arc<dyn Embedder>,
     /// Query vectors by text, and the mixes of [`MemoEmbedder::mix`] by their key.
     pub memo: Mutex<HashMap<String, Vec<f32>>>,
+    /// Sentences embedded alone as passages ([`MemoEmbedder::passages`]), by text.
+    pub passages: Mutex<HashMap<String, Vec<f32>>>,
+}
+
+/// The vectors of `texts` from `memo`, embedding with `embed` (once, each distinct text
+/// once) those it lacks.
+fn remembered(
+    memo: &Mutex<HashMap<String, Vec<f32>>>,
+    texts: &[&str],
+    embed: impl Fn(&[&str]) -> ragctx_core::Result<Vec<Vec<f32>>>,
+) -> ragctx_core::Result<Vec<Vec<f32>>> {
+    let mut missing: Vec<&str> = {
+        let memo = memo.lock().expect("memo");
+        texts.iter().copied().filter(|t| !memo.contains_key(*t)).collect()
+    };
+    missing.sort_unstable();
+    missing.dedup();
+    if !missing.is_empty() {
+        let v = embed(&missing)?;
+        let mut memo = memo.lock().expect("memo");
+        for (t, v) in missing.into_iter().zip(v) {
+            memo.insert(t.to_owned(), v);
+        }
+    }
+    let memo = memo.lock().expect("memo");
+    Ok(texts.iter().map(|t| memo[*t].clone()).collect())
 }
 
 impl MemoEmbedder {
+    /// Texts embedded alone as passages, each distinct one once per run (the sentences
+    /// `semantic_support` compares).
+    pub fn passages(&self, texts: &[&str]) -> ragctx_core::Result<Vec<Vec<f32>>> {
+        remembered(&self.passages, texts, |t| self.inner.embed(t))
+    }
+
     /// Remembers under `key` the normalised weighted sum of the embeddings of `turns`
     /// (current question first), so the engine's embed of `key` returns the mix.
     pub fn mix(&self, key: &str, turns: &[&str]) -> ragctx_core::Result<()> {
@@ -48,18 +80,6 @@ impl Embedder for MemoEmbedder {
         self.inner.embed_spans(texts, spans)
     }
     fn embed_queries(&self, texts: &[&str]) -> ragctx_core::Result<Vec<Vec<f32>>> {
-        let missing: Vec<&str> = {
-            let memo = self.memo.lock().expect("memo");
-            texts.iter().copied().filter(|t| !memo.contains_key(*t)).collect()
-        };
-        if !missing.is_empty() {
-            let v = self.inner.embed_queries(&missing)?;
-            let mut memo = self.memo.lock().expect("memo");
-            for (t, v) in missing.into_iter().zip(v) {
-                memo.insert(t.to_owned(), v);
-            }
-        }
-        let memo = self.memo.lock().expect("memo");
-        Ok(texts.iter().map(|t| memo[*t].clone()).collect())
+        remembered(&self.memo, texts, |t| self.inner.embed_queries(t))
     }
 }
