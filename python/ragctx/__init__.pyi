@@ -19,9 +19,21 @@ class _Citation(TypedDict):
     title: str
     chunk_ids: List[str]
 
+class CitedSentence(TypedDict, total=False):
+    #: The sentence as its block shows it (always present).
+    text: str
+    #: The chunk it belongs to, and its byte span ``[start, end)`` in that chunk's text.
+    chunk_id: str
+    span: Tuple[int, int]
+    #: The page it stands on (a PDF's).
+    page: int
+
 class Citation(_Citation, total=False):
-    #: The pages the cited blocks are read from, ``[start, end]`` each (a PDF's; absent otherwise).
+    #: The pages cited, ``[start, end]`` each: the cited sentences' where each one's page is
+    #: known, else those the cited blocks are read from (a PDF's; absent otherwise).
     pages: List[Tuple[int, int]]
+    #: The sentences of the cited blocks the answer's statements come from.
+    sentences: List[CitedSentence]
 
 class _ContextBlock(TypedDict):
     marker: int
@@ -37,6 +49,9 @@ class _ContextBlock(TypedDict):
 class ContextBlock(_ContextBlock, total=False):
     #: The metadata of the block's first chunk; absent when it has none.
     metadata: Dict[str, MetadataValue]
+    #: True when an earlier block of the same document stands right before it in the prompt
+    #: (it is shown under that block's header); absent otherwise.
+    continued: bool
 
 class _Pointer(TypedDict):
     marker: int

@@ -40,8 +40,12 @@ pub fn print_turn(out: &Trace, json: bool) -> Result<()> {
                 1 => String::new(),
                 n => format!("{n} passages, "),
             };
-            // The pages of all the document's passages (a PDF's), as one citation names them.
-            let pages: Vec<(u32, u32)> = blocks.iter().filter_map(|b| ragctx_core::pages(&b.metadata)).collect();
+            // The pages the answer cites (a PDF's), or, for a document it does not cite, those
+            // of all its passages.
+            let pages: Vec<(u32, u32)> = match out.citations.iter().find(|c| c.marker == marker) {
+                Some(c) if !c.pages.is_empty() => c.pages.clone(),
+                _ => blocks.iter().filter_map(|b| ragctx_core::pages(&b.metadata)).collect(),
+            };
             let pages = if pages.is_empty() { String::new() } else { format!(", {}", ragctx_core::page_label(&pages)) };
             println!(
                 "  [{marker}] {} ({}{pages}){carried}  {passages}score {:.3}, {} tokens{side}",
@@ -228,7 +232,8 @@ pub fn trace(sessions: &dyn SessionStore, session: &SessionId, turn: Option<u64>
         }
         for b in &t.context {
             let cited = t.citations.iter().any(|c| c.marker == b.marker);
-            println!("  {}{}", b.heading(), if cited { "  cited" } else { "" });
+            let indent = if b.continued { "  " } else { "" };
+            println!("  {indent}{}{}", b.heading(), if cited { "  cited" } else { "" });
         }
         for p in &t.pointers {
             let cited = t.citations.iter().any(|c| c.marker == p.marker);

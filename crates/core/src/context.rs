@@ -2,7 +2,9 @@ use crate::{ChunkId, DocumentId};
 use serde::{Deserialize, Serialize};
 
 /// One block of the context handed to the model: its header (`[marker] title › section
-/// (document_id, p. 3–4)`, [`ContextBlock::header`]) and its text.
+/// (document_id, p. 3–4)`, [`ContextBlock::header`]) and its text. A document's blocks stand
+/// together under its first block's header; each later one is headed only by what is its own
+/// (`… › section (p. 7)`, [`ContextBlock::continuation`]): a document takes one source slot.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ContextBlock {
     /// Stable within a session: a document keeps its marker across turns.
@@ -30,6 +32,10 @@ pub struct ContextBlock {
     /// with `page_end` the last page any of its chunks is read from.
     #[serde(default, skip_serializing_if = "crate::Metadata::is_empty")]
     pub metadata: crate::Metadata,
+    /// Another block of the same document stands right before it in the prompt: it is shown
+    /// under that block's header, headed by [`ContextBlock::continuation`].
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub continued: bool,
 }
 
 impl ContextBlock {
@@ -44,9 +50,30 @@ impl ContextBlock {
             None => format!("[{marker}] {title} ({document_id})"),
         }
     }
-    /// The header line of this block: a carried block says which turn first showed it.
+    /// `… › section (p. 7)`: the heading of a block shown under an earlier block's header (of
+    /// its own document): the mark of text left out between them, then its own heading path
+    /// and pages where the metadata holds them.
+    pub fn continuation(metadata: &crate::Metadata) -> String {
+        let mut h = String::from(CONTINUED);
+        if let Some(crate::MetaValue::String(section)) = metadata.get(SECTION_KEY) {
+            if !section.trim().is_empty() {
+                h.push_str(SECTION_SEPARATOR);
+                h.push_str(section.trim());
+            }
+        }
+        if let Some(pages) = pages(metadata) {
+            h.push_str(&format!(" ({})", page_label(&[pages])));
+        }
+        h
+    }
+    /// The header line of this block ([`ContextBlock::header`], or
+    /// [`ContextBlock::continuation`] for a continued one): a carried block says which turn
+    /// first showed it.
     pub fn heading(&self) -> String {
-        let header = Self::header(self.marker, &self.title, &self.document_id, &self.metadata);
+        let header = match self.continued {
+            true => Self::continuation(&self.metadata),
+            false => Self::header(self.marker, &self.title, &self.document_id, &self.metadata),
+        };
         match self.carried_from {
             Some(turn) => format!("{header} — shown in turn {turn}"),
             None => header,
@@ -92,6 +119,10 @@ impl Pointer {
         )
     }
 }
+
+/// What heads a block shown under its document's earlier block: text of the document was left
+/// out between them.
+pub const CONTINUED: &str = "…";
 
 /// The metadata key of a chunk's heading path within its document ("Chapter › Section", as
 /// the chunker of Markdown and HTML sets it; a JSONL line may give it too).
@@ -192,10 +223,32 @@ pub struct Citation {
     pub title: String,
     /// Every chunk of this turn's blocks and pointers under that marker.
     pub chunk_ids: Vec<ChunkId>,
-    /// The pages those blocks and pointers are read from (`[start, end]`, 1-based, in order,
-    /// overlapping ranges merged): empty for a document without pages.
+    /// The pages cited (`[start, end]`, 1-based, in order, overlapping ranges merged): those of
+    /// [`Citation::sentences`] where each one's page is known, else those the blocks and
+    /// pointers under the marker are read from; empty for a document without pages.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pages: Vec<(u32, u32)>,
+    /// The sentences of the marker's blocks that the answer's statements citing it come from,
+    /// in the order first cited: empty where no statement could be matched to one (a
+    /// pointer's, or a statement sharing too little with every sentence).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sentences: Vec<CitedSentence>,
+}
+
+/// A sentence of a block that a statement of the answer cites.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CitedSentence {
+    /// The sentence as its block shows it.
+    pub text: String,
+    /// The chunk it belongs to, where its block's chunks were read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunk_id: Option<ChunkId>,
+    /// Its byte span in that chunk's text (`[start, end)`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub span: Option<(u32, u32)>,
+    /// The page it stands on (PDFs), where known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page: Option<u32>,
 }
 
 #[cfg(test)]
@@ -225,5 +278,8 @@ mod tests {
         assert_eq!(ContextBlock::header(1, "T", &"d".into(), &Metadata::default()), "[1] T (d)");
         assert_eq!(page_label(&[(6, 7), (2, 2), (3, 3), (9, 9)]), "pp. 2–3, 6–7, 9");
         assert_eq!(page_label(&[(4, 4), (4, 5)]), "p. 4–5");
+        // A continued block is headed by what is its own.
+        assert_eq!(ContextBlock::continuation(&m), "… › Money (p. 3–4)");
+        assert_eq!(ContextBlock::continuation(&Metadata::default()), "…");
     }
 }

@@ -385,7 +385,8 @@ pub struct Found {
     pub session: String,
     /// This call's step number in the session.
     pub step: u64,
-    /// Chunks new to the session (for `open`: those shown again), in rank order.
+    /// Chunks new to the session (for `open`: those shown again): a document's blocks
+    /// together, the documents by their best block's rank.
     pub blocks: Vec<BlockOut>,
     /// Chunks the session already holds that rank for this query.
     pub pointers: Vec<PointerOut>,
@@ -480,7 +481,8 @@ impl Found {
     }
 
     /// The text a model reads: pointers first (one line each, with the handles that open
-    /// them), then the new blocks in full under `[n.k] Title › Section (document, p. 3)`, then
+    /// them), then the new blocks in full under `[n.k] Title › Section (document, p. 3)` (a
+    /// document's later blocks under `[n.k] … › Section (p. 7)`), then
     /// what did not fit — never "nothing found" when something ranked but did not fit.
     pub fn text(&self) -> String {
         let mut text = String::new();
@@ -498,8 +500,15 @@ impl Found {
                 handles.first().map(String::as_str).unwrap_or("it")
             ));
         }
-        for b in &self.blocks {
+        for (i, b) in self.blocks.iter().enumerate() {
             let metadata: ragctx_core::Metadata = serde_json::from_value(b.metadata.clone()).unwrap_or_default();
+            // A document's blocks stand together (the engine's prompt order): the later ones
+            // under the first's header, headed by their handles and what is their own.
+            if i > 0 && self.blocks[i - 1].document_id == b.document_id {
+                let heading = ragctx_core::ContextBlock::continuation(&metadata);
+                text.push_str(&format!("{} {heading}\n{}\n\n", label(&b.handles), b.text.trim_end()));
+                continue;
+            }
             let title = ragctx_core::shown_title(&b.title, &metadata);
             let pages = match ragctx_core::pages(&metadata) {
                 Some((a, z)) if a == z => format!(", p. {a}"),
@@ -568,5 +577,37 @@ mod tests {
         assert_eq!(label(&h(&["3.4", "3.5", "3.6"])), "[3.4–3.6]");
         assert_eq!(label(&h(&["3.4", "3.6"])), "[3.4] [3.6]");
         assert_eq!(label(&h(&["d-0-10", "d-10-20"])), "[d-0-10] [d-10-20]");
+    }
+
+    #[test]
+    fn a_documents_blocks_stand_under_its_first_blocks_header() {
+        let block = |handle: &str, doc: &str, section: &str, text: &str| super::BlockOut {
+            marker: 1,
+            handles: vec![handle.into()],
+            chunk_ids: vec![],
+            document_id: doc.into(),
+            title: "Guide".into(),
+            metadata: serde_json::json!({"section": section, "page_start": 3}),
+            text: text.into(),
+            tokens: 0,
+        };
+        let found = super::Found {
+            session: "s".into(),
+            step: 1,
+            blocks: vec![
+                block("1.2", "g.pdf", "Fees", "Ten euros."),
+                block("1.7", "g.pdf", "Appeals", "Write to us."),
+                block("2.1", "h.pdf", "Fees", "Free."),
+            ],
+            pointers: vec![],
+            tokens: 0,
+            dropped_by_budget: vec![],
+            opened: None,
+        };
+        assert_eq!(
+            found.text(),
+            "[1.2] Guide › Fees (g.pdf, p. 3)\nTen euros.\n\n[1.7] … › Appeals (p. 3)\nWrite to us.\n\n\
+             [2.1] Guide › Fees (h.pdf, p. 3)\nFree.\n\n"
+        );
     }
 }

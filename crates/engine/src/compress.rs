@@ -8,6 +8,7 @@
 //! A reshow and an agent's `open` show blocks whole. The seed: "保留能支撑结论的片段、标题和稳定来源标识即可".
 
 use crate::dedupe::Fragment;
+use crate::sentences::{cut_text, widen};
 use crate::turn::Turn;
 use crate::Engine;
 use ragctx_core::text::{sentence_spans, terms};
@@ -17,9 +18,6 @@ use std::collections::{HashMap, HashSet};
 /// A sentence scoring at least this share of its block's best is kept (measured on MTRAG:
 /// bench/README.md, "Compression").
 pub const KEEP_SHARE: f64 = 0.5;
-
-/// The mark of left-out text.
-pub const CUT: &str = "…";
 
 /// On for a turn with `compress sentences` or `learned` that is not a reshow (nor an `open`).
 pub fn runs(t: &Turn<'_>) -> bool {
@@ -162,45 +160,6 @@ fn kept_text(text: &str, spans: &[(usize, usize)], scores: &[f64]) -> Option<Str
     // brought back (bench/README.md, "Compression").
     let keep = widen(&carries, 1);
     (!keep.iter().all(|&k| k)).then(|| cut_text(text, spans, &keep, &[]))
-}
-
-/// `carries` with `neighbours` sentences on each side of each one that carries kept too.
-pub fn widen(carries: &[bool], neighbours: usize) -> Vec<bool> {
-    let mut keep = carries.to_vec();
-    for (i, _) in carries.iter().enumerate().filter(|(_, &c)| c) {
-        keep[i.saturating_sub(neighbours)..=(i + neighbours).min(carries.len() - 1)].fill(true);
-    }
-    keep
-}
-
-/// `text` with only the kept sentences (`spans`, and what lies between two kept neighbours),
-/// [`CUT`] where sentences were left out; where the kept sentences stand on more than one page
-/// (`pages`, one per span where known), each page's first is marked `(p. N)`.
-pub fn cut_text(text: &str, spans: &[(usize, usize)], keep: &[bool], pages: &[Option<u32>]) -> String {
-    let kept_pages: std::collections::BTreeSet<u32> =
-        (0..spans.len()).filter(|&i| keep[i]).filter_map(|i| pages.get(i).copied().flatten()).collect();
-    let mut out = String::new();
-    let mut last: Option<usize> = None;
-    let mut page: Option<u32> = None;
-    for (i, &(a, b)) in spans.iter().enumerate().filter(|(i, _)| keep[*i]) {
-        match last {
-            None if i > 0 => out.push_str(&format!("{CUT}\n")),
-            Some(l) if i > l + 1 => out.push_str(&format!("\n{CUT}\n")),
-            Some(l) => out.push_str(&text[spans[l].1..a]),
-            None => {}
-        }
-        let here = pages.get(i).copied().flatten();
-        if kept_pages.len() > 1 && here.is_some() && here != page {
-            out.push_str(&format!("(p. {}) ", here.unwrap_or_default()));
-            page = here;
-        }
-        out.push_str(&text[a..b]);
-        last = Some(i);
-    }
-    if last.is_some_and(|l| l + 1 < spans.len()) {
-        out.push_str(&format!("\n{CUT}"));
-    }
-    out
 }
 
 #[cfg(test)]

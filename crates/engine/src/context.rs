@@ -3,7 +3,11 @@
 //! the prompt around them; and the citation check of stage 6.
 
 use crate::dedupe::Fragment;
-use ragctx_core::{citation_markers, ChunkId, Citation, ContextBlock, DocumentId, Pointer, TokenCounter};
+use ragctx_core::text::terms;
+use ragctx_core::{
+    citation_markers, Chunk, ChunkId, Citation, CitedSentence, ContextBlock, DocumentId, Pointer, Sentences,
+    TokenCounter,
+};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The instructions that open every prompt.
@@ -34,7 +38,8 @@ pub struct PointerCandidate {
 /// What [`build_context`] admitted within the budget, what it costs and what it left out.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct BuiltContext {
-    /// In rank order.
+    /// In prompt order: a document's blocks together (the first under its header, the others
+    /// continued), the documents by their best block's rank.
     pub blocks: Vec<ContextBlock>,
     /// In rank order; each names a document of the session's markers.
     pub pointers: Vec<Pointer>,
@@ -122,6 +127,8 @@ pub fn build_context(
             carried_from: f.carried_from,
             text: f.text.clone(),
             metadata: block_metadata(&f.chunks),
+            // Under the header of a block of its document admitted before it.
+            continued: out.blocks.iter().any(|b| b.document_id == f.document_id),
         };
         block.tokens = block_tokens(&block, f, counter);
         if out.admit(&f.document_id, marker, known, block.tokens, budget, &mut next) {
@@ -131,7 +138,21 @@ pub fn build_context(
     // A document listed as dropped may still have another fragment inside.
     let inside: BTreeSet<&DocumentId> = out.blocks.iter().map(|b| &b.document_id).collect();
     out.dropped_by_budget.retain(|d| !inside.contains(d));
+    out.blocks = by_document(std::mem::take(&mut out.blocks));
     out
+}
+
+/// Blocks in prompt order: each document's blocks together, in rank order, the documents in
+/// the order of their best block (so each continued block follows one of its document's).
+fn by_document(blocks: Vec<ContextBlock>) -> Vec<ContextBlock> {
+    let mut documents: Vec<(DocumentId, Vec<ContextBlock>)> = Vec::new();
+    for b in blocks {
+        match documents.iter_mut().find(|(d, _)| *d == b.document_id) {
+            Some((_, group)) => group.push(b),
+            None => documents.push((b.document_id.clone(), vec![b])),
+        }
+    }
+    documents.into_iter().flat_map(|(_, group)| group).collect()
 }
 
 /// A block's metadata: its first chunk's, with the last page any of its chunks is read from
@@ -170,7 +191,7 @@ pub struct Prompt<'a> {
     pub conversation: &'a str,
     /// `client` memory: pointer lines, listed before the sources; empty for none.
     pub pointers: &'a [Pointer],
-    /// The sources, in rank order, counted by their own `tokens`.
+    /// The sources in prompt order ([`BuiltContext::blocks`]), counted by their own `tokens`.
     pub blocks: &'a [ContextBlock],
 }
 
@@ -259,6 +280,7 @@ pub fn check_citations(answer: &str, blocks: &[ContextBlock], pointers: &[Pointe
                 pages: ragctx_core::merge_pages(
                     &named.iter().filter_map(|n| ragctx_core::pages(n.3)).collect::<Vec<_>>(),
                 ),
+                sentences: Vec::new(),
             }),
             None => invalid.push(m),
         }
@@ -266,10 +288,105 @@ pub fn check_citations(answer: &str, blocks: &[ContextBlock], pointers: &[Pointe
     (citations, invalid)
 }
 
+/// A statement of the answer cites a sentence when it shares at least this share of its terms
+/// with it (the extractive answer quotes its sentences whole).
+pub const CITED_SHARE: f64 = 0.5;
+
+/// The sentences of a block a citation can name, in order: each as the block shows it, with
+/// its chunk, span and page where known ([`block_sentences`] reads them).
+pub type BlockSentences = Vec<CitedSentence>;
+
+/// The sentences `block` shows, by its chunks (`chunks`: those of its chunks that were read,
+/// `index`: their sentence index, `None` where there is none): each chunk's sentence that
+/// stands in the block's text, with its span and its page (the chunk's page when it is on
+/// one, else the index's). A block whose text no chunk sentence is found in (a replaced
+/// near-duplicate's) is split as it reads, each sentence on the block's page when it is on one.
+pub fn block_sentences(block: &ContextBlock, chunks: &[Chunk], index: &[Option<Sentences>]) -> BlockSentences {
+    let one_page = |m: &ragctx_core::Metadata| ragctx_core::pages(m).filter(|(a, z)| a == z).map(|(a, _)| a);
+    let mut out: BlockSentences = Vec::new();
+    for (chunk, sentences) in chunks.iter().zip(index) {
+        let indexed = sentences.as_ref().filter(|s| s.fits(&chunk.text));
+        for (i, (a, b)) in ragctx_core::text::sentence_spans(&chunk.text).into_iter().enumerate() {
+            let text = &chunk.text[a..b];
+            if !block.text.contains(text) || out.iter().any(|s| s.text == text) {
+                continue;
+            }
+            let page = one_page(&chunk.metadata).or_else(|| indexed.and_then(|s| s.sentences[i].page));
+            out.push(CitedSentence {
+                text: text.to_owned(),
+                chunk_id: Some(chunk.id.clone()),
+                span: Some((a as u32, b as u32)),
+                page,
+            });
+        }
+    }
+    if out.is_empty() {
+        let page = one_page(&block.metadata);
+        out = ragctx_core::text::sentences(&block.text)
+            .into_iter()
+            .filter(|s| s.trim() != ragctx_core::CONTINUED)
+            .map(|s| CitedSentence { text: s.to_owned(), chunk_id: None, span: None, page })
+            .collect();
+    }
+    out
+}
+
+/// Names in each citation the sentences its statements come from: for every marker in the
+/// answer, the sentence before it (markers and spaces between them passed over) is matched to
+/// the sentence of the marker's blocks (`sentences`, one list per block) that holds it or that
+/// shares the most of its terms, at least [`CITED_SHARE`]. A citation whose statements all
+/// found a sentence with a page names those pages only.
+pub fn cite_sentences(answer: &str, citations: &mut [Citation], blocks: &[ContextBlock], sentences: &[BlockSentences]) {
+    let markers = citation_markers(answer);
+    for (k, (range, marker)) in markers.iter().enumerate() {
+        let Some(citation) = citations.iter_mut().find(|c| c.marker == *marker) else { continue };
+        // The statement: the last sentence before the marker, past the markers right before it.
+        let mut end = range.start;
+        for (r, _) in markers[..k].iter().rev() {
+            if answer[r.end..end].trim().is_empty() {
+                end = r.start;
+            } else {
+                break;
+            }
+        }
+        let before = answer[..end].trim_end();
+        let Some(statement) = ragctx_core::text::sentences(before).last().map(|s| s.trim()) else { continue };
+        let wanted = terms(statement);
+        if wanted.is_empty() {
+            continue;
+        }
+        let mut best: Option<(f64, &CitedSentence)> = None;
+        for list in blocks.iter().zip(sentences).filter(|(b, _)| b.marker == *marker).map(|(_, l)| l) {
+            for s in list {
+                let share = if s.text.contains(statement) || statement.contains(s.text.trim()) {
+                    1.0
+                } else {
+                    let have = terms(&s.text);
+                    wanted.iter().filter(|t| have.contains(*t)).count() as f64 / wanted.len() as f64
+                };
+                if share >= CITED_SHARE && best.is_none_or(|(x, _)| share > x) {
+                    best = Some((share, s));
+                }
+            }
+        }
+        if let Some((_, s)) = best {
+            if !citation.sentences.contains(s) {
+                citation.sentences.push(s.clone());
+            }
+        }
+    }
+    for c in citations.iter_mut() {
+        let pages: Option<Vec<(u32, u32)>> = c.sentences.iter().map(|s| s.page.map(|p| (p, p))).collect();
+        if let Some(pages) = pages.filter(|p| !p.is_empty()) {
+            c.pages = ragctx_core::merge_pages(&pages);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ragctx_core::Chunk;
+    use ragctx_core::{Chunk, Metadata};
     use ragctx_models::Cl100kCounter;
 
     fn frag(doc: &str, words: usize, score: f32) -> Fragment {
@@ -315,6 +432,86 @@ mod tests {
         assert_eq!((c.blocks[0].marker, c.blocks[2].marker), (5, 6), "new ones take the next free markers");
         assert_eq!(c.new_markers.len(), 2);
         assert!(c.blocks[0].render().starts_with("[5] t (a)\n"));
+    }
+
+    /// A document's blocks stand together under its first block's header, the documents in
+    /// the order of their best block; the later blocks are headed by what is their own, and
+    /// the prompt counts what it renders.
+    #[test]
+    fn a_documents_blocks_stand_under_one_header() {
+        let counter = Cl100kCounter::new();
+        let mut second = frag("a", 6, 0.7);
+        second.chunks[0].id = "a#5".into();
+        let mut section = Metadata::default();
+        section.insert(ragctx_core::SECTION_KEY, ragctx_core::MetaValue::String("Fees".into())).unwrap();
+        second.chunks[0].metadata = section;
+        let frags = [frag("a", 8, 0.9), frag("b", 8, 0.8), second, frag("c", 4, 0.6)];
+        let c = build_context(&frags, &[], &BTreeMap::new(), 500, &counter);
+        let order: Vec<(&str, bool)> = c.blocks.iter().map(|b| (b.document_id.as_str(), b.continued)).collect();
+        assert_eq!(order, vec![("a", false), ("a", true), ("b", false), ("c", false)]);
+        assert_eq!(c.blocks.iter().map(|b| b.marker).collect::<Vec<_>>(), vec![1, 1, 2, 3]);
+        for b in &c.blocks {
+            assert_eq!(b.tokens, counter.count(&b.render()), "header counted");
+        }
+        let prompt = Prompt { question: "q", conversation: "", pointers: &[], blocks: &c.blocks };
+        let text = prompt.render();
+        assert!(text.contains("[1] t (a)\nword word word word word word word word\n\n… › Fees\nword"), "{text}");
+        assert_eq!(text.matches("[1]").count(), 1, "one header for the document");
+        assert_eq!(prompt.tokens(&counter), counter.count(&text));
+        // The first block of a document that does not fit leaves the header to the next one.
+        let c = build_context(
+            &[frag("a", 400, 0.9), frag("b", 8, 0.8), frag("a", 8, 0.7)],
+            &[],
+            &BTreeMap::new(),
+            60,
+            &counter,
+        );
+        let order: Vec<(&str, bool)> = c.blocks.iter().map(|b| (b.document_id.as_str(), b.continued)).collect();
+        assert_eq!(order, vec![("b", false), ("a", false)]);
+    }
+
+    /// A statement's citation names the sentence it comes from (quoted or in other words) with
+    /// its page, and the citation's pages narrow to the cited sentences' pages.
+    #[test]
+    fn a_citation_names_the_sentence_and_its_page() {
+        let counter = Cl100kCounter::new();
+        let text =
+            "Alpha beta gamma delta epsilon. The annual fee is ten dollars for members. Other words follow here.";
+        let mut f = frag("r.pdf", 1, 0.9);
+        f.text = text.into();
+        f.chunks[0].text = text.into();
+        for (k, v) in [(ragctx_core::PAGE_START_KEY, 2.0), (ragctx_core::PAGE_END_KEY, 3.0)] {
+            f.chunks[0].metadata.insert(k, ragctx_core::MetaValue::Number(v)).unwrap();
+        }
+        let c = build_context(&[f.clone(), frag("b", 8, 0.8)], &[], &BTreeMap::new(), 500, &counter);
+        let spans = ragctx_core::text::sentence_spans(text);
+        let index = Sentences::new(&spans, &vec![vec![1.0, 0.0]; spans.len()], &[Some(2), Some(3), Some(3)]);
+        let sentences: Vec<BlockSentences> = c
+            .blocks
+            .iter()
+            .map(|b| match b.document_id.as_str() {
+                "r.pdf" => block_sentences(b, &f.chunks, &[Some(index.clone())]),
+                _ => block_sentences(b, &[], &[]),
+            })
+            .collect();
+        for answer in
+            ["The annual fee is ten dollars for members. [1]", "Members pay an annual fee of ten dollars [1][2]."]
+        {
+            let (mut cites, _) = check_citations(answer, &c.blocks, &[]);
+            assert_eq!(cites[0].pages, vec![(2, 3)], "the block's pages before");
+            cite_sentences(answer, &mut cites, &c.blocks, &sentences);
+            let s = &cites[0].sentences;
+            assert_eq!(s.len(), 1, "{answer}: {s:?}");
+            assert_eq!(s[0].text, "The annual fee is ten dollars for members.");
+            assert_eq!((s[0].chunk_id.as_ref().map(|c| c.as_str()), s[0].page), (Some("r.pdf#0"), Some(3)));
+            assert_eq!(s[0].span.map(|(a, b)| &text[a as usize..b as usize]), Some(s[0].text.as_str()));
+            assert_eq!(cites[0].pages, vec![(3, 3)], "{answer}: the cited sentence's page");
+        }
+        // A statement sharing too little with every sentence names none; the pages stay the block's.
+        let (mut cites, _) = check_citations("Something else entirely [1]", &c.blocks, &[]);
+        cite_sentences("Something else entirely [1]", &mut cites, &c.blocks, &sentences);
+        assert!(cites[0].sentences.is_empty());
+        assert_eq!(cites[0].pages, vec![(2, 3)]);
     }
 
     /// Adjacent chunks of a PDF merged into one block span their pages: the header, the

@@ -158,8 +158,8 @@ fn assemble_stage(e: &Engine, t: &mut Turn<'_>) -> Result<()> {
     Ok(())
 }
 
-/// Stage 6: the answer (a reshow answers the question it shows again), and what its markers
-/// name.
+/// Stage 6: the answer (a reshow answers the question it shows again), what its markers name,
+/// and the sentences its statements cite.
 fn generate_stage(e: &Engine, t: &mut Turn<'_>) -> Result<()> {
     let built = t.built.as_ref().expect("assemble runs before generate");
     let question = t.query().reshown_question.as_deref().unwrap_or(t.question);
@@ -173,7 +173,23 @@ fn generate_stage(e: &Engine, t: &mut Turn<'_>) -> Result<()> {
         Some(f) => e.generator.generate_streaming(&request, f)?,
         None => e.generator.generate(&request)?,
     };
-    let (citations, invalid) = context::check_citations(&answer, &built.context.blocks, &built.context.pointers);
+    let blocks = &built.context.blocks;
+    let (mut citations, invalid) = context::check_citations(&answer, blocks, &built.context.pointers);
+    // The sentences the statements come from, read for the cited blocks only (through the
+    // turn's memo: their chunks were read by the search).
+    let mut sentences = vec![Vec::new(); blocks.len()];
+    for (b, list) in blocks.iter().zip(sentences.iter_mut()) {
+        if citations.iter().any(|c| c.marker == b.marker) {
+            let chunks = e.vectors.chunks(&b.chunk_ids)?;
+            let multi_page = chunks.iter().any(|c| ragctx_core::pages(&c.metadata).is_some_and(|(a, z)| a < z));
+            let index = match multi_page {
+                true => e.vectors.sentences(&chunks.iter().map(|c| c.id.clone()).collect::<Vec<_>>())?,
+                false => vec![None; chunks.len()],
+            };
+            *list = context::block_sentences(b, &chunks, &index);
+        }
+    }
+    context::cite_sentences(&answer, &mut citations, blocks, &sentences);
     t.stats.answer_citations = citations.len();
     t.stats.invalid_citations = invalid.len();
     (t.answer, t.citations, t.invalid_markers) = (answer, citations, invalid);

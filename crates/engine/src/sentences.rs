@@ -42,8 +42,6 @@ pub const FEATURES: [&str; N] = [
 /// How many features.
 pub const N: usize = 13;
 
-use crate::compress::{cut_text, widen};
-
 /// A logistic model over [`FEATURES`] (standardised by `mean` and `scale`), and the
 /// probability at which a sentence is kept.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -313,6 +311,48 @@ pub fn kept(scores: &[f32], threshold: f32, neighbours: usize) -> Vec<bool> {
     let best = scores.iter().copied().enumerate().fold((0, f32::MIN), |b, (i, s)| if s > b.1 { (i, s) } else { b }).0;
     let carries: Vec<bool> = scores.iter().enumerate().map(|(i, &s)| s >= threshold || i == best).collect();
     widen(&carries, neighbours)
+}
+
+/// The mark of left-out text.
+pub const CUT: &str = "…";
+
+/// `carries` with `neighbours` sentences on each side of each one that carries kept too.
+pub fn widen(carries: &[bool], neighbours: usize) -> Vec<bool> {
+    let mut keep = carries.to_vec();
+    for (i, _) in carries.iter().enumerate().filter(|(_, &c)| c) {
+        keep[i.saturating_sub(neighbours)..=(i + neighbours).min(carries.len() - 1)].fill(true);
+    }
+    keep
+}
+
+/// `text` with only the kept sentences (`spans`, and what lies between two kept neighbours),
+/// [`CUT`] where sentences were left out; where the kept sentences stand on more than one page
+/// (`pages`, one per span where known), each page's first is marked `(p. N)`.
+pub fn cut_text(text: &str, spans: &[(usize, usize)], keep: &[bool], pages: &[Option<u32>]) -> String {
+    let kept_pages: std::collections::BTreeSet<u32> =
+        (0..spans.len()).filter(|&i| keep[i]).filter_map(|i| pages.get(i).copied().flatten()).collect();
+    let mut out = String::new();
+    let mut last: Option<usize> = None;
+    let mut page: Option<u32> = None;
+    for (i, &(a, b)) in spans.iter().enumerate().filter(|(i, _)| keep[*i]) {
+        match last {
+            None if i > 0 => out.push_str(&format!("{CUT}\n")),
+            Some(l) if i > l + 1 => out.push_str(&format!("\n{CUT}\n")),
+            Some(l) => out.push_str(&text[spans[l].1..a]),
+            None => {}
+        }
+        let here = pages.get(i).copied().flatten();
+        if kept_pages.len() > 1 && here.is_some() && here != page {
+            out.push_str(&format!("(p. {}) ", here.unwrap_or_default()));
+            page = here;
+        }
+        out.push_str(&text[a..b]);
+        last = Some(i);
+    }
+    if last.is_some_and(|l| l + 1 < spans.len()) {
+        out.push_str(&format!("\n{CUT}"));
+    }
+    out
 }
 
 #[cfg(test)]

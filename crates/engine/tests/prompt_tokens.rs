@@ -29,6 +29,7 @@ fn block(counter: &Cl100kCounter, marker: u32, title: &str, doc: &str, text: &st
         carried_from: None,
         text: text.into(),
         metadata: Default::default(),
+        continued: false,
     };
     b.tokens = counter.count(&b.render());
     b
@@ -66,6 +67,12 @@ fn prompt_count_is_additive_over_blocks() {
             // A carried block's header names the turn that first showed it.
             blocks[1].carried_from = Some(2);
             blocks[1].tokens = counter.count(&blocks[1].render());
+        }
+        if i % 3 == 2 {
+            // A block under its document's earlier block: headed `…` and what is its own.
+            blocks[2].continued = true;
+            blocks[2].carried_from = (i % 2 == 0).then_some(3);
+            blocks[2].tokens = counter.count(&blocks[2].render());
         }
         let question = if i % 2 == 0 { "What is IBM Cloud?" } else { "  再给我看看刚才那个\n" };
         let conversation = if i % 3 == 0 {
@@ -140,6 +147,7 @@ fn block_count_from_ingest_time_text_count_is_exact() {
                 carried_from: f.carried_from,
                 text: body.into(),
                 metadata: Default::default(),
+                continued: i % 4 == 1,
             };
             assert_eq!(block_tokens(&b, &f, &counter), counter.count(&b.render()), "{domain} passage {i}");
             checked += 1;

@@ -15,7 +15,9 @@
 //! Per tool, overall and from turn 5: tokens returned to the agent per turn, duplicate chunk
 //! tokens (blocks holding a chunk the agent already held, returned again in full), the gold
 //! evidence the agent holds after each turn (gold passages of the turn among every chunk it
-//! was handed in the conversation so far), and calls that returned nothing new.
+//! was handed in the conversation so far), the support of the turn's reference answer in the
+//! text it holds (its content terms, `answer_support`, and its sentences' meaning,
+//! `semantic_support`, as `eval mtrag` measures a prompt), and calls that returned nothing new.
 
 use crate::data::conversations;
 use crate::error::{bail, Result};
@@ -67,6 +69,13 @@ pub struct Sums {
     pub gold_turns: usize,
     /// Sum over gold turns of the share of the turn's gold passages the agent holds.
     pub evidence_held: f64,
+    /// Turns with a reference answer, and the sums of its support in the text the agent holds
+    /// (content terms; sentences' meaning).
+    pub answered: usize,
+    /// Sum over answered turns of the share of the answer's content terms held.
+    pub support: f64,
+    /// Sum over answered turns of the share of the answer's sentences a held sentence means.
+    pub semantic: f64,
 }
 
 impl Sums {
@@ -78,6 +87,9 @@ impl Sums {
         self.nothing_new += o.nothing_new;
         self.gold_turns += o.gold_turns;
         self.evidence_held += o.evidence_held;
+        self.answered += o.answered;
+        self.support += o.support;
+        self.semantic += o.semantic;
     }
 
     fn report(&self) -> serde_json::Value {
@@ -89,6 +101,9 @@ impl Sums {
             "duplicate_tokens": self.duplicate_tokens,
             "duplicate_tokens_per_turn": per(self.duplicate_tokens as f64, self.turns),
             "evidence_held": per(self.evidence_held, self.gold_turns),
+            "answered_turns": self.answered,
+            "answer_support": per(self.support, self.answered),
+            "semantic_support": per(self.semantic, self.answered),
             "calls_nothing_new": self.nothing_new,
             "share_nothing_new": per(self.nothing_new as f64, self.calls),
         })
@@ -151,6 +166,13 @@ pub fn run(settings: &Settings, opts: &AgentOptions) -> Result<()> {
     domains.sort();
     domains.dedup();
     let embedder = ragctx_app::app::embedder(settings)?;
+    // Sentences embedded once for both tools (`semantic_support`).
+    let memo = crate::mtrag::memo::MemoEmbedder {
+        inner: embedder.clone(),
+        memo: Default::default(),
+        passages: Default::default(),
+    };
+    let mut analyzer = ragctx_lexical::Analyzer::default();
     let sessions_dir = std::env::temp_dir().join(format!("ragctx-eval-agent-{}", std::process::id()));
     let sessions_data = DataDir::open(&sessions_dir, embedder.dimension())?;
     let sessions: Arc<dyn SessionStore> = Arc::new(sessions_data.session_store());
@@ -171,10 +193,21 @@ pub fn run(settings: &Settings, opts: &AgentOptions) -> Result<()> {
         };
         for conv in convs.iter().filter(|c| &c.domain == domain) {
             let mut row = serde_json::json!({"conversation": conv.id, "domain": domain});
+            // Per answered turn: the reference answer's content terms and sentences' vectors.
+            let mut answers: BTreeMap<usize, (HashSet<String>, Vec<Vec<f32>>)> = BTreeMap::new();
+            for (&turn, answer) in &conv.answers {
+                let terms = crate::mtrag_metrics::content_terms(&mut analyzer, &[answer.as_str()]);
+                answers.insert(turn, (terms, memo.passages(&ragctx_core::text::sentences(answer))?));
+            }
             for name in TOOLS {
                 let session = format!("agent-{}", conv.id);
                 sessions.delete(&ragctx_core::SessionId::parse(&session)?)?;
                 let mut held: HashSet<String> = HashSet::new();
+                // What the agent holds to answer from: every text handed over, its content terms
+                // and its sentences' vectors.
+                let mut held_texts: HashSet<String> = HashSet::new();
+                let mut held_terms: HashSet<String> = HashSet::new();
+                let mut held_vectors: Vec<Vec<f32>> = Vec::new();
                 let mut conv_sums = Sums::default();
                 let mut calls = 0usize;
                 for i in 0..conv.messages.len() {
@@ -204,6 +237,15 @@ pub fn run(settings: &Settings, opts: &AgentOptions) -> Result<()> {
                             if b.chunk_ids.iter().any(|c| held.contains(c)) {
                                 turn.duplicate_tokens += b.tokens;
                             }
+                            if held_texts.insert(b.text.clone()) {
+                                held_terms
+                                    .extend(crate::mtrag_metrics::content_terms(&mut analyzer, &[&b.title, &b.text]));
+                                let said: Vec<&str> = ragctx_core::text::sentences(&b.text)
+                                    .into_iter()
+                                    .filter(|x| x.trim() != ragctx_engine::sentences::CUT)
+                                    .collect();
+                                held_vectors.extend(memo.passages(&said)?);
+                            }
                             for c in &b.chunk_ids {
                                 new |= held.insert(c.clone());
                             }
@@ -214,6 +256,17 @@ pub fn run(settings: &Settings, opts: &AgentOptions) -> Result<()> {
                         turn.gold_turns = 1;
                         turn.evidence_held =
                             gold.iter().filter(|g| held.contains(*g)).count() as f64 / gold.len() as f64;
+                        let answer = answers.get(&(i + 1));
+                        if let Some(support) =
+                            answer.and_then(|(t, _)| crate::mtrag_metrics::answer_support(t, &held_terms))
+                        {
+                            let (_, vectors) = answer.expect("answered");
+                            let threshold = crate::mtrag_metrics::SEMANTIC_THRESHOLD;
+                            turn.answered = 1;
+                            turn.support = support;
+                            turn.semantic = crate::mtrag_metrics::semantic_support(vectors, &held_vectors, threshold)
+                                .unwrap_or(0.0);
+                        }
                     }
                     let n = i + 1;
                     let keys = [
@@ -271,20 +324,23 @@ pub fn run(settings: &Settings, opts: &AgentOptions) -> Result<()> {
         started.elapsed().as_secs_f64()
     );
     println!(
-        "{:<8} {:<12} {:>9} {:>10} {:>11} {:>9} {:>13}",
-        "tool", "turns", "calls", "tokens/turn", "dup tokens", "evidence", "nothing new"
+        "{:<8} {:<12} {:>9} {:>10} {:>11} {:>9} {:>8} {:>8} {:>13}",
+        "tool", "turns", "calls", "tokens/turn", "dup tokens", "evidence", "support", "meaning", "nothing new"
     );
     for key in ["overall", "from_turn_5"] {
         for tool in TOOLS {
             let r = &report[tool][key];
+            let f = |k: &str| r[k].as_f64().unwrap_or(0.0);
             println!(
-                "{:<8} {:<12} {:>9} {:>10.0} {:>11} {:>9.3} {:>13}",
+                "{:<8} {:<12} {:>9} {:>10.0} {:>11} {:>9.3} {:>8.3} {:>8.3} {:>13}",
                 tool,
                 key,
                 r["calls"],
-                r["tokens_per_turn"].as_f64().unwrap_or(0.0),
+                f("tokens_per_turn"),
                 r["duplicate_tokens"],
-                r["evidence_held"].as_f64().unwrap_or(0.0),
+                f("evidence_held"),
+                f("answer_support"),
+                f("semantic_support"),
                 r["calls_nothing_new"]
             );
         }

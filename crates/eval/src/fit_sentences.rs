@@ -33,9 +33,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-/// A gold passage's sentence carries the turn when it holds this many of the reference
-/// answer's content terms (or all of a shorter answer's).
-pub const MIN_SHARED: usize = 2;
+use crate::mtrag_metrics::MIN_SHARED;
 
 /// The share of the training turns' answer-bearing sentences the threshold keeps.
 pub const RECALL: f64 = 0.9;

@@ -25,7 +25,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-mod memo;
+pub(crate) mod memo;
 
 /// Options of one evaluation run.
 pub struct MtragOptions {
@@ -433,7 +433,7 @@ pub fn run(settings: &Settings, opts: &MtragOptions) -> Result<()> {
                         .context
                         .iter()
                         .flat_map(|b| ragctx_core::text::sentences(&b.text))
-                        .filter(|x| x.trim() != ragctx_engine::compress::CUT)
+                        .filter(|x| x.trim() != ragctx_engine::sentences::CUT)
                         .map(str::to_owned)
                         .collect();
                     let kept = &earlier[from..];

@@ -35,8 +35,12 @@ pub fn content_terms(analyzer: &mut ragctx_lexical::Analyzer, texts: &[&str]) ->
 /// typically is. Each `eval mtrag` prints the figure on the data it replays.
 pub const SEMANTIC_THRESHOLD: f32 = 0.88;
 
+/// A gold passage's sentence carries the turn (the label `eval fit-sentences` learns) when it
+/// holds this many of the reference answer's content terms (or all of a shorter answer's).
+pub const MIN_SHARED: usize = 2;
+
 /// The sentences of a gold passage that hold the reference answer: at least
-/// [`crate::fit_sentences::MIN_SHARED`] of its content terms (all of a shorter answer's) —
+/// [`MIN_SHARED`] of its content terms (all of a shorter answer's) —
 /// the label the sentence scorer learns.
 pub fn answer_bearing<'a>(
     analyzer: &mut ragctx_lexical::Analyzer,
@@ -46,10 +50,10 @@ pub fn answer_bearing<'a>(
     ragctx_core::text::sentences(text).into_iter().filter(|s| bears_answer(analyzer, s, answer)).collect()
 }
 
-/// Whether `sentence` holds the answer: at least [`crate::fit_sentences::MIN_SHARED`] of its
+/// Whether `sentence` holds the answer: at least [`MIN_SHARED`] of its
 /// content terms (all of a shorter answer's; never for an answer without terms).
 pub fn bears_answer(analyzer: &mut ragctx_lexical::Analyzer, sentence: &str, answer: &HashSet<String>) -> bool {
-    let need = crate::fit_sentences::MIN_SHARED.min(answer.len());
+    let need = MIN_SHARED.min(answer.len());
     need > 0 && content_terms(analyzer, &[sentence]).intersection(answer).count() >= need
 }
 

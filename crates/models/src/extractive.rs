@@ -137,6 +137,7 @@ mod tests {
             carried_from: None,
             text: text.into(),
             metadata: Default::default(),
+            continued: false,
         }
     }
 
