@@ -334,10 +334,12 @@ pub fn block_sentences(block: &ContextBlock, chunks: &[Chunk], index: &[Option<S
 /// Names in each citation the sentences its statements come from: for every marker in the
 /// answer, the sentence before it (markers and spaces between them passed over) is matched to
 /// the sentence of the marker's blocks (`sentences`, one list per block) that holds it or that
-/// shares the most of its terms, at least [`CITED_SHARE`]. A citation whose statements all
-/// found a sentence with a page names those pages only.
+/// shares the most of its terms, at least [`CITED_SHARE`]. A citation whose statements each
+/// found a sentence, each on a known page, names those pages only.
 pub fn cite_sentences(answer: &str, citations: &mut [Citation], blocks: &[ContextBlock], sentences: &[BlockSentences]) {
     let markers = citation_markers(answer);
+    // Markers with a statement that found no sentence: their pages stay their blocks'.
+    let mut unmatched: BTreeSet<u32> = BTreeSet::new();
     for (k, (range, marker)) in markers.iter().enumerate() {
         let Some(citation) = citations.iter_mut().find(|c| c.marker == *marker) else { continue };
         // The statement: the last sentence before the marker, past the markers right before it.
@@ -350,9 +352,10 @@ pub fn cite_sentences(answer: &str, citations: &mut [Citation], blocks: &[Contex
             }
         }
         let before = answer[..end].trim_end();
-        let Some(statement) = ragctx_core::text::sentences(before).last().map(|s| s.trim()) else { continue };
+        let statement = ragctx_core::text::sentences(before).last().map(|s| s.trim()).unwrap_or_default();
         let wanted = terms(statement);
         if wanted.is_empty() {
+            unmatched.insert(*marker);
             continue;
         }
         let mut best: Option<(f64, &CitedSentence)> = None;
@@ -369,13 +372,15 @@ pub fn cite_sentences(answer: &str, citations: &mut [Citation], blocks: &[Contex
                 }
             }
         }
-        if let Some((_, s)) = best {
-            if !citation.sentences.contains(s) {
-                citation.sentences.push(s.clone());
+        match best {
+            Some((_, s)) if !citation.sentences.contains(s) => citation.sentences.push(s.clone()),
+            Some(_) => {}
+            None => {
+                unmatched.insert(*marker);
             }
         }
     }
-    for c in citations.iter_mut() {
+    for c in citations.iter_mut().filter(|c| !unmatched.contains(&c.marker)) {
         let pages: Option<Vec<(u32, u32)>> = c.sentences.iter().map(|s| s.page.map(|p| (p, p))).collect();
         if let Some(pages) = pages.filter(|p| !p.is_empty()) {
             c.pages = ragctx_core::merge_pages(&pages);
@@ -507,6 +512,12 @@ mod tests {
             assert_eq!(s[0].span.map(|(a, b)| &text[a as usize..b as usize]), Some(s[0].text.as_str()));
             assert_eq!(cites[0].pages, vec![(3, 3)], "{answer}: the cited sentence's page");
         }
+        // One statement of the marker matched, another not: the unmatched one's page is
+        // unknown, so the pages stay the block's.
+        let mixed = "The annual fee is ten dollars for members [1]. Something else entirely [1].";
+        let (mut cites, _) = check_citations(mixed, &c.blocks, &[]);
+        cite_sentences(mixed, &mut cites, &c.blocks, &sentences);
+        assert_eq!((cites[0].sentences.len(), cites[0].pages.clone()), (1, vec![(2, 3)]));
         // A statement sharing too little with every sentence names none; the pages stay the block's.
         let (mut cites, _) = check_citations("Something else entirely [1]", &c.blocks, &[]);
         cite_sentences("Something else entirely [1]", &mut cites, &c.blocks, &sentences);
