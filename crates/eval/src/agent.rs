@@ -283,6 +283,8 @@ pub fn run(settings: &Settings, opts: &AgentOptions) -> Result<()> {
                 row[name] = conv_sums.report();
             }
             per_conversation.push(row);
+            // Sentences are shared by the two tools of one conversation, seldom by two.
+            memo.passages.lock().expect("memo").clear();
         }
     }
     let _ = std::fs::remove_dir_all(&sessions_dir);
