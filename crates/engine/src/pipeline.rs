@@ -176,15 +176,23 @@ fn generate_stage(e: &Engine, t: &mut Turn<'_>) -> Result<()> {
     let blocks = &built.context.blocks;
     let (mut citations, invalid) = context::check_citations(&answer, blocks, &built.context.pointers);
     // The sentences the statements come from, read for the cited blocks only (through the
-    // turn's memo: their chunks were read by the search).
+    // turn's memo: their chunks were read by the search). The answer is given: a read that
+    // fails leaves the block's sentences as its text reads, without chunks or their pages.
     let mut sentences = vec![Vec::new(); blocks.len()];
     for (b, list) in blocks.iter().zip(sentences.iter_mut()) {
         if citations.iter().any(|c| c.marker == b.marker) {
-            let chunks = e.vectors.chunks(&b.chunk_ids)?;
+            let chunks = e.vectors.chunks(&b.chunk_ids).unwrap_or_else(|err| {
+                tracing::warn!(%err, "the cited block's chunks could not be read: its sentences cite no chunk");
+                Vec::new()
+            });
             let multi_page = chunks.iter().any(|c| ragctx_core::pages(&c.metadata).is_some_and(|(a, z)| a < z));
+            let ids: Vec<ChunkId> = chunks.iter().map(|c| c.id.clone()).collect();
             let index = match multi_page {
-                true => e.vectors.sentences(&chunks.iter().map(|c| c.id.clone()).collect::<Vec<_>>())?,
-                false => vec![None; chunks.len()],
+                true => e.vectors.sentences(&ids).unwrap_or_else(|err| {
+                    tracing::warn!(%err, "the sentence index could not be read: cited sentences name no page");
+                    vec![None; ids.len()]
+                }),
+                false => vec![None; ids.len()],
             };
             *list = context::block_sentences(b, &chunks, &index);
         }
