@@ -19,9 +19,11 @@ class _Citation(TypedDict):
     title: str
     chunk_ids: List[str]
 
-class CitedSentence(TypedDict, total=False):
-    #: The sentence as its block shows it (always present).
+class _CitedSentence(TypedDict):
+    #: The sentence as its block shows it.
     text: str
+
+class CitedSentence(_CitedSentence, total=False):
     #: The chunk it belongs to, and its byte span ``[start, end)`` in that chunk's text.
     chunk_id: str
     span: Tuple[int, int]
@@ -76,6 +78,7 @@ class _Turn(TypedDict):
     query: str
     answer: str
     citations: List[Citation]
+    #: In prompt order: a document's blocks together, the documents by their best block.
     context: List[ContextBlock]
     exclusion: Mapping[str, List[str]]
     invalid_markers: List[int]
@@ -155,7 +158,8 @@ class Found(TypedDict):
 
     session: str
     step: int
-    #: Chunks new to the session (for `open`: those shown again), in rank order.
+    #: Chunks new to the session (for `open`: those shown again): a document's blocks together,
+    #: the documents by their best block's rank.
     blocks: List[BlockOut]
     #: Chunks the session already holds that rank: named, not sent again.
     pointers: List[PointerOut]

@@ -169,8 +169,9 @@ fn block_metadata(chunks: &[ragctx_core::Chunk]) -> ragctx_core::Metadata {
 }
 
 /// Tokens of a rendered block. A single-chunk block whose text was counted at ingest
-/// costs only its header: the header ends in `)\n` (or a turn number and `\n`) and the
-/// text starts with a non-space character, a split point of cl100k_base's pre-tokenizer,
+/// costs only its header: the header ends in a line break (after `)`, a turn number, or a
+/// continued block's `…` or section) and the text starts with a non-space character, a split
+/// point of cl100k_base's pre-tokenizer,
 /// so the counts add up exactly (checked on real passages in `tests/prompt_tokens.rs`).
 pub fn block_tokens(block: &ContextBlock, fragment: &Fragment, counter: &dyn TokenCounter) -> usize {
     match fragment.chunks.as_slice() {
@@ -234,7 +235,7 @@ impl Prompt<'_> {
     }
 
     /// Tokens of [`Prompt::render`] without counting the blocks again: every block starts
-    /// with `[` after a line break and the tail with a letter, where cl100k_base's
+    /// with `[` (a continued one with `…`) after a line break and the tail with a letter, where cl100k_base's
     /// pre-tokenizer always splits, so the count of the whole is the sum of its pieces
     /// (checked against the whole prompt on real passages in `tests/prompt_tokens.rs`).
     pub fn tokens(&self, counter: &dyn TokenCounter) -> usize {
@@ -289,7 +290,7 @@ pub fn check_citations(answer: &str, blocks: &[ContextBlock], pointers: &[Pointe
 }
 
 /// A statement of the answer cites a sentence when it shares at least this share of its terms
-/// with it (the extractive answer quotes its sentences whole).
+/// with it, and two of them (or its one); the extractive answer quotes its sentences whole.
 pub const CITED_SHARE: f64 = 0.5;
 
 /// The sentences of a block a citation can name, in order: each as the block shows it, with
@@ -332,9 +333,10 @@ pub fn block_sentences(block: &ContextBlock, chunks: &[Chunk], index: &[Option<S
 }
 
 /// Names in each citation the sentences its statements come from: for every marker in the
-/// answer, the sentence before it (markers and spaces between them passed over) is matched to
-/// the sentence of the marker's blocks (`sentences`, one list per block) that holds it or that
-/// shares the most of its terms, at least [`CITED_SHARE`]. A citation whose statements each
+/// answer, the last sentence since the marker before it (markers right before it passed over:
+/// they cite the same statement) is matched to the sentence of the marker's blocks
+/// (`sentences`, one list per block) that holds the most of its terms, at least
+/// [`CITED_SHARE`] and two (among equals the one quoting it word for word, then the closest). A citation whose statements each
 /// found a sentence, each on a known page, names those pages only.
 pub fn cite_sentences(answer: &str, citations: &mut [Citation], blocks: &[ContextBlock], sentences: &[BlockSentences]) {
     let markers = citation_markers(answer);
@@ -342,33 +344,37 @@ pub fn cite_sentences(answer: &str, citations: &mut [Citation], blocks: &[Contex
     let mut unmatched: BTreeSet<u32> = BTreeSet::new();
     for (k, (range, marker)) in markers.iter().enumerate() {
         let Some(citation) = citations.iter_mut().find(|c| c.marker == *marker) else { continue };
-        // The statement: the last sentence before the marker, past the markers right before it.
+        // The statement: the last sentence between the marker before it (past the markers
+        // right before it, which cite the same statement) and it.
         let mut end = range.start;
+        let mut begin = 0;
         for (r, _) in markers[..k].iter().rev() {
             if answer[r.end..end].trim().is_empty() {
                 end = r.start;
             } else {
+                begin = r.end;
                 break;
             }
         }
-        let before = answer[..end].trim_end();
+        let before = answer[begin..end].trim_end();
         let statement = ragctx_core::text::sentences(before).last().map(|s| s.trim()).unwrap_or_default();
         let wanted = terms(statement);
         if wanted.is_empty() {
             unmatched.insert(*marker);
             continue;
         }
-        let mut best: Option<(f64, &CitedSentence)> = None;
+        // By the share of the statement's terms a sentence holds; among equals, the sentence
+        // that holds the statement word for word, then the one with the fewest other terms (a
+        // list's `1.` or a one-word line holds a share of no statement).
+        let mut best: Option<((f64, bool, f64), &CitedSentence)> = None;
         for list in blocks.iter().zip(sentences).filter(|(b, _)| b.marker == *marker).map(|(_, l)| l) {
             for s in list {
-                let share = if s.text.contains(statement) || statement.contains(s.text.trim()) {
-                    1.0
-                } else {
-                    let have = terms(&s.text);
-                    wanted.iter().filter(|t| have.contains(*t)).count() as f64 / wanted.len() as f64
-                };
-                if share >= CITED_SHARE && best.is_none_or(|(x, _)| share > x) {
-                    best = Some((share, s));
+                let have = terms(&s.text);
+                let held = wanted.iter().filter(|t| have.contains(*t)).count() as f64;
+                let key = (held / wanted.len() as f64, s.text.contains(statement), held / have.len().max(1) as f64);
+                let enough = key.0 >= CITED_SHARE && held >= wanted.len().min(2) as f64;
+                if enough && best.is_none_or(|(b, _)| key.partial_cmp(&b) == Some(std::cmp::Ordering::Greater)) {
+                    best = Some((key, s));
                 }
             }
         }
@@ -512,6 +518,18 @@ mod tests {
             assert_eq!(s[0].span.map(|(a, b)| &text[a as usize..b as usize]), Some(s[0].text.as_str()));
             assert_eq!(cites[0].pages, vec![(3, 3)], "{answer}: the cited sentence's page");
         }
+        // A list's `1.` or a one-word line is no statement's sentence; a marker mid-sentence
+        // cites the clause since the marker before it.
+        let listy = "1. Members\nThe annual fee is ten dollars for members. Other words follow here.";
+        let mut g = f.clone();
+        (g.text, g.chunks[0].text) = (listy.into(), listy.into());
+        let c2 = build_context(&[g.clone()], &[], &BTreeMap::new(), 500, &counter);
+        let s2 = vec![block_sentences(&c2.blocks[0], &g.chunks, &[None])];
+        let answer = "Members pay 1.50 or so [1], and the annual fee is ten dollars for members [1].";
+        let (mut cites, _) = check_citations(answer, &c2.blocks, &[]);
+        cite_sentences(answer, &mut cites, &c2.blocks, &s2);
+        let texts: Vec<&str> = cites[0].sentences.iter().map(|s| s.text.as_str()).collect();
+        assert_eq!(texts, vec!["The annual fee is ten dollars for members."], "{:?}", cites[0].sentences);
         // One statement of the marker matched, another not: the unmatched one's page is
         // unknown, so the pages stay the block's.
         let mixed = "The annual fee is ten dollars for members [1]. Something else entirely [1].";
