@@ -51,8 +51,8 @@ class _ContextBlock(TypedDict):
 class ContextBlock(_ContextBlock, total=False):
     #: The metadata of the block's first chunk; absent when it has none.
     metadata: Dict[str, MetadataValue]
-    #: True when an earlier block of the same document stands right before it in the prompt
-    #: (it is shown under that block's header); absent otherwise.
+    #: True when a block of the same document ranks above it (the prompt shows it under that
+    #: block's header); absent otherwise.
     continued: bool
 
 class _Pointer(TypedDict):
@@ -78,7 +78,7 @@ class _Turn(TypedDict):
     query: str
     answer: str
     citations: List[Citation]
-    #: In prompt order: a document's blocks together, the documents by their best block.
+    #: In rank order (the prompt shows a document's blocks together, under its best one).
     context: List[ContextBlock]
     exclusion: Mapping[str, List[str]]
     invalid_markers: List[int]
@@ -158,8 +158,7 @@ class Found(TypedDict):
 
     session: str
     step: int
-    #: Chunks new to the session (for `open`: those shown again): a document's blocks together,
-    #: the documents by their best block's rank.
+    #: Chunks new to the session (for `open`: those shown again), in rank order.
     blocks: List[BlockOut]
     #: Chunks the session already holds that rank: named, not sent again.
     pointers: List[PointerOut]

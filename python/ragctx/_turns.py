@@ -1,6 +1,6 @@
 """What both framework retrievers take from a ragctx turn."""
 
-from typing import Any, Dict, List
+from typing import Any, Dict
 
 # The keys ragctx sets on every retrieved document or node.
 RAGCTX_KEYS = ("document_id", "title", "marker", "score", "chunk_ids", "carried_from", "session_id", "turn")
@@ -34,9 +34,3 @@ def block_metadata(block: Dict[str, Any], turn: Dict[str, Any]) -> Dict[str, Any
             out[moved] = user[key]
     out.update(ours)
     return out
-
-
-def ranked(turn: Dict[str, Any]) -> List[Dict[str, Any]]:
-    """The turn's context blocks best first. The context lists them in prompt order, a
-    document's blocks together under one header; a retriever's callers expect rank order."""
-    return sorted(turn["context"], key=lambda block: -block["score"])

@@ -49,17 +49,17 @@ from langchain_core.runnables.config import run_in_executor
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, ConfigDict, Field
 
-from ._turns import block_metadata, ranked
+from ._turns import block_metadata
 from .filters import all_of, from_langchain
 
 _SEARCH_KWARGS = ("filter", "k")
 
 
 def to_documents(turn: Dict[str, Any]) -> List[Document]:
-    """The context blocks of a ragctx turn as LangChain documents, best first."""
+    """The context blocks of a ragctx turn as LangChain documents."""
     return [
         Document(page_content=block["text"], metadata=block_metadata(block, turn))
-        for block in ranked(turn)
+        for block in turn["context"]
     ]
 
 

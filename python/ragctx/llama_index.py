@@ -31,18 +31,18 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
-from ._turns import block_metadata, ranked
+from ._turns import block_metadata
 from .filters import all_of, from_langchain, from_llama_index
 
 
 def to_nodes(turn: Dict[str, Any]) -> List[NodeWithScore]:
-    """The context blocks of a ragctx turn as LlamaIndex nodes with scores, best first."""
+    """The context blocks of a ragctx turn as LlamaIndex nodes with scores."""
     return [
         NodeWithScore(
             node=TextNode(id_="|".join(block["chunk_ids"]), text=block["text"], metadata=block_metadata(block, turn)),
             score=block["score"],
         )
-        for block in ranked(turn)
+        for block in turn["context"]
     ]
 
 

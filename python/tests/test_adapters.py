@@ -133,17 +133,3 @@ def test_retrieval_never_calls_the_model(tmp_path):
         e.ask("a", "How often should I water ferns?")
     docs = RagctxRetriever(engine=e, session="r").invoke("How often should I water ferns?")
     assert docs and docs[0].metadata["turn"] == 1
-
-
-def test_adapters_return_blocks_best_first():
-    """The context lists a document's blocks together (one header in the prompt); a
-    retriever's documents and nodes come best first."""
-    from ragctx.langchain import to_documents
-    from ragctx.llama_index import to_nodes
-
-    block = lambda doc, score, chunk: {  # noqa: E731
-        "document_id": doc, "title": doc, "marker": 1, "score": score, "chunk_ids": [chunk], "text": chunk,
-    }
-    turn = {"session_id": "s", "turn": 1, "context": [block("a", 0.9, "a#0"), block("a", 0.5, "a#4"), block("b", 0.8, "b#0")]}
-    assert [d.metadata["score"] for d in to_documents(turn)] == [0.9, 0.8, 0.5]
-    assert [n.score for n in to_nodes(turn)] == [0.9, 0.8, 0.5]

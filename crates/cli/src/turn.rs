@@ -230,7 +230,7 @@ pub fn trace(sessions: &dyn SessionStore, session: &SessionId, turn: Option<u64>
             ),
             ragctx_core::StepKind::Search | ragctx_core::StepKind::Open => println!("  {}", step_summary(t)),
         }
-        for b in &t.context {
+        for b in ragctx_core::by_document(&t.context, |b| &b.document_id) {
             let cited = t.citations.iter().any(|c| c.marker == b.marker);
             let indent = if b.continued { "  " } else { "" };
             println!("  {indent}{}{}", b.heading(), if cited { "  cited" } else { "" });

@@ -4,7 +4,8 @@ use serde::{Deserialize, Serialize};
 /// One block of the context handed to the model: its header (`[marker] title › section
 /// (document_id, p. 3–4)`, [`ContextBlock::header`]) and its text. A document's blocks stand
 /// together under its first block's header; each later one is headed only by what is its own
-/// (`… › section (p. 7)`, [`ContextBlock::continuation`]): a document takes one source slot.
+/// (`… › section (p. 7)`, [`ContextBlock::continuation`]): a document takes one source slot
+/// ([`by_document`] makes that order from the blocks' rank order).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ContextBlock {
     /// Stable within a session: a document keeps its marker across turns.
@@ -32,8 +33,8 @@ pub struct ContextBlock {
     /// with `page_end` the last page any of its chunks is read from.
     #[serde(default, skip_serializing_if = "crate::Metadata::is_empty")]
     pub metadata: crate::Metadata,
-    /// Another block of the same document stands right before it in the prompt: it is shown
-    /// under that block's header, headed by [`ContextBlock::continuation`].
+    /// A block of the same document ranks above it: in the prompt it is shown under that
+    /// block's header ([`by_document`]), headed by [`ContextBlock::continuation`].
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub continued: bool,
 }
@@ -118,6 +119,26 @@ impl Pointer {
             self.shown_in_turn
         )
     }
+}
+
+/// `items` (in rank order) as the prompt shows them: each document's together under its best
+/// one, the documents in the order of their best, a document's own in rank order. The one
+/// place that order is made: the chat prompt, an agent's result and the trace read it.
+pub fn by_document<'a, T, K: PartialEq + ?Sized>(items: &'a [T], document: impl Fn(&T) -> &K) -> Vec<&'a T> {
+    let mut out: Vec<&T> = Vec::with_capacity(items.len());
+    let mut done = vec![false; items.len()];
+    for i in 0..items.len() {
+        if done[i] {
+            continue;
+        }
+        for j in i..items.len() {
+            if !done[j] && document(&items[j]) == document(&items[i]) {
+                done[j] = true;
+                out.push(&items[j]);
+            }
+        }
+    }
+    out
 }
 
 /// What heads a block shown under its document's earlier block: text of the document was left

@@ -73,8 +73,8 @@ mod turn;
 
 pub use chunk::{check_replacement, check_vectors, Chunk, DocumentSummary, EmbeddedChunk, Replaced, CHUNK_TOKENIZER};
 pub use context::{
-    citation_markers, merge_pages, page_label, page_ranges, pages, shown_title, Citation, CitedSentence, ContextBlock,
-    Pointer, CONTINUED, PAGE_END_KEY, PAGE_START_KEY, SECTION_KEY, SECTION_SEPARATOR,
+    by_document, citation_markers, merge_pages, page_label, page_ranges, pages, shown_title, Citation, CitedSentence,
+    ContextBlock, Pointer, CONTINUED, PAGE_END_KEY, PAGE_START_KEY, SECTION_KEY, SECTION_SEPARATOR,
 };
 pub use error::{Error, ErrorKind, Report, Result, Source};
 pub use filter::{

@@ -338,8 +338,8 @@ pub struct Trace {
     pub answer: String,
     /// The answer's markers that name a block or pointer of this turn, in the order first used.
     pub citations: Vec<Citation>,
-    /// The blocks the model read, in prompt order: a document's blocks together, the documents
-    /// by their best block's rank.
+    /// The blocks the model read, in rank order (the prompt shows a document's together:
+    /// [`crate::by_document`]).
     pub context: Vec<ContextBlock>,
     /// `client` memory: one-line pointers to chunks the caller already holds (written only
     /// in `client` memory).

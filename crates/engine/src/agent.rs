@@ -385,8 +385,7 @@ pub struct Found {
     pub session: String,
     /// This call's step number in the session.
     pub step: u64,
-    /// Chunks new to the session (for `open`: those shown again): a document's blocks
-    /// together, the documents by their best block's rank.
+    /// Chunks new to the session (for `open`: those shown again), in rank order.
     pub blocks: Vec<BlockOut>,
     /// Chunks the session already holds that rank for this query.
     pub pointers: Vec<PointerOut>,
@@ -500,15 +499,17 @@ impl Found {
                 handles.first().map(String::as_str).unwrap_or("it")
             ));
         }
-        for (i, b) in self.blocks.iter().enumerate() {
+        let mut headed: Vec<&str> = Vec::new();
+        for b in ragctx_core::by_document(&self.blocks, |b| b.document_id.as_str()) {
             let metadata: ragctx_core::Metadata = serde_json::from_value(b.metadata.clone()).unwrap_or_default();
-            // A document's blocks stand together (the engine's prompt order): the later ones
-            // under the first's header, headed by their handles and what is their own.
-            if i > 0 && self.blocks[i - 1].document_id == b.document_id {
+            // A document's blocks stand together as in the chat prompt: the later ones under
+            // the best one's header, headed by their handles and what is their own.
+            if headed.contains(&b.document_id.as_str()) {
                 let heading = ragctx_core::ContextBlock::continuation(&metadata);
                 text.push_str(&format!("{} {heading}\n{}\n\n", label(&b.handles), b.text.trim_end()));
                 continue;
             }
+            headed.push(&b.document_id);
             let title = ragctx_core::shown_title(&b.title, &metadata);
             let pages = match ragctx_core::pages(&metadata) {
                 Some((a, z)) if a == z => format!(", p. {a}"),
@@ -594,10 +595,11 @@ mod tests {
         let found = super::Found {
             session: "s".into(),
             step: 1,
+            // In rank order: the document's second block ranks below the other document's.
             blocks: vec![
                 block("1.2", "g.pdf", "Fees", "Ten euros."),
-                block("1.7", "g.pdf", "Appeals", "Write to us."),
                 block("2.1", "h.pdf", "Fees", "Free."),
+                block("1.7", "g.pdf", "Appeals", "Write to us."),
             ],
             pointers: vec![],
             tokens: 0,

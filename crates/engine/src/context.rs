@@ -38,8 +38,8 @@ pub struct PointerCandidate {
 /// What [`build_context`] admitted within the budget, what it costs and what it left out.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct BuiltContext {
-    /// In prompt order: a document's blocks together (the first under its header, the others
-    /// continued), the documents by their best block's rank.
+    /// In rank order (the prompt shows them [`ragctx_core::by_document`]: the later blocks of a
+    /// document continued under its best one's header).
     pub blocks: Vec<ContextBlock>,
     /// In rank order; each names a document of the session's markers.
     pub pointers: Vec<Pointer>,
@@ -138,21 +138,7 @@ pub fn build_context(
     // A document listed as dropped may still have another fragment inside.
     let inside: BTreeSet<&DocumentId> = out.blocks.iter().map(|b| &b.document_id).collect();
     out.dropped_by_budget.retain(|d| !inside.contains(d));
-    out.blocks = by_document(std::mem::take(&mut out.blocks));
     out
-}
-
-/// Blocks in prompt order: each document's blocks together, in rank order, the documents in
-/// the order of their best block (so each continued block follows one of its document's).
-fn by_document(blocks: Vec<ContextBlock>) -> Vec<ContextBlock> {
-    let mut documents: Vec<(DocumentId, Vec<ContextBlock>)> = Vec::new();
-    for b in blocks {
-        match documents.iter_mut().find(|(d, _)| *d == b.document_id) {
-            Some((_, group)) => group.push(b),
-            None => documents.push((b.document_id.clone(), vec![b])),
-        }
-    }
-    documents.into_iter().flat_map(|(_, group)| group).collect()
 }
 
 /// A block's metadata: its first chunk's, with the last page any of its chunks is read from
@@ -192,7 +178,8 @@ pub struct Prompt<'a> {
     pub conversation: &'a str,
     /// `client` memory: pointer lines, listed before the sources; empty for none.
     pub pointers: &'a [Pointer],
-    /// The sources in prompt order ([`BuiltContext::blocks`]), counted by their own `tokens`.
+    /// The sources in rank order, shown [`ragctx_core::by_document`], counted by their own
+    /// `tokens`.
     pub blocks: &'a [ContextBlock],
 }
 
@@ -227,7 +214,7 @@ impl Prompt<'_> {
     /// The prompt as sent to a model.
     pub fn render(&self) -> String {
         let mut p = self.head();
-        for b in self.blocks {
+        for b in ragctx_core::by_document(self.blocks, |b| &b.document_id) {
             p.push_str(&b.render());
         }
         p.push_str(&self.tail());
@@ -342,6 +329,9 @@ pub fn cite_sentences(answer: &str, citations: &mut [Citation], blocks: &[Contex
     let markers = citation_markers(answer);
     // Markers with a statement that found no sentence: their pages stay their blocks'.
     let mut unmatched: BTreeSet<u32> = BTreeSet::new();
+    // Each sentence's terms, once for every marker that may cite it.
+    let held_terms: Vec<Vec<std::collections::HashSet<String>>> =
+        sentences.iter().map(|list| list.iter().map(|s| terms(&s.text)).collect()).collect();
     for (k, (range, marker)) in markers.iter().enumerate() {
         let Some(citation) = citations.iter_mut().find(|c| c.marker == *marker) else { continue };
         // The statement: the last sentence between the marker before it (past the markers
@@ -367,9 +357,9 @@ pub fn cite_sentences(answer: &str, citations: &mut [Citation], blocks: &[Contex
         // that holds the statement word for word, then the one with the fewest other terms (a
         // list's `1.` or a one-word line holds a share of no statement).
         let mut best: Option<((f64, bool, f64), &CitedSentence)> = None;
-        for list in blocks.iter().zip(sentences).filter(|(b, _)| b.marker == *marker).map(|(_, l)| l) {
-            for s in list {
-                let have = terms(&s.text);
+        let lists = blocks.iter().zip(sentences.iter().zip(&held_terms)).filter(|(b, _)| b.marker == *marker);
+        for (list, list_terms) in lists.map(|(_, l)| l) {
+            for (s, have) in list.iter().zip(list_terms) {
                 let held = wanted.iter().filter(|t| have.contains(*t)).count() as f64;
                 let key = (held / wanted.len() as f64, s.text.contains(statement), held / have.len().max(1) as f64);
                 let enough = key.0 >= CITED_SHARE && held >= wanted.len().min(2) as f64;
@@ -459,8 +449,9 @@ mod tests {
         let frags = [frag("a", 8, 0.9), frag("b", 8, 0.8), second, frag("c", 4, 0.6)];
         let c = build_context(&frags, &[], &BTreeMap::new(), 500, &counter);
         let order: Vec<(&str, bool)> = c.blocks.iter().map(|b| (b.document_id.as_str(), b.continued)).collect();
-        assert_eq!(order, vec![("a", false), ("a", true), ("b", false), ("c", false)]);
-        assert_eq!(c.blocks.iter().map(|b| b.marker).collect::<Vec<_>>(), vec![1, 1, 2, 3]);
+        // The blocks stay in rank order; the prompt shows the document's together.
+        assert_eq!(order, vec![("a", false), ("b", false), ("a", true), ("c", false)]);
+        assert_eq!(c.blocks.iter().map(|b| b.marker).collect::<Vec<_>>(), vec![1, 2, 1, 3]);
         for b in &c.blocks {
             assert_eq!(b.tokens, counter.count(&b.render()), "header counted");
         }
@@ -479,6 +470,9 @@ mod tests {
         );
         let order: Vec<(&str, bool)> = c.blocks.iter().map(|b| (b.document_id.as_str(), b.continued)).collect();
         assert_eq!(order, vec![("b", false), ("a", false)]);
+        let shown: Vec<&str> =
+            ragctx_core::by_document(&c.blocks, |b| &b.document_id).iter().map(|b| b.document_id.as_str()).collect();
+        assert_eq!(shown, vec!["b", "a"]);
     }
 
     /// A statement's citation names the sentence it comes from (quoted or in other words) with
