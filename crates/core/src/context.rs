@@ -124,7 +124,7 @@ impl Pointer {
 /// `items` (in rank order) as the prompt shows them: each document's together under its best
 /// one, the documents in the order of their best, a document's own in rank order. The one
 /// place that order is made: the chat prompt, an agent's result and the trace read it.
-pub fn by_document<'a, T, K: PartialEq + ?Sized>(items: &'a [T], document: impl Fn(&T) -> &K) -> Vec<&'a T> {
+pub fn by_document<T, K: PartialEq + ?Sized>(items: &[T], document: impl Fn(&T) -> &K) -> Vec<&T> {
     let mut out: Vec<&T> = Vec::with_capacity(items.len());
     let mut done = vec![false; items.len()];
     for i in 0..items.len() {
